@@ -1,0 +1,54 @@
+"""The ``mixle`` command line: a thin wrapper over library calls.
+
+Each subcommand lives in its own module ``mixle.cli._<name>`` exposing
+``register(subparsers) -> None``, which adds its parser and sets ``func`` (a callable
+taking the parsed namespace and returning an exit code). Modules are imported only
+when their command runs, so ``mixle --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+# name -> (module, one-line help). Keep sorted by name.
+_COMMANDS: dict[str, tuple[str, str]] = {}
+
+
+def _build_parser(selected: str | None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mixle",
+        description=(
+            "Ingest tokenized documents into a sharded memory-mapped corpus, inspect and "
+            "verify it, and stream it into language-model training."
+        ),
+        epilog="Run `mixle COMMAND --help` for the options and examples of each command.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in _COMMANDS.items():
+        if name == selected:
+            module = importlib.import_module(module_name)
+            module.register(subparsers)
+        else:
+            subparsers.add_parser(name, help=help_text)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``mixle`` command with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    selected = next((arg for arg in args_list if arg in _COMMANDS), None)
+    parser = _build_parser(selected)
+    args = parser.parse_args(args_list)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

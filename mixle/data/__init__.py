@@ -1,0 +1,5 @@
+"""Pure iteration logic over any sequence of 1-D token arrays.
+
+Nothing here knows about files: ``documents`` may be a list of numpy arrays or a lazy
+memory-mapped :class:`mixle.corpus.ShardedDocuments`; the contracts are the same.
+"""

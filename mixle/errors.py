@@ -1,0 +1,87 @@
+"""The one exception family of mixle.
+
+Every error mixle raises on purpose derives from :class:`CorpusError`. Each class
+also subclasses the built-in exception it refines, so callers that already write
+``except ValueError`` or ``except FileNotFoundError`` keep working.
+
+Messages name the argument, file, shard, document and position involved and say
+what was expected, e.g. "`block` must be a positive integer. Got 0 instead."
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ArgumentError",
+    "ArgumentTypeError",
+    "ChecksumError",
+    "CheckpointError",
+    "CorpusError",
+    "CorpusExistsError",
+    "CorpusFormatError",
+    "CorpusNotFoundError",
+    "IngestError",
+    "RemoteError",
+    "RevisionMismatchError",
+    "StateMismatchError",
+    "TokenIdError",
+    "UnsafePathError",
+]
+
+
+class CorpusError(Exception):
+    """Root of every error mixle raises deliberately."""
+
+
+class ArgumentError(CorpusError, ValueError):
+    """An argument has a value outside its documented domain."""
+
+
+class ArgumentTypeError(ArgumentError, TypeError):
+    """An argument has the wrong type (a bool or float where an integer is required).
+
+    Subclasses both ``ValueError`` and ``TypeError`` so either ``except`` clause catches it.
+    """
+
+
+class TokenIdError(ArgumentError):
+    """A token id is not an exact integer in the allowed range (names document and position)."""
+
+
+class StateMismatchError(ArgumentError):
+    """A saved iterator state belongs to a different stream; the message lists each field."""
+
+
+class CorpusNotFoundError(CorpusError, FileNotFoundError):
+    """No corpus (no manifest) exists at the given location."""
+
+
+class CorpusExistsError(CorpusError, FileExistsError):
+    """A corpus already exists where a new one would be written (pass ``overwrite=True``)."""
+
+
+class CorpusFormatError(CorpusError, ValueError):
+    """A corpus file is malformed, truncated or inconsistent with its manifest."""
+
+
+class UnsafePathError(CorpusFormatError):
+    """A manifest names a shard file outside the corpus directory."""
+
+
+class ChecksumError(CorpusFormatError):
+    """A shard's content checksum does not match the manifest."""
+
+
+class IngestError(CorpusError, ValueError):
+    """An input record cannot be converted; names file, line or record and position."""
+
+
+class RemoteError(CorpusError, OSError):
+    """An object-store read failed after every retry; names URL, shard and attempts."""
+
+
+class CheckpointError(CorpusError, ValueError):
+    """A training checkpoint is missing, corrupt or belongs to a different run."""
+
+
+class RevisionMismatchError(CorpusError, ValueError):
+    """Gradient states computed at different model revisions cannot be combined."""

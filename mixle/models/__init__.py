@@ -1,0 +1,1 @@
+"""Consumers of the token stream: the streaming transformer language-model leaf."""
