@@ -13,8 +13,8 @@ from __future__ import annotations
 __all__ = [
     "ArgumentError",
     "ArgumentTypeError",
-    "ChecksumError",
     "CheckpointError",
+    "ChecksumError",
     "CorpusError",
     "CorpusExistsError",
     "CorpusFormatError",
