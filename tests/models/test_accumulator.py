@@ -222,5 +222,5 @@ def test_seq_update_validates_weights_ids_and_encoding() -> None:
 def test_accumulator_rejects_modules_without_vocab_and_block() -> None:
     with pytest.raises(ArgumentTypeError, match="`vocab`"):
         StreamingTransformerAccumulator(torch.nn.Linear(2, 2))
-    with pytest.raises(ArgumentTypeError, match="torch.nn.Module"):
+    with pytest.raises(ArgumentTypeError, match=r"torch\.nn\.Module"):
         StreamingTransformerAccumulator("model")  # type: ignore[arg-type]

@@ -39,9 +39,7 @@ def test_last_only_matches_the_last_position_of_the_full_output() -> None:
 
 def test_equal_seeds_give_bitwise_equal_weights_and_different_seeds_do_not() -> None:
     a, b, c = _model(seed=7), _model(seed=7), _model(seed=8)
-    for (name, pa), pb, pc in zip(
-        a.named_parameters(), b.parameters(), c.parameters(), strict=True
-    ):
+    for (name, pa), pb in zip(a.named_parameters(), b.parameters(), strict=True):
         assert torch.equal(pa, pb), name
     assert not all(
         torch.equal(pa, pc) for pa, pc in zip(a.parameters(), c.parameters(), strict=True)
