@@ -29,7 +29,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from mixle._checks import exact_int, nonnegative_int, positive_int
+from mixle._checks import as_token_ids, exact_int, nonnegative_int, positive_int
 from mixle.errors import ArgumentError, ArgumentTypeError, CheckpointError, RevisionMismatchError
 from mixle.models._accumulator import (
     OptimizerSlot,
@@ -332,17 +332,16 @@ class StreamingTransformerSampler(DistributionSampler):
 
         The context is the last ``block`` ids. Returns prompt + continuation, int64.
         """
-        tokens, _ = as_contexts(
-            np.asarray(prompt).reshape(1, -1)[:, -self.dist.block :],
-            self.dist.vocab,
-            self.dist.block,
-        )
-        full = [int(t) for t in np.asarray(prompt).reshape(-1)]
+        ids = as_token_ids(prompt, "`prompt`")
+        if ids.shape[0] == 0:
+            raise ArgumentError("`prompt` must hold at least one token id. Got none.")
+        # Every prompt id is validated, not just the last `block` the model will see.
+        as_contexts(ids.reshape(-1, 1), self.dist.vocab, self.dist.block)
         temp = positive_float("temperature", temperature)
+        full = ids.tolist()
         for _ in range(nonnegative_int("n_tokens", n_tokens)):
             window = np.asarray(full[-self.dist.block :], dtype=np.int64)[None]
             full.append(int(self._draw(self._probs(window, temp)[0], 1)[0]))
-        del tokens
         return np.asarray(full, dtype=np.int64)
 
 
@@ -528,9 +527,7 @@ def stream_fit(
     window_loss: Any = 0.0
     window_weight = 0.0
     started = time.perf_counter()
-    for batch in token_source:
-        if limit is not None and steps >= limit:
-            break
+    for batch in token_source if limit != 0 else ():
         parsed: TokenBatch = parse_batch(batch, leaf.vocab, leaf.block)
         accumulator = factory.make()
         accumulator.accumulate(parsed)
@@ -551,6 +548,8 @@ def stream_fit(
             )
             window_loss, window_weight, window_tokens = 0.0, 0.0, 0
             started = time.perf_counter()
+        if limit is not None and steps >= limit:
+            break
     return leaf
 
 
