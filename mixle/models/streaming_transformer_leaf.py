@@ -395,13 +395,14 @@ class StreamingTransformerEstimator(ParameterEstimator):
         ArgumentError
             The state's total weight is 0.
         """
-        params = [p for _, p in trainable_parameters(self.module)]
         if isinstance(suff_stat, StreamingTransformerAccumulator):
             if suff_stat.module is not self.module:
                 raise ArgumentError("the accumulator was made for a different module.")
-            suff_stat.check_pinned()
+            suff_stat.check_pinned()  # same parameters, unchanged since the pin
+            params = suff_stat.parameters
             grads = suff_stat.mean_gradients()
         elif isinstance(suff_stat, StreamingGradientState):
+            params = [p for _, p in trainable_parameters(self.module)]
             current = revision_digest(self.module)
             if suff_stat.base_sha256 != current:
                 raise RevisionMismatchError(
