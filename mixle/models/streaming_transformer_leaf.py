@@ -530,13 +530,13 @@ def stream_fit(
     started = time.perf_counter()
     for batch in token_source if limit != 0 else ():
         parsed: TokenBatch = parse_batch(batch, leaf.vocab, leaf.block)
+        observed = int(np.count_nonzero(parsed.weights))
+        if observed == 0:
+            continue
         accumulator = factory.make()
         accumulator.accumulate(parsed)
-        if accumulator.effective_weight == 0:
-            continue
         leaf = estimator.estimate(None, accumulator)
         steps += 1
-        observed = int(np.count_nonzero(parsed.weights))
         tokens += observed
         window_tokens += observed
         window_loss = window_loss + accumulator.loss_tensor()
