@@ -113,8 +113,21 @@ class ShardWriter:
         """Bytes of token data written so far."""
         return self.num_tokens * self._np_dtype.itemsize
 
-    def write(self, tokens: np.ndarray, lengths: np.ndarray | Sequence[int]) -> None:
+    def write(
+        self, tokens: np.ndarray, lengths: np.ndarray | Sequence[int], *, owned: bool = False
+    ) -> None:
         """Append documents whose ids, concatenated, are ``tokens`` (already of ``dtype``).
+
+        Parameters
+        ----------
+        tokens
+            1-D array of this shard's dtype; its bytes are written as they are.
+        lengths
+            Document lengths, adding up to ``len(tokens)``.
+        owned
+            ``True`` promises that the caller will not modify ``tokens`` afterwards, so
+            its checksum may still be computed in the background after this returns.
+            With ``False`` (default) the caller may reuse the buffer at once.
 
         Raises
         ------
@@ -138,6 +151,8 @@ class ShardWriter:
                 f"{tokens.shape[0]} ids."
             )
         self._write_bytes(tokens)
+        if not owned:
+            self._wait_hashes(0)
         self._lengths.append(lengths_array)
         self.num_documents += lengths_array.shape[0]
         self.num_tokens += tokens.shape[0]

@@ -264,7 +264,7 @@ class CorpusWriter:
         tokens = narrow(batch.tokens, self._dtype, batch.max_id)
         self._num_documents += batch.lengths.shape[0]
         if tokens.shape[0] >= _BATCH_TOKENS and not self._pending:
-            self._write(tokens, batch.lengths)
+            self._write(tokens, batch.lengths, owned=not (len(arrays) == 1 and tokens is arrays[0]))
             return
         # Small additions are gathered so the files see few large writes. A lone
         # document may still be the caller's own array: copy it, since the caller may
@@ -276,8 +276,12 @@ class CorpusWriter:
         if self._pending_tokens >= _BATCH_TOKENS:
             self._flush()
 
-    def _write(self, tokens: np.ndarray, lengths: np.ndarray) -> None:
-        """Split a validated batch at shard boundaries and stream it out."""
+    def _write(self, tokens: np.ndarray, lengths: np.ndarray, *, owned: bool = True) -> None:
+        """Split a validated batch at shard boundaries and stream it out.
+
+        ``owned``: ``tokens`` is private to this writer (not the caller's array), so its
+        checksum may finish in the background.
+        """
         itemsize = tokens.dtype.itemsize
         ends = np.cumsum(lengths, dtype=np.int64)
         first, token_start, count = 0, 0, lengths.shape[0]
@@ -293,7 +297,7 @@ class CorpusWriter:
                     continue
                 last = first + 1  # an oversized document gets its own shard
             token_end = int(ends[last - 1])
-            shard.write(tokens[token_start:token_end], lengths[first:last])
+            shard.write(tokens[token_start:token_end], lengths[first:last], owned=owned)
             first, token_start = last, token_end
 
     def _open_shard(self) -> ShardWriter:

@@ -114,13 +114,13 @@ def test_open_maps_no_shard_and_lru_bounds_open_shards(
     path = make_corpus(expected, shard_max_bytes=64)
     documents = open_corpus(path, max_open_shards=3)
     assert documents.num_shards > 20
-    assert len(documents._open) == 0
+    assert len(documents._resident) == 0
     rng = np.random.default_rng(0)
     for index in rng.integers(0, 300, size=500).tolist():
         np.testing.assert_array_equal(documents[index], expected[index])
-        assert len(documents._open) <= 3
+        assert len(documents._resident) <= 3
     _ = documents.lengths
-    assert len(documents._open) <= 3
+    assert len(documents._resident) <= 3
     with pytest.raises(ArgumentError):
         open_corpus(path, max_open_shards=0)
 
