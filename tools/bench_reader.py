@@ -44,6 +44,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import mixle.corpus._shard as shard_module  # noqa: E402
 from mixle.corpus import CorpusWriter, ShardWriter, commit_manifest, open_corpus  # noqa: E402
 
 VOCAB = 50257  # GPT-2: ids < 65536, so uint16 on disk
@@ -88,6 +89,20 @@ def interleave(runs: dict[str, Callable[[], float]], reps: int) -> dict[str, flo
 
 
 # -- (c) writer -----------------------------------------------------------------------
+class _NoHash:
+    def update(self, data: object) -> None:
+        pass
+
+    def hexdigest(self) -> str:
+        return "0" * 64
+
+
+class _NoHashlib:
+    @staticmethod
+    def sha256(data: bytes = b"") -> _NoHash:
+        return _NoHash()
+
+
 def bench_writer(directory: Path, tokens: int, reps: int) -> dict[str, Any]:
     rng = np.random.default_rng(3)
     documents = make_documents(rng, tokens, 1000)
@@ -112,12 +127,20 @@ def bench_writer(directory: Path, tokens: int, reps: int) -> dict[str, Any]:
 
         return run
 
-    def ours(durable: bool) -> Callable[[], float]:
+    def ours(durable: bool, checksum: bool = True) -> Callable[[], float]:
         def run() -> float:
-            start = time.perf_counter()
-            with CorpusWriter(corpus_path, vocab_size=VOCAB, overwrite=True, durable=durable) as w:
-                w.add_many(documents)
-            elapsed = time.perf_counter() - start
+            saved = shard_module.hashlib
+            if not checksum:  # diagnostic only: what the writer costs without SHA-256
+                shard_module.hashlib = _NoHashlib  # type: ignore[assignment]
+            try:
+                start = time.perf_counter()
+                with CorpusWriter(
+                    corpus_path, vocab_size=VOCAB, overwrite=True, durable=durable
+                ) as writer:
+                    writer.add_many(documents)
+                elapsed = time.perf_counter() - start
+            finally:
+                shard_module.hashlib = saved
             shutil.rmtree(corpus_path)
             return elapsed
 
@@ -130,6 +153,7 @@ def bench_writer(directory: Path, tokens: int, reps: int) -> dict[str, Any]:
             "concat_tofile_fsync": baseline(True),
             "writer_fsync": ours(True),
             "concat_tofile_sha256": baseline(False, checksum=True),
+            "writer_no_fsync_no_sha256": ours(False, checksum=False),
         },
         reps,
     )
@@ -141,6 +165,7 @@ def bench_writer(directory: Path, tokens: int, reps: int) -> dict[str, Any]:
         "ratio_no_fsync": times["concat_tofile"] / times["writer_no_fsync"],
         "ratio_fsync": times["concat_tofile_fsync"] / times["writer_fsync"],
         "ratio_vs_concat_tofile_sha256": times["concat_tofile_sha256"] / times["writer_no_fsync"],
+        "ratio_no_fsync_no_sha256": times["concat_tofile"] / times["writer_no_fsync_no_sha256"],
     }
 
 
