@@ -2,7 +2,8 @@
 
 The source text is a fixed selection of CPython 3.11.7 standard-library modules
 (Python Software Foundation License, text in ``shards/sample-src/LICENSE.txt``),
-committed under ``shards/sample-src/`` so the output never depends on the local
+committed under ``shards/sample-src/`` (each file with ``.txt`` appended, so linters
+and test runners treat it as the data it is) so the output never depends on the local
 Python. Tokenization is byte-level: a token id is a byte of the UTF-8 file
 (``vocab_size`` 256). Each file is split into documents (paragraphs) after every run
 of blank lines, keeping the blank lines with the preceding document, so that the
@@ -96,7 +97,7 @@ def build(source: Path, output: Path) -> dict[str, object]:
         output, vocab_size=256, shard_max_bytes=SHARD_MAX_BYTES, overwrite=True, metadata=metadata
     ) as writer:
         for name in SELECTION:
-            writer.add_many(documents_of((source / name).read_bytes()))
+            writer.add_many(documents_of((source / f"{name}.txt").read_bytes()))
     assert writer.manifest is not None
     return writer.manifest
 
@@ -104,7 +105,7 @@ def build(source: Path, output: Path) -> dict[str, object]:
 def copy_sources(lib: Path) -> None:
     """Refresh ``shards/sample-src`` from a CPython ``Lib`` directory (and its LICENSE)."""
     for name in SELECTION:
-        target = SOURCE_DIR / name
+        target = SOURCE_DIR / f"{name}.txt"
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(lib / name, target)
     shutil.copyfile(lib / "LICENSE.txt", SOURCE_DIR / "LICENSE.txt")

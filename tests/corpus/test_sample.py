@@ -33,7 +33,7 @@ def test_sample_fingerprint_is_pinned_and_verifies() -> None:
 def test_sample_documents_concatenate_back_to_the_source_files() -> None:
     documents = open_corpus(SAMPLE)
     files = documents.manifest["metadata"]["sample"]["files"]
-    text = b"".join((SOURCE / name).read_bytes() for name in files)
+    text = b"".join((SOURCE / f"{name}.txt").read_bytes() for name in files)
     assert documents.num_tokens == len(text)
     joined = np.concatenate(list(documents)).astype(np.uint8).tobytes()
     assert joined == text
