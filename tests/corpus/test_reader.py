@@ -93,6 +93,9 @@ def test_take_returns_documents_in_request_order(
 
 def test_prefetch_is_a_harmless_hint(corpus: tuple[ShardedDocuments, list[np.ndarray]]) -> None:
     documents, expected = corpus
+    assert documents._resident == []
+    documents.prefetch([119, 0])  # maps the shards holding them, to madvise their ranges
+    assert set(documents._resident) == {0, documents.num_shards - 1}
     documents.prefetch(range(0, 120, 3))
     documents.prefetch([10**9, -(10**9)])  # ignored, never raises
     documents.prefetch([])
