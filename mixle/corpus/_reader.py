@@ -2,9 +2,9 @@
 
 Opening reads the manifest and the 32-byte header of every offsets file (plus file
 sizes) and nothing else. A shard's files are memory-mapped the first time one of its
-documents is read; at most ``max_open_shards`` shards stay mapped (least recently
-used first out). ``docs[i]`` is a bisect over cumulative document counts, two offset
-reads and one slice: a zero-copy, read-only view into the mapping.
+documents is read; at most ``max_open_shards`` shards stay mapped (CLOCK, an LRU
+approximation, picks the shard to unmap). ``docs[i]`` is a bisect over cumulative
+document counts, two offset reads and one slice: a zero-copy, read-only view.
 """
 
 from __future__ import annotations
