@@ -9,7 +9,7 @@ documents it overlaps, whichever shard they live in.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,27 @@ def checked_document(documents: Sequence[Any], index: int, length: int) -> np.nd
     return doc
 
 
+def _expand(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenate ``range(low[i], high[i])`` for all ``i``: return ``(i, value)`` arrays."""
+    counts = high - low
+    owner = np.repeat(np.arange(low.shape[0]), counts)
+    ends = np.cumsum(counts)
+    values = np.arange(int(ends[-1]) if ends.size else 0) - np.repeat(ends - counts, counts)
+    return owner, values + low[owner]
+
+
+def _safe_chunk(chunk: Any, start: int, stop: int) -> np.ndarray:
+    array = np.asarray(chunk)
+    if array.shape != (stop - start,):
+        raise ArgumentError(
+            f"`documents.read_tokens({start}, {stop})` returned shape {array.shape}; "
+            f"expected ({stop - start},)."
+        )
+    if array.dtype.kind == "i" or (array.dtype.kind == "u" and array.dtype.itemsize < 8):
+        return array
+    return as_token_ids(array, f"tokens {start}..{stop} of `documents`")
+
+
 class TokenWindows:
     """Random access to the windows of the token stream of ``documents``.
 
@@ -67,8 +88,9 @@ class TokenWindows:
     Notes
     -----
     Holds one int64 prefix-sum array (``len(documents) + 1`` entries). Reading ``m``
-    windows costs one ``argsort`` of their starts, one read per overlapped document
-    piece into one int64 buffer of at most ``m * (block + 1)`` tokens, and one gather.
+    windows costs O(m log m + m log len(documents)) vectorised planning, one slice
+    copy per overlapped document piece (fetched with ``documents.take`` when offered)
+    into one int64 buffer of at most ``m * (block + 1)`` tokens, and one gather.
     """
 
     def __init__(
@@ -88,46 +110,112 @@ class TokenWindows:
         self._starts = starts
         self.num_tokens = int(starts[-1])
         self.num_windows = max(self.num_tokens - block, 0)
-        self._offsets = np.arange(block, dtype=np.int64)
+        # A corpus that declares an integer dtype of up to 32 bits (or int64) holds only
+        # ids that copy exactly into int64: its documents need no per-read check.
+        dtype = getattr(documents, "dtype", None)
+        self._trusted = isinstance(dtype, np.dtype) and (
+            dtype.kind == "i" or (dtype.kind == "u" and dtype.itemsize < 8)
+        )
+        # Optional capability: read_tokens(a, b) returns tokens a..b of the plain
+        # concatenation of all documents (no boundaries) in one call, so a window costs
+        # one slice instead of one per document it overlaps.
+        read_tokens = getattr(documents, "read_tokens", None)
+        self._read_tokens: Callable[[int, int], Any] | None = (
+            read_tokens if callable(read_tokens) else None
+        )
 
     def documents_of(self, window_starts: np.ndarray) -> list[int]:
-        """Indices of the documents that the windows at ``window_starts`` overlap, in order."""
+        """Indices of the documents the windows at ``window_starts`` overlap.
+
+        In the order they will be read, each once (vectorised).
+        """
+        if window_starts.shape[0] == 0:
+            return []
         first = np.searchsorted(self._starts, window_starts, side="right") - 1
         last = np.searchsorted(self._starts, window_starts + self.block, side="right") - 1
-        out: dict[int, None] = {}  # ordered and without repeats
-        for a, b in zip(first.tolist(), last.tolist(), strict=True):
-            out.update(dict.fromkeys(range(a, b + 1)))
-        return list(out)
+        docs = _expand(first, last + 1)[1]
+        _, where = np.unique(docs, return_index=True)
+        return docs[np.sort(where)].tolist()
 
-    def _read_range(self, start: int, stop: int, out: np.ndarray) -> None:
-        """Copy ``stream[start:stop]`` into ``out`` (int64, length ``stop - start``)."""
+    def _boundaries_before(self, positions: np.ndarray) -> np.ndarray:
+        """Number of boundary tokens at stream positions ``< positions``."""
+        if self.boundary_id is None:
+            return np.zeros_like(positions)
+        # The boundary after document k sits at starts[k + 1] - 1, for k < count - 1.
+        return np.searchsorted(self._starts[1:-1], positions, side="right")
+
+    def _boundary_dest(
+        self, first: np.ndarray, stop: np.ndarray, base: np.ndarray, before: np.ndarray
+    ) -> np.ndarray:
+        """Buffer positions of the boundary tokens inside the runs ``[first, stop)``."""
+        after = self._boundaries_before(stop)
+        run, k = _expand(before, after)
+        return base[run] - first[run] + self._starts[k + 1] - 1
+
+    def _copy_pieces(
+        self, first: np.ndarray, stop: np.ndarray, base: np.ndarray, buffer: np.ndarray
+    ) -> None:
+        """Copy the document pieces of the runs ``[first, stop)`` (one slice per piece)."""
         starts = self._starts
-        boundary = self.boundary_id
-        last_doc = self._lengths.shape[0] - 1
-        doc = int(np.searchsorted(starts, start, side="right")) - 1
-        position = start
-        written = 0
-        while position < stop:
-            doc_start = int(starts[doc])
-            length = int(self._lengths[doc])
-            low = position - doc_start
-            if low < length:
-                high = min(stop - doc_start, length)
+        doc_first = np.searchsorted(starts, first, side="right") - 1
+        doc_last = np.searchsorted(starts, stop - 1, side="right") - 1
+        run, docs = _expand(doc_first, doc_last + 1)
+        doc_start = starts[docs]
+        low = np.maximum(doc_start, first[run])
+        high = np.minimum(doc_start + self._lengths[docs], stop[run])
+        keep = high > low
+        docs, doc_start, run = docs[keep], doc_start[keep], run[keep]
+        low, high = low[keep], high[keep]
+        dest = (base[run] - first[run] + low).tolist()
+        doc_list = docs.tolist()
+        take = getattr(self.documents, "take", None)
+        arrays = take(doc_list) if callable(take) else [self.documents[d] for d in doc_list]
+        lengths = self._lengths[docs].tolist()
+        for doc, tokens, length, a, b, at in zip(
+            doc_list,
+            arrays,
+            lengths,
+            (low - doc_start).tolist(),
+            (high - doc_start).tolist(),
+            dest,
+            strict=True,
+        ):
+            if not self._trusted:
                 tokens = checked_document(self.documents, doc, length)
-                out[written : written + high - low] = tokens[low:high]
-                written += high - low
-                position += high - low
-            if position < stop and boundary is not None and doc < last_doc:
-                out[written] = boundary
-                written += 1
-                position += 1
-            doc += 1
+            buffer[at : at + b - a] = tokens[a:b]
+
+    def _copy_ranges(
+        self,
+        first: np.ndarray,
+        stop: np.ndarray,
+        base: np.ndarray,
+        buffer: np.ndarray,
+        before: np.ndarray,
+        boundary_dest: np.ndarray,
+    ) -> None:
+        """Copy the runs with ``documents.read_tokens``: one call per run, any document count."""
+        read_tokens = self._read_tokens
+        assert read_tokens is not None
+        token_first = (first - before).tolist()
+        token_stop = (stop - self._boundaries_before(stop)).tolist()
+        chunks = [
+            _safe_chunk(read_tokens(a, b), a, b)
+            for a, b in zip(token_first, token_stop, strict=True)
+        ]
+        if boundary_dest.size == 0:
+            for chunk, at in zip(chunks, base.tolist(), strict=True):
+                buffer[at : at + chunk.shape[0]] = chunk
+        else:
+            is_token = np.ones(buffer.shape[0], dtype=bool)
+            is_token[boundary_dest] = False
+            buffer[is_token] = np.concatenate(chunks)
 
     def read(self, window_starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Return ``(context (m, block), next_tokens (m,))`` int64 for the given starts.
 
-        Windows are grouped into maximal runs of overlapping or touching spans, each run
-        is read once into a single buffer, and contexts are gathered from it.
+        Windows are grouped into maximal runs of overlapping or touching spans; each
+        run is copied once into one int64 buffer (one slice copy per overlapped
+        document piece) and the windows are gathered from that buffer.
         """
         span = self.block + 1
         count = window_starts.shape[0]
@@ -146,13 +234,31 @@ class TokenWindows:
         run_base = np.zeros(heads.shape[0], dtype=np.int64)
         np.cumsum(run_sizes[:-1], out=run_base[1:])
         buffer = np.empty(int(run_base[-1] + run_sizes[-1]), dtype=np.int64)
-        for first, stop, base in zip(
-            run_first.tolist(), run_stop.tolist(), run_base.tolist(), strict=True
-        ):
-            self._read_range(first, stop, buffer[base : base + stop - first])
+
+        before = self._boundaries_before(run_first)
+        boundary_dest = (
+            np.empty(0, dtype=np.int64)
+            if self.boundary_id is None
+            else self._boundary_dest(run_first, run_stop, run_base, before)
+        )
+        if self._read_tokens is not None:
+            self._copy_ranges(run_first, run_stop, run_base, buffer, before, boundary_dest)
+        else:
+            self._copy_pieces(run_first, run_stop, run_base, buffer)
+        boundary = self.boundary_id
+        if boundary is not None and boundary_dest.size:
+            buffer[boundary_dest] = boundary
+
         local = np.empty(count, dtype=np.int64)
         local[order] = run_base[run_of] + (ordered - run_first[run_of])
-        windows = np.lib.stride_tricks.sliding_window_view(buffer, self.block)
+        # Row i of `windows` is buffer[i : i + block] (a strided view, built directly
+        # because sliding_window_view's argument handling costs more than the gather).
+        windows = np.ndarray(
+            (buffer.shape[0] - self.block + 1, self.block),
+            dtype=np.int64,
+            buffer=buffer,
+            strides=(buffer.itemsize, buffer.itemsize),
+        )
         return windows[local], buffer[local + self.block]
 
     def prefetch(self, window_starts: np.ndarray) -> None:

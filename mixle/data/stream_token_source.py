@@ -335,14 +335,13 @@ class TokenStream:
             positions = (firsts[:, None] + np.arange(self.batch_size)).reshape(-1)
             positions = positions[positions < self.num_windows]
             starts = permutation(positions) if permutation is not None else positions
+            # One hint per chunk: the documents of the next few hundred batches, in order.
+            self._windows.prefetch(starts)
             offset = 0
             for first in firsts.tolist():
                 size = min(self.batch_size, self.num_windows - first)
-                batch_starts = starts[offset : offset + size]
+                yield self._windows.read(starts[offset : offset + size])
                 offset += size
-                if offset < starts.shape[0]:
-                    self._windows.prefetch(starts[offset : offset + self.batch_size])
-                yield self._windows.read(batch_starts)
 
     def __iter__(self) -> Iterator[Batch]:
         while self._epoch < self.epochs:

@@ -23,8 +23,8 @@ class MemmapDocuments(Sequence[np.ndarray]):
     """A lazy document sequence over uint16 token files, like a sharded corpus.
 
     Each shard is one ``np.memmap`` of tokens plus an int64 offsets array; a document is
-    a zero-copy view. Offers ``lengths``, ``fingerprint`` and ``prefetch`` and records
-    which documents were read.
+    a zero-copy view. Offers ``lengths``, ``fingerprint``, ``dtype``, ``take`` and
+    ``prefetch`` like ``ShardedDocuments``, and records which documents were read.
     """
 
     def __init__(self, root: Path, shards: list[list[np.ndarray]]) -> None:
@@ -38,6 +38,7 @@ class MemmapDocuments(Sequence[np.ndarray]):
             self._offsets.append(np.cumsum([0] + [len(d) for d in docs]).astype(np.int64))
         self._counts = np.cumsum([0] + [len(o) - 1 for o in self._offsets])
         self.reads: list[int] = []
+        self.took: list[list[int]] = []
         self.prefetched: list[list[int]] = []
 
     def __len__(self) -> int:
@@ -66,8 +67,36 @@ class MemmapDocuments(Sequence[np.ndarray]):
     def fingerprint(self) -> str:
         return "memmap-" + str(len(self))
 
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        return np.dtype(np.uint16)
+
+    def take(self, indices: Sequence[int]) -> list[np.ndarray]:
+        self.took.append(list(indices))
+        return [self[i] for i in indices]
+
     def prefetch(self, indices: Sequence[int]) -> None:
         self.prefetched.append(list(indices))
+
+
+class MemmapTokens(MemmapDocuments):
+    """Also offers ``read_tokens(a, b)``: tokens ``a..b`` of all documents concatenated."""
+
+    def read_tokens(self, start: int, stop: int) -> np.ndarray:
+        self.ranges.append((start, stop))
+        bounds = np.cumsum([0] + [t.shape[0] for t in self._tokens])
+        parts = []
+        for shard, tokens in enumerate(self._tokens):
+            low, high = max(start - bounds[shard], 0), min(stop - bounds[shard], tokens.shape[0])
+            if high > low:
+                parts.append(tokens[low:high])
+        return np.concatenate([np.zeros(0, np.uint16), *parts])
+
+    @property
+    def ranges(self) -> list[tuple[int, int]]:
+        if not hasattr(self, "_ranges"):
+            self._ranges: list[tuple[int, int]] = []
+        return self._ranges
 
 
 def _stream_of(docs: Sequence[np.ndarray], boundary: int | None) -> np.ndarray:
@@ -163,6 +192,42 @@ def test_memmap_shards_give_the_same_batches_as_a_list(tmp_path: Path) -> None:
             assert len(a) > 20 and _same(a, b)
 
 
+@given(
+    shards=st.lists(documents_strategy, min_size=1, max_size=3),
+    block=st.integers(1, 9),
+    batch_size=st.integers(1, 6),
+    boundary=st.none() | st.integers(0, 9),
+    seed=st.integers(0, 100),
+)
+def test_range_reads_give_the_same_batches_as_document_reads(
+    tmp_path_factory: pytest.TempPathFactory,
+    shards: list[list[np.ndarray]],
+    block: int,
+    batch_size: int,
+    boundary: int | None,
+    seed: int,
+) -> None:
+    root = tmp_path_factory.mktemp("ranges")
+    ranged = MemmapTokens(root, shards)
+    as_list = [doc for shard in shards for doc in shard]
+    for shuffle in (False, True):
+        kwargs: dict[str, Any] = {"shuffle": shuffle, "seed": seed, "boundary_id": boundary}
+        a = list(TokenStream(ranged, block, batch_size, **kwargs))
+        b = list(TokenStream(as_list, block, batch_size, **kwargs))
+        assert _same(a, b)
+    assert ranged.reads == []  # documents were never indexed one by one
+
+
+def test_a_window_costs_one_range_read_whatever_it_spans(tmp_path: Path) -> None:
+    docs = [np.full(3, i, dtype=np.uint16) for i in range(30)]
+    ranged = MemmapTokens(tmp_path, [docs[:10], docs[10:]])
+    context, target = TokenStream(ranged, 20, 1, shuffle=False, boundary_id=99).batch(0, 25)
+    # stream[25:46] spans documents 6..11 and the shard boundary: one call, 16 tokens.
+    assert ranged.ranges == [(19, 35)]
+    expected = _stream_of(docs, 99)[25:46]
+    assert context.tolist() == [expected[:20].tolist()] and target.tolist() == [int(expected[20])]
+
+
 def test_reads_only_the_documents_a_batch_overlaps(tmp_path: Path) -> None:
     docs = [np.full(10, i, dtype=np.uint16) for i in range(100)]
     lazy = MemmapDocuments(tmp_path, [docs[:50], docs[50:]])
@@ -170,20 +235,26 @@ def test_reads_only_the_documents_a_batch_overlaps(tmp_path: Path) -> None:
     lazy.reads.clear()
     context, target = stream.batch(0, 495)  # stream[495:511]: documents 49, 50, 51
     assert sorted(set(lazy.reads)) == [49, 50, 51]
+    assert lazy.took == [[49, 50, 51]]  # one batched read for the whole batch
     assert context.tolist() == [[49] * 5 + [50] * 10]
     assert target.tolist() == [51]
 
 
-def test_prefetch_hints_name_the_next_batch_documents(tmp_path: Path) -> None:
+def test_prefetch_hints_name_the_coming_documents_in_read_order(tmp_path: Path) -> None:
     docs = [np.full(10, i, dtype=np.uint16) for i in range(20)]
     lazy = MemmapDocuments(tmp_path, [docs])
-    stream = TokenStream(lazy, 5, 2, shuffle=False)
-    batches = stream.epoch_batches(0)
+    batches = TokenStream(lazy, 5, 2, shuffle=False).epoch_batches(0, start_batch=40)
     next(batches)
-    assert lazy.prefetched == [[0]]  # batch 1 (windows 2, 3) lies inside document 0
-    for _ in range(3):
-        next(batches)
-    assert lazy.prefetched[-1] == [0, 1]  # batch 4: windows 8, 9 straddle documents 0, 1
+    # Batch 40 onwards: windows 80..194 overlap documents 8..19; hinted before reading.
+    assert lazy.prefetched == [list(range(8, 20))]
+    shuffled = MemmapDocuments(tmp_path, [docs])
+    stream = TokenStream(shuffled, 5, 2, seed=1)
+    next(iter(stream))
+    starts = stream.window_indices(0, np.arange(stream.num_windows))
+    expected = list(
+        dict.fromkeys(d for s in starts.tolist() for d in range(s // 10, (s + 5) // 10 + 1))
+    )
+    assert shuffled.prefetched == [expected]
 
 
 def test_windows_straddle_shard_and_document_boundaries(tmp_path: Path) -> None:
