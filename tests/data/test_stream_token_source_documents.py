@@ -235,9 +235,30 @@ def test_reads_only_the_documents_a_batch_overlaps(tmp_path: Path) -> None:
     lazy.reads.clear()
     context, target = stream.batch(0, 495)  # stream[495:511]: documents 49, 50, 51
     assert sorted(set(lazy.reads)) == [49, 50, 51]
-    assert lazy.took == [[49, 50, 51]]  # one batched read for the whole batch
+    assert lazy.took == []  # a few documents: indexed one by one
     assert context.tolist() == [[49] * 5 + [50] * 10]
     assert target.tolist() == [51]
+
+
+def test_large_batches_read_their_documents_with_one_take(tmp_path: Path) -> None:
+    docs = [np.full(10, i, dtype=np.uint16) for i in range(300)]
+    lazy = MemmapDocuments(tmp_path, [docs[:150], docs[150:]])
+    stream = TokenStream(lazy, 15, 200, seed=4)
+    context, target = stream.batch(0, 3)
+    assert len(lazy.took) == 1 and len(lazy.took[0]) >= 64
+    expected = _stream_of(docs, None)
+    starts = stream.window_indices(0, np.arange(600, 800))
+    assert np.array_equal(context, expected[starts[:, None] + np.arange(15)])
+    assert np.array_equal(target, expected[starts + 15])
+
+
+def test_prefetch_can_be_switched_off(tmp_path: Path) -> None:
+    docs = [np.full(10, i, dtype=np.uint16) for i in range(20)]
+    lazy = MemmapDocuments(tmp_path, [docs])
+    assert len(list(TokenStream(lazy, 5, 2, prefetch=False))) == 98
+    assert lazy.prefetched == []
+    with pytest.raises(ArgumentTypeError, match="`prefetch` must be a bool"):
+        TokenStream(lazy, 5, 2, prefetch=None)  # type: ignore[arg-type]
 
 
 def test_prefetch_hints_name_the_coming_documents_in_read_order(tmp_path: Path) -> None:
@@ -245,16 +266,26 @@ def test_prefetch_hints_name_the_coming_documents_in_read_order(tmp_path: Path) 
     lazy = MemmapDocuments(tmp_path, [docs])
     batches = TokenStream(lazy, 5, 2, shuffle=False).epoch_batches(0, start_batch=40)
     next(batches)
-    # Batch 40 onwards: windows 80..194 overlap documents 8..19; hinted before reading.
-    assert lazy.prefetched == [list(range(8, 20))]
+    # Chunks of 1, 2, 4, ... batches: first batch 40 (windows 80, 81: document 8) is
+    # hinted before it is read, then batches 41-42 (windows 82..85: documents 8, 9).
+    assert lazy.prefetched == [[8]]
+    next(batches)
+    assert lazy.prefetched == [[8], [8, 9]]
     shuffled = MemmapDocuments(tmp_path, [docs])
     stream = TokenStream(shuffled, 5, 2, seed=1)
-    next(iter(stream))
-    starts = stream.window_indices(0, np.arange(stream.num_windows))
-    expected = list(
-        dict.fromkeys(d for s in starts.tolist() for d in range(s // 10, (s + 5) // 10 + 1))
+    list(stream)
+    starts = stream.window_indices(0, np.arange(stream.num_windows)).tolist()
+    expected, first, batches = [], 0, 1  # chunks of 1, 2, 4, ... batches of 2 windows
+    while first < len(starts):
+        expected.append(_docs_of(starts[first : first + 2 * batches], 10, 5))
+        first, batches = first + 2 * batches, 2 * batches
+    assert shuffled.prefetched == expected
+
+
+def _docs_of(starts: list[int], length: int, block: int) -> list[int]:
+    return list(
+        dict.fromkeys(d for s in starts for d in range(s // length, (s + block) // length + 1))
     )
-    assert shuffled.prefetched == [expected]
 
 
 def test_windows_straddle_shard_and_document_boundaries(tmp_path: Path) -> None:
