@@ -38,8 +38,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from mixle.corpus import CorpusWriter, ShardedDocuments, open_corpus  # noqa: E402
-from mixle.data.stream_token_source import TokenStream  # noqa: E402
+from mixle.corpus import CorpusWriter, ShardedDocuments, open_corpus
+from mixle.data.stream_token_source import TokenStream
 
 
 def rss_anon_mb() -> float:
