@@ -7,6 +7,7 @@ interleaved rounds (medians reported):
 * floor     sequential slices of one ``np.memmap`` copied into int64 rows of block + 1;
 * nanogpt   nanoGPT's ``get_batch``: a fresh ``np.memmap`` per batch, random windows
             (with replacement) sliced and stacked as int64 tensors;
+* rand-floor  (reference) random window starts sliced from one persistent memmap;
 * ours      ``TokenStream`` (shuffled) over ``open_corpus(...)``, one read per
             overlapped document piece, prefetch hints on (the default);
 * ours-nopf the same with ``prefetch=False`` (the hints only pay off on a cold cache);
@@ -142,6 +143,20 @@ def floor_batches(flat: str, block: int, batch: int) -> Iterator[np.ndarray]:
         yield rows
 
 
+def random_floor_batches(flat: str, block: int, batch: int) -> Iterator[np.ndarray]:
+    """Reference, not a target: random window starts, one memmap, int64 rows.
+
+    What any shuffled reader pays for random access alone (page faults, cache misses).
+    """
+    data = np.memmap(flat, dtype=np.uint16, mode="r")
+    rng = np.random.default_rng(0)
+    while True:
+        rows = np.empty((batch, block + 1), dtype=np.int64)
+        for row, start in enumerate(rng.integers(0, data.shape[0] - block - 1, batch).tolist()):
+            rows[row] = data[start : start + block + 1]
+        yield rows
+
+
 def nanogpt_batches(flat: str, block: int, batch: int) -> Iterator[Any]:
     while True:  # nanoGPT's get_batch, CPU branch
         data = np.memmap(flat, dtype=np.uint16, mode="r")
@@ -198,6 +213,7 @@ def main() -> int:
         methods: dict[str, Iterator[Any]] = {
             "floor": floor_batches(flat, block, batch),
             "nanogpt": nanogpt_batches(flat, block, batch),
+            "rand-floor": random_floor_batches(flat, block, batch),
             "ours": endless(lambda: TokenStream(docs, block, batch, epochs=1 << 20, seed=1)),
             "ours-nopf": endless(
                 lambda: TokenStream(docs, block, batch, epochs=1 << 20, seed=1, prefetch=False)
@@ -216,7 +232,7 @@ def main() -> int:
         print(f"\nthroughput (context tokens/s, median of {args.rounds} interleaved rounds):")
         for name, value in rate.items():
             print(
-                f"  {name:9s} {value / 1e6:8.1f} M/s   {value / rate['floor']:5.2f}x floor   "
+                f"  {name:10s} {value / 1e6:8.1f} M/s   {value / rate['floor']:5.2f}x floor   "
                 f"{value / rate['nanogpt']:5.2f}x nanogpt"
             )
 

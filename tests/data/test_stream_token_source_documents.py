@@ -529,3 +529,39 @@ def test_arguments_are_validated_at_construction(
 def test_documents_must_be_a_sequence_of_1d_integer_arrays(documents: Any) -> None:
     with pytest.raises(ArgumentTypeError):
         TokenStream(documents, 2, 2)
+
+
+def test_a_sharded_corpus_gives_the_same_batches_as_a_list(tmp_path: Path) -> None:
+    from mixle.corpus import CorpusWriter, open_corpus
+
+    rng = np.random.default_rng(7)
+    docs = [rng.integers(0, 50000, rng.integers(0, 300)).astype(np.uint16) for _ in range(200)]
+    with CorpusWriter(tmp_path / "c", vocab_size=50000, shard_max_bytes=4096) as writer:
+        writer.add_many(docs)
+    corpus = open_corpus(tmp_path / "c")
+    assert corpus.num_shards > 5
+    for boundary in (None, 50000):
+        for batch_size in (3, 100):
+            kwargs: dict[str, Any] = {"epochs": 2, "seed": 1, "boundary_id": boundary}
+            ours = TokenStream(corpus, 64, batch_size, **kwargs)
+            assert _same(list(ours), list(TokenStream(docs, 64, batch_size, **kwargs)))
+            assert ours.state_dict()["stream"]["fingerprint"] == corpus.fingerprint
+
+
+@pytest.mark.slow
+@given(
+    docs=st.lists(
+        st.lists(st.integers(0, 9), max_size=40).map(lambda v: np.array(v, dtype=np.int64)),
+        max_size=30,
+    ),
+    block=st.integers(1, 50),
+    batch_size=st.integers(1, 20),
+    epochs=st.integers(1, 4),
+    boundary=st.none() | st.just(-1),
+)
+def test_resume_soak(
+    docs: list[np.ndarray], block: int, batch_size: int, epochs: int, boundary: int | None
+) -> None:
+    _resume_everywhere(
+        lambda: TokenStream(docs, block, batch_size, epochs=epochs, seed=2, boundary_id=boundary)
+    )
