@@ -260,12 +260,58 @@ class TokenWindows:
             target[row] = chunk[block]
         return context, target
 
-    def read(self, window_starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _read_scattered(self, window_starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each window's document pieces, in window order, converted in one concatenate.
+
+        For windows that rarely overlap (a shuffled batch): no sorting, merging or final
+        gather, just two ``searchsorted`` calls and one slice per overlapped piece.
+        """
+        block = self.block
+        span = block + 1
+        starts, lengths = self._starts, self._lengths
+        first = np.searchsorted(starts, window_starts, side="right") - 1
+        last = np.searchsorted(starts, window_starts + block, side="right") - 1
+        last_doc = lengths.shape[0] - 1
+        boundary = self.boundary_id
+        plan: list[tuple[int, int, int]] = []  # (document, low, high); document -1: boundary
+        for start, d0, d1 in zip(
+            window_starts.tolist(), first.tolist(), last.tolist(), strict=True
+        ):
+            stop = start + span
+            doc_starts = starts[d0 : d1 + 1].tolist()
+            for doc, begin, length in zip(
+                range(d0, d1 + 1), doc_starts, lengths[d0 : d1 + 1].tolist(), strict=True
+            ):
+                low, high = max(start - begin, 0), min(stop - begin, length)
+                if high > low:
+                    plan.append((doc, low, high))
+                if boundary is not None and doc < last_doc and start <= begin + length < stop:
+                    plan.append((-1, 0, 1))
+        arrays = iter(self._fetch([doc for doc, _, _ in plan if doc >= 0]))
+        marker = np.array([0 if boundary is None else boundary], dtype=np.int64)
+        pieces = []
+        for doc, low, high in plan:
+            if doc < 0:
+                pieces.append(marker)
+                continue
+            tokens = next(arrays)
+            if not self._trusted:
+                tokens = checked_document(self.documents, doc, int(lengths[doc]))
+            pieces.append(tokens[low:high])
+        rows = np.concatenate(pieces, dtype=np.int64).reshape(-1, span)
+        return np.ascontiguousarray(rows[:, :block]), rows[:, block].copy()
+
+    def read(
+        self, window_starts: np.ndarray, *, scattered: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Return ``(context (m, block), next_tokens (m,))`` int64 for the given starts.
 
-        Windows are grouped into maximal runs of overlapping or touching spans; each
-        run is copied once into one int64 buffer (one slice copy per overlapped
-        document piece) and the windows are gathered from that buffer.
+        Without ``read_tokens``, windows are grouped into maximal runs of overlapping
+        or touching spans; each run is copied once into one int64 buffer (one slice per
+        overlapped document piece) and the windows are gathered from that buffer.
+        ``scattered=True`` (a shuffled batch, whose windows rarely overlap) reads each
+        window's pieces directly instead, skipping the grouping. Both give the same
+        result; only the cost differs.
         """
         span = self.block + 1
         count = window_starts.shape[0]
@@ -273,6 +319,8 @@ class TokenWindows:
             return np.empty((0, self.block), dtype=np.int64), np.empty(0, dtype=np.int64)
         if self._read_tokens is not None and self.boundary_id is None:
             return self._read_each(window_starts)
+        if scattered and self._read_tokens is None:
+            return self._read_scattered(window_starts)
         order = np.argsort(window_starts, kind="stable")
         ordered = window_starts[order]
         new_run = np.empty(count, dtype=bool)

@@ -320,7 +320,9 @@ class TokenStream:
             raise IndexError(f"batch {index} is out of range: an epoch has {self.num_batches()}.")
         first = index * self.batch_size
         last = min(first + self.batch_size, self.num_windows)
-        return self._windows.read(self.window_indices(epoch, np.arange(first, last)))
+        return self._windows.read(
+            self.window_indices(epoch, np.arange(first, last)), scattered=self.shuffle
+        )
 
     def epoch_batches(self, epoch: int, *, start_batch: int = 0, step: int = 1) -> Iterator[Batch]:
         """Yield batches ``start_batch, start_batch + step, ...`` of epoch ``epoch``.
@@ -353,7 +355,7 @@ class TokenStream:
             offset = 0
             for first in firsts.tolist():
                 size = min(self.batch_size, self.num_windows - first)
-                yield self._windows.read(starts[offset : offset + size])
+                yield self._windows.read(starts[offset : offset + size], scattered=self.shuffle)
                 offset += size
 
     def __iter__(self) -> Iterator[Batch]:

@@ -565,3 +565,27 @@ def test_resume_soak(
     _resume_everywhere(
         lambda: TokenStream(docs, block, batch_size, epochs=epochs, seed=2, boundary_id=boundary)
     )
+
+
+@given(
+    docs=documents_strategy,
+    block=st.integers(1, 8),
+    boundary=st.none() | st.integers(-3, 3),
+    picks=st.lists(st.integers(0, 10**6), min_size=1, max_size=12),
+)
+def test_scattered_and_grouped_reads_agree_for_any_window_set(
+    docs: list[np.ndarray], block: int, boundary: int | None, picks: list[int]
+) -> None:
+    from mixle.data._token_windows import TokenWindows
+
+    stream = _stream_of(docs, boundary)
+    lengths = np.array([len(d) for d in docs], dtype=np.int64)
+    windows = TokenWindows(docs, lengths, block, boundary)
+    if windows.num_windows == 0:
+        return
+    starts = np.array([p % windows.num_windows for p in picks], dtype=np.int64)
+    expected = (stream[starts[:, None] + np.arange(block)], stream[starts + block])
+    for scattered in (False, True):
+        context, target = windows.read(starts, scattered=scattered)
+        assert context.flags.c_contiguous and context.dtype == target.dtype == np.int64
+        assert np.array_equal(context, expected[0]) and np.array_equal(target, expected[1])
