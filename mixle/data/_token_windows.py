@@ -264,40 +264,51 @@ class TokenWindows:
         """Each window's document pieces, in window order, converted in one concatenate.
 
         For windows that rarely overlap (a shuffled batch): no sorting, merging or final
-        gather, just two ``searchsorted`` calls and one slice per overlapped piece.
+        gather; the pieces are planned vectorised and each costs one slice.
         """
         block = self.block
         span = block + 1
         starts, lengths = self._starts, self._lengths
         first = np.searchsorted(starts, window_starts, side="right") - 1
         last = np.searchsorted(starts, window_starts + block, side="right") - 1
-        last_doc = lengths.shape[0] - 1
+        window, docs = _expand(first, last + 1)
+        # Clip every (window, document) pair to the window's span, vectorised.
+        window_first = window_starts[window]
+        doc_start = starts[docs]
+        doc_stop = doc_start + lengths[docs]
+        low = np.maximum(window_first, doc_start) - doc_start
+        high = np.minimum(window_first + span, doc_stop) - doc_start
         boundary = self.boundary_id
-        plan: list[tuple[int, int, int]] = []  # (document, low, high); document -1: boundary
-        for start, d0, d1 in zip(
-            window_starts.tolist(), first.tolist(), last.tolist(), strict=True
-        ):
-            stop = start + span
-            doc_starts = starts[d0 : d1 + 1].tolist()
-            for doc, begin, length in zip(
-                range(d0, d1 + 1), doc_starts, lengths[d0 : d1 + 1].tolist(), strict=True
+        if boundary is None:
+            plan = [
+                (doc, a, b)
+                for doc, a, b in zip(docs.tolist(), low.tolist(), high.tolist(), strict=True)
+                if b > a
+            ]
+        else:
+            # The boundary after document d (not the last) sits at stream position
+            # doc_stop[d]; it belongs to the window when that lies inside its span.
+            bounded = (docs < lengths.shape[0] - 1) & (doc_stop >= window_first)
+            bounded &= doc_stop < window_first + span
+            plan = []  # (document, low, high); document -1 stands for a boundary token
+            for doc, a, b, has in zip(
+                docs.tolist(), low.tolist(), high.tolist(), bounded.tolist(), strict=True
             ):
-                low, high = max(start - begin, 0), min(stop - begin, length)
-                if high > low:
-                    plan.append((doc, low, high))
-                if boundary is not None and doc < last_doc and start <= begin + length < stop:
+                if b > a:
+                    plan.append((doc, a, b))
+                if has:
                     plan.append((-1, 0, 1))
         arrays = iter(self._fetch([doc for doc, _, _ in plan if doc >= 0]))
         marker = np.array([0 if boundary is None else boundary], dtype=np.int64)
         pieces = []
-        for doc, low, high in plan:
+        for doc, a, b in plan:
             if doc < 0:
                 pieces.append(marker)
                 continue
             tokens = next(arrays)
             if not self._trusted:
                 tokens = checked_document(self.documents, doc, int(lengths[doc]))
-            pieces.append(tokens[low:high])
+            pieces.append(tokens[a:b])
         rows = np.concatenate(pieces, dtype=np.int64).reshape(-1, span)
         return np.ascontiguousarray(rows[:, :block]), rows[:, block].copy()
 
