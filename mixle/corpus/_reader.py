@@ -19,7 +19,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from mixle._checks import positive_int
+from mixle._checks import exact_int, positive_int
 from mixle.corpus._format import HEADER_SIZE, OffsetsHeader, check_offsets
 from mixle.corpus._manifest import parse_manifest
 from mixle.corpus._store import ShardStore, open_store
@@ -111,6 +111,10 @@ class ShardedDocuments(Sequence[np.ndarray]):
         for entry in self._entries:
             starts.append(starts[-1] + entry["num_documents"])
         self._starts = starts
+        token_starts = [0]
+        for entry in self._entries:
+            token_starts.append(token_starts[-1] + entry["num_tokens"])
+        self._token_starts = token_starts
         self._starts_array = np.asarray(starts, dtype=np.int64)
         self._n: int = starts[-1]
         self._dtype = np.dtype(manifest["dtype"]).newbyteorder("<")
@@ -372,6 +376,46 @@ class ShardedDocuments(Sequence[np.ndarray]):
                 if end > begin:
                     shard.mapping.madvise(_MADV_WILLNEED, begin, end - begin)
 
+    def read_tokens(self, start: int, stop: int) -> np.ndarray:
+        """Return tokens ``start:stop`` of the corpus's concatenated token order.
+
+        Position ``p`` counts tokens across all documents in order, with nothing
+        between documents (``docs[0]`` holds positions ``0 .. len(docs[0]) - 1``, and so
+        on). A range inside one shard is a zero-copy read-only view of its mapping; a
+        range that crosses shards is copied into a new array. This is the range-read
+        capability :class:`mixle.data.stream_token_source.TokenStream` uses to read a
+        window in one call instead of one call per document.
+
+        Raises
+        ------
+        IndexError
+            Unless ``0 <= start <= stop <= num_tokens``.
+        ArgumentTypeError
+            ``start`` or ``stop`` is not an integer.
+        """
+        start, stop = exact_int("start", start), exact_int("stop", stop)
+        total = self._token_starts[-1]
+        if not 0 <= start <= stop <= total:
+            raise IndexError(
+                f"token range [{start}, {stop}) is outside [0, {total}] of this corpus."
+            )
+        if start == stop:
+            return np.empty(0, dtype=self._dtype)
+        token_starts = self._token_starts
+        number = bisect.bisect_right(token_starts, start) - 1
+        pieces: list[np.ndarray] = []
+        position = start
+        while position < stop:
+            shard_begin, shard_end = token_starts[number], token_starts[number + 1]
+            if shard_end > position:
+                shard = self._shard(number)
+                pieces.append(
+                    shard.tokens[position - shard_begin : min(stop, shard_end) - shard_begin]
+                )
+                position = min(stop, shard_end)
+            number += 1
+        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
     # -- iteration and pickling ------------------------------------------------------
     def __iter__(self) -> Iterator[np.ndarray]:
         """Yield every document in order, shard by shard (views, created in bulk)."""
@@ -396,17 +440,19 @@ class ShardedDocuments(Sequence[np.ndarray]):
 
 
 def _merge(begins: np.ndarray, ends: np.ndarray) -> Iterator[tuple[int, int]]:
-    """Coalesce sorted byte ranges that overlap or touch the same page."""
-    current_begin, current_end = -1, -1
-    for begin, end in zip(begins.tolist(), ends.tolist(), strict=True):
-        if begin <= current_end + _PAGE and current_begin >= 0:
-            current_end = max(current_end, end)
-            continue
-        if current_begin >= 0:
-            yield current_begin, current_end
-        current_begin, current_end = begin, end
-    if current_begin >= 0:
-        yield current_begin, current_end
+    """Coalesce byte ranges (sorted by begin) that overlap or lie within a page of each other.
+
+    Vectorised: one pass of numpy over the ranges, Python work only per merged range.
+    """
+    if begins.shape[0] == 0:
+        return iter(())
+    reach = np.maximum.accumulate(ends)
+    starts_group = np.empty(begins.shape[0], dtype=bool)
+    starts_group[0] = True
+    np.greater(begins[1:], reach[:-1] + _PAGE, out=starts_group[1:])
+    heads = np.flatnonzero(starts_group)
+    group_ends = np.maximum.reduceat(ends, heads)
+    return zip(begins[heads].tolist(), group_ends.tolist(), strict=True)
 
 
 def open_corpus(

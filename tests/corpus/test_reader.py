@@ -189,3 +189,57 @@ def test_reader_works_in_fork_and_spawn_workers(
         results = pool.starmap(_read_in_child, [(documents, [0, 5]), (documents[60:], [1, -1])])
     assert results[0] == [expected[0].tolist(), expected[5].tolist()]
     assert results[1] == [expected[61].tolist(), expected[-1].tolist()]
+
+
+def test_read_tokens_matches_concatenated_documents_across_shards(
+    make_corpus: Callable[..., Path],
+) -> None:
+    expected = random_documents(11, 90)
+    expected[3] = np.empty(0, dtype=np.int64)  # empty documents take no positions
+    documents = open_corpus(make_corpus(expected, vocab_size=1000, shard_max_bytes=150))
+    assert documents.num_shards > 2
+    flat = np.concatenate(expected)
+    rng = np.random.default_rng(0)
+    bounds = [(0, 0), (0, flat.size), (flat.size, flat.size)]
+    bounds += [tuple(sorted(rng.integers(0, flat.size + 1, size=2).tolist())) for _ in range(200)]
+    for start, stop in bounds:
+        got = documents.read_tokens(start, stop)
+        assert got.dtype == documents.dtype
+        np.testing.assert_array_equal(got, flat[start:stop])
+
+
+def test_read_tokens_inside_one_shard_is_a_read_only_view(
+    corpus: tuple[ShardedDocuments, list[np.ndarray]],
+) -> None:
+    documents, _ = corpus
+    first = documents[0]
+    got = documents.read_tokens(0, first.shape[0])
+    assert not got.flags.writeable
+    assert np.shares_memory(got, first)
+
+
+@pytest.mark.parametrize("bounds", [(-1, 3), (5, 4), (0, 10**12)])
+def test_read_tokens_out_of_range_raises_index_error(
+    corpus: tuple[ShardedDocuments, list[np.ndarray]], bounds: tuple[int, int]
+) -> None:
+    documents, _ = corpus
+    with pytest.raises(IndexError, match="token range"):
+        documents.read_tokens(*bounds)
+    with pytest.raises(ArgumentTypeError, match="`start`"):
+        documents.read_tokens(1.0, 3)  # type: ignore[arg-type]
+
+
+def test_prefetch_merges_ranges_like_a_naive_sweep() -> None:
+    from mixle.corpus._reader import _PAGE, _merge
+
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        begins = np.sort(rng.integers(0, 50 * _PAGE, size=int(rng.integers(0, 30))))
+        ends = begins + rng.integers(0, 3 * _PAGE, size=begins.shape[0])
+        naive: list[tuple[int, int]] = []
+        for begin, end in zip(begins.tolist(), ends.tolist(), strict=True):
+            if naive and begin <= naive[-1][1] + _PAGE:
+                naive[-1] = (naive[-1][0], max(naive[-1][1], end))
+            else:
+                naive.append((begin, end))
+        assert list(_merge(begins, ends)) == naive
