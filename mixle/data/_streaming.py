@@ -298,6 +298,45 @@ class StreamingCorpus:
         shape = (n_rows, self.block)
         return doc_ids.astype(np.int64).reshape(shape), pos_ids.astype(np.int64).reshape(shape)
 
+    def batch_at(self, epoch: int, index: int) -> Batch:
+        """The batch ``epoch_batches(epoch)`` yields at position ``index``, by seeking.
+
+        O(log documents) to find the first document, then reads only the documents the
+        batch overlaps; the epoch's layout is cached (the two most recent epochs).
+
+        Raises
+        ------
+        ArgumentError
+            ``index >= num_batches(epoch)`` (or either argument is negative).
+        """
+        epoch = nonnegative_int("epoch", epoch)
+        index = nonnegative_int("index", index)
+        plan = self._plan(epoch)
+        if index >= plan.num_batches:
+            raise ArgumentError(
+                f"`index` must be smaller than num_batches({epoch}) = {plan.num_batches}. "
+                f"Got {index} instead."
+            )
+        batch, _ = self._make_batch(plan, index)
+        return batch
+
+    def advance(self, epoch: int, batch: int, steps: int) -> tuple[int, int] | None:
+        """The cursor ``steps`` batches after ``(epoch, batch)`` in the across-epochs order.
+
+        Returns ``None`` when an epoch with no batches is reached first (where iteration
+        stops). ``(epoch, batch)`` with ``batch == num_batches(epoch)`` is read as
+        ``(epoch + 1, 0)``.
+        """
+        steps = nonnegative_int("steps", steps)
+        while True:
+            total = self.num_batches(epoch)
+            if total == 0:
+                return None
+            if batch + steps < total:
+                return epoch, batch + steps
+            steps -= total - batch
+            epoch, batch = epoch + 1, 0
+
     def _prefetch(self, plan: _EpochPlan, index: int) -> None:
         if not self._supports_prefetch or index >= plan.num_batches:
             return
