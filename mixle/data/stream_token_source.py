@@ -1,0 +1,439 @@
+"""Stream ``(context window, next token)`` micro-batches without materialising windows.
+
+:func:`stream_token_source` is the seed API over an in-memory token-id array: only the
+array (and, with ``shuffle=True``, one O(corpus) permutation of window starts per
+epoch) stays resident; each batch's ``(b, block)`` windows are gathered on the fly and
+dropped by the caller. Ids are validated once, at call time, and stay int64 all the way
+to the yielded batches: they are never narrowed to float32, which would silently merge
+distinct ids at and above ``2**24``.
+
+A window is ``tokens[i : i + block]`` and its target is ``tokens[i + block]``, for every
+``i`` in ``[0, len(tokens) - block)``; each epoch visits every window exactly once.
+
+:class:`TokenStream` is the out-of-core, resumable form of the same generator: the
+token stream is the concatenation of a sequence of documents (a list of arrays, or the
+memory-mapped ``ShardedDocuments`` of a sharded corpus), windows are read from the
+documents per batch, the shuffle is a keyed Feistel bijection on the window indices
+(O(1) memory, no permutation array), and the cursor is two integers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from mixle._checks import as_token_ids, exact_int, nonnegative_int, positive_int
+from mixle.data._documents import document_lengths, documents_fingerprint
+from mixle.data._permutation import FeistelPermutation
+from mixle.data._state import check_state
+from mixle.data._token_windows import TokenWindows, checked_document
+from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError, TokenIdError
+
+__all__ = ["TokenStream", "stream_token_source"]
+
+_STATE_VERSION = 1
+# Window positions are permuted this many at a time (rounded to whole batches): the
+# vectorised Feistel costs a fixed overhead per call, so per-batch calls would be slow
+# for small batches, while the chunk itself is only a few tens of KB.
+_CHUNK_WINDOWS = 4096
+
+Batch = tuple[np.ndarray, np.ndarray]
+
+
+def _check_flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool | np.bool_):
+        raise ArgumentTypeError(
+            f"`{name}` must be a bool. Got {value!r} ({type(value).__name__}) instead."
+        )
+    return bool(value)
+
+
+def _token_array(token_ids: Any) -> np.ndarray:
+    if isinstance(token_ids, list | tuple):
+        # np.asarray([0, True]) is array([0, 1]): a bool would pass as the id 1 silently.
+        for position, item in enumerate(token_ids):
+            if isinstance(item, bool | np.bool_):
+                raise TokenIdError(
+                    f"`token_ids` has non-integer token id {item!r} at position {position}."
+                )
+    return as_token_ids(token_ids, "`token_ids`")
+
+
+def _is_document_sequence(value: Any) -> bool:
+    """Whether ``value`` is a sequence of documents rather than one token-id array.
+
+    A numpy array is always token ids (the seed behaviour). Anything offering
+    ``lengths`` (a sharded corpus) is documents, and so is a list/tuple whose first
+    element is itself 1-D (a list of arrays); a flat list of numbers is token ids.
+    """
+    if isinstance(value, np.ndarray):
+        return False
+    if hasattr(value, "lengths"):
+        return True
+    return isinstance(value, list | tuple) and len(value) > 0 and np.ndim(value[0]) == 1
+
+
+def _array_batches(
+    tokens: np.ndarray, block: int, batch_size: int, epochs: int, shuffle: bool, seed: int
+) -> Iterator[Batch]:
+    num_windows = max(tokens.shape[0] - block, 0)
+    if num_windows == 0 or epochs == 0:
+        return
+    # A read-only strided view: row i is tokens[i:i+block]. Indexing it with a batch of
+    # starts copies just those (b, block) rows; the full window matrix never exists.
+    windows = np.lib.stride_tricks.sliding_window_view(tokens, block)
+    rng = np.random.default_rng(seed)
+    for _epoch in range(epochs):
+        order = rng.permutation(num_windows) if shuffle else None
+        for first in range(0, num_windows, batch_size):
+            last = min(first + batch_size, num_windows)
+            starts = order[first:last] if order is not None else np.arange(first, last)
+            yield windows[starts], tokens[starts + block]
+
+
+def stream_token_source(
+    token_ids: Any,
+    block: int,
+    batch_size: int,
+    *,
+    epochs: int = 1,
+    shuffle: bool = True,
+    seed: int = 0,
+) -> Iterator[Batch]:
+    """Yield ``(context_windows, next_tokens)`` micro-batches; never buffer windows.
+
+    Every argument is validated when this function is *called*, before the returned
+    iterator produces anything.
+
+    Parameters
+    ----------
+    token_ids
+        A 1-D array-like of token ids: integers, or floats holding finite exact
+        integers, all within the int64 range. Converted once to int64 (no copy when it
+        already is int64). Alternatively a *document sequence* (an object with
+        ``lengths``, such as ``mixle.corpus.ShardedDocuments``, or a list/tuple of 1-D
+        arrays): then the result is ``iter(TokenStream(token_ids, block, batch_size,
+        epochs=epochs, shuffle=shuffle, seed=seed))`` — windows over the concatenated
+        documents, read per batch, shuffled by a Feistel bijection instead of a
+        permutation array. A numpy array is always treated as token ids.
+    block
+        Context length, a positive int.
+    batch_size
+        Windows per batch, a positive int. The last batch of an epoch may be smaller.
+    epochs
+        Passes over all windows, a nonnegative int; ``0`` is an explicit no-op.
+    shuffle
+        Visit windows in a fresh random order each epoch (one O(len(token_ids))
+        permutation array per epoch); ``False`` visits them in stream order.
+    seed
+        Nonnegative int; the same seed gives the same batches, in any process.
+
+    Returns
+    -------
+    Iterator[tuple[numpy.ndarray, numpy.ndarray]]
+        Batches ``(context, next_tokens)`` with ``context`` an int64 ``(b, block)`` array
+        (``context[j] == token_ids[s : s + block]``) and ``next_tokens`` an int64 ``(b,)``
+        array (``token_ids[s + block]``), ``1 <= b <= batch_size``. With
+        ``len(token_ids) <= block`` there are no windows and nothing is yielded.
+        Each batch is a fresh array the caller may keep or modify.
+
+    Raises
+    ------
+    ArgumentTypeError
+        ``block``, ``batch_size``, ``epochs`` or ``seed`` is not an int (bools and floats
+        are rejected); ``shuffle`` is not a bool; ``token_ids`` is not 1-D or not numeric.
+    ArgumentError
+        ``block`` or ``batch_size`` is not positive, ``epochs`` or ``seed`` is negative.
+    TokenIdError
+        A token id is non-finite, fractional or outside int64 (message gives position).
+
+    Notes
+    -----
+    Memory is O(len(token_ids)) for the ids, plus one permutation per epoch when
+    shuffling, plus O(batch_size x block) per batch. Time per batch is
+    O(batch_size x block).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> batches = stream_token_source(np.arange(10), block=4, batch_size=3, shuffle=False)
+    >>> context, target = next(batches)
+    >>> context.tolist(), target.tolist()
+    ([[0, 1, 2, 3], [1, 2, 3, 4], [2, 3, 4, 5]], [4, 5, 6])
+    """
+    if _is_document_sequence(token_ids):
+        stream = TokenStream(
+            token_ids, block, batch_size, epochs=epochs, shuffle=shuffle, seed=seed
+        )
+        return iter(stream)
+    block = positive_int("block", block)
+    batch_size = positive_int("batch_size", batch_size)
+    epochs = nonnegative_int("epochs", epochs)
+    seed = nonnegative_int("seed", seed)
+    shuffle = _check_flag("shuffle", shuffle)
+    tokens = _token_array(token_ids)
+    return _array_batches(tokens, block, batch_size, epochs, shuffle, seed)
+
+
+class TokenStream:
+    """Resumable ``(context, next_token)`` batches over the token stream of documents.
+
+    The stream is the concatenation of ``documents`` in order, with ``boundary_id``
+    between consecutive documents when given. Window ``i`` is ``stream[i : i + block]``
+    with target ``stream[i + block]`` for ``i`` in ``[0, num_windows)``,
+    ``num_windows = max(num_tokens - block, 0)``; windows straddle document and shard
+    boundaries freely. Each epoch visits every window exactly once, in batches of
+    ``batch_size`` (the last one may be smaller); with ``shuffle=True`` epoch ``e``
+    visits window ``perm_e(k)`` at position ``k``, where ``perm_e`` is a keyed Feistel
+    bijection on ``[0, num_windows)`` that depends only on ``(num_windows, seed, e)``.
+
+    Iterating yields batches from the cursor ``(epoch, position)`` up to the end of
+    epoch ``epochs - 1``, advancing the cursor as it goes; :meth:`state_dict` and
+    :meth:`load_state_dict` save and restore it, and the stream continues bitwise
+    identically. :meth:`epoch_batches` and :meth:`batch` are pure random access.
+
+    Parameters
+    ----------
+    documents
+        Any sequence of 1-D integer token arrays: a list, or a lazy sequence such as
+        ``mixle.corpus.ShardedDocuments``. It is only indexed, never copied whole;
+        ``documents.lengths``, ``.fingerprint`` and ``.prefetch`` are used when present.
+    block, batch_size
+        Positive ints: window length and windows per batch.
+    epochs
+        Nonnegative int; ``0`` yields nothing.
+    shuffle
+        Bool; ``False`` visits windows in stream order.
+    seed
+        Nonnegative int keying the shuffle.
+    boundary_id
+        Token id inserted between documents, or ``None`` (the default) for none.
+
+    Raises
+    ------
+    ArgumentTypeError
+        A scalar argument has the wrong type; ``documents`` is not a sequence of 1-D
+        arrays (a single array must be wrapped: ``[token_ids]``).
+    ArgumentError
+        ``block``/``batch_size`` not positive, ``epochs``/``seed`` negative, negative
+        document lengths.
+    TokenIdError
+        A document of an in-memory ``list``/``tuple`` holds an invalid id (checked at
+        construction); for lazy sequences ids are checked as they are read, and an
+        integer dtype of up to 32 bits, or int64, needs no per-token check.
+
+    Notes
+    -----
+    Memory: one int64 prefix-sum array over document lengths, O(1) for the shuffle
+    (six round keys plus a chunk of 4096 permuted positions), and O(batch_size x block)
+    per batch. Each batch reads only the document pieces its windows overlap. Without
+    ``documents.fingerprint`` the first :meth:`state_dict` hashes all documents once.
+
+    Iterating the same ``TokenStream`` from two loops at once shares one cursor.
+    """
+
+    def __init__(
+        self,
+        documents: Sequence[Any],
+        block: int,
+        batch_size: int,
+        *,
+        epochs: int = 1,
+        shuffle: bool = True,
+        seed: int = 0,
+        boundary_id: int | None = None,
+    ) -> None:
+        self.block = positive_int("block", block)
+        self.batch_size = positive_int("batch_size", batch_size)
+        self.epochs = nonnegative_int("epochs", epochs)
+        self.seed = nonnegative_int("seed", seed)
+        self.shuffle = _check_flag("shuffle", shuffle)
+        self.boundary_id = None if boundary_id is None else exact_int("boundary_id", boundary_id)
+        if isinstance(documents, np.ndarray | str | bytes):
+            raise ArgumentTypeError(
+                "`documents` must be a sequence of 1-D token arrays. Got "
+                f"{type(documents).__name__} instead; wrap one token array as [token_ids]."
+            )
+        lengths = document_lengths(documents)
+        if lengths.ndim != 1 or lengths.shape[0] != len(documents):
+            raise ArgumentError(
+                f"`documents.lengths` must have one entry per document ({len(documents)}). "
+                f"Got shape {lengths.shape} instead."
+            )
+        if lengths.size and int(lengths.min()) < 0:
+            bad = int(np.flatnonzero(lengths < 0)[0])
+            raise ArgumentError(
+                f"document {bad} has negative length {int(lengths[bad])} in `documents.lengths`."
+            )
+        if isinstance(documents, list | tuple):
+            # In memory: check every id now, as the array form does, rather than mid-epoch.
+            for index in range(len(documents)):
+                checked_document(documents, index, int(lengths[index]))
+        self.documents = documents
+        self._windows = TokenWindows(documents, lengths, self.block, self.boundary_id)
+        self._fingerprint: str | None = None
+        self._epoch = 0
+        self._position = 0
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens in the stream, boundary ids included."""
+        return self._windows.num_tokens
+
+    @property
+    def num_windows(self) -> int:
+        """Windows per epoch: ``max(num_tokens - block, 0)``."""
+        return self._windows.num_windows
+
+    def num_batches(self) -> int:
+        """Batches per epoch: ``ceil(num_windows / batch_size)``."""
+        return -(-self.num_windows // self.batch_size)
+
+    def window_indices(self, epoch: int, positions: np.ndarray) -> np.ndarray:
+        """Window starts (stream offsets) visited at ``positions`` of epoch ``epoch``."""
+        positions = np.asarray(positions, dtype=np.int64)
+        if not self.shuffle:
+            return positions
+        return FeistelPermutation(self.num_windows, self.seed, epoch)(positions)
+
+    def batch(self, epoch: int, index: int) -> Batch:
+        """Return batch ``index`` of epoch ``epoch`` (no state is read or changed).
+
+        Raises
+        ------
+        IndexError
+            ``index`` is not in ``[0, num_batches())``.
+        """
+        epoch = nonnegative_int("epoch", epoch)
+        index = nonnegative_int("index", index)
+        if index >= self.num_batches():
+            raise IndexError(f"batch {index} is out of range: an epoch has {self.num_batches()}.")
+        first = index * self.batch_size
+        last = min(first + self.batch_size, self.num_windows)
+        return self._windows.read(self.window_indices(epoch, np.arange(first, last)))
+
+    def epoch_batches(self, epoch: int, *, start_batch: int = 0, step: int = 1) -> Iterator[Batch]:
+        """Yield batches ``start_batch, start_batch + step, ...`` of epoch ``epoch``.
+
+        A pure function of the arguments and the stream's definition: resuming at
+        ``start_batch`` is a seek, not a replay. ``step`` > 1 lets ``step`` consumers
+        (DataLoader workers) each take every ``step``-th batch.
+        """
+        epoch = nonnegative_int("epoch", epoch)
+        start_batch = nonnegative_int("start_batch", start_batch)
+        step = positive_int("step", step)
+        indices = range(start_batch, self.num_batches(), step)
+        permutation = (
+            FeistelPermutation(self.num_windows, self.seed, epoch) if self.shuffle else None
+        )
+        per_chunk = max(1, _CHUNK_WINDOWS // self.batch_size)
+        for chunk_first in range(0, len(indices), per_chunk):
+            chunk = indices[chunk_first : chunk_first + per_chunk]
+            firsts = np.asarray(chunk, dtype=np.int64) * self.batch_size
+            positions = (firsts[:, None] + np.arange(self.batch_size)).reshape(-1)
+            positions = positions[positions < self.num_windows]
+            starts = permutation(positions) if permutation is not None else positions
+            # One hint per chunk: the documents of the next few hundred batches, in order.
+            self._windows.prefetch(starts)
+            offset = 0
+            for first in firsts.tolist():
+                size = min(self.batch_size, self.num_windows - first)
+                yield self._windows.read(starts[offset : offset + size])
+                offset += size
+
+    def __iter__(self) -> Iterator[Batch]:
+        while self._epoch < self.epochs:
+            epoch = self._epoch
+            start = self._position // self.batch_size
+            for context, target in self.epoch_batches(epoch, start_batch=start):
+                self._position += target.shape[0]
+                if self._position >= self.num_windows:
+                    self._epoch, self._position = epoch + 1, 0
+                yield context, target
+            if self._epoch == epoch:  # an epoch without windows
+                self._epoch, self._position = epoch + 1, 0
+
+    def advance(self, num_batches: int) -> None:
+        """Move the cursor forward by ``num_batches`` batches without reading them (O(1)).
+
+        For consumers that took batches elsewhere, e.g. through a DataLoader whose
+        workers iterate copies of this stream. Stops at the end of the last epoch.
+        """
+        num_batches = nonnegative_int("num_batches", num_batches)
+        per_epoch = self.num_batches()
+        if per_epoch == 0:
+            self._epoch, self._position = self.epochs, 0
+            return
+        index = self._epoch * per_epoch + self._position // self.batch_size + num_batches
+        epoch, batch = divmod(index, per_epoch)
+        if epoch >= self.epochs:
+            epoch, batch = self.epochs, 0
+        self._epoch, self._position = epoch, batch * self.batch_size
+
+    def _identity(self) -> dict[str, Any]:
+        if self._fingerprint is None:
+            self._fingerprint = documents_fingerprint(self.documents)
+        return {
+            "fingerprint": self._fingerprint,
+            "num_tokens": self.num_tokens,
+            "block": self.block,
+            "batch_size": self.batch_size,
+            "shuffle": self.shuffle,
+            "seed": self.seed,
+            "boundary_id": self.boundary_id,
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """Return the cursor as a JSON-able dict.
+
+        ``{"version": 1, "epoch": e, "position": p, "stream": {...}}``: the next batch
+        is the one starting at window position ``p`` of epoch ``e``; ``stream`` holds
+        the fields that define the stream (documents fingerprint, token count, block,
+        batch size, shuffle, seed, boundary id). ``epochs`` is not among them, so a
+        run may be extended with more epochs.
+        """
+        return {
+            "version": _STATE_VERSION,
+            "epoch": self._epoch,
+            "position": self._position,
+            "stream": self._identity(),
+        }
+
+    def load_state_dict(self, state: Any) -> None:
+        """Move the cursor to ``state`` (from :meth:`state_dict`); O(1), no replay.
+
+        Raises
+        ------
+        StateMismatchError
+            ``state`` is malformed, has another version, belongs to a different stream
+            (each differing field named with both values), or its cursor lies outside
+            this stream (epoch beyond ``epochs``, position not at a batch start).
+        """
+        check_state(
+            state,
+            kind="TokenStream",
+            version=_STATE_VERSION,
+            stream=self._identity(),
+            cursor_fields=("epoch", "position"),
+        )
+        epoch, position = state["epoch"], state["position"]
+        if epoch > self.epochs or (epoch == self.epochs and position != 0):
+            raise StateMismatchError(
+                f"TokenStream state is at epoch {epoch}, position {position}; "
+                f"this stream has only {self.epochs} epoch(s)."
+            )
+        if position % self.batch_size or (position and position >= self.num_windows):
+            raise StateMismatchError(
+                f"TokenStream state position {position} is not the start of a batch "
+                f"of this stream ({self.num_windows} windows, batch_size {self.batch_size})."
+            )
+        self._epoch, self._position = epoch, position
+
+    def __repr__(self) -> str:
+        return (
+            f"TokenStream(documents={len(self.documents)}, block={self.block}, "
+            f"batch_size={self.batch_size}, epochs={self.epochs}, shuffle={self.shuffle}, "
+            f"seed={self.seed}, boundary_id={self.boundary_id})"
+        )

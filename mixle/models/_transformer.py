@@ -1,0 +1,230 @@
+"""``CausalTransformerLM``: the causal pre-norm transformer the streaming leaf trains.
+
+GPT-2-shaped: token embedding (a :class:`~mixle.stats.CategoricalEmbedding`, possibly
+shared with other leaves) plus a learned position embedding, ``n_layer`` pre-norm blocks
+(``x + attn(ln(x))``, ``x + mlp(ln(x))``) with causal multi-head self-attention through
+``torch.nn.functional.scaled_dot_product_attention``, a final LayerNorm and a language
+model head that is either tied to the token embedding or its own matrix. No dropout, so
+a forward pass is a pure function of weights and inputs.
+
+Initialisation is seeded and runs on CPU before the module moves to its device, so a
+given ``seed`` gives bitwise-identical weights on every machine.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from mixle._checks import exact_int, positive_int
+from mixle.errors import ArgumentError, ArgumentTypeError, CheckpointError
+from mixle.stats.embedding import CategoricalEmbedding
+from mixle.stats.registry import register, tensors_from_blob, tensors_to_blob
+
+__all__ = ["CausalTransformerLM"]
+
+
+class _CausalSelfAttention(nn.Module):
+    def __init__(self, d_model: int, n_head: int) -> None:
+        super().__init__()
+        self.n_head = n_head
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=2)
+        shape = (b, t, self.n_head, d // self.n_head)
+        q, k, v = (z.view(shape).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).reshape(b, t, d))
+
+
+class _Block(nn.Module):
+    def __init__(self, d_model: int, n_head: int) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model)
+        self.attn = _CausalSelfAttention(d_model, n_head)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.fc = nn.Linear(d_model, 4 * d_model)
+        self.out = nn.Linear(4 * d_model, d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x))
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+@register("CausalTransformerLM")
+class CausalTransformerLM(nn.Module):
+    """A causal pre-norm transformer language model over ``vocab`` token ids.
+
+    Parameters
+    ----------
+    vocab
+        Vocabulary size; inputs are int64 ids in ``[0, vocab)``.
+    d_model, n_layer, n_head
+        Width, depth and attention heads (``d_model`` must be divisible by ``n_head``).
+    block
+        Longest context (number of positions) the model accepts.
+    embedding
+        A :class:`CategoricalEmbedding` of shape ``(vocab, d_model)`` to use (and share)
+        as the token embedding; ``None`` creates a private one.
+    tie_head
+        Use the token embedding as the output projection (default) instead of a
+        separate ``(vocab, d_model)`` matrix.
+    seed
+        Initialisation seed (see module docstring). A shared ``embedding`` keeps its
+        own weights.
+    device
+        Where the module lives.
+
+    Raises
+    ------
+    ArgumentError
+        A size is not a positive integer, ``d_model % n_head != 0``, or ``embedding``
+        has the wrong shape.
+    """
+
+    def __init__(
+        self,
+        vocab: int,
+        *,
+        d_model: int = 128,
+        n_layer: int = 4,
+        n_head: int = 4,
+        block: int = 64,
+        embedding: CategoricalEmbedding | None = None,
+        tie_head: bool = True,
+        seed: int = 0,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        super().__init__()
+        self.vocab = positive_int("vocab", vocab)
+        self.d_model = positive_int("d_model", d_model)
+        self.n_layer = positive_int("n_layer", n_layer)
+        self.n_head = positive_int("n_head", n_head)
+        self.block = positive_int("block", block)
+        self.seed = exact_int("seed", seed)
+        if not isinstance(tie_head, bool):
+            raise ArgumentTypeError(f"`tie_head` must be a bool. Got {tie_head!r} instead.")
+        self.tie_head = tie_head
+        if self.d_model % self.n_head:
+            raise ArgumentError(
+                f"`d_model` must be divisible by `n_head`. Got d_model={self.d_model}, "
+                f"n_head={self.n_head} instead."
+            )
+        if embedding is not None:
+            if not isinstance(embedding, CategoricalEmbedding):
+                raise ArgumentTypeError(
+                    f"`embedding` must be a CategoricalEmbedding. Got {type(embedding).__name__} instead."
+                )
+            if (embedding.vocab, embedding.dim) != (self.vocab, self.d_model):
+                raise ArgumentError(
+                    f"`embedding` must have shape (vocab, d_model) = ({self.vocab}, {self.d_model}). "
+                    f"Got ({embedding.vocab}, {embedding.dim}) instead."
+                )
+        generator = torch.Generator().manual_seed(self.seed)
+        with torch.device("cpu"):
+            self.embedding = (
+                embedding
+                if embedding is not None
+                else CategoricalEmbedding(self.vocab, self.d_model, seed=self.seed)
+            )
+            self.position = nn.Parameter(torch.empty(self.block, self.d_model))
+            self.blocks = nn.ModuleList(
+                _Block(self.d_model, self.n_head) for _ in range(self.n_layer)
+            )
+            self.ln_f = nn.LayerNorm(self.d_model)
+            self.head = None if tie_head else nn.Linear(self.d_model, self.vocab, bias=False)
+        self._init_weights(generator)
+        self.to(device)
+
+    def _init_weights(self, generator: torch.Generator) -> None:
+        # GPT-2 scheme: N(0, 0.02), residual output projections scaled by 1/sqrt(2 n_layer).
+        residual_std = 0.02 / math.sqrt(2 * self.n_layer)
+        with torch.no_grad():
+            nn.init.normal_(self.position, std=0.02, generator=generator)
+            for block in self.blocks:
+                assert isinstance(block, _Block)
+                for name, linear in (
+                    ("qkv", block.attn.qkv),
+                    ("proj", block.attn.proj),
+                    ("fc", block.fc),
+                    ("out", block.out),
+                ):
+                    std = residual_std if name in ("proj", "out") else 0.02
+                    nn.init.normal_(linear.weight, std=std, generator=generator)
+                    nn.init.zeros_(linear.bias)
+            if self.head is not None:
+                nn.init.normal_(self.head.weight, std=0.02, generator=generator)
+
+    def config(self) -> dict[str, Any]:
+        """Return the constructor arguments (JSON-able) that rebuild this architecture."""
+        return {
+            "vocab": self.vocab,
+            "d_model": self.d_model,
+            "n_layer": self.n_layer,
+            "n_head": self.n_head,
+            "block": self.block,
+            "tie_head": self.tie_head,
+            "seed": self.seed,
+        }
+
+    def forward(self, ids: torch.Tensor, *, last_only: bool = False) -> torch.Tensor:
+        """Return next-token logits for ``ids`` of shape ``(b, t)``, ``t <= block``.
+
+        Returns ``(b, t, vocab)`` logits (position ``j`` predicts token ``j + 1``), or
+        ``(b, vocab)`` for the last position only when ``last_only`` (cheaper head).
+        Ids are not range-checked here; the leaf validates them once at its boundary.
+        """
+        t = ids.shape[1]
+        x = self.embedding(ids) + self.position[:t]
+        for block in self.blocks:
+            x = block(x)
+        x = self.ln_f(x[:, -1] if last_only else x)
+        weight = self.embedding.weight if self.head is None else self.head.weight
+        return F.linear(x, weight)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return ``{"type", "version", "config", "weights"}``; weights as a state-dict blob."""
+        return {
+            "type": "CausalTransformerLM",
+            "version": 1,
+            "config": self.config(),
+            "weights": tensors_to_blob(self.state_dict()),
+        }
+
+    @classmethod
+    def from_dict(
+        cls, d: dict[str, Any], *, device: str | torch.device = "cpu"
+    ) -> CausalTransformerLM:
+        """Rebuild a module written by :meth:`to_dict` on ``device``.
+
+        A shared embedding comes back as a private copy: sharing is a relation between
+        live objects, not something a single module's dict can express.
+
+        Raises
+        ------
+        CheckpointError
+            Another version, a malformed config, or weights that do not fit it.
+        """
+        if d.get("version") != 1 or not isinstance(d.get("config"), dict):
+            raise CheckpointError(
+                f"CausalTransformerLM dict must have version 1 and a config. Got version {d.get('version')!r}."
+            )
+        try:
+            module = cls(**d["config"])
+        except (TypeError, ArgumentError) as exc:
+            raise CheckpointError(f"CausalTransformerLM config is invalid: {exc}") from exc
+        state = tensors_from_blob(d.get("weights"), "CausalTransformerLM weights")
+        try:
+            module.load_state_dict(state, strict=True)
+        except RuntimeError as exc:
+            raise CheckpointError(
+                f"CausalTransformerLM weights do not fit the config: {exc}"
+            ) from exc
+        return module.to(device)

@@ -1,0 +1,560 @@
+"""A streaming, non-buffering transformer language-model leaf.
+
+Where a buffering leaf would hold a shard of ``(window, next token)`` observations, this
+leaf keeps the corpus out of the accumulator. Each ``seq_update`` computes a weighted
+gradient *numerator* at a pinned revision of the model (a SHA-256 digest of its
+parameters) without changing the module. ``value()`` returns model-sized gradient sums
+plus weighted telemetry — never the data. ``combine()`` adds states only when they were
+computed at the identical revision over identical parameters, so partitioned
+(data-parallel) and unpartitioned accumulation mean the same thing instead of silently
+discarding worker-trained weights. ``estimate()`` applies one AdamW step with the
+weighted mean gradient through an optimizer whose state persists across estimates and
+through ``to_dict``/``from_dict``. :func:`stream_fit` gives the familiar
+one-step-per-micro-batch loop by estimating after every streamed batch.
+
+Determinism: :meth:`StreamingTransformer.from_config` initialises from ``seed``
+(default 0) on CPU, so equal seeds give bitwise-equal models on every machine. On CPU
+training is bitwise reproducible, including across a ``to_dict``/``from_dict`` round
+trip mid-run. CUDA attention kernels may be non-deterministic in the backward pass.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from mixle._checks import as_token_ids, exact_int, nonnegative_int, positive_int
+from mixle.errors import ArgumentError, ArgumentTypeError, CheckpointError, RevisionMismatchError
+from mixle.models._accumulator import (
+    OptimizerSlot,
+    StreamingGradientState,
+    StreamingTransformerAccumulator,
+    StreamingTransformerAccumulatorFactory,
+    check_module,
+    model_logits,
+    trainable_parameters,
+)
+from mixle.models._inputs import (
+    StreamingTokenEncoder,
+    TokenBatch,
+    TokenPairs,
+    as_contexts,
+    as_device,
+    parse_batch,
+    positive_float,
+)
+from mixle.models._revision import revision_digest
+from mixle.models._transformer import CausalTransformerLM
+from mixle.stats.base import (
+    DistributionSampler,
+    ParameterEstimator,
+    SequenceEncodableProbabilityDistribution,
+)
+from mixle.stats.embedding import CategoricalEmbedding
+from mixle.stats.registry import from_dict, register, tensors_from_blob, tensors_to_blob
+
+__all__ = [
+    "StreamingGradientState",
+    "StreamingTokenEncoder",
+    "StreamingTransformer",
+    "StreamingTransformerAccumulator",
+    "StreamingTransformerAccumulatorFactory",
+    "StreamingTransformerEstimator",
+    "StreamingTransformerLeaf",
+    "StreamingTransformerLeafEstimator",
+    "StreamingTransformerSampler",
+    "TransformerLMEstimator",
+    "stream_fit",
+]
+
+_SCORE_ROWS = 256  # contexts per forward pass when scoring (bounds activation memory)
+
+
+@register("StreamingTransformer")
+class StreamingTransformer(SequenceEncodableProbabilityDistribution):
+    """Wraps a live, persistently trained causal LM as a mixle distribution.
+
+    The distribution is conditional: an observation is a ``(context, next token)``
+    pair and ``seq_log_density`` is the next-token ``log p`` (evaluation/telemetry).
+
+    Parameters
+    ----------
+    module
+        The live ``torch.nn.Module`` (see :class:`CausalTransformerLM`); moved to
+        ``device`` in place and exposed as :attr:`module`.
+    device
+        ``"cpu"``, ``"cuda"``, ``"cuda:1"``...; must exist on this machine.
+    lr
+        AdamW learning rate used by :meth:`estimator`.
+    optimizer_state
+        An AdamW ``state_dict`` (or its :func:`~mixle.stats.tensors_to_blob` string) to
+        continue from; loaded eagerly.
+
+    Raises
+    ------
+    ArgumentError
+        Bad ``device`` or ``lr``; ``module`` lacks integer ``vocab``/``block``.
+    CheckpointError
+        ``optimizer_state`` does not fit the module's parameters.
+    """
+
+    def __init__(
+        self,
+        module: nn.Module,
+        device: Any = "cpu",
+        *,
+        lr: float = 3.0e-3,
+        optimizer_state: dict[str, Any] | str | None = None,
+        _slot: OptimizerSlot | None = None,
+    ) -> None:
+        self.module, self.vocab, self.block = check_module(module)
+        self.device = as_device(device)
+        self.lr = positive_float("lr", lr)
+        self.module.to(self.device)
+        if _slot is None:
+            if isinstance(optimizer_state, str):
+                optimizer_state = tensors_from_blob(optimizer_state, "optimizer state")
+            _slot = OptimizerSlot(optimizer_state)
+            if optimizer_state is not None:
+                _slot.get(self.module, self.lr)  # validate eagerly
+        self._slot = _slot
+
+    @classmethod
+    def from_config(
+        cls,
+        vocab: int,
+        *,
+        d_model: int = 128,
+        n_layer: int = 4,
+        n_head: int = 4,
+        block: int = 64,
+        embedding: CategoricalEmbedding | None = None,
+        device: Any = "cpu",
+        seed: int = 0,
+        tie_head: bool = True,
+        lr: float = 3.0e-3,
+    ) -> StreamingTransformer:
+        """Build the leaf from hyperparameters (no hand-built torch module).
+
+        ``embedding`` optionally shares a :class:`CategoricalEmbedding` across leaves;
+        ``seed`` (default 0) fixes the initialisation bitwise on every device.
+        """
+        module = CausalTransformerLM(
+            vocab,
+            d_model=d_model,
+            n_layer=n_layer,
+            n_head=n_head,
+            block=block,
+            embedding=embedding,
+            tie_head=tie_head,
+            seed=seed,
+        )
+        return cls(module, device, lr=lr)
+
+    @property
+    def revision(self) -> str:
+        """SHA-256 digest of the module's current parameters."""
+        return revision_digest(self.module)
+
+    def _as_pairs(self, enc: Any) -> TokenPairs:
+        encoder = self.dist_to_encoder()
+        if isinstance(enc, TokenPairs):
+            return encoder.encode_arrays(enc.contexts, enc.tokens)
+        return encoder.seq_encode(enc)
+
+    @torch.inference_mode()
+    def _last_logits(self, contexts: np.ndarray) -> torch.Tensor:
+        ids = torch.from_numpy(contexts).to(self.device)
+        return model_logits(self.module, ids, last_only=True)
+
+    def seq_log_density(self, enc: Any) -> np.ndarray:
+        """Return per-row next-token ``log p`` (float64) for encoded context/token pairs.
+
+        ``enc`` is a :class:`TokenPairs` or a sequence of ``(context, token)`` pairs.
+        Scores ``256`` rows per forward pass.
+        """
+        pairs = self._as_pairs(enc)
+        out = np.empty(len(pairs), dtype=np.float64)
+        for start in range(0, len(pairs), _SCORE_ROWS):
+            chunk = pairs[start : start + _SCORE_ROWS]
+            logits = self._last_logits(chunk.contexts).double()
+            with torch.inference_mode():
+                tokens = torch.from_numpy(chunk.tokens).to(self.device)
+                logp = F.log_softmax(logits, dim=-1).gather(1, tokens[:, None])[:, 0]
+            out[start : start + len(chunk)] = logp.cpu().numpy()
+        return out
+
+    def log_density(self, xy: Any) -> float:
+        """Return the next-token log probability for one ``(context, token)`` pair."""
+        return float(self.seq_log_density([xy])[0])
+
+    def predict(self, x: Any) -> Any:
+        """Return argmax next-token predictions.
+
+        ``x`` is one context (1-D, returns an ``int``) or an ``(n, L)`` array of contexts
+        with ``L <= block`` (returns ``n`` int64 ids).
+        """
+        contexts, single = as_contexts(x, self.vocab, self.block)
+        out = np.empty(contexts.shape[0], dtype=np.int64)
+        for start in range(0, contexts.shape[0], _SCORE_ROWS):
+            logits = self._last_logits(contexts[start : start + _SCORE_ROWS])
+            out[start : start + logits.shape[0]] = logits.argmax(dim=-1).cpu().numpy()
+        return int(out[0]) if single else out
+
+    def batch_loss(self, batch: Any) -> float:
+        """Return the weighted (masked) mean next-token NLL, in nats, of one batch.
+
+        Accepts either batch shape of :func:`stream_fit`; nothing is trained.
+        """
+        parsed = parse_batch(batch, self.vocab, self.block)
+        with torch.inference_mode():
+            ids = torch.from_numpy(parsed.contexts).to(self.device)
+            logits = model_logits(self.module, ids, last_only=not parsed.dense)
+            nll = F.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]).double(),
+                torch.from_numpy(parsed.targets.reshape(-1)).to(self.device),
+                reduction="none",
+            )
+            weights = torch.from_numpy(parsed.weights.reshape(-1)).to(self.device).double()
+            total = float(weights.sum())
+            if total == 0:
+                raise ArgumentError("the batch has no unmasked target; its loss is undefined.")
+            return float((nll * weights).sum()) / total
+
+    def sampler(self, seed: int | None = None) -> StreamingTransformerSampler:
+        """Return a sampler for the conditional next-token model (see the sampler class)."""
+        return StreamingTransformerSampler(self, seed)
+
+    def estimator(self, pseudo_count: float | None = None) -> StreamingTransformerEstimator:
+        """Return the estimator that continues training this live module.
+
+        The estimator shares this leaf's optimizer, so training continues with the same
+        AdamW moments. ``pseudo_count`` exists for protocol compatibility; a neural leaf
+        has no conjugate prior, so anything but ``None`` raises ``ArgumentError``.
+        """
+        if pseudo_count is not None:
+            raise ArgumentError(
+                f"`pseudo_count` has no meaning for a transformer leaf; pass None. Got {pseudo_count!r}."
+            )
+        return StreamingTransformerEstimator(self.module, self.lr, self.device, _slot=self._slot)
+
+    def dist_to_encoder(self) -> StreamingTokenEncoder:
+        """Return the encoder for context/token pairs (validates against vocab and block)."""
+        return StreamingTokenEncoder(self.vocab, self.block)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Serialise module (architecture + weights), device, lr and optimizer state.
+
+        The module must be registered (e.g. :class:`CausalTransformerLM`); its weights
+        and the AdamW state travel as weights-only ``torch.save`` blobs.
+        """
+        module_to_dict = getattr(self.module, "to_dict", None)
+        if not callable(module_to_dict):
+            raise ArgumentTypeError(
+                f"{type(self.module).__name__} has no to_dict(); only registered modules "
+                "(e.g. CausalTransformerLM) can be serialised."
+            )
+        state = self._slot.state_dict()
+        return {
+            "type": "StreamingTransformer",
+            "version": 1,
+            "module": module_to_dict(),
+            "device": str(self.device),
+            "lr": self.lr,
+            "optimizer_state": None if state is None else tensors_to_blob(state),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], *, device: Any = None) -> StreamingTransformer:
+        """Rebuild a leaf from :meth:`to_dict`; ``device`` overrides the recorded one."""
+        if d.get("version") != 1:
+            raise CheckpointError(
+                f"StreamingTransformer dict version must be 1. Got {d.get('version')!r} instead."
+            )
+        target = as_device(d.get("device", "cpu") if device is None else device)
+        module = from_dict(d["module"], device=target)
+        return cls(module, target, lr=d["lr"], optimizer_state=d.get("optimizer_state"))
+
+
+class StreamingTransformerSampler(DistributionSampler):
+    """Sampler facade for a conditional next-token transformer leaf.
+
+    Draws are a pure function of ``seed``, the weights and the calls made: the model's
+    probabilities are computed in float64 on CPU and sampled by inverse CDF from a
+    ``numpy.random.Generator(seed)``. ``seed=None`` seeds from OS entropy.
+    """
+
+    def __init__(self, dist: StreamingTransformer, seed: int | None = None) -> None:
+        if not isinstance(dist, StreamingTransformer):
+            raise ArgumentTypeError(
+                f"`dist` must be a StreamingTransformer. Got {type(dist).__name__}."
+            )
+        self.dist = dist
+        self.seed = None if seed is None else exact_int("seed", seed)
+        self.rng = np.random.default_rng(self.seed)
+
+    def _probs(self, contexts: np.ndarray, temperature: float) -> np.ndarray:
+        logits = self.dist._last_logits(contexts).double().cpu() / temperature
+        return torch.softmax(logits, dim=-1).numpy()
+
+    def _draw(self, probs: np.ndarray, n: int) -> np.ndarray:
+        cdf = np.cumsum(probs)
+        picks = np.searchsorted(cdf, self.rng.random(n) * cdf[-1], side="right")
+        return np.minimum(picks, probs.shape[0] - 1).astype(np.int64)
+
+    def sample(
+        self, size: int | None = None, *, context: Any = None, temperature: float = 1.0
+    ) -> Any:
+        """Draw the next token after ``context`` (1-D): one ``int``, or ``size`` i.i.d. ids.
+
+        Raises
+        ------
+        ArgumentError
+            ``context`` is missing (the model is conditional) or invalid.
+        """
+        if context is None:
+            raise ArgumentError("`context` is required: the transformer leaf is conditional.")
+        contexts, _ = as_contexts(
+            np.asarray(context).reshape(1, -1), self.dist.vocab, self.dist.block
+        )
+        n = 1 if size is None else positive_int("size", size)
+        draws = self._draw(self._probs(contexts, positive_float("temperature", temperature))[0], n)
+        return int(draws[0]) if size is None else draws
+
+    def generate(self, prompt: Any, n_tokens: int, *, temperature: float = 1.0) -> np.ndarray:
+        """Extend ``prompt`` (1-D, at least one id) by ``n_tokens`` sampled ids.
+
+        The context is the last ``block`` ids. Returns prompt + continuation, int64.
+        """
+        ids = as_token_ids(prompt, "`prompt`")
+        if ids.shape[0] == 0:
+            raise ArgumentError("`prompt` must hold at least one token id. Got none.")
+        # Every prompt id is validated, not just the last `block` the model will see.
+        as_contexts(ids.reshape(-1, 1), self.dist.vocab, self.dist.block)
+        temp = positive_float("temperature", temperature)
+        full = ids.tolist()
+        for _ in range(nonnegative_int("n_tokens", n_tokens)):
+            window = np.asarray(full[-self.dist.block :], dtype=np.int64)[None]
+            full.append(int(self._draw(self._probs(window, temp)[0], 1)[0]))
+        return np.asarray(full, dtype=np.int64)
+
+
+class StreamingTransformerEstimator(ParameterEstimator):
+    """Persistent-optimizer estimator applying foldable worker gradient sums.
+
+    Parameters
+    ----------
+    module
+        The live module to train (moved to ``device``).
+    lr
+        AdamW learning rate (other AdamW settings are torch's defaults:
+        betas (0.9, 0.999), eps 1e-8, weight decay 0.01 on every parameter).
+    device
+        Where the module lives and steps run.
+    optimizer_state
+        An AdamW state dict (or blob string) to continue from.
+    """
+
+    def __init__(
+        self,
+        module: nn.Module,
+        lr: float = 3.0e-3,
+        device: Any = "cpu",
+        optimizer_state: dict[str, Any] | str | None = None,
+        *,
+        _slot: OptimizerSlot | None = None,
+    ) -> None:
+        leaf = StreamingTransformer(
+            module, device, lr=lr, optimizer_state=optimizer_state, _slot=_slot
+        )
+        self.module, self.device, self.lr = leaf.module, leaf.device, leaf.lr
+        self._slot = leaf._slot
+
+    def accumulator_factory(self) -> StreamingTransformerAccumulatorFactory:
+        """Return the factory whose accumulators pin the module's current revision."""
+        return StreamingTransformerAccumulatorFactory(self.module, self.lr, self.device)
+
+    def estimate(self, nobs: float | None, suff_stat: Any) -> StreamingTransformer:
+        """Apply one AdamW step with the weighted mean gradient; return the live leaf.
+
+        ``suff_stat`` is a :class:`StreamingGradientState` (from ``value()``/``combine``)
+        or, equivalently and without hashing, an accumulator over this module. ``nobs``
+        is ignored (the state carries its own weight).
+
+        Raises
+        ------
+        RevisionMismatchError
+            The state was computed at another revision than the module's current one
+            (both digests named), or over other parameters.
+        ArgumentError
+            The state's total weight is 0.
+        """
+        params = [p for _, p in trainable_parameters(self.module)]
+        if isinstance(suff_stat, StreamingTransformerAccumulator):
+            if suff_stat.module is not self.module:
+                raise ArgumentError("the accumulator was made for a different module.")
+            suff_stat.check_pinned()
+            grads = suff_stat.mean_gradients()
+        elif isinstance(suff_stat, StreamingGradientState):
+            current = revision_digest(self.module)
+            if suff_stat.base_sha256 != current:
+                raise RevisionMismatchError(
+                    f"gradient state computed at revision {suff_stat.base_sha256} cannot be applied "
+                    f"to the module at revision {current}."
+                )
+            names = tuple(name for name, _ in trainable_parameters(self.module))
+            if tuple(suff_stat.parameter_names) != names:
+                raise RevisionMismatchError(
+                    f"gradient state at revision {current} covers parameters "
+                    f"{list(suff_stat.parameter_names)}, the module has {list(names)}."
+                )
+            if suff_stat.effective_weight <= 0:
+                raise ArgumentError("cannot take a step from zero total weight.")
+            grads = [
+                suff_stat.gradient_sums[n].to(p.device, p.dtype) / suff_stat.effective_weight
+                for n, p in zip(names, params, strict=True)
+            ]
+        else:
+            raise ArgumentTypeError(
+                f"`suff_stat` must be a StreamingGradientState or accumulator. Got {type(suff_stat).__name__}."
+            )
+        optimizer = self._slot.get(self.module, self.lr)
+        for param, grad in zip(params, grads, strict=True):
+            param.grad = grad
+        optimizer.step()
+        for param in params:
+            param.grad = None
+        return StreamingTransformer(self.module, self.device, lr=self.lr, _slot=self._slot)
+
+
+class TransformerLMEstimator(StreamingTransformerEstimator):
+    """A transformer language model as a fit-ready estimator.
+
+    ``TransformerLMEstimator(vocab, d_model=..., ...)`` builds the module from
+    hyperparameters (seeded, see :class:`CausalTransformerLM`); ``embedding`` optionally
+    ties a shared :class:`CategoricalEmbedding`. ``TransformerLMEstimator(V, embedding=e)``
+    and ``StreamingTransformer.from_config(V, embedding=e).estimator()`` build the same
+    thing.
+    """
+
+    def __init__(
+        self,
+        vocab: int,
+        *,
+        d_model: int = 128,
+        n_layer: int = 4,
+        n_head: int = 4,
+        block: int = 64,
+        embedding: CategoricalEmbedding | None = None,
+        lr: float = 3.0e-3,
+        device: Any = "cpu",
+        seed: int = 0,
+        tie_head: bool = True,
+    ) -> None:
+        leaf = StreamingTransformer.from_config(
+            vocab,
+            d_model=d_model,
+            n_layer=n_layer,
+            n_head=n_head,
+            block=block,
+            embedding=embedding,
+            device=device,
+            seed=seed,
+            tie_head=tie_head,
+            lr=lr,
+        )
+        super().__init__(leaf.module, leaf.lr, leaf.device)
+
+
+def stream_fit(
+    module: nn.Module | StreamingTransformer,
+    token_source: Iterable[Any],
+    *,
+    lr: float = 3.0e-3,
+    device: Any = "cpu",
+    report_every: int = 200,
+    log: Callable[[str], Any] | None = None,
+    max_steps: int | None = None,
+) -> StreamingTransformer:
+    """Train one persistent-optimizer step per streamed micro-batch, buffering nothing.
+
+    Each batch goes accumulator -> estimate, exactly the data-parallel path with one
+    partition; the accumulator is handed to ``estimate`` directly, which skips only the
+    SHA-256 attestation (the revision is still guarded). Batches are
+    ``(context (b, L), next_tokens (b,))`` or ``(context, targets (b, L), loss_mask)``
+    (see :func:`mixle.models._inputs.parse_batch`); the loss is the weighted/masked mean
+    over all targets of the batch. A batch whose mask is all False is skipped.
+
+    Parameters
+    ----------
+    module
+        A torch module (trained with a new AdamW at ``lr`` on ``device``) or a
+        :class:`StreamingTransformer`, which continues with its own optimizer, ``lr``
+        and device (``lr``/``device`` are then ignored).
+    token_source
+        Any iterable of batches; consumed once, lazily.
+    report_every
+        Call ``log`` every this many steps (0: never) with step, tokens, mean loss over
+        the window and tokens/s. Reading the loss synchronises the device only then.
+    log
+        e.g. ``print``.
+    max_steps
+        Stop after this many steps (``None``: exhaust ``token_source``).
+
+    Returns
+    -------
+    StreamingTransformer
+        The trained leaf (same live module), carrying the optimizer state.
+    """
+    leaf = (
+        module
+        if isinstance(module, StreamingTransformer)
+        else StreamingTransformer(module, device, lr=lr)
+    )
+    every = nonnegative_int("report_every", report_every)
+    limit = None if max_steps is None else nonnegative_int("max_steps", max_steps)
+    if log is not None and not callable(log):
+        raise ArgumentTypeError(f"`log` must be callable or None. Got {type(log).__name__}.")
+    estimator = leaf.estimator()
+    factory = estimator.accumulator_factory()
+    steps = tokens = window_tokens = 0
+    window_loss: Any = 0.0
+    window_weight = 0.0
+    started = time.perf_counter()
+    for batch in token_source if limit != 0 else ():
+        parsed: TokenBatch = parse_batch(batch, leaf.vocab, leaf.block)
+        accumulator = factory.make()
+        accumulator.accumulate(parsed)
+        if accumulator.effective_weight == 0:
+            continue
+        leaf = estimator.estimate(None, accumulator)
+        steps += 1
+        observed = int(np.count_nonzero(parsed.weights))
+        tokens += observed
+        window_tokens += observed
+        window_loss = window_loss + accumulator.loss_tensor()
+        window_weight += accumulator.effective_weight
+        if log is not None and every and steps % every == 0:
+            elapsed = max(time.perf_counter() - started, 1e-9)
+            log(
+                f"step {steps} | tokens {tokens} | loss {float(window_loss) / window_weight:.4f} "
+                f"| {window_tokens / elapsed:.0f} tok/s"
+            )
+            window_loss, window_weight, window_tokens = 0.0, 0.0, 0
+            started = time.perf_counter()
+        if limit is not None and steps >= limit:
+            break
+    return leaf
+
+
+StreamingTransformerLeaf = StreamingTransformer
+"""Alias of :class:`StreamingTransformer`."""
+
+StreamingTransformerLeafEstimator = StreamingTransformerEstimator
+"""Alias of :class:`StreamingTransformerEstimator`."""
