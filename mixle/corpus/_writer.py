@@ -321,14 +321,18 @@ class CorpusWriter:
         self._replace_existing = False
 
     def _remove_stale_shards(self, manifest: Mapping[str, Any]) -> None:
-        """After an overwrite, delete shard files of the old corpus the new one dropped."""
+        """Delete shard files the new manifest does not list (an overwritten corpus's,
+        or a crashed writer's) and temporary files left by crashed writers."""
         keep = {
             name for entry in manifest["shards"] for name in (entry["tokens"], entry["offsets"])
         }
         for name in os.listdir(self.path):
-            stale = fnmatch.fnmatch(name, "shard-*.tokens") or fnmatch.fnmatch(
+            shard_file = fnmatch.fnmatch(name, "shard-*.tokens") or fnmatch.fnmatch(
                 name, "shard-*.offsets"
             )
-            if stale and name not in keep:
+            temporary = fnmatch.fnmatch(name, ".shard-*.tmp-*") or fnmatch.fnmatch(
+                name, f".{MANIFEST_NAME}.tmp-*"
+            )
+            if (shard_file and name not in keep) or temporary:
                 with contextlib.suppress(OSError):
                     os.unlink(os.path.join(self.path, name))
