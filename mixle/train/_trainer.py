@@ -459,7 +459,8 @@ class _Trainer:
                     break
                 if config.checkpoint_every and self.step % config.checkpoint_every == 0:
                     self.save()
-            if config.eval_every and (not self.metrics.eval_losses or self.eval_step != self.step):
+            # Every rank takes the same decision here (a collective follows).
+            if config.eval_every and self.step > start_step and self.step % config.eval_every:
                 self._run_eval()
             self.save()
         finally:
@@ -491,10 +492,6 @@ class _Trainer:
         self.metrics.write({"type": "end", "step": self.step, "summary": summary.to_dict()})
         self.metrics.close()
         return summary
-
-    @property
-    def eval_step(self) -> int | None:
-        return self.metrics.eval_losses[-1][0] if self.metrics.eval_losses else None
 
 
 def _mean(values: list[float]) -> float | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -112,13 +113,42 @@ def last_step(metrics: Path) -> int:
     return steps[-1] if steps else 0
 
 
+def _descendants(pid: int) -> list[int]:
+    """``pid`` and every live descendant (Linux ``/proc``): torchrun starts each worker in a
+    session of its own, so killing the launcher's process group would orphan them."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found, queue = [], [pid]
+    while queue:
+        current = queue.pop()
+        found.append(current)
+        queue.extend(children.get(current, []))
+    return found
+
+
+def _signal_tree(pid: int, sig: int) -> None:
+    for target in _descendants(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(target, sig)
+
+
 def run_until(
     command: list[str], metrics: Path, kill_at: int | None, sig: int, timeout: float = 120.0
 ) -> tuple[int, bool]:
-    """Run ``command`` in its own process group; send ``sig`` to the whole group once the
-    metrics log shows step ``kill_at``. Returns ``(returncode, killed)``."""
-    output_path = metrics.with_suffix(".out")
-    with open(output_path, "wb") as sink:
+    """Run ``command``; send ``sig`` to it and all its descendants at once when the metrics
+    log shows step ``kill_at`` (the whole job dies, as on a node failure).
+    Returns ``(returncode, killed)``."""
+    output_path = metrics.parent.with_suffix(".out")
+    start = output_path.stat().st_size if output_path.exists() else 0
+    with open(output_path, "ab") as sink:
         process = subprocess.Popen(
             command,
             env=cli_env(),
@@ -134,14 +164,17 @@ def run_until(
             if time.monotonic() > deadline:
                 raise AssertionError(f"{command} did not finish in {timeout} s")
             if kill_at is not None and not killed and last_step(metrics) >= kill_at:
-                os.killpg(process.pid, sig)
+                if sig == 9:
+                    _signal_tree(process.pid, sig)
+                else:  # a graceful stop goes to the launcher, which forwards it
+                    os.kill(process.pid, sig)
                 killed = True
             time.sleep(0.005)
     finally:
         if process.poll() is None:
-            os.killpg(process.pid, 9)
+            _signal_tree(process.pid, 9)
         process.wait()
-    output = output_path.read_text(errors="replace")
+    output = output_path.read_bytes()[start:].decode(errors="replace")
     if process.returncode not in (0, -sig, 128 + sig) or (process.returncode and not killed):
         raise AssertionError(f"{command} exited {process.returncode}:\n{output[-4000:]}")
     return process.returncode, killed
