@@ -119,7 +119,7 @@ def test_corrupt_file_is_detected_by_checksum(tmp_path: Path, name: str) -> None
 def test_missing_rank_file_is_detected(tmp_path: Path) -> None:
     path = Path(_write(tmp_path, 1))
     (path / "rank-00000.json").unlink()
-    with pytest.raises(CheckpointError, match="rank-00000.json is missing"):
+    with pytest.raises(CheckpointError, match=r"rank-00000\.json is missing"):
         read_checkpoint(str(path), rank=0, world_size=1)
 
 
@@ -157,7 +157,7 @@ def test_malformed_metadata_is_refused(tmp_path: Path, edit: Any, message: str) 
 
 
 def test_directory_without_metadata_is_not_a_checkpoint(tmp_path: Path) -> None:
-    with pytest.raises(CheckpointError, match="has no meta.json"):
+    with pytest.raises(CheckpointError, match=r"has no meta\.json"):
         read_checkpoint(str(tmp_path), rank=0, world_size=1)
 
 
