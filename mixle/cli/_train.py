@@ -138,6 +138,7 @@ def run_command(args: argparse.Namespace) -> int:
     except CorpusError as exc:
         print(f"mixle train: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    if summary.stopped == "signal":
-        return 128 + int(signal.SIGTERM)
+    if summary.stopped.startswith("signal "):
+        # The shell convention for "terminated by signal N", after a clean checkpoint.
+        return 128 + int(signal.Signals[summary.stopped.split()[1]])
     return 0

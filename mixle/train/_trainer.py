@@ -27,7 +27,11 @@ import torch
 
 from mixle.data._documents import documents_fingerprint
 from mixle.errors import ArgumentError, CheckpointError, StateMismatchError
-from mixle.models import StreamingGradientState, StreamingTransformer
+from mixle.models import (
+    StreamingGradientState,
+    StreamingTransformer,
+    StreamingTransformerEstimator,
+)
 from mixle.models._inputs import parse_batch
 from mixle.stats.registry import tensors_from_blob
 from mixle.train._config import TrainConfig
@@ -58,8 +62,8 @@ __all__ = ["TrainSummary", "train"]
 class TrainSummary:
     """What a :func:`train` call did (returned on every rank; rank 0 prints it).
 
-    ``first_loss``/``final_loss`` are means over the first/last ``min(50, steps)``
-    steps of the whole trajectory (across resumes); ``tokens_per_second`` counts every
+    ``first_loss``/``final_loss`` are means over the first/last ``w`` steps of the whole
+    trajectory (across resumes), ``w = max(1, min(20, steps // 10))``; ``tokens_per_second`` counts every
     rank's targets over the time spent in training steps (not evaluation or
     checkpoints) of this process.
     """
@@ -215,6 +219,8 @@ class _Trainer:
         self.resumed_from: str | None = None
         self.last_checkpoint: str | None = None
         self.eval_loss: float | None = None
+        self._estimator: StreamingTransformerEstimator | None = None
+        self._factory: Any = None
 
     # ----------------------------------------------------------------- console
     def log(self, message: str) -> None:
@@ -310,8 +316,11 @@ class _Trainer:
     def train_step(self, batch: Batch, stop: bool) -> tuple[float, float, bool]:
         """One optimizer step; returns ``(global loss sum, global weight, stop)``."""
         parsed = parse_batch(batch, self.vocab, self.config.block)
-        estimator = self.leaf.estimator()
-        accumulator = estimator.accumulator_factory().make()
+        if self._estimator is None:
+            # One estimator for the run: it shares the leaf's module and persistent AdamW.
+            self._estimator = self.leaf.estimator()
+            self._factory = self._estimator.accumulator_factory()
+        estimator, accumulator = self._estimator, self._factory.make()
         accumulator.accumulate(parsed)
         loss_sum = float(accumulator.loss_tensor())
         weight = accumulator.effective_weight
@@ -455,7 +464,8 @@ class _Trainer:
                 if config.eval_every and self.step % config.eval_every == 0:
                     self._run_eval()
                 if stop:
-                    stopped = "signal"
+                    received = self.stop.signal or signal.SIGTERM
+                    stopped = f"signal {signal.Signals(received).name}"
                     break
                 if config.checkpoint_every and self.step % config.checkpoint_every == 0:
                     self.save()
@@ -472,6 +482,7 @@ class _Trainer:
             plot = plot_losses(
                 config.plot, self.metrics.losses, self.metrics.eval_losses, title=config.corpus
             )
+        span = max(1, min(20, len(self.metrics.losses) // 10))
         summary = TrainSummary(
             start_step=start_step,
             step=self.step,
@@ -479,8 +490,8 @@ class _Trainer:
             total_tokens=self.total_tokens,
             seconds=seconds,
             tokens_per_second=tokens / train_seconds if train_seconds > 0 else 0.0,
-            first_loss=_mean([v for _, v in self.metrics.losses[:50]]),
-            final_loss=_mean([v for _, v in self.metrics.losses[-50:]]),
+            first_loss=_mean([v for _, v in self.metrics.losses[:span]]),
+            final_loss=_mean([v for _, v in self.metrics.losses[-span:]]),
             eval_loss=self.eval_loss,
             stopped=stopped,
             resumed_from=self.resumed_from,
