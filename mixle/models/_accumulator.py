@@ -222,6 +222,11 @@ class StreamingTransformerAccumulator(SequenceEncodableStatisticAccumulator):
         return self._digest
 
     @property
+    def parameters(self) -> list[nn.Parameter]:
+        """The trainable parameters gradients are taken for, in ``parameter_names`` order."""
+        return list(self._params)
+
+    @property
     def effective_weight(self) -> float:
         return self._weight
 
@@ -278,7 +283,7 @@ class StreamingTransformerAccumulator(SequenceEncodableStatisticAccumulator):
             )
         w = as_weights(weights, len(enc))
         batch = parse_batch((enc.contexts, enc.tokens), self.vocab, self.block)
-        self.accumulate(TokenBatch(batch.contexts, batch.targets, w.astype(np.float32)))
+        self.accumulate(TokenBatch(batch.contexts, batch.targets, w))
 
     def update(self, x: Any, weight: float, estimate: Any) -> None:
         """Accumulate one weighted ``(context, token)`` gradient."""

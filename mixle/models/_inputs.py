@@ -72,10 +72,16 @@ def _as_int_array(value: Any, what: str, ndim: int) -> np.ndarray:
     if array.ndim != ndim:
         raise ArgumentTypeError(f"{what} must be {ndim}-D. Got shape {array.shape} instead.")
     if array.dtype.kind == "i" or (array.dtype.kind == "u" and array.dtype.itemsize < 8):
-        return array.astype(np.int64, copy=False)
-    if array.dtype.kind == "b":
+        array = array.astype(np.int64, copy=False)
+    elif array.dtype.kind == "b":
         raise ArgumentTypeError(f"{what} must hold integer token ids. Got dtype bool instead.")
-    return as_token_ids(array.reshape(-1), what).reshape(array.shape)
+    else:
+        array = as_token_ids(array.reshape(-1), what).reshape(array.shape)
+    # torch.from_numpy needs non-negative strides and warns on read-only memory (mmap-backed
+    # batches are read-only): hand torch a private contiguous copy only in those cases.
+    if not array.flags.writeable or not array.flags.c_contiguous:
+        array = np.array(array, dtype=np.int64, order="C")
+    return array
 
 
 def _check_range(ids: np.ndarray, vocab: int, what: str, live: np.ndarray | None = None) -> None:

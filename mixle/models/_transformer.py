@@ -222,7 +222,8 @@ class CausalTransformerLM(nn.Module):
             raise CheckpointError(f"CausalTransformerLM config is invalid: {exc}") from exc
         state = tensors_from_blob(d.get("weights"), "CausalTransformerLM weights")
         try:
-            module.load_state_dict(state, strict=True)
+            # assign=True keeps each saved tensor's dtype (a float64 or bf16 model stays so).
+            module.load_state_dict(state, strict=True, assign=True)
         except RuntimeError as exc:
             raise CheckpointError(
                 f"CausalTransformerLM weights do not fit the config: {exc}"

@@ -395,13 +395,14 @@ class StreamingTransformerEstimator(ParameterEstimator):
         ArgumentError
             The state's total weight is 0.
         """
-        params = [p for _, p in trainable_parameters(self.module)]
         if isinstance(suff_stat, StreamingTransformerAccumulator):
             if suff_stat.module is not self.module:
                 raise ArgumentError("the accumulator was made for a different module.")
-            suff_stat.check_pinned()
+            suff_stat.check_pinned()  # same parameters, unchanged since the pin
+            params = suff_stat.parameters
             grads = suff_stat.mean_gradients()
         elif isinstance(suff_stat, StreamingGradientState):
+            params = [p for _, p in trainable_parameters(self.module)]
             current = revision_digest(self.module)
             if suff_stat.base_sha256 != current:
                 raise RevisionMismatchError(
@@ -529,13 +530,13 @@ def stream_fit(
     started = time.perf_counter()
     for batch in token_source if limit != 0 else ():
         parsed: TokenBatch = parse_batch(batch, leaf.vocab, leaf.block)
+        observed = int(np.count_nonzero(parsed.weights))
+        if observed == 0:
+            continue
         accumulator = factory.make()
         accumulator.accumulate(parsed)
-        if accumulator.effective_weight == 0:
-            continue
         leaf = estimator.estimate(None, accumulator)
         steps += 1
-        observed = int(np.count_nonzero(parsed.weights))
         tokens += observed
         window_tokens += observed
         window_loss = window_loss + accumulator.loss_tensor()

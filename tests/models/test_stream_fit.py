@@ -186,3 +186,18 @@ def test_raw_module_is_wrapped_with_a_new_optimizer() -> None:
     module = tiny_leaf().module
     leaf = stream_fit(module, [dense_batch(2)], lr=1e-2)
     assert leaf.module is module and leaf.lr == 1e-2 and _steps(leaf) == 1
+
+
+def test_read_only_and_strided_batches_are_accepted() -> None:
+    ctx, targets, mask = dense_batch(3, seed=4)
+    frozen = []
+    for array in (ctx, targets, mask):
+        view = array.copy()
+        view.setflags(write=False)
+        frozen.append(view)
+    strided = (ctx[::-1].copy()[::-1], targets, mask)  # negative strides
+    a = stream_fit(tiny_leaf(), [(ctx, targets, mask)])
+    b = stream_fit(tiny_leaf(), [tuple(frozen)])
+    c = stream_fit(tiny_leaf(), [strided])
+    assert_params_equal(params_snapshot(a), params_snapshot(b))
+    assert_params_equal(params_snapshot(a), params_snapshot(c))

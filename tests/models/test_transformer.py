@@ -96,3 +96,12 @@ def test_module_dict_with_mismatched_weights_is_refused() -> None:
     d["config"]["n_head"] = 3
     with pytest.raises(CheckpointError, match="config is invalid"):
         from_dict(d)
+
+
+def test_round_trip_keeps_a_non_default_dtype() -> None:
+    model = _model().double()
+    back = from_dict(to_dict(model))
+    assert all(p.dtype == torch.float64 for p in back.parameters())
+    for p, q in zip(model.parameters(), back.parameters(), strict=True):
+        assert torch.equal(p, q)
+    assert all(p.requires_grad for p in back.parameters())
