@@ -59,6 +59,17 @@ def _expand(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return owner, values + low[owner]
 
 
+# Below this many documents, indexing one by one beats a batched ``take`` call's setup.
+_TAKE_MIN = 64
+
+# Integer dtypes whose every value copies exactly into int64 (native and little-endian).
+_EXACT_DTYPES = frozenset(
+    np.dtype(name).newbyteorder(order)
+    for name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")
+    for order in ("=", "<", ">")
+)
+
+
 def _safe_chunk(chunk: Any, start: int, stop: int) -> np.ndarray:
     array = np.asarray(chunk)
     if array.shape != (stop - start,):
@@ -152,37 +163,56 @@ class TokenWindows:
         run, k = _expand(before, after)
         return base[run] - first[run] + self._starts[k + 1] - 1
 
-    def _copy_pieces(
-        self, first: np.ndarray, stop: np.ndarray, base: np.ndarray, buffer: np.ndarray
-    ) -> None:
-        """Copy the document pieces of the runs ``[first, stop)`` (one slice per piece)."""
+    def _concatenate_pieces(self, first: np.ndarray, stop: np.ndarray) -> np.ndarray:
+        """``stream[first[r]:stop[r]]`` for every run, concatenated, as one int64 array.
+
+        Plans every document piece (and boundary) vectorised, slices each overlapped
+        document once, and converts all pieces to int64 in a single ``np.concatenate``.
+        """
         starts = self._starts
         doc_first = np.searchsorted(starts, first, side="right") - 1
         doc_last = np.searchsorted(starts, stop - 1, side="right") - 1
         run, docs = _expand(doc_first, doc_last + 1)
         doc_start = starts[docs]
-        low = np.maximum(doc_start, first[run])
-        high = np.minimum(doc_start + self._lengths[docs], stop[run])
+        doc_stop = doc_start + self._lengths[docs]
+        run_first, run_stop = first[run], stop[run]
+        low = np.maximum(doc_start, run_first) - doc_start
+        high = np.minimum(doc_stop, run_stop) - doc_start
         keep = high > low
-        docs, doc_start, run = docs[keep], doc_start[keep], run[keep]
-        low, high = low[keep], high[keep]
-        dest = (base[run] - first[run] + low).tolist()
-        doc_list = docs.tolist()
-        take = getattr(self.documents, "take", None)
-        arrays = take(doc_list) if callable(take) else [self.documents[d] for d in doc_list]
-        lengths = self._lengths[docs].tolist()
-        for doc, tokens, length, a, b, at in zip(
-            doc_list,
-            arrays,
-            lengths,
-            (low - doc_start).tolist(),
-            (high - doc_start).tolist(),
-            dest,
-            strict=True,
-        ):
-            if not self._trusted:
-                tokens = checked_document(self.documents, doc, length)
-            buffer[at : at + b - a] = tokens[a:b]
+        wanted = docs[keep].tolist()
+        arrays = self._fetch(wanted)
+        if not self._trusted:
+            lengths = self._lengths[docs[keep]].tolist()
+            arrays = [
+                checked_document(self.documents, doc, length)
+                for doc, length in zip(wanted, lengths, strict=True)
+            ]
+        pieces = [
+            tokens[a:b]
+            for tokens, a, b in zip(arrays, low[keep].tolist(), high[keep].tolist(), strict=True)
+        ]
+        if self.boundary_id is not None:
+            # The boundary after document d sits at stream position doc_stop[d]; put
+            # each one right after its document's piece.
+            has = (docs < self._lengths.shape[0] - 1) & (doc_stop >= run_first)
+            has &= doc_stop < run_stop
+            if has.any():
+                boundary = np.array([self.boundary_id], dtype=np.int64)
+                pieces_iter = iter(pieces)
+                pieces = []
+                for kept, bounded in zip(keep.tolist(), has.tolist(), strict=True):
+                    if kept:
+                        pieces.append(next(pieces_iter))
+                    if bounded:
+                        pieces.append(boundary)
+        return np.concatenate(pieces, dtype=np.int64)
+
+    def _fetch(self, docs: list[int]) -> list[Any]:
+        documents = self.documents
+        take = getattr(documents, "take", None)
+        if callable(take) and len(docs) >= _TAKE_MIN:
+            return list(take(docs))
+        return [documents[d] for d in docs]
 
     def _copy_ranges(
         self,
@@ -210,17 +240,98 @@ class TokenWindows:
             is_token[boundary_dest] = False
             buffer[is_token] = np.concatenate(chunks)
 
-    def read(self, window_starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _read_each(self, window_starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One ``read_tokens`` call per window, copied straight into its output row.
+
+        Without boundary ids a window is one contiguous token range, so no planning,
+        merging or final gather is needed: the cheapest path, used whenever it applies.
+        """
+        read_tokens = self._read_tokens
+        assert read_tokens is not None
+        block = self.block
+        span = block + 1
+        context = np.empty((window_starts.shape[0], block), dtype=np.int64)
+        target = np.empty(window_starts.shape[0], dtype=np.int64)
+        for row, start in enumerate(window_starts.tolist()):
+            chunk = read_tokens(start, start + span)
+            if getattr(chunk, "dtype", None) not in _EXACT_DTYPES or chunk.shape != (span,):
+                chunk = _safe_chunk(chunk, start, start + span)
+            context[row] = chunk[:block]
+            target[row] = chunk[block]
+        return context, target
+
+    def _read_scattered(self, window_starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each window's document pieces, in window order, converted in one concatenate.
+
+        For windows that rarely overlap (a shuffled batch): no sorting, merging or final
+        gather; the pieces are planned vectorised and each costs one slice.
+        """
+        block = self.block
+        span = block + 1
+        starts, lengths = self._starts, self._lengths
+        first = np.searchsorted(starts, window_starts, side="right") - 1
+        last = np.searchsorted(starts, window_starts + block, side="right") - 1
+        window, docs = _expand(first, last + 1)
+        # Clip every (window, document) pair to the window's span, vectorised.
+        window_first = window_starts[window]
+        doc_start = starts[docs]
+        doc_stop = doc_start + lengths[docs]
+        low = np.maximum(window_first, doc_start) - doc_start
+        high = np.minimum(window_first + span, doc_stop) - doc_start
+        boundary = self.boundary_id
+        if boundary is None:
+            plan = [
+                (doc, a, b)
+                for doc, a, b in zip(docs.tolist(), low.tolist(), high.tolist(), strict=True)
+                if b > a
+            ]
+        else:
+            # The boundary after document d (not the last) sits at stream position
+            # doc_stop[d]; it belongs to the window when that lies inside its span.
+            bounded = (docs < lengths.shape[0] - 1) & (doc_stop >= window_first)
+            bounded &= doc_stop < window_first + span
+            plan = []  # (document, low, high); document -1 stands for a boundary token
+            for doc, a, b, has in zip(
+                docs.tolist(), low.tolist(), high.tolist(), bounded.tolist(), strict=True
+            ):
+                if b > a:
+                    plan.append((doc, a, b))
+                if has:
+                    plan.append((-1, 0, 1))
+        arrays = iter(self._fetch([doc for doc, _, _ in plan if doc >= 0]))
+        marker = np.array([0 if boundary is None else boundary], dtype=np.int64)
+        pieces = []
+        for doc, a, b in plan:
+            if doc < 0:
+                pieces.append(marker)
+                continue
+            tokens = next(arrays)
+            if not self._trusted:
+                tokens = checked_document(self.documents, doc, int(lengths[doc]))
+            pieces.append(tokens[a:b])
+        rows = np.concatenate(pieces, dtype=np.int64).reshape(-1, span)
+        return np.ascontiguousarray(rows[:, :block]), rows[:, block].copy()
+
+    def read(
+        self, window_starts: np.ndarray, *, scattered: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Return ``(context (m, block), next_tokens (m,))`` int64 for the given starts.
 
-        Windows are grouped into maximal runs of overlapping or touching spans; each
-        run is copied once into one int64 buffer (one slice copy per overlapped
-        document piece) and the windows are gathered from that buffer.
+        Without ``read_tokens``, windows are grouped into maximal runs of overlapping
+        or touching spans; each run is copied once into one int64 buffer (one slice per
+        overlapped document piece) and the windows are gathered from that buffer.
+        ``scattered=True`` (a shuffled batch, whose windows rarely overlap) reads each
+        window's pieces directly instead, skipping the grouping. Both give the same
+        result; only the cost differs.
         """
         span = self.block + 1
         count = window_starts.shape[0]
         if count == 0:
             return np.empty((0, self.block), dtype=np.int64), np.empty(0, dtype=np.int64)
+        if self._read_tokens is not None and self.boundary_id is None:
+            return self._read_each(window_starts)
+        if scattered and self._read_tokens is None:
+            return self._read_scattered(window_starts)
         order = np.argsort(window_starts, kind="stable")
         ordered = window_starts[order]
         new_run = np.empty(count, dtype=bool)
@@ -233,21 +344,20 @@ class TokenWindows:
         run_sizes = run_stop - run_first
         run_base = np.zeros(heads.shape[0], dtype=np.int64)
         np.cumsum(run_sizes[:-1], out=run_base[1:])
-        buffer = np.empty(int(run_base[-1] + run_sizes[-1]), dtype=np.int64)
-
-        before = self._boundaries_before(run_first)
-        boundary_dest = (
-            np.empty(0, dtype=np.int64)
-            if self.boundary_id is None
-            else self._boundary_dest(run_first, run_stop, run_base, before)
-        )
-        if self._read_tokens is not None:
-            self._copy_ranges(run_first, run_stop, run_base, buffer, before, boundary_dest)
+        if self._read_tokens is None:
+            buffer = self._concatenate_pieces(run_first, run_stop)
         else:
-            self._copy_pieces(run_first, run_stop, run_base, buffer)
-        boundary = self.boundary_id
-        if boundary is not None and boundary_dest.size:
-            buffer[boundary_dest] = boundary
+            buffer = np.empty(int(run_base[-1] + run_sizes[-1]), dtype=np.int64)
+            before = self._boundaries_before(run_first)
+            boundary_dest = (
+                np.empty(0, dtype=np.int64)
+                if self.boundary_id is None
+                else self._boundary_dest(run_first, run_stop, run_base, before)
+            )
+            self._copy_ranges(run_first, run_stop, run_base, buffer, before, boundary_dest)
+            boundary = self.boundary_id
+            if boundary is not None and boundary_dest.size:
+                buffer[boundary_dest] = boundary
 
         local = np.empty(count, dtype=np.int64)
         local[order] = run_base[run_of] + (ordered - run_first[run_of])

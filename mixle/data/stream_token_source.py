@@ -210,6 +210,12 @@ class TokenStream:
         Nonnegative int keying the shuffle.
     boundary_id
         Token id inserted between documents, or ``None`` (the default) for none.
+    prefetch
+        Pass the documents of the coming batches (a few thousand windows at a time)
+        to ``documents.prefetch`` when it exists (e.g. ``madvise(WILLNEED)`` on mmap
+        shards). Worth it when the corpus is not in the page cache — the normal case
+        for corpora larger than RAM; it costs CPU per document when it is cached. Not
+        part of the stream's identity: it never changes the batches.
 
     Raises
     ------
@@ -244,12 +250,14 @@ class TokenStream:
         shuffle: bool = True,
         seed: int = 0,
         boundary_id: int | None = None,
+        prefetch: bool = True,
     ) -> None:
         self.block = positive_int("block", block)
         self.batch_size = positive_int("batch_size", batch_size)
         self.epochs = nonnegative_int("epochs", epochs)
         self.seed = nonnegative_int("seed", seed)
         self.shuffle = _check_flag("shuffle", shuffle)
+        self.prefetch = _check_flag("prefetch", prefetch)
         self.boundary_id = None if boundary_id is None else exact_int("boundary_id", boundary_id)
         if isinstance(documents, np.ndarray | str | bytes):
             raise ArgumentTypeError(
@@ -312,7 +320,9 @@ class TokenStream:
             raise IndexError(f"batch {index} is out of range: an epoch has {self.num_batches()}.")
         first = index * self.batch_size
         last = min(first + self.batch_size, self.num_windows)
-        return self._windows.read(self.window_indices(epoch, np.arange(first, last)))
+        return self._windows.read(
+            self.window_indices(epoch, np.arange(first, last)), scattered=self.shuffle
+        )
 
     def epoch_batches(self, epoch: int, *, start_batch: int = 0, step: int = 1) -> Iterator[Batch]:
         """Yield batches ``start_batch, start_batch + step, ...`` of epoch ``epoch``.
@@ -328,19 +338,24 @@ class TokenStream:
         permutation = (
             FeistelPermutation(self.num_windows, self.seed, epoch) if self.shuffle else None
         )
-        per_chunk = max(1, _CHUNK_WINDOWS // self.batch_size)
-        for chunk_first in range(0, len(indices), per_chunk):
+        most = max(1, _CHUNK_WINDOWS // self.batch_size)
+        chunk_first, per_chunk = 0, 1
+        while chunk_first < len(indices):
             chunk = indices[chunk_first : chunk_first + per_chunk]
+            # Chunks grow 1, 2, 4, ... batches up to ~4096 windows, so the first batch
+            # after a (re)start comes quickly and later ones amortise the permutation.
+            chunk_first, per_chunk = chunk_first + per_chunk, min(2 * per_chunk, most)
             firsts = np.asarray(chunk, dtype=np.int64) * self.batch_size
             positions = (firsts[:, None] + np.arange(self.batch_size)).reshape(-1)
             positions = positions[positions < self.num_windows]
             starts = permutation(positions) if permutation is not None else positions
-            # One hint per chunk: the documents of the next few hundred batches, in order.
-            self._windows.prefetch(starts)
+            if self.prefetch:
+                # One hint per chunk: the documents of the coming batches, in read order.
+                self._windows.prefetch(starts)
             offset = 0
             for first in firsts.tolist():
                 size = min(self.batch_size, self.num_windows - first)
-                yield self._windows.read(starts[offset : offset + size])
+                yield self._windows.read(starts[offset : offset + size], scattered=self.shuffle)
                 offset += size
 
     def __iter__(self) -> Iterator[Batch]:

@@ -113,3 +113,10 @@ def test_arguments_are_validated() -> None:
         FeistelPermutation(5, 1.0, 0)  # type: ignore[arg-type]
     with pytest.raises(ArgumentTypeError, match="`epoch` must be an integer"):
         FeistelPermutation(5, 0, True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("k", [17, 18, 20, 22])
+def test_is_a_bijection_at_large_powers_of_two_and_their_neighbours(k: int) -> None:
+    for n in (2**k - 1, 2**k, 2**k + 1):
+        assert _is_permutation(FeistelPermutation(n, k, 1)(np.arange(n)), n), n

@@ -235,9 +235,30 @@ def test_reads_only_the_documents_a_batch_overlaps(tmp_path: Path) -> None:
     lazy.reads.clear()
     context, target = stream.batch(0, 495)  # stream[495:511]: documents 49, 50, 51
     assert sorted(set(lazy.reads)) == [49, 50, 51]
-    assert lazy.took == [[49, 50, 51]]  # one batched read for the whole batch
+    assert lazy.took == []  # a few documents: indexed one by one
     assert context.tolist() == [[49] * 5 + [50] * 10]
     assert target.tolist() == [51]
+
+
+def test_large_batches_read_their_documents_with_one_take(tmp_path: Path) -> None:
+    docs = [np.full(10, i, dtype=np.uint16) for i in range(300)]
+    lazy = MemmapDocuments(tmp_path, [docs[:150], docs[150:]])
+    stream = TokenStream(lazy, 15, 200, seed=4)
+    context, target = stream.batch(0, 3)
+    assert len(lazy.took) == 1 and len(lazy.took[0]) >= 64
+    expected = _stream_of(docs, None)
+    starts = stream.window_indices(0, np.arange(600, 800))
+    assert np.array_equal(context, expected[starts[:, None] + np.arange(15)])
+    assert np.array_equal(target, expected[starts + 15])
+
+
+def test_prefetch_can_be_switched_off(tmp_path: Path) -> None:
+    docs = [np.full(10, i, dtype=np.uint16) for i in range(20)]
+    lazy = MemmapDocuments(tmp_path, [docs])
+    assert len(list(TokenStream(lazy, 5, 2, prefetch=False))) == 98
+    assert lazy.prefetched == []
+    with pytest.raises(ArgumentTypeError, match="`prefetch` must be a bool"):
+        TokenStream(lazy, 5, 2, prefetch=None)  # type: ignore[arg-type]
 
 
 def test_prefetch_hints_name_the_coming_documents_in_read_order(tmp_path: Path) -> None:
@@ -245,16 +266,26 @@ def test_prefetch_hints_name_the_coming_documents_in_read_order(tmp_path: Path) 
     lazy = MemmapDocuments(tmp_path, [docs])
     batches = TokenStream(lazy, 5, 2, shuffle=False).epoch_batches(0, start_batch=40)
     next(batches)
-    # Batch 40 onwards: windows 80..194 overlap documents 8..19; hinted before reading.
-    assert lazy.prefetched == [list(range(8, 20))]
+    # Chunks of 1, 2, 4, ... batches: first batch 40 (windows 80, 81: document 8) is
+    # hinted before it is read, then batches 41-42 (windows 82..85: documents 8, 9).
+    assert lazy.prefetched == [[8]]
+    next(batches)
+    assert lazy.prefetched == [[8], [8, 9]]
     shuffled = MemmapDocuments(tmp_path, [docs])
     stream = TokenStream(shuffled, 5, 2, seed=1)
-    next(iter(stream))
-    starts = stream.window_indices(0, np.arange(stream.num_windows))
-    expected = list(
-        dict.fromkeys(d for s in starts.tolist() for d in range(s // 10, (s + 5) // 10 + 1))
+    list(stream)
+    starts = stream.window_indices(0, np.arange(stream.num_windows)).tolist()
+    expected, first, batches = [], 0, 1  # chunks of 1, 2, 4, ... batches of 2 windows
+    while first < len(starts):
+        expected.append(_docs_of(starts[first : first + 2 * batches], 10, 5))
+        first, batches = first + 2 * batches, 2 * batches
+    assert shuffled.prefetched == expected
+
+
+def _docs_of(starts: list[int], length: int, block: int) -> list[int]:
+    return list(
+        dict.fromkeys(d for s in starts for d in range(s // length, (s + block) // length + 1))
     )
-    assert shuffled.prefetched == [expected]
 
 
 def test_windows_straddle_shard_and_document_boundaries(tmp_path: Path) -> None:
@@ -498,3 +529,63 @@ def test_arguments_are_validated_at_construction(
 def test_documents_must_be_a_sequence_of_1d_integer_arrays(documents: Any) -> None:
     with pytest.raises(ArgumentTypeError):
         TokenStream(documents, 2, 2)
+
+
+def test_a_sharded_corpus_gives_the_same_batches_as_a_list(tmp_path: Path) -> None:
+    from mixle.corpus import CorpusWriter, open_corpus
+
+    rng = np.random.default_rng(7)
+    docs = [rng.integers(0, 50000, rng.integers(0, 300)).astype(np.uint16) for _ in range(200)]
+    with CorpusWriter(tmp_path / "c", vocab_size=50000, shard_max_bytes=4096) as writer:
+        writer.add_many(docs)
+    corpus = open_corpus(tmp_path / "c")
+    assert corpus.num_shards > 5
+    for boundary in (None, 50000):
+        for batch_size in (3, 100):
+            kwargs: dict[str, Any] = {"epochs": 2, "seed": 1, "boundary_id": boundary}
+            ours = TokenStream(corpus, 64, batch_size, **kwargs)
+            assert _same(list(ours), list(TokenStream(docs, 64, batch_size, **kwargs)))
+            assert ours.state_dict()["stream"]["fingerprint"] == corpus.fingerprint
+
+
+@pytest.mark.slow
+@given(
+    docs=st.lists(
+        st.lists(st.integers(0, 9), max_size=40).map(lambda v: np.array(v, dtype=np.int64)),
+        max_size=30,
+    ),
+    block=st.integers(1, 50),
+    batch_size=st.integers(1, 20),
+    epochs=st.integers(1, 4),
+    boundary=st.none() | st.just(-1),
+)
+def test_resume_soak(
+    docs: list[np.ndarray], block: int, batch_size: int, epochs: int, boundary: int | None
+) -> None:
+    _resume_everywhere(
+        lambda: TokenStream(docs, block, batch_size, epochs=epochs, seed=2, boundary_id=boundary)
+    )
+
+
+@given(
+    docs=documents_strategy,
+    block=st.integers(1, 8),
+    boundary=st.none() | st.integers(-3, 3),
+    picks=st.lists(st.integers(0, 10**6), min_size=1, max_size=12),
+)
+def test_scattered_and_grouped_reads_agree_for_any_window_set(
+    docs: list[np.ndarray], block: int, boundary: int | None, picks: list[int]
+) -> None:
+    from mixle.data._token_windows import TokenWindows
+
+    stream = _stream_of(docs, boundary)
+    lengths = np.array([len(d) for d in docs], dtype=np.int64)
+    windows = TokenWindows(docs, lengths, block, boundary)
+    if windows.num_windows == 0:
+        return
+    starts = np.array([p % windows.num_windows for p in picks], dtype=np.int64)
+    expected = (stream[starts[:, None] + np.arange(block)], stream[starts + block])
+    for scattered in (False, True):
+        context, target = windows.read(starts, scattered=scattered)
+        assert context.flags.c_contiguous and context.dtype == target.dtype == np.int64
+        assert np.array_equal(context, expected[0]) and np.array_equal(target, expected[1])
