@@ -38,20 +38,17 @@ def _ceil_div(a: np.ndarray | int, b: int) -> Any:
 
 
 def _even_batch_count(
-    order: np.ndarray,
-    lengths: np.ndarray,
-    world_size: int,
-    has_boundary: bool,
-    block: int,
-    batch_size: int,
+    ordered_lengths: np.ndarray, world_size: int, has_boundary: bool, block: int, batch_size: int
 ) -> int:
-    """Smallest per-rank batch count of the epoch, from every rank's document lengths."""
-    count = len(order)
-    per_rank = _ceil_div(count, world_size)
-    padded = np.zeros(per_rank * world_size, dtype=np.int64)
-    padded[:count] = lengths[order]
-    # order[r::W] is column r of the row-major (per_rank, W) reshape.
-    tokens = padded.reshape(per_rank, world_size).sum(axis=0)
+    """Smallest per-rank batch count of the epoch, from every rank's document lengths.
+
+    ``ordered_lengths[i]`` is the length of the ``i``-th document of the epoch's order;
+    rank ``r`` holds positions ``r, r + W, ...``, i.e. column ``r`` of a ``(-1, W)`` view.
+    """
+    count = len(ordered_lengths)
+    full = count - count % world_size
+    tokens = ordered_lengths[:full].reshape(-1, world_size).sum(axis=0, dtype=np.int64)
+    tokens[: count - full] += ordered_lengths[full:]
     documents = np.maximum(count - np.arange(world_size) + world_size - 1, 0) // world_size
     if has_boundary:
         tokens = tokens + np.maximum(documents - 1, 0)
@@ -152,6 +149,11 @@ class StreamingCorpus:
         the document each input token belongs to (a boundary token belongs to the
         document before it; padding is -1) and its position inside that document
         (restarting at 0 for every document; 0 on padding).
+    prefetch
+        If True (default) and ``documents`` has ``prefetch(indices)``, each batch hints
+        the documents of the next batch (``mixle.data._documents.prefetch_hint``), so a
+        cold or remote corpus reads ahead. It costs a call per document (an ``madvise``
+        for a local mmap corpus): turn it off when the corpus sits in the page cache.
 
     Raises
     ------
@@ -181,6 +183,7 @@ class StreamingCorpus:
         sequence_selector: SequenceSelector | None = None,
         even_batches: bool = True,
         document_ids: bool = False,
+        prefetch: bool = True,
     ) -> None:
         self.world_size = positive_int("world_size", world_size)
         self.rank = nonnegative_int("rank", rank)
@@ -203,7 +206,8 @@ class StreamingCorpus:
         self.document_ids = _flag("document_ids", document_ids)
         self.documents = documents
         self._lengths = document_lengths(documents)
-        self._supports_prefetch = callable(getattr(documents, "prefetch", None))
+        self.prefetch = _flag("prefetch", prefetch)
+        self._supports_prefetch = self.prefetch and callable(getattr(documents, "prefetch", None))
         self._plans: dict[int, _EpochPlan] = {}
         self._fingerprint: str | None = None
         self._epoch = 0
@@ -235,14 +239,18 @@ class StreamingCorpus:
             epoch=epoch,
             sequence_selector=self.sequence_selector,
         )
+        # One random gather of the lengths serves this rank's layout and every rank's total.
+        ordered_lengths = self._lengths[order]
         own = order[self.rank :: self.world_size]
         has_boundary = self.boundary_id is not None
-        layout = StreamLayout.build(own, self._lengths[own], has_boundary)
+        layout = StreamLayout.build(
+            own, ordered_lengths[self.rank :: self.world_size], has_boundary
+        )
         rows = rows_for_stream(layout.stream_tokens, self.block)
         batches = int(_ceil_div(rows, self.batch_size))
         if self.even_batches and self.world_size > 1:
             batches = _even_batch_count(
-                order, self._lengths, self.world_size, has_boundary, self.block, self.batch_size
+                ordered_lengths, self.world_size, has_boundary, self.block, self.batch_size
             )
         plan = _EpochPlan(layout, rows, batches)
         if len(self._plans) >= 2:  # keep the current and the next epoch

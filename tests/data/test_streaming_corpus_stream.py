@@ -341,3 +341,29 @@ def test_resume_helper_detects_an_iterator_that_ignores_its_state() -> None:
 
     with pytest.raises(AssertionError):
         assert_resumes_at_every_step(make, steps=5)
+
+
+def test_sharded_corpus_streams_like_the_in_memory_documents(tmp_path: Path) -> None:
+    from mixle.corpus import CorpusWriter, open_corpus
+
+    rng = np.random.default_rng(3)
+    source = [
+        rng.integers(0, 50_000, size=int(n)).astype(np.int64) for n in rng.integers(0, 40, size=120)
+    ]
+    with CorpusWriter(tmp_path / "corpus", vocab_size=50_000, shard_max_bytes=400) as writer:
+        writer.add_many(source)
+    documents = open_corpus(tmp_path / "corpus")
+    assert documents.num_shards > 3
+
+    def make() -> StreamingCorpus:
+        return StreamingCorpus(
+            documents, rank=1, world_size=2, block=16, batch_size=2, boundary_id=49_999
+        )
+
+    reference = StreamingCorpus(
+        source, rank=1, world_size=2, block=16, batch_size=2, boundary_id=49_999
+    )
+    for epoch in (0, 1):
+        assert_items_equal(_all_batches(make(), epoch), _all_batches(reference, epoch))
+    assert make().state_dict()["stream"]["fingerprint"] == documents.fingerprint
+    assert_resumes_at_every_step(make, steps=10)

@@ -82,6 +82,22 @@ def test_spawned_workers_over_memmap_documents(tmp_path: Path) -> None:
     assert_items_equal(_as_numpy(list(loader)), expected)
 
 
+def test_forked_workers_over_a_sharded_corpus(tmp_path: Path) -> None:
+    from mixle.corpus import CorpusWriter, open_corpus
+
+    with CorpusWriter(tmp_path / "corpus", vocab_size=2**16, shard_max_bytes=2000) as writer:
+        writer.add_many(DOCUMENTS)
+    documents = open_corpus(tmp_path / "corpus")
+    expected = _expected(_corpus(), 2)
+    loader = DataLoader(
+        StreamingDataset(_corpus(documents), num_epochs=2),
+        batch_size=None,
+        num_workers=2,
+        multiprocessing_context="fork",
+    )
+    assert_items_equal(_as_numpy(list(loader)), expected)
+
+
 @pytest.mark.parametrize(("num_workers", "context"), [(0, None), (3, "fork"), (2, "spawn")])
 def test_stateful_dataloader_round_trip_mid_epoch(num_workers: int, context: str | None) -> None:
     expected = _expected(_corpus(), 2)
