@@ -27,14 +27,10 @@ from __future__ import annotations
 from mixle.corpus._format import FORMAT_VERSION, MANIFEST_NAME
 from mixle.corpus._inspect import describe_corpus, plot_lengths
 from mixle.corpus._manifest import commit_manifest
-from mixle.corpus._reader import (
-    DEFAULT_MAX_OPEN_SHARDS,
-    DocumentsView,
-    ShardedDocuments,
-    open_corpus,
-)
+from mixle.corpus._reader import DEFAULT_MAX_OPEN_SHARDS, ShardedDocuments, open_corpus
 from mixle.corpus._shard import ShardWriter, write_shard
 from mixle.corpus._verify import ShardReport, VerifyReport, verify_corpus
+from mixle.corpus._view import DocumentsView
 from mixle.corpus._writer import DEFAULT_SHARD_MAX_BYTES, CorpusWriter
 from mixle.errors import CorpusError
 

@@ -2,22 +2,18 @@
 
 Opening reads the manifest and the 32-byte header of every offsets file (plus file
 sizes) and nothing else. A shard's files are memory-mapped the first time one of its
-documents is read; at most ``max_open_shards`` shards stay mapped (least recently
-used first out). ``docs[i]`` is a bisect over cumulative document counts, two offset
-reads and one slice: a zero-copy, read-only view into the mapping.
+documents is read; at most ``max_open_shards`` shards stay mapped (CLOCK, an LRU
+approximation, picks the shard to unmap). ``docs[i]`` is a bisect over cumulative
+document counts, two offset reads and one slice: a zero-copy, read-only view.
 """
 
 from __future__ import annotations
 
 import bisect
-import hashlib
-import itertools
 import mmap
-import operator
 import os
 import sys
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, overload
 
@@ -27,9 +23,10 @@ from mixle._checks import positive_int
 from mixle.corpus._format import HEADER_SIZE, OffsetsHeader, check_offsets
 from mixle.corpus._manifest import parse_manifest
 from mixle.corpus._store import ShardStore, open_store
+from mixle.corpus._view import DocumentsView, as_index
 from mixle.errors import ArgumentTypeError, CorpusFormatError
 
-__all__ = ["DEFAULT_MAX_OPEN_SHARDS", "DocumentsView", "ShardedDocuments", "open_corpus"]
+__all__ = ["DEFAULT_MAX_OPEN_SHARDS", "ShardedDocuments", "open_corpus"]
 
 #: Default bound on simultaneously mapped shards (two mappings each), far below the
 #: usual per-process limit of 65,530 mappings.
@@ -117,7 +114,13 @@ class ShardedDocuments(Sequence[np.ndarray]):
         self._starts_array = np.asarray(starts, dtype=np.int64)
         self._n: int = starts[-1]
         self._dtype = np.dtype(manifest["dtype"]).newbyteorder("<")
-        self._open: OrderedDict[int, _OpenShard] = OrderedDict()
+        # Mapped shards by number, and a CLOCK (second-chance) approximation of LRU:
+        # a hit only sets a flag, eviction sweeps the resident list. Cheaper on the
+        # hot path than reordering an OrderedDict.
+        self._slots: list[_OpenShard | None] = [None] * len(self._entries)
+        self._referenced = [False] * len(self._entries)
+        self._resident: list[int] = []
+        self._hand = 0
         self._checked: set[int] = set()
         self._last = _NO_SHARD
         self._lengths: np.ndarray | None = None
@@ -137,7 +140,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
         if type(index) is not int:
             if isinstance(index, slice):
                 return DocumentsView(self, range(self._n)[index])
-            index = _as_index(index)
+            index = as_index(index)
         if index < 0:
             index += self._n
         shard = self._last
@@ -146,28 +149,24 @@ class ShardedDocuments(Sequence[np.ndarray]):
                 raise IndexError(
                     f"document index {index} is out of range for a corpus of {self._n} documents."
                 )
-            shard = self._shard_of(index)
+            number = bisect.bisect_right(self._starts, index) - 1
+            shard = self._slots[number] or self._load(number)
+            self._referenced[number] = True
+            self._last = shard
         local = index - shard.start
         offsets = shard.offsets
         return shard.tokens[offsets[local] : offsets[local + 1]]
 
-    def _shard_of(self, index: int) -> _OpenShard:
-        number = bisect.bisect_right(self._starts, index) - 1
-        shard = self._open.get(number)
-        if shard is None:
-            shard = self._load(number)
-        else:
-            try:  # noqa: SIM105 - try/except is cheaper than contextlib.suppress here
-                self._open.move_to_end(number)
-            except KeyError:  # evicted by another thread meanwhile; still valid
-                pass
-        self._last = shard
+    def _shard(self, number: int) -> _OpenShard:
+        """The mapped shard ``number`` (mapping it if needed), marked as recently used."""
+        shard = self._slots[number] or self._load(number)
+        self._referenced[number] = True
         return shard
 
     # -- opening shards -------------------------------------------------------------
     def _load(self, number: int) -> _OpenShard:
         with self._lock:
-            shard = self._open.get(number)
+            shard = self._slots[number]
             if shard is not None:
                 return shard
             entry = self._entries[number]
@@ -187,14 +186,31 @@ class ShardedDocuments(Sequence[np.ndarray]):
                 self._checked.add(number)
             start = self._starts[number]
             shard = _OpenShard(start, start + entry["num_documents"], tokens, offsets, mapping)
-            self._open[number] = shard
-            while len(self._open) > self._max_open:
-                self._open.popitem(last=False)
+            self._admit(number)
+            self._slots[number] = shard
             return shard
+
+    def _admit(self, number: int) -> None:
+        """Make room for shard ``number`` among the resident shards (CLOCK eviction)."""
+        resident = self._resident
+        if len(resident) < self._max_open:
+            resident.append(number)
+            return
+        while True:
+            hand = self._hand
+            candidate = resident[hand]
+            self._hand = (hand + 1) % len(resident)
+            if self._referenced[candidate]:
+                self._referenced[candidate] = False
+                continue
+            # Views handed out keep the old mapping alive until they are collected.
+            self._slots[candidate] = None
+            resident[hand] = number
+            return
 
     def _read_offsets(self, number: int) -> np.ndarray:
         """Offsets of shard ``number`` from its open mapping or a plain file read."""
-        shard = self._open.get(number)
+        shard = self._slots[number]
         if shard is not None:
             return shard.offsets_array
         entry = self._entries[number]
@@ -312,7 +328,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
         groups = self._groups(array)
         pieces: list[np.ndarray] = []
         for number, positions in groups:
-            shard = self._open.get(number) or self._load(number)
+            shard = self._shard(number)
             local = (array if positions is None else array[positions]) - shard.start
             offsets = shard.offsets_array
             begins = offsets[local].tolist()
@@ -344,7 +360,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
         for count, (number, positions) in enumerate(self._groups(array)):
             if count >= self._max_open:
                 break
-            shard = self._open.get(number) or self._load(number)
+            shard = self._shard(number)
             if shard.mapping is None:
                 continue
             local = (array if positions is None else array[positions]) - shard.start
@@ -358,14 +374,13 @@ class ShardedDocuments(Sequence[np.ndarray]):
 
     # -- iteration and pickling ------------------------------------------------------
     def __iter__(self) -> Iterator[np.ndarray]:
+        """Yield every document in order, shard by shard (views, created in bulk)."""
         for number, entry in enumerate(self._entries):
             if not entry["num_documents"]:
                 continue
-            shard = self._open.get(number) or self._load(number)
-            tokens = shard.tokens
+            shard = self._shard(number)
             bounds = shard.offsets_array.tolist()
-            for begin, end in itertools.pairwise(bounds):
-                yield tokens[begin:end]
+            yield from map(shard.tokens.__getitem__, map(slice, bounds[:-1], bounds[1:]))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (
@@ -392,106 +407,6 @@ def _merge(begins: np.ndarray, ends: np.ndarray) -> Iterator[tuple[int, int]]:
         current_begin, current_end = begin, end
     if current_begin >= 0:
         yield current_begin, current_end
-
-
-def _as_index(index: Any) -> int:
-    if isinstance(index, bool | np.bool_):
-        raise TypeError(f"document index must be an integer, not {type(index).__name__}.")
-    try:
-        return operator.index(index)
-    except TypeError:
-        raise TypeError(
-            f"document index must be an integer or a slice, not {type(index).__name__}."
-        ) from None
-
-
-class DocumentsView(Sequence[np.ndarray]):
-    """A lazy selection ``range`` of a :class:`ShardedDocuments` (what slicing returns)."""
-
-    def __init__(self, base: ShardedDocuments, selection: range) -> None:
-        self._base = base
-        self._range = selection
-
-    def __len__(self) -> int:
-        return len(self._range)
-
-    @overload
-    def __getitem__(self, index: int) -> np.ndarray: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> DocumentsView: ...
-
-    def __getitem__(self, index: int | slice) -> np.ndarray | DocumentsView:
-        if isinstance(index, slice):
-            return DocumentsView(self._base, self._range[index])
-        try:
-            position = self._range[_as_index(index)]
-        except IndexError:
-            raise IndexError(
-                f"document index {index} is out of range for a view of {len(self._range)} documents."
-            ) from None
-        return self._base[position]
-
-    def _indices(self) -> np.ndarray:
-        selection = self._range
-        return np.arange(selection.start, selection.stop, selection.step, dtype=np.int64)
-
-    @property
-    def lengths(self) -> np.ndarray:
-        """Int64 lengths of the selected documents."""
-        return self._base.lengths[self._indices()]
-
-    @property
-    def fingerprint(self) -> str:
-        """Fingerprint of the base corpus combined with the selection."""
-        selection = self._range
-        text = f"{self._base.fingerprint}[{selection.start}:{selection.stop}:{selection.step}]"
-        return hashlib.sha256(text.encode("ascii")).hexdigest()
-
-    @property
-    def num_tokens(self) -> int:
-        """Total tokens of the selected documents."""
-        return int(self.lengths.sum())
-
-    @property
-    def dtype(self) -> np.dtype[Any]:
-        return self._base.dtype
-
-    @property
-    def vocab_size(self) -> int | None:
-        return self._base.vocab_size
-
-    @property
-    def manifest(self) -> Mapping[str, Any]:
-        """The base corpus's manifest."""
-        return self._base.manifest
-
-    def take(self, indices: Sequence[int] | np.ndarray) -> list[np.ndarray]:
-        """Batched read of view positions ``indices`` (see :meth:`ShardedDocuments.take`)."""
-        array = np.asarray(indices)
-        if array.size == 0:
-            return []
-        if array.dtype.kind not in "iu" or array.ndim != 1:
-            raise ArgumentTypeError("`indices` must be a 1-D sequence of integers.")
-        array = array.astype(np.int64)
-        count = len(self._range)
-        array = np.where(array < 0, array + count, array)
-        bad = (array < 0) | (array >= count)
-        if bad.any():
-            position = int(np.flatnonzero(bad)[0])
-            raise IndexError(f"`indices[{position}]` is out of range for a view of {count}.")
-        return self._base.take(self._range.start + array * self._range.step)
-
-    def prefetch(self, indices: Sequence[int] | np.ndarray) -> None:
-        """Forward the hint to the base corpus (invalid indices are ignored)."""
-        array = np.asarray(indices)
-        if array.size and array.dtype.kind in "iu" and array.ndim == 1:
-            count = len(self._range)
-            array = array[(array >= 0) & (array < count)].astype(np.int64)
-            self._base.prefetch(self._range.start + array * self._range.step)
-
-    def __repr__(self) -> str:
-        return f"DocumentsView({self._base!r}, {self._range!r})"
 
 
 def open_corpus(

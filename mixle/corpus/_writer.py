@@ -22,7 +22,7 @@ from mixle.corpus._encode import as_integer_document, encode_documents, narrow, 
 from mixle.corpus._format import MANIFEST_NAME, dtype_limit, normalize_dtype, resolve_dtype
 from mixle.corpus._manifest import commit_manifest, fsync_directory
 from mixle.corpus._shard import ShardWriter, rewrite_shard_dtype
-from mixle.errors import ArgumentError, CorpusExistsError
+from mixle.errors import ArgumentError, CorpusError, CorpusExistsError, TokenIdError
 
 __all__ = ["DEFAULT_SHARD_MAX_BYTES", "CorpusWriter"]
 
@@ -62,6 +62,10 @@ class CorpusWriter:
     metadata
         Free-form JSON object stored in the manifest (strings, ints, bools, null,
         lists, objects).
+    durable
+        fsync every shard before publishing (default). Renames are atomic either way,
+        so a killed process never leaves a corrupt corpus; ``False`` only gives up
+        survival of an OS crash or power loss, for scratch corpora.
 
     Raises
     ------
@@ -93,8 +97,12 @@ class CorpusWriter:
         shard_max_bytes: int = DEFAULT_SHARD_MAX_BYTES,
         overwrite: bool = False,
         metadata: Mapping[str, Any] | None = None,
+        durable: bool = True,
     ) -> None:
         self.path = os.fspath(path)
+        if not isinstance(durable, bool):
+            raise ArgumentError(f"`durable` must be a bool. Got {durable!r} instead.")
+        self.durable = durable
         self.vocab_size = None if vocab_size is None else positive_int("vocab_size", vocab_size)
         self._fixed_dtype = resolve_dtype(self.vocab_size, dtype)
         self._dtype = self._fixed_dtype or "uint16"
@@ -119,6 +127,11 @@ class CorpusWriter:
         self._num_documents = 0
         self._closed = False
         self._manifest: dict[str, Any] | None = None
+        # Integer dtypes that need no per-element conversion (uint64 does).
+        self._accepted_dtypes: set[np.dtype[Any]] = {
+            np.dtype(name)
+            for name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")
+        }
         self._finalizer = weakref.finalize(self, _cleanup, self.path, self._created)
 
     # -- public API ---------------------------------------------------------------
@@ -152,22 +165,42 @@ class CorpusWriter:
     def add_many(self, documents: Iterable[Any]) -> None:
         """Append every document of ``documents``, validated in batches.
 
-        Documents before the first invalid one are kept; the error names the invalid
-        document's index and position. Raising aborts nothing by itself, but leaving
-        the ``with`` block through the exception does.
+        On an invalid document every document before it is kept and the error names
+        its index and position (the writer stays usable). Leaving the ``with`` block
+        through the exception discards everything.
+
+        Raises
+        ------
+        TokenIdError, ArgumentTypeError
+            As for :meth:`add`.
         """
         self._check_open()
         batch: list[np.ndarray] = []
         batch_tokens = 0
         index = self._num_documents
+        accepted = self._accepted_dtypes
+        append = batch.append
         for document in documents:
-            array = as_integer_document(document, index + len(batch))
-            batch.append(array)
-            batch_tokens += array.shape[0]
+            # Fast path: a 1-D integer ndarray of a dtype seen before costs three
+            # attribute reads; everything else goes through full validation.
+            if type(document) is np.ndarray and document.dtype in accepted and document.ndim == 1:
+                array = document
+            else:
+                try:
+                    array = as_integer_document(document, index + len(batch))
+                except CorpusError:
+                    if batch:
+                        self._add_batch(batch)
+                    raise
+                if array.dtype.kind in "iu":
+                    accepted.add(array.dtype)
+            append(array)
+            batch_tokens += len(array)
             if batch_tokens >= _BATCH_TOKENS:
                 self._add_batch(batch)
                 index += len(batch)
                 batch = []
+                append = batch.append
                 batch_tokens = 0
         if batch:
             self._add_batch(batch)
@@ -234,14 +267,20 @@ class CorpusWriter:
     def _add_batch(self, arrays: list[np.ndarray]) -> None:
         self._check_open()
         limit = self.vocab_size or (dtype_limit(self._fixed_dtype) if self._fixed_dtype else None)
-        batch = encode_documents(arrays, first_document=self._num_documents, limit=limit)
+        try:
+            batch = encode_documents(arrays, first_document=self._num_documents, limit=limit)
+        except TokenIdError as error:
+            valid = getattr(error, "document", self._num_documents) - self._num_documents
+            if valid > 0:
+                self._add_batch(arrays[:valid])
+            raise
         if self._fixed_dtype is None and batch.max_id >= dtype_limit(self._dtype):
             self._flush()
             self._widen(needed_dtype(batch.max_id))
         tokens = narrow(batch.tokens, self._dtype, batch.max_id)
         self._num_documents += batch.lengths.shape[0]
         if tokens.shape[0] >= _BATCH_TOKENS and not self._pending:
-            self._write(tokens, batch.lengths)
+            self._write(tokens, batch.lengths, owned=not (len(arrays) == 1 and tokens is arrays[0]))
             return
         # Small additions are gathered so the files see few large writes. A lone
         # document may still be the caller's own array: copy it, since the caller may
@@ -253,8 +292,12 @@ class CorpusWriter:
         if self._pending_tokens >= _BATCH_TOKENS:
             self._flush()
 
-    def _write(self, tokens: np.ndarray, lengths: np.ndarray) -> None:
-        """Split a validated batch at shard boundaries and stream it out."""
+    def _write(self, tokens: np.ndarray, lengths: np.ndarray, *, owned: bool = True) -> None:
+        """Split a validated batch at shard boundaries and stream it out.
+
+        ``owned``: ``tokens`` is private to this writer (not the caller's array), so its
+        checksum may finish in the background.
+        """
         itemsize = tokens.dtype.itemsize
         ends = np.cumsum(lengths, dtype=np.int64)
         first, token_start, count = 0, 0, lengths.shape[0]
@@ -270,13 +313,13 @@ class CorpusWriter:
                     continue
                 last = first + 1  # an oversized document gets its own shard
             token_end = int(ends[last - 1])
-            shard.write(tokens[token_start:token_end], lengths[first:last])
+            shard.write(tokens[token_start:token_end], lengths[first:last], owned=owned)
             first, token_start = last, token_end
 
     def _open_shard(self) -> ShardWriter:
         if self._replace_existing:
             self._drop_old_manifest()
-        shard = ShardWriter(self.path, len(self._entries), dtype=self._dtype)
+        shard = ShardWriter(self.path, len(self._entries), dtype=self._dtype, durable=self.durable)
         self._shard = shard
         return shard
 
@@ -309,7 +352,9 @@ class CorpusWriter:
                 self._shard = None
         old = self._dtype
         self._entries = [
-            rewrite_shard_dtype(self.path, entry, from_dtype=old, to_dtype=dtype)
+            rewrite_shard_dtype(
+                self.path, entry, from_dtype=old, to_dtype=dtype, durable=self.durable
+            )
             for entry in self._entries
         ]
         self._dtype = normalize_dtype(dtype)
