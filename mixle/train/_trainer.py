@@ -15,6 +15,7 @@ as an uninterrupted one and consumes the same batches — none repeated, none sk
 from __future__ import annotations
 
 import math
+import os
 import signal
 import sys
 import time
@@ -551,6 +552,9 @@ def train(
     """
     if not isinstance(config, TrainConfig):
         raise ArgumentError(f"`config` must be a TrainConfig. Got {type(config).__name__}.")
+    if config.device.startswith("cuda"):
+        # Deterministic cuBLAS needs this before the first matmul (else only a warning).
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     ctx = setup_distributed(config.device)
     try:
         if config.plot is not None and ctx.is_main:
