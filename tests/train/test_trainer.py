@@ -219,3 +219,13 @@ def test_summary_is_printed_and_json_serialisable(text_corpus: Path) -> None:
     assert lines[0].startswith("step 2/4 | loss ")
     assert lines[-1].startswith("trained 4 step(s)") or "tokens/s" in lines[-1]
     json.dumps(summary.to_dict())
+
+
+def test_progress_bar_is_quiet_when_not_a_terminal(
+    text_corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    train(tiny_config(text_corpus, steps=3, progress=None), log=_quiet)
+    assert capsys.readouterr().err == ""
+    train(tiny_config(text_corpus, steps=3, progress=True), log=_quiet)
+    err = capsys.readouterr().err
+    assert "3/3" in err and "loss=" in err and "tok_s=" in err
