@@ -13,6 +13,8 @@ import signal
 import sys
 from pathlib import Path
 
+import pytest
+
 from mixle.train import read_checkpoint
 from tests.train._helpers import (
     assert_bitwise_equal,
@@ -25,7 +27,7 @@ from tests.train._helpers import (
 STEPS = 24
 
 
-def _torchrun(corpus: Path, run: Path) -> list[str]:
+def _torchrun(corpus: Path, run: Path, objective: str) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -43,23 +45,25 @@ def _torchrun(corpus: Path, run: Path) -> list[str]:
         *("--batch-size", "4", "--threads", "1", "--log-every", "0", "--no-progress"),
         *("--steps", str(STEPS), "--checkpoint-dir", str(run), "--checkpoint-every", "3"),
         *("--holdout", "8", "--eval-every", "12", "--eval-batches", "4"),
+        *("--objective", objective),
         "--resume",
     ]
 
 
+@pytest.mark.parametrize("objective", ["packed", pytest.param("windows", marks=pytest.mark.slow)])
 def test_two_rank_torchrun_job_killed_and_resumed_is_exact(
-    text_corpus: Path, tmp_path: Path
+    text_corpus: Path, tmp_path: Path, objective: str
 ) -> None:
     reference = tmp_path / "reference"
-    run_until(_torchrun(text_corpus, reference), reference / "metrics.jsonl", None, 0)
+    run_until(_torchrun(text_corpus, reference, objective), reference / "metrics.jsonl", None, 0)
     run = tmp_path / "killed"
     target = random.Random().randint(4, STEPS - 8)
     code, killed = run_until(
-        _torchrun(text_corpus, run), run / "metrics.jsonl", target, signal.SIGKILL
+        _torchrun(text_corpus, run, objective), run / "metrics.jsonl", target, signal.SIGKILL
     )
     stopped_at = last_step(run / "metrics.jsonl")
     assert killed and code == -signal.SIGKILL, (target, stopped_at, code)
-    run_until(_torchrun(text_corpus, run), run / "metrics.jsonl", None, 0)
+    run_until(_torchrun(text_corpus, run, objective), run / "metrics.jsonl", None, 0)
     context = f"killed at step {stopped_at} (target {target})"
 
     records = step_records(run / "metrics.jsonl")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -229,3 +230,31 @@ def test_progress_bar_is_quiet_when_not_a_terminal(
     train(tiny_config(text_corpus, steps=3, progress=True), log=_quiet)
     err = capsys.readouterr().err
     assert "3/3" in err and "loss=" in err and "tok_s=" in err
+
+
+def test_resuming_from_every_checkpoint_reproduces_the_run(
+    text_corpus: Path, tmp_path: Path
+) -> None:
+    reference = tmp_path / "reference"
+    steps = 8
+    config = tiny_config(
+        text_corpus,
+        steps=steps,
+        checkpoint_dir=str(reference),
+        checkpoint_every=1,
+        keep_last=steps,
+        objective="windows",
+    )
+    train(config, log=_quiet)
+    expected_tensors = final_tensors(reference)
+    expected_steps = step_records(reference / "metrics.jsonl")
+    for step in range(1, steps):
+        run = tmp_path / f"from-{step}"
+        run.mkdir()
+        name = f"step-{step:08d}"
+        shutil.copytree(reference / name, run / name)
+        shutil.copy(reference / "metrics.jsonl", run / "metrics.jsonl")
+        summary = train(config.replace(checkpoint_dir=str(run), resume=True), log=_quiet)
+        assert summary.start_step == step
+        assert_bitwise_equal(final_tensors(run), expected_tensors)
+        assert step_records(run / "metrics.jsonl") == expected_steps
