@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from mixle.train._config import OBJECTIVES, TrainConfig
 from mixle.train._sources import PackedBatches, WindowBatches, batch_digest, split_holdout
-from mixle.train._trainer import TrainSummary, train
+from mixle.train._summary import TrainSummary
+from mixle.train._trainer import train
 from mixle.train.checkpoint import (
     Checkpoint,
     latest_checkpoint,

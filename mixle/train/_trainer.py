@@ -19,9 +19,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -38,6 +36,7 @@ from mixle.stats.registry import tensors_from_blob
 from mixle.train._config import TrainConfig
 from mixle.train._distributed import DistributedContext, setup_distributed
 from mixle.train._rng import get_rng_state, seed_everything, set_rng_state
+from mixle.train._runtime import StopFlag, deterministic, stop_on_signals
 from mixle.train._sources import (
     Batch,
     BatchSource,
@@ -47,6 +46,7 @@ from mixle.train._sources import (
     make_source,
     split_holdout,
 )
+from mixle.train._summary import TrainSummary, mean_or_none
 from mixle.train.checkpoint import (
     latest_checkpoint,
     prune_checkpoints,
@@ -56,105 +56,13 @@ from mixle.train.checkpoint import (
 )
 from mixle.train.metrics import MetricsLog, plot_losses, require_plotting
 
-__all__ = ["TrainSummary", "train"]
-
-
-@dataclass(frozen=True, slots=True)
-class TrainSummary:
-    """What a :func:`train` call did (returned on every rank; rank 0 prints it).
-
-    ``first_loss``/``final_loss`` are means over the first/last ``w`` steps of the whole
-    trajectory (across resumes), ``w = max(1, min(20, steps // 10))``; ``tokens_per_second`` counts every
-    rank's targets over the time spent in training steps (not evaluation or
-    checkpoints) of this process.
-    """
-
-    start_step: int
-    step: int
-    tokens: int
-    total_tokens: int
-    seconds: float
-    tokens_per_second: float
-    first_loss: float | None
-    final_loss: float | None
-    eval_loss: float | None
-    stopped: str
-    resumed_from: str | None
-    checkpoint: str | None
-    metrics: str | None
-    plot: str | None
-    world_size: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def describe(self) -> str:
-        """A few human-readable lines."""
-        steps = self.step - self.start_step
-        lines = [
-            f"trained {steps} step(s) ({self.start_step} -> {self.step}, stopped: {self.stopped}) "
-            f"on {self.world_size} rank(s): {self.tokens:,} tokens in {self.seconds:.1f} s, "
-            f"{self.tokens_per_second:,.0f} tokens/s"
-        ]
-        if self.first_loss is not None and self.final_loss is not None:
-            lines.append(f"train loss {self.first_loss:.4f} -> {self.final_loss:.4f} nats/token")
-        if self.eval_loss is not None:
-            lines.append(f"held-out loss {self.eval_loss:.4f} nats/token")
-        for label, value in (
-            ("resumed from", self.resumed_from),
-            ("checkpoint", self.checkpoint),
-            ("metrics", self.metrics),
-            ("plot", self.plot),
-        ):
-            if value is not None:
-                lines.append(f"{label}: {value}")
-        return "\n".join(lines)
+__all__ = ["train"]
 
 
 def _optimizer_state(leaf: StreamingTransformer) -> dict[str, Any] | None:
     # The leaf exposes its AdamW state only through to_dict (as a weights-only blob).
     blob = leaf.to_dict()["optimizer_state"]
     return None if blob is None else tensors_from_blob(blob, "optimizer state")
-
-
-@contextmanager
-def _deterministic(device: torch.device, threads: int | None) -> Iterator[None]:
-    previous = torch.are_deterministic_algorithms_enabled()
-    previous_warn = torch.is_deterministic_algorithms_warn_only_enabled()
-    previous_threads = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    # CUDA kernels without a deterministic variant warn rather than abort a long run.
-    torch.use_deterministic_algorithms(True, warn_only=device.type == "cuda")
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(previous, warn_only=previous_warn)
-        torch.set_num_threads(previous_threads)
-
-
-class _StopFlag:
-    """Set by SIGTERM/SIGINT: finish the current step, checkpoint, stop."""
-
-    def __init__(self) -> None:
-        self.signal: int | None = None
-
-    def __call__(self, signum: int, frame: Any) -> None:
-        self.signal = signum
-
-
-@contextmanager
-def _signals(enabled: bool) -> Iterator[_StopFlag]:
-    flag = _StopFlag()
-    if not enabled:
-        yield flag
-        return
-    previous = {s: signal.signal(s, flag) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield flag
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
 
 
 class _Trainer:
@@ -164,7 +72,7 @@ class _Trainer:
         ctx: DistributedContext,
         documents: Sequence[Any],
         log: Callable[[str], Any],
-        stop: _StopFlag,
+        stop: StopFlag,
     ) -> None:
         self.config, self.ctx, self.stop = config, ctx, stop
         self._log = log
@@ -491,8 +399,8 @@ class _Trainer:
             total_tokens=self.total_tokens,
             seconds=seconds,
             tokens_per_second=tokens / train_seconds if train_seconds > 0 else 0.0,
-            first_loss=_mean([v for _, v in self.metrics.losses[:span]]),
-            final_loss=_mean([v for _, v in self.metrics.losses[-span:]]),
+            first_loss=mean_or_none([v for _, v in self.metrics.losses[:span]]),
+            final_loss=mean_or_none([v for _, v in self.metrics.losses[-span:]]),
             eval_loss=self.eval_loss,
             stopped=stopped,
             resumed_from=self.resumed_from,
@@ -504,10 +412,6 @@ class _Trainer:
         self.metrics.write({"type": "end", "step": self.step, "summary": summary.to_dict()})
         self.metrics.close()
         return summary
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
 
 
 def train(
@@ -563,7 +467,7 @@ def train(
             from mixle.corpus import open_corpus
 
             documents = open_corpus(config.corpus)
-        with _deterministic(ctx.device, config.threads), _signals(handle_signals) as stop:
+        with deterministic(ctx.device, config.threads), stop_on_signals(handle_signals) as stop:
             seed_everything(config.seed)
             trainer = _Trainer(config, ctx, documents, log, stop)
             trainer.restore()
