@@ -56,7 +56,7 @@ def _kill_and_resume(corpus: Path, tmp_path: Path, interruptions: list[int], eve
     rng.seed(seed)
     kills = []
     for sig in interruptions:
-        target = min(STEPS - 5, last_step(metrics) + rng.randint(2, 20))
+        target = min(STEPS - 20, last_step(metrics) + rng.randint(2, 20))
         code, killed = run_until(_command(corpus, run, every), metrics, target, sig)
         kills.append((sig, target, last_step(metrics), code))
         assert killed, f"the run finished before step {target} (seed {seed}, {kills})"
