@@ -21,6 +21,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
         "mixle.cli._inspect",
         "Summarize a corpus: shards, documents, tokens, dtype, bytes, length percentiles.",
     ),
+    "train": (
+        "mixle.cli._train",
+        "Train the streaming transformer on a corpus; crash-safe checkpoints, exact resume.",
+    ),
     "verify": (
         "mixle.cli._verify",
         "Check every header, offset and SHA-256 checksum of a corpus (exit 0 or 1).",

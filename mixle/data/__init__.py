@@ -3,3 +3,19 @@
 Nothing here knows about files: ``documents`` may be a list of numpy arrays or a lazy
 memory-mapped :class:`mixle.corpus.ShardedDocuments`; the contracts are the same.
 """
+
+from mixle.data.streaming_corpus import (
+    PackedCorpus,
+    StreamingCorpus,
+    global_document_order,
+    pack_documents,
+    shard_documents_for_rank,
+)
+
+__all__ = [
+    "PackedCorpus",
+    "StreamingCorpus",
+    "global_document_order",
+    "pack_documents",
+    "shard_documents_for_rank",
+]

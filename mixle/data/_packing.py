@@ -1,0 +1,357 @@
+"""Concatenate-and-chunk arithmetic shared by the eager and the streaming packer.
+
+A rank's *stream* is its documents concatenated in order, with ``boundary_id`` (when
+given) between consecutive documents. Row ``r`` holds stream tokens
+``[r * block, r * block + block + 1)``; consecutive rows share one token, so every
+adjacent pair of the stream is a target exactly once. Only the final row may run past
+the end of the stream; its missing tokens are ``pad_id`` and their targets are masked.
+
+Everything here works on stream *positions* through the cumulative piece lengths
+``starts`` (``starts[i]`` is where document ``i`` of the rank begins in the stream),
+so any token range ``[a, b)`` is found with two ``np.searchsorted`` calls and filled
+with one ``np.concatenate`` of document slices: there is no per-token Python, and a
+batch costs O(batch_size x block) memory however large the corpus is.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mixle._checks import as_token_ids, exact_int, nonnegative_int, positive_int
+from mixle.data._order import as_document_indices
+from mixle.errors import ArgumentError, ArgumentTypeError, CorpusFormatError
+
+__all__ = [
+    "PackedCorpus",
+    "StreamLayout",
+    "document_tokens",
+    "pack_documents",
+    "rows_for_stream",
+    "stream_segment",
+]
+
+# Integer dtypes whose every value is a valid int64 token id: concatenating them into an
+# int64 buffer is lossless, so no per-element check is needed (as in `as_token_ids`).
+_LOSSLESS = frozenset(
+    np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32)
+)
+
+
+def _validated(raw: Any, index: int) -> np.ndarray:
+    """Slow path of :func:`document_tokens`: full id validation via ``as_token_ids``."""
+    array = np.asarray(raw)
+    if array.ndim == 1 and array.dtype in _LOSSLESS:
+        return array
+    return as_token_ids(array, f"document {index}")
+
+
+def document_tokens(documents: Sequence[Any], index: int) -> np.ndarray:
+    """Return document ``index`` as a 1-D array whose ids are valid int64 token ids.
+
+    Integer arrays of up to 32 bits (and int64) are returned as they are (no copy);
+    anything else goes through :func:`mixle._checks.as_token_ids`, which rejects
+    fractional, non-finite, boolean and out-of-range ids, naming the document and the
+    position.
+    """
+    raw = documents[index]
+    if isinstance(raw, np.ndarray) and raw.ndim == 1 and raw.dtype in _LOSSLESS:
+        return raw
+    return _validated(raw, index)
+
+
+_DTYPE_NDIM = operator.attrgetter("dtype", "ndim")
+_FAST_KINDS = frozenset((dtype, 1) for dtype in _LOSSLESS)
+
+
+def _interleave(
+    arrays: list[np.ndarray], boundary: np.ndarray, *, trailing: bool
+) -> list[np.ndarray]:
+    """``[a0, boundary, a1, boundary, ...]`` (a trailing boundary if asked), built by slice
+    assignment: no per-document tuples, which would feed the cyclic GC on large corpora."""
+    count = len(arrays)
+    pieces = [boundary] * (2 * count - (0 if trailing else 1)) if count else []
+    pieces[::2] = arrays
+    return pieces
+
+
+def fetch_documents(documents: Sequence[Any], indices: list[int]) -> list[np.ndarray]:
+    """``[document_tokens(documents, i) for i in indices]``, vectorised for the common case.
+
+    When every fetched document already is a 1-D array of a lossless integer dtype (one
+    C-level pass over the dtypes and ndims), nothing is converted; otherwise each document
+    goes through the validating path, which names the first bad document and position.
+    """
+    # A lazy corpus may offer `take(indices) -> list of arrays` (one vectorised offset
+    # lookup per shard instead of one Python __getitem__ per document); same contract.
+    if not indices:
+        return []
+    take = getattr(documents, "take", None)
+    raw = list(take(indices)) if callable(take) else list(map(documents.__getitem__, indices))
+    try:
+        fast = set(map(_DTYPE_NDIM, raw)) <= _FAST_KINDS
+    except AttributeError:  # lists or other non-array documents
+        fast = False
+    if fast:
+        return raw
+    return [_validated(array, index) for array, index in zip(raw, indices, strict=True)]
+
+
+def rows_for_stream(stream_tokens: int, block: int) -> int:
+    """Number of ``block + 1`` rows at stride ``block`` that cover every target pair."""
+    if stream_tokens < 2:
+        return 0
+    return -(-(stream_tokens - 1) // block)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamLayout:
+    """Where each document of one rank's stream starts; O(documents) int64 memory.
+
+    Attributes
+    ----------
+    indices
+        Global document indices, in stream order.
+    lengths
+        ``lengths[i] == len(documents[indices[i]])``.
+    starts
+        ``starts[i]`` is the stream position of document ``i``'s first token;
+        ``starts[-1]`` is the stream length. Length ``len(indices) + 1``.
+    has_boundary
+        Whether a boundary token follows every document but the last.
+    """
+
+    indices: np.ndarray
+    lengths: np.ndarray
+    starts: np.ndarray
+    has_boundary: bool
+
+    @classmethod
+    def build(cls, indices: np.ndarray, lengths: np.ndarray, has_boundary: bool) -> StreamLayout:
+        """Lay out ``indices`` (validated, int64); ``lengths[i]`` is document ``indices[i]``'s."""
+        lengths = np.asarray(lengths, dtype=np.int64)
+        pieces = lengths + 1 if has_boundary else lengths
+        starts = np.zeros(len(indices) + 1, dtype=np.int64)
+        # int64 cumsum: an int32 cumsum overflows past 2**31 tokens.
+        np.cumsum(pieces, out=starts[1:])
+        if has_boundary and len(indices):
+            starts[-1] -= 1  # no boundary after the last document
+        return cls(indices, lengths, starts, has_boundary)
+
+    @property
+    def stream_tokens(self) -> int:
+        """Total tokens of the stream, boundaries included."""
+        return int(self.starts[-1])
+
+    def documents_between(self, begin: int, end: int) -> tuple[int, int]:
+        """Positions ``[i0, i1)`` in ``indices`` of the documents overlapping ``[begin, end)``."""
+        first = int(self.starts.searchsorted(begin, side="right")) - 1
+        stop = int(self.starts.searchsorted(end, side="left"))
+        return max(first, 0), min(stop, len(self.indices))
+
+
+def stream_segment(
+    documents: Sequence[Any],
+    layout: StreamLayout,
+    begin: int,
+    end: int,
+    out: np.ndarray,
+    boundary_id: int | None,
+) -> None:
+    """Write stream tokens ``[begin, end)`` (``end <= stream_tokens``) into ``out``.
+
+    ``out`` is an int64 array of length ``end - begin``. Reads only the documents that
+    overlap the range, each once, with one ``np.concatenate`` into ``out``.
+
+    Raises
+    ------
+    TokenIdError, ArgumentTypeError
+        A document holds an invalid token id or is not one-dimensional.
+    CorpusFormatError
+        A document's length differs from the length recorded when the layout was built.
+    """
+    if end <= begin:
+        return
+    first, stop = layout.documents_between(begin, end)
+    # Python ints from one tolist() each: per-element numpy scalar indexing is ~10x slower.
+    starts = layout.starts[first:stop].tolist()
+    lengths = layout.lengths[first:stop].tolist()
+    indices = layout.indices[first:stop].tolist()
+    arrays = fetch_documents(documents, indices)
+    if list(map(len, arrays)) != lengths:
+        bad = next(k for k, a in enumerate(arrays) if len(a) != lengths[k])
+        raise CorpusFormatError(
+            f"document {indices[bad]} has {len(arrays[bad])} tokens, but {lengths[bad]} were "
+            "recorded when the stream was laid out; `documents` must not change while it "
+            "is being streamed."
+        )
+    boundary = np.array([boundary_id if boundary_id is not None else 0], dtype=np.int64)
+    rank_last = len(layout.indices) - 1 - first  # its last document has no boundary
+
+    def clipped(k: int) -> list[np.ndarray]:
+        lo = max(begin - starts[k], 0)
+        hi = min(end - starts[k], lengths[k])
+        out_pieces = [arrays[k][lo:hi]] if lo < hi else []
+        if layout.has_boundary and k < rank_last and begin <= starts[k] + lengths[k] < end:
+            out_pieces.append(boundary)
+        return out_pieces
+
+    count = len(arrays)
+    pieces = clipped(0)
+    if count > 1:
+        # Documents strictly between the first and the last lie wholly inside [begin, end),
+        # boundaries included (the next document starts before `end`).
+        middle = arrays[1 : count - 1]
+        if layout.has_boundary:
+            middle = _interleave(middle, boundary, trailing=True)
+        pieces += middle
+        pieces += clipped(count - 1)
+    np.concatenate(pieces, out=out, casting="same_kind")
+
+
+class PackedCorpus:
+    """Rows packed by :func:`pack_documents`, with their loss mask and efficiency.
+
+    Attributes
+    ----------
+    rows
+        ``(n_rows, block + 1)`` int64. ``rows[:, :-1]`` is the model input and
+        ``rows[:, 1:]`` the next-token target at every position. Row ``r`` is stream
+        tokens ``[r * block, r * block + block + 1)``; rows from :func:`pack_documents`
+        are a read-only overlapping view of one stream buffer (consecutive rows share a
+        token), so they cost no second copy — call ``rows.copy()`` for a writable array.
+    loss_mask
+        ``(n_rows, block)`` bool; ``loss_mask[r, j]`` is True iff target ``rows[r, j + 1]``
+        is a real token, False only on padding at the tail of the final row.
+    real_tokens
+        Number of real target positions (``loss_mask.sum()``).
+    total_tokens
+        Number of target positions (``n_rows * block``).
+    """
+
+    __slots__ = ("loss_mask", "real_tokens", "rows", "total_tokens")
+
+    def __init__(
+        self, rows: np.ndarray, *, real_tokens: int, total_tokens: int, loss_mask: np.ndarray
+    ) -> None:
+        real_tokens = nonnegative_int("real_tokens", real_tokens)
+        total_tokens = nonnegative_int("total_tokens", total_tokens)
+        if rows.ndim != 2 or rows.dtype != np.int64:
+            raise ArgumentTypeError(
+                f"`rows` must be a 2-D int64 array. Got {rows.dtype} of shape {rows.shape} instead."
+            )
+        expected = (rows.shape[0], max(rows.shape[1] - 1, 0))
+        if loss_mask.dtype != np.bool_ or loss_mask.shape != expected:
+            raise ArgumentTypeError(
+                f"`loss_mask` must be a bool array of shape {expected}. "
+                f"Got {loss_mask.dtype} of shape {loss_mask.shape} instead."
+            )
+        if real_tokens > total_tokens:
+            raise ArgumentError(
+                f"`real_tokens` ({real_tokens}) must not exceed `total_tokens` ({total_tokens})."
+            )
+        self.rows = rows
+        self.loss_mask = loss_mask
+        self.real_tokens = real_tokens
+        self.total_tokens = total_tokens
+
+    @property
+    def packing_efficiency(self) -> float:
+        """``real_tokens / total_tokens``: the real fraction of target positions (0.0 if none)."""
+        return self.real_tokens / self.total_tokens if self.total_tokens else 0.0
+
+    @property
+    def context(self) -> np.ndarray:
+        """``rows[:, :-1]``, the model input, ``(n_rows, block)``."""
+        return self.rows[:, :-1]
+
+    @property
+    def targets(self) -> np.ndarray:
+        """``rows[:, 1:]``, the next-token targets, ``(n_rows, block)``."""
+        return self.rows[:, 1:]
+
+    def __repr__(self) -> str:
+        return (
+            f"PackedCorpus(rows={self.rows.shape}, real_tokens={self.real_tokens}, "
+            f"total_tokens={self.total_tokens}, efficiency={self.packing_efficiency:.4f})"
+        )
+
+
+def pack_documents(
+    documents: Sequence[Any],
+    indices: Any,
+    block: int,
+    *,
+    pad_id: int = 0,
+    boundary_id: int | None = None,
+) -> PackedCorpus:
+    """Concatenate ``documents[indices]`` in order and chunk the stream into rows.
+
+    The stream is the documents in ``indices`` order with ``boundary_id`` (if given)
+    between consecutive documents — a real, never-masked token. Rows hold ``block + 1``
+    tokens at stride ``block``, so every adjacent pair of the stream is a target exactly
+    once: for a stream of ``S >= 2`` tokens there are ``ceil((S - 1) / block)`` rows and
+    ``loss_mask.sum() == S - 1``; a stream of 0 or 1 tokens has no target and gives zero
+    rows. Only the final row may hold ``pad_id`` (at its tail), and only those targets
+    are masked, so at most ``block - 1`` target positions are wasted per call.
+
+    Parameters
+    ----------
+    documents
+        Any sequence of 1-D integer token arrays; only ``documents[i]`` for ``i`` in
+        ``indices`` is read.
+    indices
+        1-D integer document indices (repeats allowed), in packing order.
+    block
+        Positive number of input tokens per row.
+    pad_id, boundary_id
+        Exact integers in int64 range (``boundary_id`` may be ``None``).
+
+    Raises
+    ------
+    ArgumentTypeError
+        ``block``/``pad_id``/``boundary_id`` is a bool, float or non-integer; ``indices``
+        is not integers; a document is not 1-D or holds bools or non-numbers.
+    ArgumentError
+        ``block <= 0``; an index is out of range.
+    TokenIdError
+        A document holds a fractional, non-finite or out-of-int64-range id (names the
+        document and position). Every document is validated before anything is packed.
+
+    Complexity: O(stream tokens) time, one int64 copy of the stream in memory.
+    """
+    block = positive_int("block", block)
+    pad_id = exact_int("pad_id", pad_id)
+    if boundary_id is not None:
+        boundary_id = exact_int("boundary_id", boundary_id)
+    if not hasattr(documents, "__getitem__") or not hasattr(documents, "__len__"):
+        raise ArgumentTypeError(
+            f"`documents` must be a sequence of 1-D token arrays. Got {type(documents).__name__} instead."
+        )
+    order = as_document_indices(indices, "`indices`", len(documents))
+    # Every document is fetched and validated before anything is packed.
+    arrays = fetch_documents(documents, order.tolist())
+    stream_tokens = sum(map(len, arrays))
+    pieces = arrays
+    if boundary_id is not None and len(arrays) > 1:
+        boundary = np.array([boundary_id], dtype=np.int64)
+        pieces = _interleave(arrays, boundary, trailing=False)
+        stream_tokens += len(arrays) - 1
+    n_rows = rows_for_stream(stream_tokens, block)
+    buffer = np.empty(max(n_rows * block + 1, stream_tokens), dtype=np.int64)
+    if pieces:
+        np.concatenate(pieces, out=buffer[:stream_tokens], casting="same_kind")
+    buffer[stream_tokens:] = pad_id
+    rows = np.lib.stride_tricks.as_strided(
+        buffer, shape=(n_rows, block + 1), strides=(block * 8, 8), writeable=False
+    )
+    real = stream_tokens - 1 if n_rows else 0
+    mask = np.zeros(n_rows * block, dtype=np.bool_)
+    mask[:real] = True
+    return PackedCorpus(
+        rows, real_tokens=real, total_tokens=n_rows * block, loss_mask=mask.reshape(n_rows, block)
+    )

@@ -1,0 +1,484 @@
+"""``StreamingCorpus``: one rank's shuffled, packed, batched view of a corpus, resumable.
+
+Holds O(documents) int64 metadata per epoch (the order and the rank's cumulative
+lengths) and O(batch_size x block) tokens per batch; it never packs a whole shard.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mixle._checks import exact_int, nonnegative_int, positive_int
+from mixle.data._documents import document_lengths, documents_fingerprint, prefetch_hint
+from mixle.data._order import SequenceSelector, global_document_order
+from mixle.data._packing import StreamLayout, rows_for_stream, stream_segment
+from mixle.data._state import check_state
+from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
+
+__all__ = ["StreamingCorpus"]
+
+_STATE_VERSION = 1
+Batch = tuple[np.ndarray, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _EpochPlan:
+    layout: StreamLayout
+    rows: int
+    num_batches: int
+
+
+def _ceil_div(a: np.ndarray | int, b: int) -> Any:
+    return -(-a // b)
+
+
+def _even_batch_count(
+    ordered_lengths: np.ndarray, world_size: int, has_boundary: bool, block: int, batch_size: int
+) -> int:
+    """Smallest per-rank batch count of the epoch, from every rank's document lengths.
+
+    ``ordered_lengths[i]`` is the length of the ``i``-th document of the epoch's order;
+    rank ``r`` holds positions ``r, r + W, ...``, i.e. column ``r`` of a ``(-1, W)`` view.
+    """
+    count = len(ordered_lengths)
+    full = count - count % world_size
+    tokens = ordered_lengths[:full].reshape(-1, world_size).sum(axis=0, dtype=np.int64)
+    tokens[: count - full] += ordered_lengths[full:]
+    documents = np.maximum(count - np.arange(world_size) + world_size - 1, 0) // world_size
+    if has_boundary:
+        tokens = tokens + np.maximum(documents - 1, 0)
+    rows = np.where(tokens >= 2, _ceil_div(tokens - 1, block), 0)
+    return int(_ceil_div(rows, batch_size).min())
+
+
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ArgumentTypeError(f"`{name}` must be True or False. Got {value!r} instead.")
+    return value
+
+
+def _callable_name(function: Any) -> str | None:
+    if function is None:
+        return None
+    module = getattr(function, "__module__", "?")
+    return f"{module}.{getattr(function, '__qualname__', type(function).__qualname__)}"
+
+
+def _env_int(name: str) -> int | None:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ArgumentError(
+            f"environment variable {name} must be an integer. Got {raw!r} instead."
+        ) from None
+
+
+def current_rank_and_world_size() -> tuple[int, int]:
+    """``(rank, world_size)`` from an initialised ``torch.distributed``, else torchrun's env.
+
+    Falls back to ``(0, 1)`` when neither is present.
+
+    Raises
+    ------
+    ArgumentError
+        Only one of ``RANK``/``WORLD_SIZE`` is set, or either is not an integer.
+    """
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return int(dist.get_rank()), int(dist.get_world_size())
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass
+    rank, world_size = _env_int("RANK"), _env_int("WORLD_SIZE")
+    if rank is None and world_size is None:
+        return 0, 1
+    if rank is None or world_size is None:
+        raise ArgumentError(
+            "environment variables RANK and WORLD_SIZE must be set together (torchrun sets "
+            f"both). Got RANK={os.environ.get('RANK')!r}, WORLD_SIZE={os.environ.get('WORLD_SIZE')!r}."
+        )
+    return rank, world_size
+
+
+class StreamingCorpus:
+    """One rank's view of a corpus: shuffled by ``(seed, epoch)``, packed, batched.
+
+    Epoch ``e`` consumes ``global_document_order(len(documents), seed, e, selector)``;
+    this rank takes every ``world_size``-th document of it starting at ``rank``, packs
+    that stream exactly as :func:`pack_documents` would (rows of ``block + 1`` tokens at
+    stride ``block``, ``boundary_id`` between documents, padding only at the end), and
+    cuts the rows into batches of ``batch_size`` rows (the last batch may be smaller).
+    Batch ``k`` starts at stream token ``k * batch_size * block``, so starting anywhere is
+    a binary search over cumulative document lengths, never a replay.
+
+    Parameters
+    ----------
+    documents
+        Any sequence of 1-D integer token arrays (list, tuple, lazy/mmap collection). It
+        is only indexed, document by document; its optional ``lengths``,
+        ``fingerprint`` and ``prefetch`` capabilities are used when present.
+    rank, world_size
+        ``0 <= rank < world_size``.
+    block, batch_size
+        Positive integers: tokens per row input, rows per batch.
+    seed
+        Nonnegative integer keying the shuffle.
+    pad_id, boundary_id
+        Exact int64 integers; ``boundary_id=None`` inserts no boundary.
+    sequence_selector
+        Optional curriculum hook, see :func:`global_document_order`.
+    even_batches
+        If True (default), every rank yields the same number of batches per epoch: the
+        smallest per-rank count, computed locally from the lengths of every rank's
+        documents (no communication). Rank ``r`` then drops its last
+        ``rows_r - min(rows_r, E * batch_size)`` rows, where ``E`` is that count; with a
+        shuffled round-robin split this is about the spread of per-rank token counts
+        divided by ``block`` plus at most ``batch_size - 1`` rows. With False each rank
+        yields its whole stream (what :func:`pack_documents` gives).
+    document_ids
+        If True, batches carry two more ``(b, block)`` int64 arrays: the global index of
+        the document each input token belongs to (a boundary token belongs to the
+        document before it; padding is -1) and its position inside that document
+        (restarting at 0 for every document; 0 on padding).
+    prefetch
+        If True (default) and ``documents`` has ``prefetch(indices)``, each batch hints
+        the documents of the next batch (``mixle.data._documents.prefetch_hint``), so a
+        cold or remote corpus reads ahead. It costs a call per document (an ``madvise``
+        for a local mmap corpus): turn it off when the corpus sits in the page cache.
+
+    Raises
+    ------
+    ArgumentTypeError, ArgumentError
+        Any argument is invalid (checked here, eagerly, with the argument's name), or a
+        document is not one-dimensional. Token ids are checked as each document is read,
+        before any of its tokens reaches a batch.
+
+    Notes
+    -----
+    Iterating the object yields batches from its cursor ``(epoch, batch)`` onward,
+    across epochs, and advances the cursor; ``state_dict`` saves it. Iteration stops at
+    the first epoch with no batches (an empty corpus would otherwise spin).
+    """
+
+    def __init__(
+        self,
+        documents: Sequence[Any],
+        *,
+        rank: int,
+        world_size: int,
+        block: int,
+        batch_size: int,
+        seed: int = 0,
+        pad_id: int = 0,
+        boundary_id: int | None = None,
+        sequence_selector: SequenceSelector | None = None,
+        even_batches: bool = True,
+        document_ids: bool = False,
+        prefetch: bool = True,
+    ) -> None:
+        self.world_size = positive_int("world_size", world_size)
+        self.rank = nonnegative_int("rank", rank)
+        if self.rank >= self.world_size:
+            raise ArgumentError(
+                f"`rank` must be smaller than `world_size` ({self.world_size}). Got {self.rank} instead."
+            )
+        self.block = positive_int("block", block)
+        self.batch_size = positive_int("batch_size", batch_size)
+        self.seed = nonnegative_int("seed", seed)
+        self.pad_id = exact_int("pad_id", pad_id)
+        self.boundary_id = None if boundary_id is None else exact_int("boundary_id", boundary_id)
+        if sequence_selector is not None and not callable(sequence_selector):
+            raise ArgumentTypeError(
+                "`sequence_selector` must be callable (order, seed, epoch) -> order or None. "
+                f"Got {type(sequence_selector).__name__} instead."
+            )
+        self.sequence_selector = sequence_selector
+        self.even_batches = _flag("even_batches", even_batches)
+        self.document_ids = _flag("document_ids", document_ids)
+        self.documents = documents
+        self._lengths = document_lengths(documents)
+        self.prefetch = _flag("prefetch", prefetch)
+        self._supports_prefetch = self.prefetch and callable(getattr(documents, "prefetch", None))
+        self._plans: dict[int, _EpochPlan] = {}
+        self._fingerprint: str | None = None
+        self._epoch = 0
+        self._batch = 0
+        self.last_packing_efficiency: float | None = None
+
+    @classmethod
+    def for_current_rank(cls, documents: Sequence[Any], **kwargs: Any) -> StreamingCorpus:
+        """Build the view for this process's rank, from ``torch.distributed`` or torchrun.
+
+        Uses ``torch.distributed.get_rank()/get_world_size()`` when a process group is
+        initialised, else the ``RANK``/``WORLD_SIZE`` environment variables torchrun sets,
+        else rank 0 of 1. Every other argument is passed to the constructor.
+        """
+        for name in ("rank", "world_size"):
+            if name in kwargs:
+                raise ArgumentError(f"`{name}` is read from the environment by for_current_rank.")
+        rank, world_size = current_rank_and_world_size()
+        return cls(documents, rank=rank, world_size=world_size, **kwargs)
+
+    # ------------------------------------------------------------------ planning
+    def _plan(self, epoch: int) -> _EpochPlan:
+        plan = self._plans.get(epoch)
+        if plan is not None:
+            return plan
+        order = global_document_order(
+            len(self._lengths),
+            seed=self.seed,
+            epoch=epoch,
+            sequence_selector=self.sequence_selector,
+        )
+        # One random gather of the lengths serves this rank's layout and every rank's total.
+        ordered_lengths = self._lengths[order]
+        own = order[self.rank :: self.world_size]
+        has_boundary = self.boundary_id is not None
+        layout = StreamLayout.build(
+            own, ordered_lengths[self.rank :: self.world_size], has_boundary
+        )
+        rows = rows_for_stream(layout.stream_tokens, self.block)
+        batches = int(_ceil_div(rows, self.batch_size))
+        if self.even_batches and self.world_size > 1:
+            batches = _even_batch_count(
+                ordered_lengths, self.world_size, has_boundary, self.block, self.batch_size
+            )
+        plan = _EpochPlan(layout, rows, batches)
+        if len(self._plans) >= 2:  # keep the current and the next epoch
+            self._plans.pop(next(iter(self._plans)))
+        self._plans[epoch] = plan
+        return plan
+
+    def rank_document_indices(self, epoch: int) -> np.ndarray:
+        """This rank's document indices for ``epoch``, in packing order (int64 copy)."""
+        return self._plan(nonnegative_int("epoch", epoch)).layout.indices.copy()
+
+    def num_batches(self, epoch: int) -> int:
+        """Number of batches ``epoch_batches(epoch)`` yields (after ``even_batches``)."""
+        return self._plan(nonnegative_int("epoch", epoch)).num_batches
+
+    # ------------------------------------------------------------------ batches
+    def _make_batch(self, plan: _EpochPlan, index: int) -> tuple[Batch, int]:
+        layout, block = plan.layout, self.block
+        first_row = index * self.batch_size
+        n_rows = min(first_row + self.batch_size, plan.rows) - first_row
+        begin = first_row * block
+        end = begin + n_rows * block + 1
+        stream_end = min(end, layout.stream_tokens)
+        buffer = np.empty(end - begin, dtype=np.int64)
+        stream_segment(
+            self.documents,
+            layout,
+            begin,
+            stream_end,
+            buffer[: stream_end - begin],
+            self.boundary_id,
+        )
+        buffer[stream_end - begin :] = self.pad_id
+        context = buffer[:-1].reshape(n_rows, block)
+        targets = buffer[1:].reshape(n_rows, block)
+        real = min(layout.stream_tokens - begin - 1, n_rows * block)
+        mask = np.zeros(n_rows * block, dtype=np.bool_)
+        mask[:real] = True
+        batch: Batch = (context, targets, mask.reshape(n_rows, block))
+        if self.document_ids:
+            batch = (*batch, *self._document_positions(layout, begin, n_rows))
+        return batch, real
+
+    def _document_positions(
+        self, layout: StreamLayout, begin: int, n_rows: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        positions = np.arange(begin, begin + n_rows * self.block, dtype=np.int64)
+        local = np.searchsorted(layout.starts, positions, side="right") - 1
+        padding = positions >= layout.stream_tokens
+        local = np.minimum(local, max(len(layout.indices) - 1, 0))
+        doc_ids = np.where(padding, -1, layout.indices[local] if len(layout.indices) else -1)
+        pos_ids = np.where(padding, 0, positions - layout.starts[local])
+        shape = (n_rows, self.block)
+        return doc_ids.astype(np.int64).reshape(shape), pos_ids.astype(np.int64).reshape(shape)
+
+    def batch_at(self, epoch: int, index: int) -> Batch:
+        """The batch ``epoch_batches(epoch)`` yields at position ``index``, by seeking.
+
+        O(log documents) to find the first document, then reads only the documents the
+        batch overlaps; the epoch's layout is cached (the two most recent epochs).
+
+        Raises
+        ------
+        ArgumentError
+            ``index >= num_batches(epoch)`` (or either argument is negative).
+        """
+        epoch = nonnegative_int("epoch", epoch)
+        index = nonnegative_int("index", index)
+        plan = self._plan(epoch)
+        if index >= plan.num_batches:
+            raise ArgumentError(
+                f"`index` must be smaller than num_batches({epoch}) = {plan.num_batches}. "
+                f"Got {index} instead."
+            )
+        batch, _ = self._make_batch(plan, index)
+        return batch
+
+    def advance(self, epoch: int, batch: int, steps: int) -> tuple[int, int] | None:
+        """The cursor ``steps`` batches after ``(epoch, batch)`` in the across-epochs order.
+
+        Returns ``None`` when an epoch with no batches is reached first (where iteration
+        stops). ``(epoch, batch)`` with ``batch == num_batches(epoch)`` is read as
+        ``(epoch + 1, 0)``.
+        """
+        steps = nonnegative_int("steps", steps)
+        while True:
+            total = self.num_batches(epoch)
+            if total == 0:
+                return None
+            if batch + steps < total:
+                return epoch, batch + steps
+            steps -= total - batch
+            epoch, batch = epoch + 1, 0
+
+    def _prefetch(self, plan: _EpochPlan, index: int) -> None:
+        if not self._supports_prefetch or index >= plan.num_batches:
+            return
+        begin = index * self.batch_size * self.block
+        end = min(begin + self.batch_size * self.block + 1, plan.layout.stream_tokens)
+        first, stop = plan.layout.documents_between(begin, end)
+        prefetch_hint(self.documents, plan.layout.indices[first:stop].tolist())
+
+    def epoch_batches(self, epoch: int, *, start_batch: int = 0) -> Iterator[Batch]:
+        """Yield this rank's batches of ``epoch`` from batch ``start_batch`` on.
+
+        Each batch is ``(context, targets, loss_mask)`` — ``(b, block)`` int64, int64 and
+        bool, ``b <= batch_size`` (only the last batch may be smaller) — plus
+        ``(document_ids, position_ids)`` when ``document_ids=True``. ``context`` and
+        ``targets`` are views of one buffer of ``b * block + 1`` tokens (``targets`` is
+        ``context`` shifted by one), int64, never downcast. ``loss_mask`` is False only on
+        padding targets of the final row of the stream: callers must apply it before
+        averaging the loss. With ``even_batches=False`` the batches are exactly
+        ``pack_documents(documents, rank_document_indices(epoch), block, ...)`` cut into
+        groups of ``batch_size`` rows, bitwise; with True they are a prefix of those.
+
+        Seeking to ``start_batch`` is a binary search (O(log documents)); each batch reads
+        only the documents it overlaps. Sets ``last_packing_efficiency`` (the real
+        fraction of the target positions yielded by this call) as batches are produced.
+
+        Raises
+        ------
+        ArgumentTypeError, ArgumentError
+            ``epoch``/``start_batch`` invalid, or ``start_batch > num_batches(epoch)``
+            (raised here, before the first batch is requested).
+        TokenIdError
+            A document read for a batch holds an invalid token id.
+        """
+        epoch = nonnegative_int("epoch", epoch)
+        start_batch = nonnegative_int("start_batch", start_batch)
+        plan = self._plan(epoch)
+        if start_batch > plan.num_batches:
+            raise ArgumentError(
+                f"`start_batch` must be at most num_batches({epoch}) = {plan.num_batches}. "
+                f"Got {start_batch} instead."
+            )
+        self.last_packing_efficiency = None
+        return self._generate(plan, start_batch)
+
+    def _generate(self, plan: _EpochPlan, start_batch: int) -> Iterator[Batch]:
+        real_total = 0
+        target_total = 0
+        for index in range(start_batch, plan.num_batches):
+            batch, real = self._make_batch(plan, index)
+            self._prefetch(plan, index + 1)
+            real_total += real
+            target_total += batch[0].size
+            self.last_packing_efficiency = real_total / target_total if target_total else 0.0
+            yield batch
+
+    # ------------------------------------------------------------------ cursor
+    def __iter__(self) -> Iterator[Batch]:
+        """Yield batches from the cursor on, across epochs, advancing the cursor.
+
+        The cursor moves before each batch is handed out, so ``state_dict()`` taken after
+        receiving ``k`` batches resumes with batch ``k + 1``. One iteration at a time.
+        """
+        while True:
+            epoch, start = self._epoch, self._batch
+            total = self.num_batches(epoch)
+            if total == 0:
+                return
+            for index, batch in enumerate(self.epoch_batches(epoch, start_batch=start), start):
+                self._epoch, self._batch = (
+                    (epoch, index + 1) if index + 1 < total else (epoch + 1, 0)
+                )
+                yield batch
+            if (self._epoch, self._batch) == (epoch, start):  # start == total: nothing left
+                self._epoch, self._batch = epoch + 1, 0
+
+    @property
+    def cursor(self) -> tuple[int, int]:
+        """``(epoch, batch)`` of the next batch iteration yields."""
+        return self._epoch, self._batch
+
+    def stream_identity(self) -> dict[str, Any]:
+        """Everything that defines this rank's stream, as saved in ``state_dict``.
+
+        The corpus fingerprint comes from ``documents.fingerprint`` when offered (O(1)),
+        otherwise it hashes every document once (O(corpus)) and is cached.
+        """
+        if self._fingerprint is None:
+            self._fingerprint = documents_fingerprint(self.documents)
+        return {
+            "fingerprint": self._fingerprint,
+            "num_documents": len(self._lengths),
+            "seed": self.seed,
+            "block": self.block,
+            "batch_size": self.batch_size,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "pad_id": self.pad_id,
+            "boundary_id": self.boundary_id,
+            "even_batches": self.even_batches,
+            "sequence_selector": _callable_name(self.sequence_selector),
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-serialisable cursor: ``{"version", "epoch", "batch", "stream"}``."""
+        return {
+            "version": _STATE_VERSION,
+            "epoch": self._epoch,
+            "batch": self._batch,
+            "stream": self.stream_identity(),
+        }
+
+    def load_state_dict(self, state: Any) -> None:
+        """Move the cursor to a saved ``(epoch, batch)``; the next batch is the saved one.
+
+        O(documents) for the epoch's order plus O(log documents) to seek — no replay.
+
+        Raises
+        ------
+        StateMismatchError
+            ``state`` is malformed, of another version, from a different stream (each
+            differing field named with both values), or points past the epoch's end.
+        """
+        check_state(
+            state,
+            kind="StreamingCorpus",
+            version=_STATE_VERSION,
+            stream=self.stream_identity(),
+            cursor_fields=("epoch", "batch"),
+        )
+        epoch, batch = int(state["epoch"]), int(state["batch"])
+        total = self.num_batches(epoch)
+        if batch > total:
+            raise StateMismatchError(
+                f"StreamingCorpus state points at batch {batch} of epoch {epoch}, which has "
+                f"only {total} batches."
+            )
+        self._epoch, self._batch = (epoch, batch) if batch < total else (epoch + 1, 0)

@@ -1,0 +1,319 @@
+"""Training batch sources: one rank's resumable stream of batches, with batch ids.
+
+Two objectives feed the trainer:
+
+- :class:`PackedBatches` — :class:`~mixle.data.StreamingCorpus` rows ``(context,
+  targets, loss_mask)`` (dense, masked loss), rank-aware with even batch counts. Its
+  cursor *is* the ``StreamingCorpus`` state dict.
+- :class:`WindowBatches` — :class:`~mixle.data.stream_token_source.TokenStream`
+  windows ``(context, next_tokens)``. ``TokenStream`` has no notion of ranks, so rank
+  ``r`` of ``W`` takes batches ``r, r + W, r + 2W, ...`` of each epoch and every rank
+  stops after ``num_batches // W`` of them (the last ``num_batches % W`` batches of an
+  epoch are dropped so that every rank takes the same number of steps).
+
+Both yield ``(batch, (epoch, index))``: the index is the rank's own step within the
+epoch, so the pair names the batch uniquely for this rank. :func:`batch_digest` hashes a
+batch's contents, for the metrics log (no batch repeated or skipped across resumes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from mixle._checks import nonnegative_int, positive_int
+from mixle.data._state import check_state
+from mixle.data.stream_token_source import TokenStream
+from mixle.data.streaming_corpus import StreamingCorpus
+from mixle.errors import ArgumentError, StateMismatchError
+
+__all__ = [
+    "BatchSource",
+    "PackedBatches",
+    "WindowBatches",
+    "batch_digest",
+    "batch_weight",
+    "eval_batches",
+    "make_source",
+    "split_holdout",
+]
+
+Batch = tuple[np.ndarray, ...]
+BatchId = tuple[int, int]
+_WINDOW_STATE_VERSION = 1
+
+
+class BatchSource(Protocol):
+    """What the trainer needs from a stream of training batches."""
+
+    @property
+    def cursor(self) -> BatchId:
+        """``(epoch, index)`` of the next batch iteration yields."""
+        ...
+
+    def steps_in_epoch(self, epoch: int) -> int:
+        """How many batches this rank takes in ``epoch`` (equal on every rank)."""
+        ...
+
+    def __iter__(self) -> Iterator[tuple[Batch, BatchId]]: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: Any) -> None: ...
+
+
+def split_holdout(documents: Sequence[Any], holdout: int) -> tuple[Sequence[Any], Sequence[Any]]:
+    """Split off the last ``holdout`` documents: ``(train, held_out)``.
+
+    Deterministic and O(1) for lazy corpora (slicing a ``ShardedDocuments`` returns a
+    view whose fingerprint names the selection).
+
+    Raises
+    ------
+    ArgumentError
+        ``holdout`` leaves no training document.
+    """
+    holdout = nonnegative_int("holdout_documents", holdout)
+    count = len(documents)
+    if holdout >= count and count:
+        raise ArgumentError(
+            f"`holdout_documents` must leave training documents: the corpus has {count} "
+            f"documents. Got {holdout} instead."
+        )
+    return documents[: count - holdout], documents[count - holdout :]
+
+
+def batch_digest(batch: Batch) -> str:
+    """First 16 hex digits of the SHA-256 of a batch's arrays (shape, dtype and bytes)."""
+    digest = hashlib.sha256()
+    for array in batch:
+        contiguous = np.ascontiguousarray(array)
+        digest.update(f"{contiguous.dtype.str}{contiguous.shape}".encode())
+        digest.update(contiguous.data)
+    return digest.hexdigest()[:16]
+
+
+def batch_weight(batch: Batch) -> int:
+    """Targets a batch trains on: unmasked positions (packed) or rows (windows)."""
+    if len(batch) >= 3:
+        return int(np.count_nonzero(batch[2]))
+    return int(batch[1].shape[0])
+
+
+class PackedBatches:
+    """A rank's :class:`StreamingCorpus` batches with their ``(epoch, index)`` ids.
+
+    Parameters
+    ----------
+    documents
+        Training documents (any sequence of 1-D token arrays).
+    rank, world_size, block, batch_size, seed, boundary_id
+        As for :class:`StreamingCorpus`; ``even_batches`` is always on so that every
+        rank takes the same number of steps per epoch.
+    """
+
+    def __init__(
+        self,
+        documents: Sequence[Any],
+        *,
+        rank: int,
+        world_size: int,
+        block: int,
+        batch_size: int,
+        seed: int,
+        boundary_id: int | None,
+    ) -> None:
+        self.corpus = StreamingCorpus(
+            documents,
+            rank=rank,
+            world_size=world_size,
+            block=block,
+            batch_size=batch_size,
+            seed=seed,
+            boundary_id=boundary_id,
+            even_batches=True,
+        )
+
+    @property
+    def cursor(self) -> BatchId:
+        return self.corpus.cursor
+
+    def steps_in_epoch(self, epoch: int) -> int:
+        return self.corpus.num_batches(epoch)
+
+    def __iter__(self) -> Iterator[tuple[Batch, BatchId]]:
+        batches = iter(self.corpus)
+        while True:
+            # The corpus moves its cursor as it hands a batch out: read the id first.
+            batch_id = self.corpus.cursor
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return
+            yield batch, batch_id
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.corpus.state_dict()
+
+    def load_state_dict(self, state: Any) -> None:
+        self.corpus.load_state_dict(state)
+
+
+class WindowBatches:
+    """A rank's share of :class:`TokenStream` windows, resumable, even across ranks.
+
+    Rank ``rank`` takes batch ``index * world_size + rank`` of the stream's epoch as its
+    step ``index``, for ``index < num_batches // world_size``. The cursor is
+    ``(epoch, index)``; the state dict nests the stream's identity plus the rank layout.
+    """
+
+    def __init__(
+        self,
+        documents: Sequence[Any],
+        *,
+        rank: int,
+        world_size: int,
+        block: int,
+        batch_size: int,
+        seed: int,
+        boundary_id: int | None,
+    ) -> None:
+        self.stream = TokenStream(
+            documents, block, batch_size, epochs=1, shuffle=True, seed=seed, boundary_id=boundary_id
+        )
+        self.rank = nonnegative_int("rank", rank)
+        self.world_size = positive_int("world_size", world_size)
+        if not 0 <= self.rank < self.world_size:
+            raise ArgumentError(
+                f"`rank` must be in [0, world_size={self.world_size}). Got {self.rank} instead."
+            )
+        self._epoch = 0
+        self._index = 0
+        self._identity: dict[str, Any] | None = None
+
+    @property
+    def cursor(self) -> BatchId:
+        return self._epoch, self._index
+
+    def steps_in_epoch(self, epoch: int) -> int:
+        nonnegative_int("epoch", epoch)
+        return self.stream.num_batches() // self.world_size
+
+    def __iter__(self) -> Iterator[tuple[Batch, BatchId]]:
+        per_epoch = self.steps_in_epoch(0)
+        while per_epoch:
+            epoch, start = self._epoch, self._index
+            batches = self.stream.epoch_batches(
+                epoch, start_batch=start * self.world_size + self.rank, step=self.world_size
+            )
+            for index in range(start, per_epoch):
+                batch = next(batches)
+                self._epoch, self._index = (
+                    (epoch, index + 1) if index + 1 < per_epoch else (epoch + 1, 0)
+                )
+                yield batch, (epoch, index)
+            self._epoch, self._index = epoch + 1, 0
+
+    def identity(self) -> dict[str, Any]:
+        """The stream's identity fields plus ``rank`` and ``world_size``."""
+        if self._identity is None:
+            self._identity = {
+                **self.stream.state_dict()["stream"],
+                "rank": self.rank,
+                "world_size": self.world_size,
+            }
+        return self._identity
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"version": 1, "epoch", "batch", "stream": {...}}`` (JSON-able)."""
+        return {
+            "version": _WINDOW_STATE_VERSION,
+            "epoch": self._epoch,
+            "batch": self._index,
+            "stream": self.identity(),
+        }
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore a cursor from :meth:`state_dict`; O(1).
+
+        Raises
+        ------
+        StateMismatchError
+            Malformed, another version, another stream (each field named), or a batch
+            index beyond the epoch.
+        """
+        check_state(
+            state,
+            kind="WindowBatches",
+            version=_WINDOW_STATE_VERSION,
+            stream=self.identity(),
+            cursor_fields=("epoch", "batch"),
+        )
+        epoch, index = int(state["epoch"]), int(state["batch"])
+        per_epoch = self.steps_in_epoch(epoch)
+        if index > per_epoch:
+            raise StateMismatchError(
+                f"WindowBatches state points at batch {index} of epoch {epoch}, which has "
+                f"only {per_epoch} batches per rank."
+            )
+        self._epoch, self._index = (epoch, index) if index < per_epoch else (epoch + 1, 0)
+
+
+def make_source(
+    objective: str,
+    documents: Sequence[Any],
+    *,
+    rank: int,
+    world_size: int,
+    block: int,
+    batch_size: int,
+    seed: int,
+    boundary_id: int | None,
+) -> PackedBatches | WindowBatches:
+    """The batch source for ``objective`` (``"packed"`` or ``"windows"``)."""
+    cls = PackedBatches if objective == "packed" else WindowBatches
+    return cls(
+        documents,
+        rank=rank,
+        world_size=world_size,
+        block=block,
+        batch_size=batch_size,
+        seed=seed,
+        boundary_id=boundary_id,
+    )
+
+
+def eval_batches(
+    objective: str,
+    documents: Sequence[Any],
+    *,
+    block: int,
+    batch_size: int,
+    limit: int,
+    seed: int,
+    boundary_id: int | None,
+) -> list[Batch]:
+    """The fixed held-out batches: the first ``limit`` batches of epoch 0 (all ranks alike)."""
+    if not len(documents):
+        return []
+    if objective == "packed":
+        corpus = StreamingCorpus(
+            documents,
+            rank=0,
+            world_size=1,
+            block=block,
+            batch_size=batch_size,
+            seed=seed,
+            boundary_id=boundary_id,
+            even_batches=False,
+        )
+        count = min(limit, corpus.num_batches(0))
+        return [corpus.batch_at(0, index) for index in range(count)]
+    stream = TokenStream(
+        documents, block, batch_size, epochs=1, shuffle=True, seed=seed, boundary_id=boundary_id
+    )
+    count = min(limit, stream.num_batches())
+    return [stream.batch(0, index) for index in range(count)]

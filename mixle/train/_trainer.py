@@ -1,0 +1,479 @@
+"""The training loop: stream batches, step the transformer leaf, evaluate, checkpoint.
+
+One step on each rank: take the rank's next batch, compute the weighted gradient
+numerator with the leaf's accumulator, sum numerators, losses and weights over ranks
+(gloo/NCCL ``all_reduce``), and apply one AdamW step with the global weighted mean
+gradient — the exact masked mean over every target of every rank's batch. Ranks start
+from identical weights and apply identical updates, so they stay bitwise identical.
+
+Bitwise resume on CPU: the checkpoint holds the weights, the AdamW state, every rank's
+stream cursor and the RNG states; deterministic algorithms are switched on and the
+thread count is fixed by ``threads``. A resumed run therefore computes the same floats
+as an uninterrupted one and consumes the same batches — none repeated, none skipped.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from mixle.data._documents import documents_fingerprint
+from mixle.errors import ArgumentError, CheckpointError, StateMismatchError
+from mixle.models import (
+    StreamingGradientState,
+    StreamingTransformer,
+    StreamingTransformerEstimator,
+)
+from mixle.models._inputs import parse_batch
+from mixle.stats.registry import tensors_from_blob
+from mixle.train._config import TrainConfig
+from mixle.train._distributed import DistributedContext, setup_distributed
+from mixle.train._rng import get_rng_state, seed_everything, set_rng_state
+from mixle.train._runtime import StopFlag, deterministic, stop_on_signals
+from mixle.train._sources import (
+    Batch,
+    BatchSource,
+    batch_digest,
+    batch_weight,
+    eval_batches,
+    make_source,
+    split_holdout,
+)
+from mixle.train._summary import TrainSummary, mean_or_none
+from mixle.train.checkpoint import (
+    latest_checkpoint,
+    prune_checkpoints,
+    read_checkpoint,
+    remove_partial_checkpoints,
+    write_checkpoint,
+)
+from mixle.train.metrics import MetricsLog, plot_losses, require_plotting
+
+__all__ = ["train"]
+
+
+def _optimizer_state(leaf: StreamingTransformer) -> dict[str, Any] | None:
+    # The leaf exposes its AdamW state only through to_dict (as a weights-only blob).
+    blob = leaf.to_dict()["optimizer_state"]
+    return None if blob is None else tensors_from_blob(blob, "optimizer state")
+
+
+class _Trainer:
+    def __init__(
+        self,
+        config: TrainConfig,
+        ctx: DistributedContext,
+        documents: Sequence[Any],
+        log: Callable[[str], Any],
+        stop: StopFlag,
+    ) -> None:
+        self.config, self.ctx, self.stop = config, ctx, stop
+        self._log = log
+        vocab = config.vocab if config.vocab is not None else getattr(documents, "vocab_size", None)
+        if vocab is None:
+            raise ArgumentError(
+                f"the corpus {config.corpus} records no vocab_size; pass `vocab` (--vocab)."
+            )
+        if config.boundary_id is not None and config.boundary_id >= vocab:
+            raise ArgumentError(
+                f"`boundary_id` must be a token id below vocab={vocab}. Got {config.boundary_id}."
+            )
+        self.vocab = int(vocab)
+        train_docs, held_out = split_holdout(documents, config.holdout_documents)
+        stream: dict[str, Any] = {
+            "block": config.block,
+            "batch_size": config.batch_size,
+            "seed": config.seed,
+            "boundary_id": config.boundary_id,
+        }
+        self.source: BatchSource = make_source(
+            config.objective, train_docs, rank=ctx.rank, world_size=ctx.world_size, **stream
+        )
+        if self.source.steps_in_epoch(0) == 0:
+            raise ArgumentError(
+                f"the corpus is too small for one batch per rank: {len(train_docs)} training "
+                f"documents, block {config.block}, {ctx.world_size} rank(s)."
+            )
+        limit = config.eval_batches if config.eval_every else 0
+        self.eval_set = eval_batches(config.objective, held_out, limit=limit, **stream)
+        self.leaf = StreamingTransformer.from_config(
+            self.vocab,
+            d_model=config.d_model,
+            n_layer=config.n_layer,
+            n_head=config.n_head,
+            block=config.block,
+            device=ctx.device,
+            seed=config.seed,
+            tie_head=config.tie_head,
+            lr=config.lr,
+        )
+        self.identity = {
+            "run": {**config.identity(), "vocab": self.vocab},
+            "corpus": {
+                "fingerprint": documents_fingerprint(documents),
+                "num_documents": len(documents),
+            },
+            "world_size": ctx.world_size,
+        }
+        self.metrics = MetricsLog(config.metrics_path if ctx.is_main else None)
+        self.step = 0
+        self.total_tokens = 0
+        self.resumed_from: str | None = None
+        self.last_checkpoint: str | None = None
+        self.eval_loss: float | None = None
+        self._estimator: StreamingTransformerEstimator | None = None
+        self._factory: Any = None
+
+    # ----------------------------------------------------------------- console
+    def log(self, message: str) -> None:
+        if self.ctx.is_main:
+            self._log(message)
+
+    # -------------------------------------------------------------- checkpoints
+    def restore(self) -> None:
+        """Resume from the newest checkpoint, or refuse to clobber one."""
+        directory = self.config.checkpoint_dir
+        if directory is None:
+            self.metrics.restart_at(0)
+            return
+        if self.ctx.is_main:
+            remove_partial_checkpoints(directory)
+        self.ctx.barrier()
+        latest = latest_checkpoint(directory)
+        if latest is None:
+            self.metrics.restart_at(0)
+            return
+        if not self.config.resume:
+            raise CheckpointError(
+                f"{directory} already holds checkpoints (newest: {latest}); pass --resume to "
+                "continue that run, or choose another --checkpoint-dir."
+            )
+        ckpt = read_checkpoint(
+            latest,
+            rank=self.ctx.rank,
+            world_size=self.ctx.world_size,
+            identity=self.identity,
+            map_location=self.ctx.device,
+        )
+        try:
+            self.leaf.module.load_state_dict(ckpt.tensors["model"], strict=True)
+        except RuntimeError as exc:
+            raise CheckpointError(f"{latest}: the model weights do not fit: {exc}") from exc
+        self.leaf = StreamingTransformer(
+            self.leaf.module,
+            self.ctx.device,
+            lr=self.config.lr,
+            optimizer_state=ckpt.tensors["optimizer"],
+        )
+        try:
+            self.source.load_state_dict(ckpt.rank_state.get("stream"))
+        except StateMismatchError as exc:
+            raise CheckpointError(f"{latest}: rank {self.ctx.rank} data cursor: {exc}") from exc
+        set_rng_state(ckpt.rank_state.get("rng"))
+        self.step = ckpt.step
+        progress = ckpt.meta.get("progress", {})
+        self.total_tokens = int(progress.get("total_tokens", 0))
+        self.resumed_from = self.last_checkpoint = latest
+        self.metrics.restart_at(self.step)
+
+    def save(self) -> None:
+        directory = self.config.checkpoint_dir
+        if directory is None or self.last_checkpoint_step == self.step:
+            return
+        main = self.ctx.is_main
+        path = write_checkpoint(
+            directory,
+            self.step,
+            rank=self.ctx.rank,
+            world_size=self.ctx.world_size,
+            rank_state={"stream": self.source.state_dict(), "rng": get_rng_state()},
+            tensors=(
+                {"model": self.leaf.module.state_dict(), "optimizer": _optimizer_state(self.leaf)}
+                if main
+                else None
+            ),
+            meta=(
+                {
+                    "identity": self.identity,
+                    "config": self.config.to_dict(),
+                    "progress": {"total_tokens": self.total_tokens, "cursor": self.source.cursor},
+                }
+                if main
+                else None
+            ),
+            barrier=self.ctx.barrier,
+        )
+        if main:
+            prune_checkpoints(directory, self.config.keep_last)
+            self.metrics.write({"type": "checkpoint", "step": self.step, "path": path})
+        self.last_checkpoint = path
+
+    @property
+    def last_checkpoint_step(self) -> int | None:
+        if self.last_checkpoint is None:
+            return None
+        return int(self.last_checkpoint.rstrip("/").rsplit("step-", 1)[1])
+
+    # ----------------------------------------------------------------- stepping
+    def train_step(self, batch: Batch, stop: bool) -> tuple[float, float, bool]:
+        """One optimizer step; returns ``(global loss sum, global weight, stop)``."""
+        parsed = parse_batch(batch, self.vocab, self.config.block)
+        if self._estimator is None:
+            # One estimator for the run: it shares the leaf's module and persistent AdamW.
+            self._estimator = self.leaf.estimator()
+            self._factory = self._estimator.accumulator_factory()
+        estimator, accumulator = self._estimator, self._factory.make()
+        accumulator.accumulate(parsed)
+        loss_sum = float(accumulator.loss_tensor())
+        weight = accumulator.effective_weight
+        if self.ctx.world_size == 1:
+            if weight > 0:
+                self.leaf = estimator.estimate(None, accumulator)
+            return loss_sum, weight, stop
+        state = accumulator.value()
+        names = state.parameter_names
+        grads = [state.gradient_sums[name] for name in names]
+        scalars = torch.tensor(
+            [loss_sum, weight, float(stop)], dtype=torch.float64, device=self.ctx.device
+        )
+        self.ctx.all_reduce_sum_([*grads, scalars])
+        loss_sum, weight, stops = (float(x) for x in scalars.cpu())
+        if weight > 0:
+            combined = StreamingGradientState(
+                state.base_sha256,
+                names,
+                dict(zip(names, grads, strict=True)),
+                loss_sum,
+                weight,
+                state.rows,
+                state.batches,
+            )
+            self.leaf = estimator.estimate(None, combined)
+        return loss_sum, weight, stops > 0
+
+    def evaluate(self) -> float | None:
+        """Mean held-out loss over the fixed evaluation batches (shared over ranks)."""
+        if not self.eval_set:
+            return None
+        loss_sum = weight = 0.0
+        for batch in self.eval_set[self.ctx.rank :: self.ctx.world_size]:
+            w = batch_weight(batch)
+            if w:
+                loss_sum += self.leaf.batch_loss(batch) * w
+                weight += w
+        totals = torch.tensor([loss_sum, weight], dtype=torch.float64, device=self.ctx.device)
+        self.ctx.all_reduce_sum_([totals])
+        loss_sum, weight = (float(x) for x in totals.cpu())
+        return loss_sum / weight if weight else None
+
+    def _run_eval(self) -> None:
+        loss = self.evaluate()
+        if loss is not None:
+            self.eval_loss = loss
+            self.metrics.write({"type": "eval", "step": self.step, "loss": loss})
+            self.log(f"step {self.step} | held-out loss {loss:.4f}")
+
+    def _planned_total(self) -> int | None:
+        config = self.config
+        if config.steps is not None:
+            return config.steps
+        epochs = 1 if config.epochs is None else config.epochs
+        epoch, index = self.source.cursor
+        remaining = sum(self.source.steps_in_epoch(e) for e in range(epoch, epochs)) - index
+        return self.step + max(remaining, 0)
+
+    def run(self) -> TrainSummary:
+        config, ctx = self.config, self.ctx
+        epochs = 1 if config.steps is None and config.epochs is None else config.epochs
+        start_step, start_time = self.step, time.perf_counter()
+        self.metrics.write(
+            {
+                "type": "start",
+                "step": self.step,
+                "world_size": ctx.world_size,
+                "resumed_from": self.resumed_from,
+                "config": config.to_dict(),
+            }
+        )
+        if self.resumed_from is not None:
+            self.log(f"resumed from {self.resumed_from} at step {self.step}")
+        total = self._planned_total()
+        show_bar = config.progress if config.progress is not None else sys.stderr.isatty()
+        from tqdm import tqdm
+
+        bar = tqdm(
+            total=total,
+            initial=self.step,
+            unit="step",
+            dynamic_ncols=True,
+            disable=not (show_bar and ctx.is_main),
+            file=sys.stderr,
+        )
+        printer = self._log
+        if not bar.disable:
+            self._log = bar.write
+        tokens = 0
+        train_seconds = 0.0
+        window: list[float] = []
+        window_tokens, window_seconds = 0, 0.0
+        stopped = "data exhausted"
+        batches = iter(self.source)
+        try:
+            while True:
+                if config.steps is not None and self.step >= config.steps:
+                    stopped = f"{config.steps} steps"
+                    break
+                if epochs is not None and self.source.cursor[0] >= epochs:
+                    stopped = f"{epochs} epoch(s)"
+                    break
+                began = time.perf_counter()
+                try:
+                    batch, (epoch, index) = next(batches)
+                except StopIteration:
+                    break
+                loss_sum, weight, stop = self.train_step(batch, self.stop.signal is not None)
+                ids = ctx.all_gather_int64([epoch, index, int(batch_digest(batch), 16) >> 1])
+                elapsed = time.perf_counter() - began
+                self.step += 1
+                step_tokens = int(weight)
+                tokens += step_tokens
+                self.total_tokens += step_tokens
+                train_seconds += elapsed
+                loss = loss_sum / weight if weight else math.nan
+                self.metrics.write(
+                    {
+                        "type": "step",
+                        "step": self.step,
+                        "loss": loss,
+                        "tokens": step_tokens,
+                        "total_tokens": self.total_tokens,
+                        "tokens_per_s": step_tokens / elapsed if elapsed > 0 else None,
+                        "batches": [[e, i, f"{h:016x}"] for e, i, h in ids],
+                    }
+                )
+                window.append(loss)
+                window_tokens += step_tokens
+                window_seconds += elapsed
+                rate = window_tokens / window_seconds if window_seconds > 0 else 0.0
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{rate:,.0f}", refresh=False)
+                if config.log_every and self.step % config.log_every == 0:
+                    self.log(
+                        f"step {self.step}/{total} | loss {sum(window) / len(window):.4f} "
+                        f"| {rate:,.0f} tok/s"
+                    )
+                    window, window_tokens, window_seconds = [], 0, 0.0
+                if config.eval_every and self.step % config.eval_every == 0:
+                    self._run_eval()
+                if stop:
+                    received = self.stop.signal or signal.SIGTERM
+                    stopped = f"signal {signal.Signals(received).name}"
+                    break
+                if config.checkpoint_every and self.step % config.checkpoint_every == 0:
+                    self.save()
+            # Every rank takes the same decision here (a collective follows).
+            if config.eval_every and self.step > start_step and self.step % config.eval_every:
+                self._run_eval()
+            self.save()
+        finally:
+            bar.close()
+            self._log = printer
+        seconds = time.perf_counter() - start_time
+        plot = None
+        if config.plot is not None and ctx.is_main:
+            plot = plot_losses(
+                config.plot, self.metrics.losses, self.metrics.eval_losses, title=config.corpus
+            )
+        span = max(1, min(20, len(self.metrics.losses) // 10))
+        summary = TrainSummary(
+            start_step=start_step,
+            step=self.step,
+            tokens=tokens,
+            total_tokens=self.total_tokens,
+            seconds=seconds,
+            tokens_per_second=tokens / train_seconds if train_seconds > 0 else 0.0,
+            first_loss=mean_or_none([v for _, v in self.metrics.losses[:span]]),
+            final_loss=mean_or_none([v for _, v in self.metrics.losses[-span:]]),
+            eval_loss=self.eval_loss,
+            stopped=stopped,
+            resumed_from=self.resumed_from,
+            checkpoint=self.last_checkpoint,
+            metrics=self.metrics.path,
+            plot=plot,
+            world_size=ctx.world_size,
+        )
+        self.metrics.write({"type": "end", "step": self.step, "summary": summary.to_dict()})
+        self.metrics.close()
+        return summary
+
+
+def train(
+    config: TrainConfig,
+    *,
+    documents: Sequence[Any] | None = None,
+    log: Callable[[str], Any] = print,
+    handle_signals: bool = False,
+) -> TrainSummary:
+    """Run (or resume) the training job ``config`` describes; return its summary.
+
+    Single process, or one rank of a ``torchrun`` job (``RANK``/``WORLD_SIZE`` in the
+    environment: a gloo or NCCL process group is created and destroyed here).
+
+    Parameters
+    ----------
+    config
+        The run (see :class:`TrainConfig`).
+    documents
+        Use these documents instead of opening ``config.corpus`` (any sequence of 1-D
+        token arrays; ``config.vocab`` is then required unless they carry
+        ``vocab_size``). ``config.corpus`` still labels the run.
+    log
+        Receives the progress lines and the summary (rank 0 only).
+    handle_signals
+        Install SIGTERM/SIGINT handlers that finish the current step, write a
+        checkpoint and stop (``stopped == "signal"``). The CLI turns this on.
+
+    Raises
+    ------
+    ArgumentError
+        The corpus is unusable for this configuration (no vocab size, too small for a
+        batch per rank), or ``--plot`` without matplotlib.
+    CheckpointError
+        The checkpoint directory holds checkpoints and ``resume`` is off, or the newest
+        checkpoint is corrupt or from a different run (every difference named).
+
+    Notes
+    -----
+    Deterministic algorithms are on during the call (restored afterwards); the global
+    RNGs are seeded from ``config.seed`` (or restored from the checkpoint).
+    """
+    if not isinstance(config, TrainConfig):
+        raise ArgumentError(f"`config` must be a TrainConfig. Got {type(config).__name__}.")
+    if config.device.startswith("cuda"):
+        # Deterministic cuBLAS needs this before the first matmul (else only a warning).
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    ctx = setup_distributed(config.device)
+    try:
+        if config.plot is not None and ctx.is_main:
+            require_plotting()
+        if documents is None:
+            from mixle.corpus import open_corpus
+
+            documents = open_corpus(config.corpus)
+        with deterministic(ctx.device, config.threads), stop_on_signals(handle_signals) as stop:
+            seed_everything(config.seed)
+            trainer = _Trainer(config, ctx, documents, log, stop)
+            trainer.restore()
+            summary = trainer.run()
+        if ctx.is_main:
+            log(summary.describe())
+        return summary
+    finally:
+        ctx.close()

@@ -1,0 +1,343 @@
+"""Crash-safe training checkpoints: atomic directories, JSON metadata, weights-only tensors.
+
+Layout of one checkpoint, ``<directory>/step-00000120/``::
+
+    model.pt            torch.save of {"model": state_dict, "optimizer": state_dict}
+                        (tensors, numbers, strings only: read with weights_only=True)
+    rank-00000.json     rank 0's data cursor (stream state_dict) and RNG states
+    rank-00001.json     ... one per rank
+    meta.json           format, version, step, world size, identity, config, progress,
+                        and the SHA-256 of every other file
+
+Writing is atomic. Every file goes into ``.tmp-step-00000120/``; each is fsynced; rank 0
+writes ``meta.json`` last, fsyncs the directory, renames it to ``step-00000120`` and
+fsyncs the parent. A crash at any moment leaves either the previous checkpoints alone
+(plus a temporary directory that the next run removes) or the complete new one: a
+directory named ``step-*`` is complete by construction. Older checkpoints are removed
+only after the new one is in place (``keep_last``).
+
+Reading validates before anything is used: the format and version, the world size,
+the run identity (corpus fingerprint, model shape, stream configuration — every
+differing field named with both values) and the SHA-256 of every file. Nothing is
+unpickled: metadata is JSON and tensors load with ``torch.load(weights_only=True)``.
+
+All ranks must share the checkpoint directory (one machine, or a shared filesystem).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from mixle._checks import nonnegative_int, positive_int
+from mixle.errors import CheckpointError
+
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "CHECKPOINT_VERSION",
+    "Checkpoint",
+    "check_identity",
+    "checkpoint_name",
+    "latest_checkpoint",
+    "list_checkpoints",
+    "prune_checkpoints",
+    "read_checkpoint",
+    "remove_partial_checkpoints",
+    "write_checkpoint",
+]
+
+CHECKPOINT_FORMAT = "mixle-checkpoint"
+CHECKPOINT_VERSION = 1
+MODEL_FILE = "model.pt"
+META_FILE = "meta.json"
+_NAME = re.compile(r"^step-(\d{8,})$")
+_TMP_PREFIX = ".tmp-"
+
+
+def checkpoint_name(step: int) -> str:
+    """``step-00000120``: the directory name of the checkpoint taken after ``step`` steps."""
+    return f"step-{nonnegative_int('step', step):08d}"
+
+
+def _rank_file(rank: int) -> str:
+    return f"rank-{rank:05d}.json"
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_json(path: str, value: Any) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(value, handle, indent=1, sort_keys=True, allow_nan=False)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def list_checkpoints(directory: str) -> list[tuple[int, str]]:
+    """Complete checkpoints under ``directory`` as ``(step, path)``, oldest first.
+
+    A missing directory has none. Temporary (partial) directories are not listed.
+    """
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    found = []
+    for name in names:
+        match = _NAME.match(name)
+        if match and os.path.isdir(os.path.join(directory, name)):
+            found.append((int(match.group(1)), os.path.join(directory, name)))
+    return sorted(found)
+
+
+def latest_checkpoint(directory: str) -> str | None:
+    """Path of the newest complete checkpoint under ``directory``, or ``None``."""
+    found = list_checkpoints(directory)
+    return found[-1][1] if found else None
+
+
+def remove_partial_checkpoints(directory: str) -> list[str]:
+    """Delete leftovers of interrupted writes (``.tmp-*`` directories); return their paths."""
+    removed: list[str] = []
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return removed
+    for name in names:
+        if name.startswith(_TMP_PREFIX):
+            path = os.path.join(directory, name)
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def prune_checkpoints(directory: str, keep_last: int) -> list[str]:
+    """Delete all but the newest ``keep_last`` complete checkpoints; return what went."""
+    keep = positive_int("keep_last", keep_last)
+    doomed = [path for _, path in list_checkpoints(directory)[:-keep]]
+    for path in doomed:
+        # Rename first so a crash mid-delete never leaves a half-deleted ``step-*``.
+        trash = os.path.join(directory, _TMP_PREFIX + "old-" + os.path.basename(path))
+        os.replace(path, trash)
+        shutil.rmtree(trash, ignore_errors=True)
+    return doomed
+
+
+def write_checkpoint(
+    directory: str,
+    step: int,
+    *,
+    rank: int,
+    world_size: int,
+    rank_state: Mapping[str, Any],
+    tensors: Mapping[str, Any] | None,
+    meta: Mapping[str, Any] | None,
+    barrier: Callable[[], None] = lambda: None,
+) -> str:
+    """Write the checkpoint taken after ``step`` steps, atomically; return its path.
+
+    Every rank calls this collectively (``barrier`` synchronises them; a no-op for a
+    single process). Each rank writes its ``rank_state`` (JSON-able: its data cursor and
+    RNG states); rank 0 also writes ``tensors`` (model and optimizer state dicts) and
+    ``meta`` (JSON-able: identity, config, progress), then publishes the directory.
+    An existing complete checkpoint for ``step`` is left as it is.
+
+    Raises
+    ------
+    CheckpointError
+        ``rank_state``/``meta`` is not JSON-serialisable.
+    OSError
+        The filesystem refused a write (the previous checkpoints are untouched).
+    """
+    name = checkpoint_name(step)
+    final = os.path.join(directory, name)
+    temporary = os.path.join(directory, _TMP_PREFIX + name)
+    if rank == 0:
+        os.makedirs(directory, exist_ok=True)
+        shutil.rmtree(temporary, ignore_errors=True)
+        if not os.path.isdir(final):
+            os.makedirs(temporary)
+    barrier()
+    exists = os.path.isdir(final)
+    if not exists:
+        try:
+            _write_json(os.path.join(temporary, _rank_file(rank)), dict(rank_state))
+        except (TypeError, ValueError) as exc:
+            raise CheckpointError(f"rank {rank} state is not JSON-serialisable: {exc}") from exc
+    barrier()
+    if rank == 0 and not exists:
+        if tensors is None or meta is None:
+            raise CheckpointError("rank 0 must pass `tensors` and `meta` to write_checkpoint.")
+        model_path = os.path.join(temporary, MODEL_FILE)
+        with open(model_path, "wb") as handle:
+            torch.save(dict(tensors), handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        files = [MODEL_FILE, *(_rank_file(r) for r in range(world_size))]
+        document = {
+            **dict(meta),
+            "format": CHECKPOINT_FORMAT,
+            "version": CHECKPOINT_VERSION,
+            "step": step,
+            "world_size": world_size,
+            "files": {f: _sha256(os.path.join(temporary, f)) for f in files},
+        }
+        try:
+            _write_json(os.path.join(temporary, META_FILE), document)
+        except (TypeError, ValueError) as exc:
+            raise CheckpointError(f"checkpoint metadata is not JSON-serialisable: {exc}") from exc
+        _fsync_dir(temporary)
+        os.rename(temporary, final)
+        _fsync_dir(directory)
+    barrier()
+    return final
+
+
+def _flatten(value: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, item in value.items():
+        if isinstance(item, Mapping):
+            flat.update(_flatten(item, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = item
+    return flat
+
+
+def check_identity(saved: Any, current: Mapping[str, Any], where: str) -> None:
+    """Raise :class:`CheckpointError` naming every field where ``saved != current``.
+
+    Nested dicts are compared field by field (``model.d_model``, ``corpus.fingerprint``).
+    """
+    if not isinstance(saved, Mapping):
+        raise CheckpointError(f"{where} has no identity record; it was not written by mixle train.")
+    old, new = _flatten(saved), _flatten(current)
+    differences = [
+        f"{key} in checkpoint: {old.get(key, '<absent>')!r} / in this run: {new.get(key, '<absent>')!r}"
+        for key in sorted(set(old) | set(new))
+        if old.get(key, "<absent>") != new.get(key, "<absent>")
+    ]
+    if differences:
+        raise CheckpointError(
+            f"{where} belongs to a different run: " + "; ".join(differences) + "."
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A validated checkpoint, as :func:`read_checkpoint` returns it."""
+
+    path: str
+    step: int
+    meta: dict[str, Any]
+    rank_state: dict[str, Any]
+    tensors: dict[str, Any]
+
+
+def _read_meta(path: str) -> dict[str, Any]:
+    meta_path = os.path.join(path, META_FILE)
+    try:
+        with open(meta_path, encoding="utf-8") as handle:
+            meta = json.load(handle)
+    except FileNotFoundError:
+        raise CheckpointError(f"{path} is not a checkpoint: it has no {META_FILE}.") from None
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"{meta_path} cannot be read as JSON: {exc}") from exc
+    if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{meta_path} is not a {CHECKPOINT_FORMAT} metadata file.")
+    if meta.get("version") != CHECKPOINT_VERSION:
+        raise CheckpointError(
+            f"{meta_path} has checkpoint version {meta.get('version')!r}; this mixle reads "
+            f"version {CHECKPOINT_VERSION}."
+        )
+    for key in ("step", "world_size"):
+        if isinstance(meta.get(key), bool) or not isinstance(meta.get(key), int):
+            raise CheckpointError(f"{meta_path} has no integer `{key}`.")
+    if not isinstance(meta.get("files"), dict):
+        raise CheckpointError(f"{meta_path} lists no files.")
+    return meta
+
+
+def read_checkpoint(
+    path: str,
+    *,
+    rank: int,
+    world_size: int,
+    identity: Mapping[str, Any] | None = None,
+    map_location: Any = "cpu",
+) -> Checkpoint:
+    """Read and validate one checkpoint directory for ``rank`` of ``world_size``.
+
+    Parameters
+    ----------
+    identity
+        The current run's identity; compared field by field with the saved one.
+    map_location
+        Where the tensors are loaded (``torch.load``'s argument).
+
+    Raises
+    ------
+    CheckpointError
+        Not a checkpoint, another format version, written by another number of ranks,
+        another run identity (each difference named), a missing file or a SHA-256
+        mismatch (file named), or a tensor file that is not weights-only loadable.
+    """
+    meta = _read_meta(path)
+    if meta["world_size"] != world_size:
+        raise CheckpointError(
+            f"{path} was written by {meta['world_size']} rank(s); this run has {world_size}. "
+            "Resume with the same number of processes."
+        )
+    if identity is not None:
+        check_identity(meta.get("identity"), identity, path)
+    files: dict[str, Any] = meta["files"]
+    for name in (MODEL_FILE, _rank_file(rank)):
+        file_path = os.path.join(path, name)
+        if name not in files:
+            raise CheckpointError(f"{path}/{META_FILE} does not list {name}.")
+        if not os.path.isfile(file_path):
+            raise CheckpointError(f"{file_path} is missing.")
+        actual = _sha256(file_path)
+        if actual != files[name]:
+            raise CheckpointError(
+                f"{file_path} is corrupt: SHA-256 {actual}, the metadata records {files[name]}."
+            )
+    rank_path = os.path.join(path, _rank_file(rank))
+    try:
+        with open(rank_path, encoding="utf-8") as handle:
+            rank_state = json.load(handle)
+    except ValueError as exc:
+        raise CheckpointError(f"{rank_path} cannot be read as JSON: {exc}") from exc
+    if not isinstance(rank_state, dict):
+        raise CheckpointError(f"{rank_path} must hold a JSON object.")
+    try:
+        tensors = torch.load(
+            os.path.join(path, MODEL_FILE), map_location=map_location, weights_only=True
+        )
+    except Exception as exc:  # any unpickling failure means the file is unusable
+        raise CheckpointError(
+            f"{path}/{MODEL_FILE} cannot be loaded as weights-only tensors: {exc}"
+        ) from exc
+    if not isinstance(tensors, dict) or not {"model", "optimizer"} <= set(tensors):
+        raise CheckpointError(f"{path}/{MODEL_FILE} must hold 'model' and 'optimizer' state dicts.")
+    return Checkpoint(path, int(meta["step"]), meta, rank_state, tensors)

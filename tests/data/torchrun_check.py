@@ -1,0 +1,47 @@
+"""Run under ``torchrun --nproc_per_node N``: each rank iterates epoch 0 of a
+``StreamingCorpus.for_current_rank`` view and rank 0 writes the all-gathered results to
+the JSON file named on the command line. Driven by ``test_torchrun.py``."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import torch.distributed as dist
+
+from mixle.data.streaming_corpus import StreamingCorpus
+
+
+def main(output: str) -> int:
+    dist.init_process_group("gloo")
+    rng = np.random.default_rng(1)
+    documents = [rng.integers(0, 1000, size=int(n)) for n in rng.integers(1, 200, size=301)]
+    corpus = StreamingCorpus.for_current_rank(
+        documents, block=32, batch_size=4, seed=11, boundary_id=-1, document_ids=True
+    )
+    batches = 0
+    seen: set[int] = set()
+    for _, _, _, document_ids, _ in corpus.epoch_batches(0):
+        batches += 1
+        seen.update(document_ids[document_ids >= 0].tolist())
+    result = {
+        "rank": corpus.rank,
+        "world_size": corpus.world_size,
+        "indices": corpus.rank_document_indices(0).tolist(),
+        "batches": batches,
+        "num_batches": corpus.num_batches(0),
+        "seen": sorted(seen),
+        "num_documents": len(documents),
+    }
+    gathered: list[object] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, result)
+    if dist.get_rank() == 0:
+        with open(output, "w") as handle:
+            json.dump(gathered, handle)
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1]))

@@ -1,0 +1,304 @@
+"""Benchmark: out-of-core StreamingCorpus throughput, memory and resume latency (issue #5).
+
+Generates a corpus with ``mixle.corpus.CorpusWriter`` under ``--workdir`` (default
+/tmp/data-bench, deleted at the end), then measures, interleaved in the same run:
+
+(a) the floor: sequential slices of the raw ``np.memmap`` shard files copied into int64
+    rows of ``block + 1`` (no shuffle);
+(b) a plain Python loop concatenating the same shuffled documents, read from raw
+    ``np.memmap`` token/offset files, and chunking them into rows;
+ours: ``StreamingCorpus(open_corpus(...)).epoch_batches(0)``.
+
+Each round times ``--batches`` batches of each; figures are medians; targets are
+ours >= 0.6x (a) and >= 2x (b). Then a full epoch of ours for RssAnon growth (target
+< 64 MB), and ``load_state_dict`` + first batch at the start, middle and end of an epoch
+of a second, ``--resume-documents``-document corpus (target < 50 ms each, flat).
+
+    python tools/bench_stream.py           # 2 GiB corpus (1.07e9 uint16 tokens), 10M-doc resume corpus
+    python tools/bench_stream.py --quick   # 40M tokens, 1M-doc resume corpus
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import itertools
+import json
+import resource
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from mixle.corpus import CorpusWriter, open_corpus
+from mixle.data.streaming_corpus import StreamingCorpus, global_document_order
+
+VOCAB = 50257  # < 2**16, so the corpus is uint16 (2 bytes per token)
+
+
+def rss_anon_mb() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def generate(path: Path, tokens: int, mean_length: float, seed: int) -> None:
+    """Write ``tokens`` uint16 tokens in documents of geometric length (mean ``mean_length``)."""
+    rng = np.random.default_rng(seed)
+    chunk = 16_000_000
+    with CorpusWriter(path, vocab_size=VOCAB, overwrite=True) as writer:
+        written = 0
+        while written < tokens:
+            size = min(chunk, tokens - written)
+            lengths = rng.geometric(1.0 / mean_length, size=int(size / mean_length * 1.2) + 16)
+            bounds = np.cumsum(lengths)
+            cut = int(np.searchsorted(bounds, size))
+            lengths = np.append(lengths[:cut], size - (bounds[cut - 1] if cut else 0))
+            lengths = lengths[lengths > 0]
+            flat = rng.integers(0, VOCAB, size=size, dtype=np.uint16)
+            writer.add_many(np.split(flat, np.cumsum(lengths)[:-1]))
+            written += size
+
+
+class RawShards:
+    """The corpus's shard files as plain ``np.memmap``s (what the baselines read)."""
+
+    def __init__(self, path: Path) -> None:
+        manifest = json.loads((path / "manifest.json").read_text())
+        self.tokens: list[np.memmap] = []
+        self.offsets: list[np.memmap] = []
+        self.starts = [0]
+        for shard in manifest["shards"]:
+            count = shard["num_documents"]
+            header = shard["offsets_bytes"] - 8 * (count + 1)
+            self.tokens.append(np.memmap(path / shard["tokens"], dtype=np.uint16, mode="r"))
+            self.offsets.append(
+                np.memmap(
+                    path / shard["offsets"],
+                    dtype=np.int64,
+                    mode="r",
+                    offset=header,
+                    shape=(count + 1,),
+                )
+            )
+            self.starts.append(self.starts[-1] + count)
+
+
+def baseline_sequential(raw: RawShards, block: int, batch: int) -> Iterator[np.ndarray]:
+    """(a) Consecutive windows of the raw token files, copied into int64 rows."""
+    step = block * batch
+    for tokens in raw.tokens:
+        for begin in range(0, tokens.shape[0] - step - 1, step):
+            window = tokens[begin : begin + step + 1]
+            view = np.lib.stride_tricks.as_strided(
+                window, shape=(batch, block + 1), strides=(2 * block, 2)
+            )
+            rows = np.empty((batch, block + 1), dtype=np.int64)
+            rows[...] = view
+            yield rows
+
+
+def baseline_python_loop(
+    raw: RawShards, order: np.ndarray, block: int, batch: int
+) -> Iterator[np.ndarray]:
+    """(b) Per-document Python loop: read each shuffled document, concatenate, chunk."""
+    need = block * batch + 1
+    pending: list[np.ndarray] = []
+    have = 0
+    for index in order.tolist():
+        shard = bisect.bisect_right(raw.starts, index) - 1
+        local = index - raw.starts[shard]
+        offsets = raw.offsets[shard]
+        document = raw.tokens[shard][offsets[local] : offsets[local + 1]]
+        pending.append(document)
+        have += document.shape[0]
+        while have >= need:
+            stream = np.concatenate(pending).astype(np.int64)
+            rows = np.lib.stride_tricks.as_strided(
+                stream, shape=(batch, block + 1), strides=(8 * block, 8)
+            ).copy()
+            rest = stream[need - 1 :]
+            pending, have = [rest], rest.shape[0]
+            yield rows
+
+
+def timed(
+    batches: Iterator[np.ndarray] | Iterator[tuple[np.ndarray, ...]], count: int
+) -> tuple[float, int]:
+    start = time.perf_counter()
+    tokens = 0
+    for item in itertools.islice(batches, count):
+        tokens += (item[0] if isinstance(item, tuple) else item[:, :-1]).size
+    return time.perf_counter() - start, tokens
+
+
+def throughput(path: Path, args: argparse.Namespace) -> dict[str, float]:
+    documents = open_corpus(path)
+    raw = RawShards(path)
+    order = global_document_order(len(documents), seed=0, epoch=0)
+    corpus = StreamingCorpus(
+        documents, rank=0, world_size=1, block=args.block, batch_size=args.batch_size
+    )
+    no_hints = StreamingCorpus(
+        documents,
+        rank=0,
+        world_size=1,
+        block=args.block,
+        batch_size=args.batch_size,
+        prefetch=False,
+    )
+    print(
+        f"corpus: {len(documents):,} documents, {documents.num_tokens:,} tokens, {documents.num_shards} shards"
+    )
+    candidates: dict[str, Callable[[], Iterator[np.ndarray] | Iterator[tuple[np.ndarray, ...]]]] = {
+        "(a) sequential memmap": lambda: baseline_sequential(raw, args.block, args.batch_size),
+        "ours epoch_batches": lambda: corpus.epoch_batches(0),
+        "ours, prefetch=False": lambda: no_hints.epoch_batches(0),
+        "(b) python loop": lambda: baseline_python_loop(raw, order, args.block, args.batch_size),
+    }
+    timed(candidates["(a) sequential memmap"](), 10**9)  # warm the page cache once
+    rates: dict[str, list[float]] = {name: [] for name in candidates}
+    for _ in range(args.rounds):
+        for name in (
+            "(a) sequential memmap",
+            "ours epoch_batches",
+            "(b) python loop",
+            "ours, prefetch=False",
+        ):
+            seconds, tokens = timed(candidates[name](), args.batches)
+            rates[name].append(tokens / seconds)
+    median = {name: statistics.median(values) for name, values in rates.items()}
+    for name, rate in median.items():
+        print(f"{name:>24}: {rate / 1e6:8.1f} M tokens/s  (median of {len(rates[name])})")
+    for label in ("ours epoch_batches", "ours, prefetch=False"):
+        ours = median[label]
+        ratio_a = ours / median["(a) sequential memmap"]
+        ratio_b = ours / median["(b) python loop"]
+        print(
+            f"{label}: / (a) = {ratio_a:.2f}x (target >= 0.6x: {'met' if ratio_a >= 0.6 else 'NOT met'}); "
+            f"/ (b) = {ratio_b:.2f}x (target >= 2x: {'met' if ratio_b >= 2 else 'NOT met'})"
+        )
+
+    before = rss_anon_mb()
+    start = time.perf_counter()
+    tokens = 0
+    highest = before
+    for count, (context, _, _) in enumerate(corpus.epoch_batches(0)):
+        tokens += context.size
+        if count % 1000 == 0:
+            highest = max(highest, rss_anon_mb())
+    seconds = time.perf_counter() - start
+    after = rss_anon_mb()
+    highest = max(highest, after)
+    print(
+        f"full epoch: {tokens:,} tokens in {seconds:.1f} s ({tokens / seconds / 1e6:.1f} M tokens/s); "
+        f"RssAnon {before:.0f} -> {after:.0f} MB (max sampled {highest:.0f} MB, growth "
+        f"{highest - before:.1f} MB, target < 64 MB); peak RSS {peak_rss_mb():.0f} MB"
+    )
+    return {"growth_mb": highest - before}
+
+
+def resume_latency(path: Path, args: argparse.Namespace) -> None:
+    start = time.perf_counter()
+    documents = open_corpus(path)
+    opened = time.perf_counter() - start
+
+    def make() -> StreamingCorpus:
+        return StreamingCorpus(
+            documents, rank=3, world_size=8, block=args.block, batch_size=args.batch_size
+        )
+
+    start = time.perf_counter()
+    warm = make()
+    total = warm.num_batches(0)
+    built = time.perf_counter() - start
+    print(
+        f"resume corpus: {len(documents):,} documents, {documents.num_tokens:,} tokens; open {opened * 1e3:.0f} ms, "
+        f"construct + plan epoch 0 {built * 1e3:.0f} ms; rank 3 of 8 has {total} batches"
+    )
+    template = warm.state_dict()
+    for label, batch in (("start", 0), ("middle", total // 2), ("end", total - 1)):
+        state = {**template, "epoch": 0, "batch": batch}
+        cold = make()
+        t0 = time.perf_counter()
+        cold.load_state_dict(state)
+        next(iter(cold))
+        cold_ms = (time.perf_counter() - t0) * 1e3
+        samples = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            warm.load_state_dict(state)
+            next(iter(warm))
+            samples.append((time.perf_counter() - t0) * 1e3)
+        print(
+            f"  {label:>6} (batch {batch:>6}): load_state_dict + first batch {statistics.median(samples):6.2f} ms "
+            f"with the epoch planned, {cold_ms:7.1f} ms in a fresh StreamingCorpus (plans the epoch)"
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/data-bench"))
+    parser.add_argument(
+        "--tokens", type=int, default=2**30, help="tokens of the throughput corpus (uint16)"
+    )
+    parser.add_argument("--mean-length", type=float, default=512)
+    parser.add_argument("--resume-documents", type=int, default=10_000_000)
+    parser.add_argument("--resume-mean-length", type=float, default=8)
+    parser.add_argument("--block", type=int, default=2048)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--batches", type=int, default=1500, help="batches per timed measurement")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--keep", action="store_true", help="keep the generated corpora")
+    parser.add_argument(
+        "--quick", action="store_true", help="40M tokens, 1M-document resume corpus"
+    )
+    args = parser.parse_args()
+    if args.quick:
+        args.tokens, args.resume_documents, args.batches, args.rounds = (
+            40_000_000,
+            1_000_000,
+            200,
+            2,
+        )
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        big = args.workdir / "throughput"
+        start = time.perf_counter()
+        generate(big, args.tokens, args.mean_length, seed=0)
+        print(f"generated {args.tokens * 2 / 2**30:.2f} GiB in {time.perf_counter() - start:.0f} s")
+        throughput(big, args)
+        if not args.keep:
+            shutil.rmtree(big)
+        small = args.workdir / "resume"
+        start = time.perf_counter()
+        generate(
+            small,
+            int(args.resume_documents * args.resume_mean_length),
+            args.resume_mean_length,
+            seed=1,
+        )
+        print(f"generated the resume corpus in {time.perf_counter() - start:.0f} s")
+        resume_latency(small, args)
+    finally:
+        if not args.keep:
+            shutil.rmtree(args.workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
