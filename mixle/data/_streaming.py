@@ -228,6 +228,15 @@ class StreamingCorpus:
         rank, world_size = current_rank_and_world_size()
         return cls(documents, rank=rank, world_size=world_size, **kwargs)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Epoch plans are O(documents) and cheap to rebuild: never ship them to workers.
+        state = {slot: value for slot, value in self.__dict__.items() if slot != "_plans"}
+        state["_plans"] = {}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
     # ------------------------------------------------------------------ planning
     def _plan(self, epoch: int) -> _EpochPlan:
         plan = self._plans.get(epoch)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -367,3 +368,52 @@ def test_sharded_corpus_streams_like_the_in_memory_documents(tmp_path: Path) -> 
         assert_items_equal(_all_batches(make(), epoch), _all_batches(reference, epoch))
     assert make().state_dict()["stream"]["fingerprint"] == documents.fingerprint
     assert_resumes_at_every_step(make, steps=10)
+
+
+def test_pickling_drops_the_epoch_plans_but_keeps_the_cursor() -> None:
+    import pickle
+
+    corpus = StreamingCorpus(
+        [np.arange(30) for _ in range(8)], rank=0, world_size=2, block=4, batch_size=2
+    )
+    next(iter(corpus))
+    clone = pickle.loads(pickle.dumps(corpus))
+    assert clone._plans == {} and clone.cursor == corpus.cursor
+    assert_items_equal(list(itertools.islice(clone, 12)), list(itertools.islice(corpus, 12)))
+
+
+@pytest.mark.slow
+@given(
+    st.lists(st.integers(0, 2000), min_size=50, max_size=200),
+    st.integers(16, 300),
+    st.integers(1, 16),
+    boundaries,
+    st.integers(1, 8),
+)
+def test_soak_streaming_equals_eager_and_resumes_on_large_corpora(
+    lengths: list[int], block: int, batch_size: int, boundary_id: int | None, world_size: int
+) -> None:
+    documents = [np.arange(n, dtype=np.int64) + 10 * i for i, n in enumerate(lengths)]
+    corpus = StreamingCorpus(
+        documents,
+        rank=world_size - 1,
+        world_size=world_size,
+        block=block,
+        batch_size=batch_size,
+        boundary_id=boundary_id,
+        even_batches=False,
+    )
+    packed = pack_documents(
+        documents, corpus.rank_document_indices(0), block, boundary_id=boundary_id
+    )
+    batches = _all_batches(corpus, 0)
+    if batches:
+        assert_items_equal(
+            np.concatenate([b[0] for b in batches]), np.ascontiguousarray(packed.rows[:, :-1])
+        )
+    assert_resumes_at_every_step(
+        lambda: StreamingCorpus(
+            documents, rank=0, world_size=world_size, block=block, batch_size=batch_size
+        ),
+        steps=min(30, 2 * corpus.num_batches(0) + 1),
+    )
