@@ -4,6 +4,7 @@ Nothing here knows about files: ``documents`` may be a list of numpy arrays or a
 memory-mapped :class:`mixle.corpus.ShardedDocuments`; the contracts are the same.
 """
 
+from mixle.data.stream_token_source import TokenStream, stream_token_source
 from mixle.data.streaming_corpus import (
     PackedCorpus,
     StreamingCorpus,
@@ -15,7 +16,9 @@ from mixle.data.streaming_corpus import (
 __all__ = [
     "PackedCorpus",
     "StreamingCorpus",
+    "TokenStream",
     "global_document_order",
     "pack_documents",
     "shard_documents_for_rank",
+    "stream_token_source",
 ]

@@ -1,4 +1,5 @@
-"""``torch.utils.data.IterableDataset`` over a :class:`StreamingCorpus`.
+"""``torch.utils.data.IterableDataset`` adapters: :class:`StreamingDataset` over a
+:class:`StreamingCorpus` and :class:`TokenStreamDataset` over a ``TokenStream``.
 
 The batch sequence a ``DataLoader(dataset, batch_size=None, num_workers=n)`` yields is
 identical for every ``n``: worker ``w`` of ``n`` produces the batches whose position
@@ -38,9 +39,10 @@ from torch.utils.data import IterableDataset, get_worker_info
 from mixle._checks import positive_int
 from mixle.data._state import check_state
 from mixle.data._streaming import StreamingCorpus
+from mixle.data.stream_token_source import TokenStream
 from mixle.errors import ArgumentTypeError, StateMismatchError
 
-__all__ = ["StreamingDataset"]
+__all__ = ["StreamingDataset", "TokenStreamDataset"]
 
 _STATE_VERSION = 1
 
@@ -157,3 +159,45 @@ class StreamingDataset(IterableDataset[tuple[torch.Tensor, ...]]):
         self._next = position
         self._loaded = True
         self._started = False
+
+
+class TokenStreamDataset(IterableDataset[tuple[torch.Tensor, torch.Tensor]]):
+    """Yield a :class:`TokenStream`'s batches as int64 tensors, worker-count invariant.
+
+    Parameters
+    ----------
+    stream
+        The stream; its cursor (``stream.state_dict()``) when iteration starts is where
+        the batches begin. Each worker process gets a copy, so the cursor of ``stream``
+        in the main process does not advance: after consuming ``m`` batches from a
+        DataLoader, resume with ``stream.advance(m)`` on a stream restored to the
+        starting state (or count batches and build the state yourself).
+
+    Notes
+    -----
+    Every worker seeks straight to its own batches (random access by epoch and batch
+    index); no worker reads a batch that another one yields.
+    """
+
+    def __init__(self, stream: TokenStream) -> None:
+        super().__init__()
+        self.stream = stream
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        info = get_worker_info()
+        workers, worker = (1, 0) if info is None else (info.num_workers, info.id)
+        stream = self.stream
+        per_epoch = stream.num_batches()
+        state = stream.state_dict()
+        epoch, first = state["epoch"], state["position"] // stream.batch_size
+        # Global batch g (0 = the cursor's batch) belongs to this worker iff g % workers
+        # == worker; within an epoch that is every workers-th batch from some start.
+        done = 0  # global index of the first batch of `epoch` from the cursor
+        while epoch < stream.epochs and per_epoch:
+            offset = (worker - done) % workers
+            for context, target in stream.epoch_batches(
+                epoch, start_batch=first + offset, step=workers
+            ):
+                yield torch.from_numpy(context), torch.from_numpy(target)
+            done += per_epoch - first
+            epoch, first = epoch + 1, 0

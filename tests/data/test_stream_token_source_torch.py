@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from mixle.data._token_dataset import TokenStreamDataset
 from mixle.data.stream_token_source import TokenStream
+from mixle.data.torch import TokenStreamDataset
 
 # CI machines may have fewer cores than the 3 workers tested; torch warns about that.
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
