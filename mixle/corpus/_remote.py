@@ -606,10 +606,12 @@ def _local_factory(location: str, **options: Any) -> ShardStore:
                 "`mode='range'` reads the raw layout; a zarr corpus is read through the cache."
             )
         return ZarrStore("file://" + path, **options)
-    _check_mode(options.get("mode"))
-    extra = sorted(
-        k for k, v in options.items() if k not in _LOCAL_DEFAULTS or v != _LOCAL_DEFAULTS[k]
-    )
+    if _check_mode(options.get("mode")) == "range":
+        raise ArgumentError(
+            "`mode='range'` is for URLs; a local corpus is memory-mapped in place."
+        )
+    # cache_dir / cache_limit only matter for zarr and URLs; a raw directory ignores them.
+    extra = sorted(k for k, v in options.items() if k not in _LOCAL_DEFAULTS or (k == "storage_options" and v))
     if extra:
         raise ArgumentError(
             f"a local raw corpus takes no storage options (it is memory-mapped in place). Got {extra}."

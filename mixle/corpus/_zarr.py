@@ -232,6 +232,8 @@ class ZarrStore(RemoteStore):
         except RemoteError as exc:
             if "SHA-256" in str(exc):
                 raise ChecksumError(str(exc)) from exc
+            if "decode" in str(exc):  # consistently undecodable: a damaged object
+                raise CorpusFormatError(str(exc)) from exc
             raise
         self.bytes_fetched += size
 
