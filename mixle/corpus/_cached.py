@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from mixle.corpus._format import HEADER_SIZE, check_offsets
-from mixle.corpus._reader import ShardedDocuments, _OpenShard
+from mixle.corpus._reader import _NO_SHARD, ShardedDocuments, _OpenShard
 from mixle.errors import ArgumentTypeError, CorpusFormatError
 
 __all__ = ["CachedDocuments"]
@@ -40,6 +40,15 @@ class CachedDocuments(ShardedDocuments):
             release(entry["offsets"])
 
     def _load(self, number: int) -> _OpenShard:
+        if number not in self._open:
+            # Make room in the LRU (and unpin) before fetching, so that the download's
+            # eviction pass may already reclaim the shard this read pushes out.
+            victims = []
+            with self._lock:
+                while len(self._open) >= self._max_open:
+                    victims.append(self._open.popitem(last=False)[0])
+            for victim in victims:
+                self._release_shard(victim)
         before = set(self._open)
         shard = super()._load(number)
         for gone in before - set(self._open):
@@ -104,6 +113,7 @@ class CachedDocuments(ShardedDocuments):
         with self._lock:
             numbers = list(self._open)
             self._open.clear()
+            self._last = _NO_SHARD
         for number in numbers:
             self._release_shard(number)
         close = getattr(self._store, "close", None)

@@ -184,8 +184,8 @@ def call_with_retries(
     for attempt in range(1, attempts + 1):
         try:
             result = operation()
-        except FileNotFoundError:
-            raise
+        except (FileNotFoundError, CorpusError):
+            raise  # callers map a missing file; mixle's own errors are final
         except Exception as exc:
             problem = f"{type(exc).__name__}: {exc}"
             if not is_transient(exc):
@@ -607,11 +607,11 @@ def _local_factory(location: str, **options: Any) -> ShardStore:
             )
         return ZarrStore("file://" + path, **options)
     if _check_mode(options.get("mode")) == "range":
-        raise ArgumentError(
-            "`mode='range'` is for URLs; a local corpus is memory-mapped in place."
-        )
+        raise ArgumentError("`mode='range'` is for URLs; a local corpus is memory-mapped in place.")
     # cache_dir / cache_limit only matter for zarr and URLs; a raw directory ignores them.
-    extra = sorted(k for k, v in options.items() if k not in _LOCAL_DEFAULTS or (k == "storage_options" and v))
+    extra = sorted(
+        k for k, v in options.items() if k not in _LOCAL_DEFAULTS or (k == "storage_options" and v)
+    )
     if extra:
         raise ArgumentError(
             f"a local raw corpus takes no storage options (it is memory-mapped in place). Got {extra}."

@@ -44,7 +44,9 @@ def sample_documents() -> list[np.ndarray]:
 
 
 @pytest.fixture(scope="module")
-def sample_corpus(tmp_path_factory: pytest.TempPathFactory, sample_documents: list[np.ndarray]) -> Path:
+def sample_corpus(
+    tmp_path_factory: pytest.TempPathFactory, sample_documents: list[np.ndarray]
+) -> Path:
     """About 70 KB of uint16 tokens in ~9 shards."""
     path = tmp_path_factory.mktemp("sample") / "corpus"
     with CorpusWriter(path, vocab_size=50_000, shard_max_bytes=8_000) as writer:

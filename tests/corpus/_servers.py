@@ -39,6 +39,7 @@ class ServerState:
     faults: list[Fault] = field(default_factory=list)
     gets: Counter[str] = field(default_factory=Counter)
     heads: Counter[str] = field(default_factory=Counter)
+    full_gets: Counter[str] = field(default_factory=Counter)  # GETs without a Range header
     bytes_sent: Counter[str] = field(default_factory=Counter)
     injected: Counter[str] = field(default_factory=Counter)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -95,6 +96,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         relative = self.path.split("?", 1)[0].lstrip("/")
         with self.state.lock:
             (self.state.heads if head else self.state.gets)[relative] += 1
+            if not head and not self.headers.get("Range"):
+                self.state.full_gets[relative] += 1
         fault = self.state.take_fault("HEAD" if head else "GET", relative)
         if fault == "503":
             self.send_response(503, "Slow Down")
@@ -176,7 +179,9 @@ class CorpusHTTPServer:
         host, port = self.httpd.server_address[:2]
         return f"http://{host}:{port}"
 
-    def fail(self, kind: str, times: int, match: str = "", methods: tuple[str, ...] = ("GET",)) -> None:
+    def fail(
+        self, kind: str, times: int, match: str = "", methods: tuple[str, ...] = ("GET",)
+    ) -> None:
         """Inject ``kind`` into the next ``times`` requests whose path contains ``match``."""
         assert kind in FAULT_KINDS
         with self.state.lock:

@@ -95,7 +95,9 @@ def test_metadata_matches_local(docs: ShardedDocuments, reference: ShardedDocume
 def test_pickled_reader_reads_the_same(docs: ShardedDocuments, reference: ShardedDocuments) -> None:
     clone = pickle.loads(pickle.dumps(docs))
     assert type(clone) is type(docs)
-    _same(clone.take(np.arange(0, len(reference), 7)), reference.take(np.arange(0, len(reference), 7)))
+    _same(
+        clone.take(np.arange(0, len(reference), 7)), reference.take(np.arange(0, len(reference), 7))
+    )
 
 
 def test_prefetch_never_fails_and_keeps_results(
@@ -154,11 +156,16 @@ def test_truncated_shard_raises_corpus_format_error(
     victim.write_bytes(victim.read_bytes()[:-4])
     s3_options = published.storage_options
     if backend == "local":
-        with pytest.raises(CorpusFormatError, match="shard-00001.tokens"):
+        with pytest.raises(CorpusFormatError, match=r"shard-00001\.tokens"):
             open_corpus(broken)
         return
     url = f"{published.s3_raw}-broken-{backend}"
-    publish_corpus(sample_corpus, url, storage_options=s3_options, layout="zarr" if "zarr" in backend else "raw")
+    publish_corpus(
+        sample_corpus,
+        url,
+        storage_options=s3_options,
+        layout="zarr" if "zarr" in backend else "raw",
+    )
     import s3fs
 
     fs = s3fs.S3FileSystem(skip_instance_cache=True, **s3_options)
@@ -168,8 +175,10 @@ def test_truncated_shard_raises_corpus_format_error(
     else:
         fs.pipe_file(f"{url}/shard-00001.tokens", victim.read_bytes())
     mode = "range" if backend.endswith("range") else "cache"
-    with pytest.raises(CorpusFormatError, match="shard-00001.tokens"):
-        documents = open_corpus(url, storage_options=s3_options, cache_dir=tmp_path / "c", mode=mode, **FAST)
+    with pytest.raises(CorpusFormatError, match=r"shard-00001\.tokens"):
+        documents = open_corpus(
+            url, storage_options=s3_options, cache_dir=tmp_path / "c", mode=mode, **FAST
+        )
         documents.take(np.arange(len(documents)))
 
 
