@@ -16,7 +16,16 @@ from collections.abc import Sequence
 __all__ = ["main"]
 
 # name -> (module, one-line help). Keep sorted by name.
-_COMMANDS: dict[str, tuple[str, str]] = {}
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "inspect": (
+        "mixle.cli._inspect",
+        "Summarize a corpus: shards, documents, tokens, dtype, bytes, length percentiles.",
+    ),
+    "verify": (
+        "mixle.cli._verify",
+        "Check every header, offset and SHA-256 checksum of a corpus (exit 0 or 1).",
+    ),
+}
 
 
 def _build_parser(selected: str | None) -> argparse.ArgumentParser:

@@ -11,6 +11,8 @@ open_corpus, ShardedDocuments, DocumentsView
     Lazy, memory-mapped, picklable ``Sequence`` of read-only token arrays.
 verify_corpus, VerifyReport, ShardReport
     Full checksum verification.
+describe_corpus, plot_lengths
+    Summary statistics and a document-length histogram (``mixle inspect``).
 publish_corpus, convert_corpus, upload_corpus
     Write a corpus to a local directory or fsspec URL, raw or zarr layout.
 CachedDocuments, RangeDocuments, RemoteStore, ShardCache
@@ -30,6 +32,7 @@ from mixle.corpus import _remote
 from mixle.corpus._cache import ShardCache, default_cache_dir
 from mixle.corpus._cached import CachedDocuments
 from mixle.corpus._format import FORMAT_VERSION, MANIFEST_NAME
+from mixle.corpus._inspect import describe_corpus, plot_lengths
 from mixle.corpus._manifest import commit_manifest
 from mixle.corpus._publish import convert_corpus, publish_corpus, upload_corpus
 from mixle.corpus._range import RangeDocuments
@@ -67,7 +70,9 @@ __all__ = [
     "commit_manifest",
     "convert_corpus",
     "default_cache_dir",
+    "describe_corpus",
     "open_corpus",
+    "plot_lengths",
     "publish_corpus",
     "upload_corpus",
     "verify_corpus",

@@ -40,24 +40,40 @@ class CachedDocuments(ShardedDocuments):
             release(entry["offsets"])
 
     def _load(self, number: int) -> _OpenShard:
-        if number not in self._open:
-            # Make room in the LRU (and unpin) before fetching, so that the download's
-            # eviction pass may already reclaim the shard this read pushes out.
-            victims = []
+        if self._slots[number] is None:
+            # Make room among the resident shards (and unpin) before fetching, so the
+            # download's eviction pass may already reclaim the shard pushed out.
             with self._lock:
-                while len(self._open) >= self._max_open:
-                    victims.append(self._open.popitem(last=False)[0])
+                victims = self._make_room()
             for victim in victims:
                 self._release_shard(victim)
-        before = set(self._open)
-        shard = super()._load(number)
-        for gone in before - set(self._open):
-            if gone != number:
-                self._release_shard(gone)
-        return shard
+        return super()._load(number)
+
+    def _make_room(self) -> list[int]:
+        """CLOCK-evict until one slot is free; return the evicted numbers (lock held)."""
+        resident = self._resident
+        victims = []
+        while resident and len(resident) >= self._max_open:
+            hand = self._hand % len(resident)
+            candidate = resident[hand]
+            if self._referenced[candidate]:
+                self._referenced[candidate] = False
+                self._hand = (hand + 1) % len(resident)
+                continue
+            self._slots[candidate] = None
+            resident.pop(hand)
+            self._hand = hand % len(resident) if resident else 0
+            victims.append(candidate)
+        return victims
+
+    def _admit(self, number: int) -> None:
+        before = set(self._resident)
+        super()._admit(number)
+        for gone in before - set(self._resident):  # only if another thread raced us
+            self._release_shard(gone)
 
     def _read_offsets(self, number: int) -> np.ndarray:
-        shard = self._open.get(number)
+        shard = self._slots[number]
         if shard is not None:
             return shard.offsets_array
         entry = self._entries[number]
@@ -91,12 +107,14 @@ class CachedDocuments(ShardedDocuments):
         numbers = np.searchsorted(self._starts_array, array, side="right") - 1
         _, first = np.unique(numbers, return_index=True)
         ordered = numbers[np.sort(first)].tolist()
-        is_open = np.isin(numbers, np.fromiter(self._open, dtype=np.int64, count=len(self._open)))
+        is_open = np.fromiter(
+            (self._slots[n] is not None for n in numbers.tolist()), dtype=bool, count=len(numbers)
+        )
         fetch = getattr(self._store, "prefetch_files", None)
         if fetch is not None:
             wanted: list[str] = []
             for number in ordered:
-                if number not in self._open and self._entries[number]["num_documents"]:
+                if self._slots[number] is None and self._entries[number]["num_documents"]:
                     wanted.extend(
                         (self._entries[number]["offsets"], self._entries[number]["tokens"])
                     )
@@ -111,8 +129,11 @@ class CachedDocuments(ShardedDocuments):
         The reader stays usable: the next read fetches and pins again.
         """
         with self._lock:
-            numbers = list(self._open)
-            self._open.clear()
+            numbers = list(self._resident)
+            for number in numbers:
+                self._slots[number] = None
+            self._resident.clear()
+            self._hand = 0
             self._last = _NO_SHARD
         for number in numbers:
             self._release_shard(number)

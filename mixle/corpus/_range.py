@@ -101,7 +101,7 @@ class RangeDocuments(ShardedDocuments):
 
     def _load(self, number: int) -> _OpenShard:
         with self._lock:
-            shard = self._open.get(number)
+            shard = self._slots[number]
             if shard is not None:
                 return shard
             entry = self._entries[number]
@@ -111,13 +111,12 @@ class RangeDocuments(ShardedDocuments):
             )
             start = self._starts[number]
             shard = _OpenShard(start, start + entry["num_documents"], tokens, offsets, None)
-            self._open[number] = shard
-            while len(self._open) > self._max_open:
-                self._open.popitem(last=False)
+            self._admit(number)
+            self._slots[number] = shard
             return shard
 
     def _read_offsets(self, number: int) -> np.ndarray:
-        shard = self._open.get(number)
+        shard = self._slots[number]
         return shard.offsets_array if shard is not None else self._fetch_offsets(number)
 
     def take(self, indices: Sequence[int] | np.ndarray) -> list[np.ndarray]:
@@ -131,7 +130,7 @@ class RangeDocuments(ShardedDocuments):
         spans: list[tuple[int, int]] = []
         wanted: list[tuple[int, int, int, int]] = []  # (request, position, begin, end)
         for number, positions in self._groups(array):
-            shard = self._open.get(number) or self._load(number)
+            shard = self._shard(number)
             chosen = np.arange(array.shape[0]) if positions is None else positions
             local = array[chosen] - shard.start
             begins = shard.offsets_array[local] * item

@@ -61,7 +61,8 @@ def s3() -> Iterator[dict[str, Any]]:
         import s3fs
 
         fs = s3fs.S3FileSystem(skip_instance_cache=True, **options)
-        fs.mkdir("corpora")
+        if not fs.exists("corpora"):  # moto's state is per interpreter, servers come and go
+            fs.mkdir("corpora")
         yield options
 
 
