@@ -22,7 +22,7 @@ from mixle.corpus._manifest import commit_manifest
 from mixle.corpus._remote import RemoteStore
 from mixle.errors import ArgumentError, CorpusExistsError
 
-__all__ = ["LAYOUTS", "convert_corpus", "publish_corpus", "upload_corpus"]
+__all__ = ["LAYOUTS", "convert_corpus", "publish_corpus", "stored_bytes", "upload_corpus"]
 
 LAYOUTS = ("raw", "zarr")
 
@@ -230,3 +230,19 @@ def upload_corpus(
     return publish_corpus(
         local_dir, url, layout="raw", storage_options=storage_options, overwrite=overwrite
     )
+
+
+def stored_bytes(
+    location: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None
+) -> int:
+    """Total bytes of every file under ``location`` (a directory or URL prefix)."""
+    target = os.fspath(location)
+    if not _is_url(target):
+        target = target[len("file://") :] if target.startswith("file://") else target
+        return sum(
+            os.path.getsize(os.path.join(root, name))
+            for root, _, names in os.walk(target)
+            for name in names
+        )
+    remote = RemoteStore(target, storage_options=storage_options)
+    return int(remote.fs.du(target, total=True))
