@@ -65,7 +65,7 @@ DEFAULT_BACKOFF = 0.2
 MAX_BACKOFF = 10.0
 MODES = ("cache", "range")
 #: Shards a prefetch hint may start downloading ahead of the reader.
-PREFETCH_SHARDS = 4
+PREFETCH_SHARDS = 8
 
 # scheme -> extra that provides it (pyproject optional-dependencies) or a package.
 _INSTALL_HINTS = {
@@ -532,8 +532,8 @@ class RemoteStore:
         """Start downloading ``names`` in the background; pins them until read.
 
         Never blocks on the network and never raises for a remote problem (the read
-        itself will). At most ``2 * PREFETCH_SHARDS`` files are outstanding; older
-        unread prefetches are dropped (unpinned) first.
+        itself will). At most ``2 * PREFETCH_SHARDS`` files are outstanding, taken
+        in hint order; finished prefetches that are no longer hinted make room.
         """
         with self._guard:
             if self._pid != os.getpid():
@@ -542,12 +542,20 @@ class RemoteStore:
                 self._executor = concurrent.futures.ThreadPoolExecutor(
                     max_workers=PREFETCH_SHARDS, thread_name_prefix="mixle-prefetch"
                 )
+            hinted = set(names)
             for name in names:
                 if name in self._prefetching or name not in self._entries:
                     continue
-                while len(self._prefetching) >= 2 * PREFETCH_SHARDS:
-                    oldest = next(iter(self._prefetching))
-                    self._prefetching.pop(oldest).add_done_callback(self._unpin_after(oldest))
+                if len(self._prefetching) >= 2 * PREFETCH_SHARDS:
+                    # Full: make room only by dropping finished prefetches that are no
+                    # longer hinted; the hint's order is its priority.
+                    stale = next(
+                        (n for n, f in self._prefetching.items() if n not in hinted and f.done()),
+                        None,
+                    )
+                    if stale is None:
+                        break
+                    self._prefetching.pop(stale).add_done_callback(self._unpin_after(stale))
                 self._prefetching[name] = self._executor.submit(self._fetch, name)
 
     def _unpin_after(self, name: str) -> Callable[[concurrent.futures.Future[str]], None]:
