@@ -411,13 +411,7 @@ class RemoteStore:
 
     def file_size(self, name: str) -> int:
         if self._sizes is None:
-            names = sorted(self._entries) or [name]
-            urls = [self.url_of(n) for n in names]
-            try:
-                sizes = self._retry(lambda: list(self.fs.sizes(urls)), "file sizes")
-                self._sizes = dict(zip(names, (int(s) for s in sizes), strict=True))
-            except FileNotFoundError:
-                self._sizes = {}
+            self._sizes = self._list_sizes()
         if name in self._sizes:
             return self._sizes[name]
         try:
@@ -426,6 +420,34 @@ class RemoteStore:
             raise CorpusFormatError(f"{self.url_of(name)}: shard file missing.") from exc
         self._sizes[name] = size
         return size
+
+    def _list_sizes(self) -> dict[str, int]:
+        """Sizes of every manifest file: one listing where the store offers sizes
+        (S3, GCS, Azure: one LIST request), else concurrent HEADs (HTTP)."""
+        names = sorted(self._entries)
+        if not names:
+            return {}
+        found: dict[str, int] = {}
+        if self.protocol not in ("http", "https"):
+            try:
+                listing = self._retry(
+                    lambda: self.fs.ls(self.url, detail=True, refresh=True), "listing"
+                )
+            except (FileNotFoundError, CorpusError):
+                listing = []
+            for item in listing:
+                base = str(item.get("name", "")).rstrip("/").rsplit("/", 1)[-1]
+                if base in self._entries and item.get("size") is not None:
+                    found[base] = int(item["size"])
+        missing = [n for n in names if n not in found]
+        if missing:
+            urls = [self.url_of(n) for n in missing]
+            try:
+                sizes = self._retry(lambda: list(self.fs.sizes(urls)), "file sizes")
+                found.update(zip(missing, (int(s) for s in sizes), strict=True))
+            except FileNotFoundError:
+                pass  # file_size asks one by one and names the missing file
+        return found
 
     def local_path(self, name: str) -> str:
         """Path of ``name`` in the shared cache, downloading it first if needed; pins it."""
