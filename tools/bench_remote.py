@@ -168,14 +168,13 @@ def main() -> int:
             seconds, total = timed(cold_run)
             assert total == expected, "cold-cache read returned different data"
             cold.append(seconds)
-            warm_reader = open_corpus(url, storage_options=options, cache_dir=cache)
-            warm.append(timed(lambda r=warm_reader: consume(r, args.window, False))[0])
-            local_reader = open_corpus(local)
-            base_warm.append(timed(lambda r=local_reader: consume(r, args.window, False))[0])
-            warm_reader2 = open_corpus(url, storage_options=options, cache_dir=cache)
-            warm.append(timed(lambda r=warm_reader2: consume(r, args.window, False))[0])
-            local_reader2 = open_corpus(local)
-            base_warm.append(timed(lambda r=local_reader2: consume(r, args.window, False))[0])
+            os.sync()  # let the cold run's writeback finish before timing warm reads
+            for turn in range(4):  # fresh readers, page cache warm for both, interleaved
+                warm_reader = open_corpus(url, storage_options=options, cache_dir=cache)
+                local_reader = open_corpus(local)
+                pair = [(warm, warm_reader), (base_warm, local_reader)]
+                for samples, reader in pair if turn % 2 == 0 else pair[::-1]:
+                    samples.append(timed(lambda r=reader: consume(r, args.window, False))[0])
 
             def first_batch(location: Any, **kw: Any) -> None:
                 documents = open_corpus(location, **kw)

@@ -112,16 +112,22 @@ class ShardCache:
         return os.path.join(self._objects, digest)
 
     # -- pins -----------------------------------------------------------------------
-    def _pin_table(self) -> dict[str, list[int]]:
-        if self._pid != os.getpid():  # forked: the parent's pins are not ours to release
+    def _lock(self) -> threading.Lock:
+        """This process's guard. After a fork the parent's pins are not ours to
+        release, and its lock may have been held by a thread that does not exist
+        here: start afresh (checked before taking the lock, never under it)."""
+        if self._pid != os.getpid():
             self._pins = {}
             self._guard = threading.Lock()
             self._pid = os.getpid()
+        return self._guard
+
+    def _pin_table(self) -> dict[str, list[int]]:
         return self._pins
 
     def pin(self, digest: str) -> None:
         """Mark ``digest`` in use by this process (reference counted); eviction skips it."""
-        with self._guard:
+        with self._lock():
             table = self._pin_table()
             slot = table.get(digest)
             if slot is not None:
@@ -134,7 +140,7 @@ class ShardCache:
 
     def release(self, digest: str) -> None:
         """Drop one pin of ``digest``; the last one makes the file evictable again."""
-        with self._guard:
+        with self._lock():
             table = self._pin_table()
             slot = table.get(digest)
             if slot is None:
@@ -146,7 +152,7 @@ class ShardCache:
 
     def pinned(self) -> set[str]:
         """Digests this process currently pins."""
-        with self._guard:
+        with self._lock():
             return set(self._pin_table())
 
     # -- fetching -------------------------------------------------------------------

@@ -24,15 +24,16 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import hashlib
 import json
 import os
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from mixle.corpus._cache import ShardCache, default_cache_dir, file_digest
+from mixle.corpus._cache import ShardCache, default_cache_dir
 from mixle.corpus._format import HEADER_SIZE, MANIFEST_NAME
 from mixle.corpus._manifest import parse_manifest
 from mixle.corpus._store import STORE_FACTORIES, LocalStore, ShardStore
@@ -64,6 +65,8 @@ DEFAULT_RETRIES = 5
 DEFAULT_BACKOFF = 0.2
 MAX_BACKOFF = 10.0
 MODES = ("cache", "range")
+#: Whole-file downloads are streamed in parts of this many bytes (one GET each).
+DOWNLOAD_PART = 16 * 2**20
 #: Shards a prefetch hint may start downloading ahead of the reader.
 PREFETCH_SHARDS = 8
 
@@ -83,6 +86,18 @@ REMOTE_SCHEMES = (*_INSTALL_HINTS, "memory")
 
 _FILESYSTEMS: dict[tuple[int, str, str], Any] = {}
 _FS_LOCK = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    # The parent's filesystems own an event loop and sockets that did not survive the
+    # fork, and _FS_LOCK may have been held by a parent thread: start afresh.
+    global _FS_LOCK
+    _FILESYSTEMS.clear()
+    _FS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _options_key(options: Mapping[str, Any]) -> str:
@@ -111,8 +126,6 @@ def filesystem(protocol: str, storage_options: Mapping[str, Any] | None = None) 
     if fs is not None:
         return fs
     with _FS_LOCK:
-        if key[0] not in {k[0] for k in _FILESYSTEMS}:
-            _FILESYSTEMS.clear()  # entries of a parent process after fork
         fs = _FILESYSTEMS.get(key)
         if fs is None:
             import fsspec
@@ -451,10 +464,8 @@ class RemoteStore:
 
     def local_path(self, name: str) -> str:
         """Path of ``name`` in the shared cache, downloading it first if needed; pins it."""
-        future = None
-        with self._guard:
-            if self._pid == os.getpid():
-                future = self._prefetching.pop(name, None)
+        with self._lock():
+            future = self._prefetching.pop(name, None)
         if future is not None:
             try:
                 return future.result()  # its pin passes to the caller
@@ -475,18 +486,41 @@ class RemoteStore:
         )
 
     def _download(self, name: str, temporary: str, size: int, digest: str) -> None:
-        """Copy ``name`` to ``temporary``; refetch on a transient error or a bad body."""
+        """Copy ``name`` to ``temporary``; refetch on a transient error or a bad body.
+
+        Streams in parts of :data:`DOWNLOAD_PART` bytes (one GET each; a file no
+        larger than a part is one plain GET), hashing as it writes, so the SHA-256
+        check costs no second pass over the file. Never ``fs.open()``.
+        """
         url = self.url_of(name)
 
         def fetch() -> str:
-            self.fs.get_file(url, temporary)
-            return temporary
+            hasher = hashlib.sha256()
+            with open(temporary, "wb") as out:
+                parts: Iterable[bytes]
+                if 0 < size <= DOWNLOAD_PART:
+                    parts = [bytes(self.fs.cat_file(url))]
+                else:
+                    parts = (
+                        bytes(
+                            self.fs.cat_file(url, start=begin, end=min(size, begin + DOWNLOAD_PART))
+                        )
+                        for begin in range(0, size, DOWNLOAD_PART)
+                    )
+                written = 0
+                for part in parts:
+                    hasher.update(part)
+                    out.write(part)
+                    written += len(part)
+                    if written > size:
+                        break
+            return f"{written} {hasher.hexdigest()}"
 
-        def invalid(path: str) -> str | None:
-            actual = os.stat(path).st_size
-            if actual != size:
-                return f"body is {actual} bytes, the manifest says {size} (truncated)"
-            if file_digest(path) != digest:
+        def invalid(outcome: str) -> str | None:
+            written, actual = outcome.split()
+            if int(written) != size:
+                return f"body is {written} bytes, the manifest says {size} (truncated)"
+            if actual != digest:
                 return f"body SHA-256 differs from the manifest's {digest} (corrupted)"
             return None
 
@@ -557,9 +591,7 @@ class RemoteStore:
         itself will). At most ``2 * PREFETCH_SHARDS`` files are outstanding, taken
         in hint order; finished prefetches that are no longer hinted make room.
         """
-        with self._guard:
-            if self._pid != os.getpid():
-                self._prefetching, self._executor, self._pid = {}, None, os.getpid()
+        with self._lock():
             if self._executor is None:
                 self._executor = concurrent.futures.ThreadPoolExecutor(
                     max_workers=PREFETCH_SHARDS, thread_name_prefix="mixle-prefetch"
@@ -580,6 +612,15 @@ class RemoteStore:
                     self._prefetching.pop(stale).add_done_callback(self._unpin_after(stale))
                 self._prefetching[name] = self._executor.submit(self._fetch, name)
 
+    def _lock(self) -> threading.Lock:
+        """This process's guard; after a fork, drop the parent's prefetches and pool
+        (their threads do not exist here) before taking it."""
+        if self._pid != os.getpid():
+            self._prefetching, self._executor = {}, None
+            self._guard = threading.Lock()
+            self._pid = os.getpid()
+        return self._guard
+
     def _unpin_after(self, name: str) -> Callable[[concurrent.futures.Future[str]], None]:
         def done(future: concurrent.futures.Future[str]) -> None:
             if future.exception() is None:
@@ -589,7 +630,7 @@ class RemoteStore:
 
     def close(self) -> None:
         """Stop background prefetching and drop its pins (the reader's pins are kept)."""
-        with self._guard:
+        with self._lock():
             pending, self._prefetching = self._prefetching, {}
             executor, self._executor = self._executor, None
         for name, future in pending.items():
