@@ -98,14 +98,19 @@ class ShardCache:
         self._objects = os.path.join(self.directory, "objects")
         self._locks = os.path.join(self.directory, "locks")
         self._tmp = os.path.join(self.directory, "tmp")
-        for path in (self._objects, self._locks, self._tmp):
-            os.makedirs(path, exist_ok=True)
+        self._made = False  # directories are created on first use, not by construction
         self._guard = threading.Lock()
         self._pins: dict[str, list[int]] = {}  # digest -> [fd, count]
         self._pid = os.getpid()
 
     def __reduce__(self) -> tuple[object, ...]:
         return (ShardCache, (self.directory, self.limit))
+
+    def _ensure(self) -> None:
+        if not self._made:
+            for path in (self._objects, self._locks, self._tmp):
+                os.makedirs(path, exist_ok=True)
+            self._made = True
 
     def path(self, digest: str) -> str:
         """Where the file with SHA-256 ``digest`` lives once cached."""
@@ -133,6 +138,7 @@ class ShardCache:
             if slot is not None:
                 slot[1] += 1
                 return
+            self._ensure()
             fd = os.open(os.path.join(self._locks, f"{digest}.pin"), os.O_RDWR | os.O_CREAT, 0o644)
             # Blocks only while an evictor holds the exclusive lock (a few unlinks).
             fcntl.flock(fd, fcntl.LOCK_SH)
@@ -171,6 +177,7 @@ class ShardCache:
         process fetches a missing file; the others wait for it. With ``pin`` the file
         stays pinned until :meth:`release`.
         """
+        self._ensure()
         if pin:
             self.pin(digest)
         try:
@@ -205,6 +212,8 @@ class ShardCache:
     def usage(self) -> int:
         """Bytes currently held in ``objects/``."""
         total = 0
+        if not os.path.isdir(self._objects):
+            return 0
         with os.scandir(self._objects) as entries:
             for entry in entries:
                 with contextlib.suppress(FileNotFoundError):

@@ -175,12 +175,7 @@ class ZarrStore(RemoteStore):
     def read_prefix(self, name: str, size: int) -> bytes:
         # The zarr layout stores offsets without their header; it is a function of the
         # manifest entry, and the decoded file is checked against the SHA-256 anyway.
-        _number, key, entry = self._entry(name)
-        if key != "offsets":
-            raise CorpusFormatError(f"{self.url_of(name)}: only offsets files have a header.")
-        return OffsetsHeader(
-            json.loads(self.read_manifest())["dtype"], entry["num_documents"], entry["num_tokens"]
-        ).pack()[:size]
+        return self._manifest_header(name)[:size]
 
     def file_size(self, name: str) -> int:
         _, key, entry = self._entry(name)
