@@ -154,9 +154,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.flush()
             self._reset()
             return
-        self.wfile.write(body)
-        with self.state.lock:
+        with self.state.lock:  # count before sending: the client may look right after
             self.state.bytes_sent[relative] += len(body)
+        self.wfile.write(body)
 
 
 class _Server(http.server.ThreadingHTTPServer):
