@@ -36,15 +36,11 @@ from mixle.corpus._inspect import describe_corpus, plot_lengths
 from mixle.corpus._manifest import commit_manifest
 from mixle.corpus._publish import convert_corpus, publish_corpus, upload_corpus
 from mixle.corpus._range import RangeDocuments
-from mixle.corpus._reader import (
-    DEFAULT_MAX_OPEN_SHARDS,
-    DocumentsView,
-    ShardedDocuments,
-    open_corpus,
-)
+from mixle.corpus._reader import DEFAULT_MAX_OPEN_SHARDS, ShardedDocuments, open_corpus
 from mixle.corpus._remote import RemoteStore
 from mixle.corpus._shard import ShardWriter, write_shard
 from mixle.corpus._verify import ShardReport, VerifyReport, verify_corpus
+from mixle.corpus._view import DocumentsView
 from mixle.corpus._writer import DEFAULT_SHARD_MAX_BYTES, CorpusWriter
 from mixle.errors import CorpusError, RemoteError
 

@@ -87,7 +87,8 @@ def encode_documents(
     Raises
     ------
     TokenIdError
-        An id is negative or ``>= limit``; names the document index, position and value.
+        An id is negative or ``>= limit``; names the first such id's document index,
+        position and value. The exception's ``document`` attribute is that index.
     """
     lengths = np.array(list(map(len, documents)), dtype=np.int64)
     if len(documents) == 1:
@@ -103,21 +104,22 @@ def encode_documents(
             tokens = np.concatenate(documents).astype(common, copy=False)
     if tokens.shape[0] == 0:
         return EncodedBatch(tokens, lengths, -1)
-    if tokens.dtype.kind == "i" and int(tokens.min()) < 0:
-        position = int(np.flatnonzero(tokens < 0)[0])
-        doc, offset = _locate(lengths, position, first_document)
-        raise TokenIdError(
-            f"document {doc} has token id {int(tokens[position])} at position {offset}; "
-            "token ids must be nonnegative."
-        )
+    negative = tokens.dtype.kind == "i" and int(tokens.min()) < 0
     max_id = int(tokens.max())
-    if limit is not None and max_id >= limit:
-        position = int(np.flatnonzero(tokens >= limit)[0])
+    too_large = limit is not None and max_id >= limit
+    if negative or too_large:
+        bad = np.zeros(tokens.shape[0], dtype=bool)
+        if negative:
+            bad |= tokens < 0
+        if too_large:
+            bad |= tokens >= limit
+        position = int(np.flatnonzero(bad)[0])
+        value = int(tokens[position])
         doc, offset = _locate(lengths, position, first_document)
-        raise TokenIdError(
-            f"document {doc} has token id {int(tokens[position])} at position {offset}; "
-            f"ids must be below {limit}."
-        )
+        rule = "token ids must be nonnegative" if value < 0 else f"ids must be below {limit}"
+        error = TokenIdError(f"document {doc} has token id {value} at position {offset}; {rule}.")
+        error.document = doc  # type: ignore[attr-defined]
+        raise error
     return EncodedBatch(tokens, lengths, max_id)
 
 

@@ -36,6 +36,12 @@ MAX_COALESCED = 8 * 1024 * 1024
 ITER_BLOCK = 8 * 1024 * 1024
 
 
+def _empty(dtype: np.dtype[Any]) -> np.ndarray:
+    empty = np.empty(0, dtype=dtype)
+    empty.flags.writeable = False  # like every other returned document
+    return empty
+
+
 class _RangeTokens:
     """Stands in for a shard's token array: slicing fetches exactly that range."""
 
@@ -50,7 +56,7 @@ class _RangeTokens:
     def __getitem__(self, key: slice) -> np.ndarray:
         start, stop = int(key.start), int(key.stop)
         if stop <= start:
-            return np.empty(0, dtype=self.dtype)
+            return _empty(self.dtype)
         item = self.dtype.itemsize
         data = self.store.read_range(self.name, start * item, stop * item)
         return np.frombuffer(data, dtype=self.dtype)  # bytes: read-only, like the mmap views
@@ -146,7 +152,7 @@ class RangeDocuments(ShardedDocuments):
                 chosen[order].tolist(), begins[order].tolist(), ends[order].tolist(), strict=True
             ):
                 if end <= begin:
-                    out[position] = np.empty(0, dtype=self._dtype)
+                    out[position] = _empty(self._dtype)
                     continue
                 while not spans[request][0] <= begin <= end <= spans[request][1]:
                     request += 1
@@ -174,7 +180,7 @@ class RangeDocuments(ShardedDocuments):
             if not entry["num_documents"]:
                 continue
             bounds = self._read_offsets(number).tolist()
-            block_start, block = 0, np.empty(0, dtype=self._dtype)
+            block_start, block = 0, _empty(self._dtype)
             for begin, end in itertools.pairwise(bounds):
                 if end > block_start + block.shape[0]:
                     block_start = begin

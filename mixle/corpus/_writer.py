@@ -22,7 +22,7 @@ from mixle.corpus._encode import as_integer_document, encode_documents, narrow, 
 from mixle.corpus._format import MANIFEST_NAME, dtype_limit, normalize_dtype, resolve_dtype
 from mixle.corpus._manifest import commit_manifest, fsync_directory
 from mixle.corpus._shard import ShardWriter, rewrite_shard_dtype
-from mixle.errors import ArgumentError, CorpusExistsError
+from mixle.errors import ArgumentError, CorpusError, CorpusExistsError, TokenIdError
 
 __all__ = ["DEFAULT_SHARD_MAX_BYTES", "CorpusWriter"]
 
@@ -165,9 +165,14 @@ class CorpusWriter:
     def add_many(self, documents: Iterable[Any]) -> None:
         """Append every document of ``documents``, validated in batches.
 
-        Documents before the first invalid one are kept; the error names the invalid
-        document's index and position. Raising aborts nothing by itself, but leaving
-        the ``with`` block through the exception does.
+        On an invalid document every document before it is kept and the error names
+        its index and position (the writer stays usable). Leaving the ``with`` block
+        through the exception discards everything.
+
+        Raises
+        ------
+        TokenIdError, ArgumentTypeError
+            As for :meth:`add`.
         """
         self._check_open()
         batch: list[np.ndarray] = []
@@ -181,7 +186,12 @@ class CorpusWriter:
             if type(document) is np.ndarray and document.dtype in accepted and document.ndim == 1:
                 array = document
             else:
-                array = as_integer_document(document, index + len(batch))
+                try:
+                    array = as_integer_document(document, index + len(batch))
+                except CorpusError:
+                    if batch:
+                        self._add_batch(batch)
+                    raise
                 if array.dtype.kind in "iu":
                     accepted.add(array.dtype)
             append(array)
@@ -257,7 +267,13 @@ class CorpusWriter:
     def _add_batch(self, arrays: list[np.ndarray]) -> None:
         self._check_open()
         limit = self.vocab_size or (dtype_limit(self._fixed_dtype) if self._fixed_dtype else None)
-        batch = encode_documents(arrays, first_document=self._num_documents, limit=limit)
+        try:
+            batch = encode_documents(arrays, first_document=self._num_documents, limit=limit)
+        except TokenIdError as error:
+            valid = getattr(error, "document", self._num_documents) - self._num_documents
+            if valid > 0:
+                self._add_batch(arrays[:valid])
+            raise
         if self._fixed_dtype is None and batch.max_id >= dtype_limit(self._dtype):
             self._flush()
             self._widen(needed_dtype(batch.max_id))

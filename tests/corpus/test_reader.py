@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from mixle.data._documents import (
 )
 from mixle.errors import ArgumentError, ArgumentTypeError, CorpusNotFoundError
 from tests.corpus.conftest import random_documents
+from tests.corpus.contract import assert_documents_contract
 
 
 @pytest.fixture
@@ -91,6 +93,9 @@ def test_take_returns_documents_in_request_order(
 
 def test_prefetch_is_a_harmless_hint(corpus: tuple[ShardedDocuments, list[np.ndarray]]) -> None:
     documents, expected = corpus
+    assert documents._resident == []
+    documents.prefetch([119, 0])  # maps the shards holding them, to madvise their ranges
+    assert set(documents._resident) == {0, documents.num_shards - 1}
     documents.prefetch(range(0, 120, 3))
     documents.prefetch([10**9, -(10**9)])  # ignored, never raises
     documents.prefetch([])
@@ -159,3 +164,28 @@ def test_open_len_lengths_and_fingerprint_map_no_token_file(
     assert documents[10:20].num_tokens == sum(len(d) for d in expected[10:20])
     with pytest.raises(AssertionError, match="mapped"):
         documents[0]
+
+
+def test_local_corpus_and_its_views_honour_the_documents_contract(
+    corpus: tuple[ShardedDocuments, list[np.ndarray]],
+) -> None:
+    documents, expected = corpus
+    assert_documents_contract(documents, expected)
+    assert_documents_contract(documents[7:90:3], expected[7:90:3])
+
+
+def _read_in_child(documents: ShardedDocuments, indices: list[int]) -> list[list[int]]:
+    return [documents[i].tolist() for i in indices]
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_reader_works_in_fork_and_spawn_workers(
+    corpus: tuple[ShardedDocuments, list[np.ndarray]], method: str
+) -> None:
+    documents, expected = corpus
+    _ = documents[0]  # parent has shards mapped before the fork
+    context = multiprocessing.get_context(method)
+    with context.Pool(2) as pool:
+        results = pool.starmap(_read_in_child, [(documents, [0, 5]), (documents[60:], [1, -1])])
+    assert results[0] == [expected[0].tolist(), expected[5].tolist()]
+    assert results[1] == [expected[61].tolist(), expected[-1].tolist()]

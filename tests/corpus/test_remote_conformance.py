@@ -189,3 +189,19 @@ def test_verify_corpus_passes_on_remote_backends(
     documents = OPENERS[backend](published, http_corpus, tmp_path)
     report = verify_corpus(documents.location, **dict(documents._store.options))
     assert report.ok and report.fingerprint == documents.fingerprint
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "s3-range"])
+def test_documents_contract_holds(
+    backend: str,
+    published: Published,
+    http_corpus: CorpusHTTPServer,
+    sample_documents: list[np.ndarray],
+    tmp_path: Path,
+) -> None:
+    """The format's shared DocumentsContract, on every backend (s3-range is covered by
+    http-range: the contract reads each document singly, ~20 ms per request on moto)."""
+    from tests.corpus.contract import assert_documents_contract
+
+    documents = OPENERS[backend](published, http_corpus, tmp_path / "cache")
+    assert_documents_contract(documents, sample_documents)

@@ -270,3 +270,33 @@ def test_background_hashing_never_sees_a_reused_caller_buffer(
     commit_manifest(tmp_path / "c", [entry], dtype="uint16")
     documents = open_corpus(tmp_path / "c", verify=True)
     assert [int(doc[0]) for doc in documents] == [0, 1, 2, 3]
+
+
+def test_add_many_keeps_every_document_before_the_invalid_one(tmp_path: Path) -> None:
+    path = tmp_path / "c"
+    with CorpusWriter(path, vocab_size=10) as writer:
+        writer.add([1])
+        with pytest.raises(TokenIdError, match=r"document 3 has token id 10 at position 2"):
+            writer.add_many([[2], [3, 4], [5, 6, 10, -1], [7]])
+        with pytest.raises(TokenIdError, match=r"document 4 has fractional"):
+            writer.add_many([[8], [0.5]])
+        with pytest.raises(TokenIdError, match=r"document 4 has token id -1 at position 0"):
+            writer.add_many([np.array([-1, 99])])
+        assert writer.num_documents == 4
+    assert [doc.tolist() for doc in open_corpus(path)] == [[1], [2], [3, 4], [8]]
+
+
+def test_empty_shards_in_a_manifest_are_skipped_by_readers(tmp_path: Path) -> None:
+    entries = [
+        write_shard(tmp_path, 0, [], dtype="uint16"),
+        write_shard(tmp_path, 1, [[1, 2], [3]], dtype="uint16"),
+        write_shard(tmp_path, 2, [], dtype="uint16"),
+        write_shard(tmp_path, 3, [[4]], dtype="uint16"),
+        write_shard(tmp_path, 4, [], dtype="uint16"),
+    ]
+    commit_manifest(tmp_path, entries, dtype="uint16")
+    documents = open_corpus(tmp_path, verify=True)
+    assert [documents[i].tolist() for i in range(-3, 3)] == [[1, 2], [3], [4]] * 2
+    assert [doc.tolist() for doc in documents] == [[1, 2], [3], [4]]
+    assert [doc.tolist() for doc in documents.take([2, 0])] == [[4], [1, 2]]
+    np.testing.assert_array_equal(documents.lengths, [2, 1, 1])
