@@ -20,6 +20,7 @@ __all__ = [
     "CorpusFormatError",
     "CorpusNotFoundError",
     "IngestError",
+    "MissingBackendError",
     "RemoteError",
     "RevisionMismatchError",
     "StateMismatchError",
@@ -85,3 +86,7 @@ class CheckpointError(CorpusError, ValueError):
 
 class RevisionMismatchError(CorpusError, ValueError):
     """Gradient states computed at different model revisions cannot be combined."""
+
+
+class MissingBackendError(CorpusError, ImportError):
+    """An optional package needed for a storage backend is not installed (says what to install)."""

@@ -17,6 +17,10 @@ __all__ = ["main"]
 
 # name -> (module, one-line help). Keep sorted by name.
 _COMMANDS: dict[str, tuple[str, str]] = {
+    "convert": (
+        "mixle.cli._convert",
+        "Write a corpus as zarr (compressed) or raw, to a directory or URL.",
+    ),
     "inspect": (
         "mixle.cli._inspect",
         "Summarize a corpus: shards, documents, tokens, dtype, bytes, length percentiles.",

@@ -13,6 +13,10 @@ verify_corpus, VerifyReport, ShardReport
     Full checksum verification.
 describe_corpus, plot_lengths
     Summary statistics and a document-length histogram (``mixle inspect``).
+publish_corpus, convert_corpus, upload_corpus
+    Write a corpus to a local directory or fsspec URL, raw or zarr layout.
+CachedDocuments, RangeDocuments, RemoteStore, ShardCache
+    Remote corpora: shared local shard cache with prefetch, or byte-range reads.
 
 Building blocks (for parallel ingest and remote backends)
 ----------------------------------------------------------
@@ -24,32 +28,49 @@ commit_manifest
 
 from __future__ import annotations
 
+from mixle.corpus import _remote
+from mixle.corpus._cache import ShardCache, default_cache_dir
+from mixle.corpus._cached import CachedDocuments
 from mixle.corpus._format import FORMAT_VERSION, MANIFEST_NAME
 from mixle.corpus._inspect import describe_corpus, plot_lengths
 from mixle.corpus._manifest import commit_manifest
+from mixle.corpus._publish import convert_corpus, publish_corpus, upload_corpus
+from mixle.corpus._range import RangeDocuments
 from mixle.corpus._reader import DEFAULT_MAX_OPEN_SHARDS, ShardedDocuments, open_corpus
+from mixle.corpus._remote import RemoteStore
 from mixle.corpus._shard import ShardWriter, write_shard
 from mixle.corpus._verify import ShardReport, VerifyReport, verify_corpus
 from mixle.corpus._view import DocumentsView
 from mixle.corpus._writer import DEFAULT_SHARD_MAX_BYTES, CorpusWriter
-from mixle.errors import CorpusError
+from mixle.errors import CorpusError, RemoteError
+
+_remote.register()  # s3://, gs://, https://, memory:// ... and zarr detection
 
 __all__ = [
     "DEFAULT_MAX_OPEN_SHARDS",
     "DEFAULT_SHARD_MAX_BYTES",
     "FORMAT_VERSION",
     "MANIFEST_NAME",
+    "CachedDocuments",
     "CorpusError",
     "CorpusWriter",
     "DocumentsView",
+    "RangeDocuments",
+    "RemoteError",
+    "RemoteStore",
+    "ShardCache",
     "ShardReport",
     "ShardWriter",
     "ShardedDocuments",
     "VerifyReport",
     "commit_manifest",
+    "convert_corpus",
+    "default_cache_dir",
     "describe_corpus",
     "open_corpus",
     "plot_lengths",
+    "publish_corpus",
+    "upload_corpus",
     "verify_corpus",
     "write_shard",
 ]

@@ -460,7 +460,11 @@ def open_corpus(
     *,
     verify: bool = False,
     max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS,
-    **storage_options: Any,
+    storage_options: Mapping[str, Any] | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    cache_limit: int | None = None,
+    mode: str = "cache",
+    **options: Any,
 ) -> ShardedDocuments:
     """Open the corpus at ``path`` lazily; return its documents.
 
@@ -478,8 +482,18 @@ def open_corpus(
         Also recompute every file's SHA-256 against the manifest (reads everything).
     max_open_shards
         Bound on simultaneously mapped shards (LRU).
-    **storage_options
-        Passed to the storage backend (none for local directories).
+    storage_options
+        Passed to the fsspec filesystem of a URL (endpoint, anonymous access, ...).
+        Credentials come from the usual fsspec/cloud configuration.
+    cache_dir, cache_limit
+        Remote and zarr corpora: the shared local shard cache (default
+        ``$MIXLE_CACHE_DIR`` or ``~/.cache/mixle/shards``) and its LRU bound in bytes
+        (default unbounded). See ``docs/remote.md``.
+    mode
+        ``"cache"`` (download each shard once, then mmap) or ``"range"`` (byte-range
+        reads of documents, no local copy; raw layout on a URL only).
+    **options
+        Further backend options (e.g. ``retries``, ``backoff`` for URLs).
 
     Raises
     ------
@@ -495,7 +509,18 @@ def open_corpus(
     """
     if not isinstance(verify, bool):
         raise ArgumentTypeError(f"`verify` must be a bool. Got {verify!r} instead.")
-    store = open_store(path, **storage_options)
+    backend = {
+        key: value
+        for key, value in (
+            ("storage_options", storage_options),
+            ("cache_dir", cache_dir),
+            ("cache_limit", cache_limit),
+        )
+        if value is not None
+    }
+    if mode != "cache":
+        backend["mode"] = mode
+    store = open_store(path, **backend, **options)
     manifest = parse_manifest(store.read_manifest(), f"{store.location}/manifest.json")
     for number, entry in enumerate(manifest["shards"]):
         _check_shard_files(store, manifest["dtype"], number, entry)
@@ -503,7 +528,8 @@ def open_corpus(
         from mixle.corpus._verify import verify_store
 
         verify_store(store, manifest).raise_first()
-    return ShardedDocuments(store, manifest, max_open_shards=max_open_shards)
+    documents_type: type[ShardedDocuments] = getattr(store, "documents_type", ShardedDocuments)
+    return documents_type(store, manifest, max_open_shards=max_open_shards)
 
 
 def _check_shard_files(store: ShardStore, dtype: str, number: int, entry: dict[str, Any]) -> None:
