@@ -16,7 +16,9 @@ from collections.abc import Sequence
 __all__ = ["main"]
 
 # name -> (module, one-line help). Keep sorted by name.
-_COMMANDS: dict[str, tuple[str, str]] = {}
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "ingest": ("mixle.cli._ingest", "convert token files or text into a sharded corpus"),
+}
 
 
 def _build_parser(selected: str | None) -> argparse.ArgumentParser:

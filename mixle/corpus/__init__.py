@@ -23,6 +23,7 @@ commit_manifest
 from __future__ import annotations
 
 from mixle.corpus._format import FORMAT_VERSION, MANIFEST_NAME
+from mixle.corpus._ingest import IngestSummary, ingest
 from mixle.corpus._manifest import commit_manifest
 from mixle.corpus._reader import (
     DEFAULT_MAX_OPEN_SHARDS,
@@ -52,3 +53,4 @@ __all__ = [
     "verify_corpus",
     "write_shard",
 ]
+__all__ += ["IngestSummary", "ingest"]

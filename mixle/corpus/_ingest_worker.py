@@ -1,0 +1,183 @@
+"""Convert one work unit into shards of its own: the code every ingest worker runs.
+
+A unit is written with :class:`~mixle.corpus.CorpusWriter` into its own directory
+``<work>/unit-NNNNNN/``, so its shards are crash-safe and complete before its
+``manifest.json`` appears; a ``done.json`` written after that (atomically) marks the
+unit complete for ``--resume``. Bad records either stop the unit (the failure and
+its location are returned, nothing is kept) or are written to the unit's
+``rejects.jsonl``. Nothing here depends on which process runs the unit or how many
+run at once, which is what makes the corpus identical for any worker count.
+
+The module is import-safe under ``spawn``/``forkserver``: no work at import time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mixle.corpus._format import dtype_limit
+from mixle.corpus._inputs import WorkUnit
+from mixle.corpus._manifest import fsync_directory
+from mixle.corpus._readers import Batch, ReadOptions, read_unit
+from mixle.corpus._writer import CorpusWriter
+from mixle.errors import IngestError
+
+__all__ = ["UnitJob", "convert_unit", "init_worker", "write_json_atomic"]
+
+DONE_NAME = "done.json"
+REJECTS_NAME = "rejects.jsonl"
+
+# Progress counters shared with the coordinating process: documents, tokens, input
+# bytes. Set by :func:`init_worker` (pool) or directly (in-process run).
+_COUNTERS: Any = None
+_TICK: Callable[[], None] | None = None
+
+
+def init_worker(counters: Any, tick: Callable[[], None] | None = None) -> None:
+    """Install the shared progress counters (pool initializer)."""
+    global _COUNTERS, _TICK
+    _COUNTERS = counters
+    _TICK = tick
+
+
+@dataclass(frozen=True, slots=True)
+class UnitJob:
+    """Everything a worker needs besides the unit (picklable)."""
+
+    read: ReadOptions
+    append_eos: int | None
+    vocab_size: int | None
+    dtype: str | None
+    shard_size: int
+    on_error: str
+
+
+def write_json_atomic(path: str, value: Any) -> None:
+    """Write ``value`` as JSON to ``path`` via a temporary file, fsync and rename."""
+    temporary = f"{path}.tmp-{os.getpid()}"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(value, handle, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    fsync_directory(os.path.dirname(path) or ".")
+
+
+def _append_eos(batch: Batch, eos: int) -> tuple[np.ndarray, np.ndarray]:
+    dtype = np.result_type(batch.tokens.dtype, np.min_scalar_type(eos))
+    ends = np.cumsum(batch.lengths, dtype=np.int64)
+    tokens = np.insert(batch.tokens.astype(dtype, copy=False), ends, eos)
+    return tokens, batch.lengths + 1
+
+
+def _bad_documents(tokens: np.ndarray, lengths: np.ndarray, limit: int | None) -> dict[int, str]:
+    """Return ``{document in batch: reason}`` for documents with an id out of range."""
+    if tokens.shape[0] == 0:
+        return {}
+    negative = tokens.dtype.kind == "i" and int(tokens.min()) < 0
+    too_big = limit is not None and int(tokens.max()) >= limit
+    if not negative and not too_big:
+        return {}
+    mask = np.zeros(tokens.shape[0], dtype=bool)
+    if negative:
+        mask |= tokens < 0
+    if too_big:
+        mask |= tokens >= limit
+    positions = np.flatnonzero(mask)
+    ends = np.cumsum(lengths, dtype=np.int64)
+    documents = np.searchsorted(ends, positions, side="right")
+    reasons: dict[int, str] = {}
+    for position, document in zip(positions.tolist(), documents.tolist(), strict=True):
+        if document in reasons:
+            continue
+        value = int(tokens[position])
+        offset = position - (int(ends[document - 1]) if document else 0)
+        if value < 0:
+            reasons[document] = f"token id {value} at position {offset} is negative"
+        else:
+            reasons[document] = f"token id {value} at position {offset} is not below {limit}"
+    return reasons
+
+
+def _tick(documents: int, tokens: int, input_bytes: int) -> None:
+    if _COUNTERS is not None:
+        with _COUNTERS.get_lock():
+            _COUNTERS[0] += documents
+            _COUNTERS[1] += tokens
+            _COUNTERS[2] += input_bytes
+    if _TICK is not None:
+        _TICK()
+
+
+def convert_unit(unit: WorkUnit, job: UnitJob, unit_dir: str) -> dict[str, Any]:
+    """Write ``unit`` into ``unit_dir`` and return its statistics.
+
+    Returns
+    -------
+    dict
+        ``{"documents", "tokens", "skipped", "lines", "input_bytes", "dtype"}`` once
+        the unit is durably complete, or ``{"failed": {"location", "reason"}}`` when
+        ``job.on_error == "raise"`` and a record is bad, or an input file cannot be
+        read (``location`` is then ``None``); nothing of a failed unit is kept.
+    """
+    if os.path.exists(unit_dir):  # leftovers of an interrupted attempt
+        shutil.rmtree(unit_dir)
+    os.makedirs(unit_dir)
+    limit = job.vocab_size
+    if limit is None and job.dtype is not None:
+        limit = dtype_limit(job.dtype)
+    writer = CorpusWriter(
+        unit_dir, vocab_size=job.vocab_size, dtype=job.dtype, shard_max_bytes=job.shard_size
+    )
+    rejects: list[tuple[tuple[int, int], str]] = []
+    stats = {"documents": 0, "tokens": 0, "lines": 0, "input_bytes": 0}
+    try:
+        for batch in read_unit(unit, job.read):
+            tokens, lengths = batch.tokens, batch.lengths
+            if job.append_eos is not None:
+                tokens, lengths = _append_eos(batch, job.append_eos)
+            bad = _bad_documents(tokens, lengths, limit)
+            problems = batch.rejects + [(batch.locations[d], reason) for d, reason in bad.items()]
+            if problems and job.on_error == "raise":
+                location, reason = min(problems)
+                writer.abort()
+                return {"failed": {"location": list(location), "reason": reason}}
+            documents = (
+                np.split(tokens, np.cumsum(lengths[:-1], dtype=np.int64))
+                if lengths.shape[0]
+                else []
+            )
+            if bad:
+                documents = [doc for d, doc in enumerate(documents) if d not in bad]
+            writer.add_many(documents)
+            rejects.extend(sorted(problems))
+            written = int(lengths.sum()) - sum(int(lengths[d]) for d in bad)
+            stats["documents"] += len(documents)
+            stats["tokens"] += written
+            stats["lines"] += batch.lines
+            stats["input_bytes"] += batch.input_bytes
+            _tick(len(documents), written, batch.input_bytes)
+        manifest = writer.commit()
+    except IngestError as exc:
+        writer.abort()
+        return {"failed": {"location": None, "reason": str(exc)}}
+    except BaseException:
+        writer.abort()
+        raise
+    if rejects:
+        path = os.path.join(unit_dir, REJECTS_NAME)
+        with open(path, "w", encoding="utf-8") as handle:
+            for location, reason in rejects:
+                handle.write(json.dumps({"location": list(location), "reason": reason}) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+    result = dict(stats, skipped=len(rejects), dtype=manifest["dtype"])
+    write_json_atomic(os.path.join(unit_dir, DONE_NAME), result)
+    return result
