@@ -190,7 +190,7 @@ def _run_units(
         max_workers=workers,
         mp_context=context,
         initializer=init_worker,
-        initargs=(progress.counters,),
+        initargs=(progress.counters, None, True),
     ) as pool:
         pending = {
             pool.submit(convert_unit, unit, job, os.path.join(work, _unit_name(unit))): unit.index

@@ -38,13 +38,22 @@ REJECTS_NAME = "rejects.jsonl"
 # bytes. Set by :func:`init_worker` (pool) or directly (in-process run).
 _COUNTERS: Any = None
 _TICK: Callable[[], None] | None = None
+_PARENT: int | None = None
 
 
-def init_worker(counters: Any, tick: Callable[[], None] | None = None) -> None:
-    """Install the shared progress counters (pool initializer)."""
-    global _COUNTERS, _TICK
+def init_worker(
+    counters: Any, tick: Callable[[], None] | None = None, orphan_exit: bool = False
+) -> None:
+    """Install the shared progress counters (pool initializer).
+
+    With ``orphan_exit`` the worker exits as soon as it notices that the process that
+    started it is gone (e.g. ``kill -9`` of the coordinator), so no orphan keeps
+    writing into a work directory that a ``--resume`` run is about to use.
+    """
+    global _COUNTERS, _TICK, _PARENT
     _COUNTERS = counters
     _TICK = tick
+    _PARENT = os.getppid() if orphan_exit else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +116,8 @@ def _bad_documents(tokens: np.ndarray, lengths: np.ndarray, limit: int | None) -
 
 
 def _tick(documents: int, tokens: int, input_bytes: int) -> None:
+    if _PARENT is not None and os.getppid() != _PARENT:
+        os._exit(1)  # the coordinator died: stop, leave the unit for --resume to redo
     if _COUNTERS is not None:
         with _COUNTERS.get_lock():
             _COUNTERS[0] += documents
@@ -127,6 +138,7 @@ def convert_unit(unit: WorkUnit, job: UnitJob, unit_dir: str) -> dict[str, Any]:
         ``job.on_error == "raise"`` and a record is bad, or an input file cannot be
         read (``location`` is then ``None``); nothing of a failed unit is kept.
     """
+    _tick(0, 0, 0)  # exits first if the coordinator is gone
     if os.path.exists(unit_dir):  # leftovers of an interrupted attempt
         shutil.rmtree(unit_dir)
     os.makedirs(unit_dir)

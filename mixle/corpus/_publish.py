@@ -64,7 +64,10 @@ def make_publish_plan(
         "fingerprint": compute_fingerprint(dtype, entries),
     }
     write_json_atomic(os.path.join(work_dir, PUBLISH_NAME), plan)
-    return plan
+    # Return what a resumed run would read back (sorted keys), so the manifest bytes
+    # are the same whether or not the publish was interrupted.
+    result: dict[str, Any] = json.loads(json.dumps(plan, sort_keys=True))
+    return result
 
 
 def read_publish_plan(work_dir: str) -> dict[str, Any] | None:

@@ -229,7 +229,7 @@ def _read_jsonl(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise _Bad(f"malformed JSON: {exc.msg}", exc.colno) from None
+                raise _Bad(f"malformed JSON: {exc.msg}", exc.pos + 1) from None
             except UnicodeDecodeError as exc:
                 raise _Bad(f"invalid UTF-8 ({exc.reason})", exc.start + 1) from None
             value = _field(record, options.fields)
