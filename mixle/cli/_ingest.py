@@ -63,6 +63,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "ingest",
         help="convert token files or text into a sharded corpus",
+        usage="mixle ingest [options] INPUT... OUTPUT",
         description=_DESCRIPTION,
         epilog=_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -70,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "paths",
         nargs="+",
-        metavar="INPUT... OUTPUT",
+        metavar="PATH",
         help="inputs (files, directories, globs, fsspec URLs; e.g. 'data/*.jsonl') then the "
         "output corpus directory (e.g. corpus/)",
     )
