@@ -1,8 +1,9 @@
 """Convert one work unit into shards of its own: the code every ingest worker runs.
 
-A unit is written with :class:`~mixle.corpus.CorpusWriter` into its own directory
-``<work>/unit-NNNNNN/``, so its shards are crash-safe and complete before its
-``manifest.json`` appears; a ``done.json`` written after that (atomically) marks the
+A unit is written with :class:`~mixle.corpus.ShardWriter` into its own directory
+``<work>/unit-NNNNNN/`` and published there with
+:func:`~mixle.corpus.commit_manifest`, so its shards are crash-safe and complete
+before its ``manifest.json`` appears; a ``done.json`` written after that (atomically) marks the
 unit complete for ``--resume``. Bad records either stop the unit (the failure and
 its location are returned, nothing is kept) or are written to the unit's
 ``rejects.jsonl``. Nothing here depends on which process runs the unit or how many
@@ -22,11 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from mixle.corpus._encode import narrow, needed_dtype
 from mixle.corpus._format import dtype_limit
 from mixle.corpus._inputs import WorkUnit
-from mixle.corpus._manifest import fsync_directory
+from mixle.corpus._manifest import commit_manifest, fsync_directory
 from mixle.corpus._readers import Batch, ReadOptions, read_unit
-from mixle.corpus._writer import CorpusWriter
+from mixle.corpus._shard import ShardWriter, rewrite_shard_dtype
 from mixle.errors import IngestError
 
 __all__ = ["UnitJob", "convert_unit", "init_worker", "write_json_atomic"]
@@ -127,6 +129,73 @@ def _tick(documents: int, tokens: int, input_bytes: int) -> None:
         _TICK()
 
 
+class _UnitShards:
+    """The shards of one unit: validated ``(tokens, lengths)`` batches in, entries out.
+
+    Batches go to :meth:`ShardWriter.write` whole (no per-document work), split only
+    at shard boundaries. Without a fixed dtype the unit starts at uint16 and widens
+    (rewriting its committed shards) when a batch needs more.
+    """
+
+    def __init__(
+        self, directory: str, dtype: str | None, vocab_size: int | None, shard_size: int
+    ) -> None:
+        self.directory = directory
+        self.fixed = dtype
+        self.dtype = dtype or "uint16"
+        self.vocab_size = vocab_size
+        self.shard_size = shard_size
+        self.entries: list[dict[str, Any]] = []
+        self.shard: ShardWriter | None = None
+
+    def write(self, tokens: np.ndarray, lengths: np.ndarray) -> None:
+        max_id = int(tokens.max()) if tokens.shape[0] else 0
+        if self.fixed is None and max_id >= dtype_limit(self.dtype):
+            self._finish()
+            wider = needed_dtype(max_id)
+            self.entries = [
+                rewrite_shard_dtype(self.directory, entry, from_dtype=self.dtype, to_dtype=wider)
+                for entry in self.entries
+            ]
+            self.dtype = wider
+        tokens = narrow(tokens, self.dtype, max_id)
+        itemsize = tokens.dtype.itemsize
+        ends = np.cumsum(lengths, dtype=np.int64)
+        first, count = 0, lengths.shape[0]
+        while first < count:
+            if self.shard is None:
+                self.shard = ShardWriter(self.directory, len(self.entries), dtype=self.dtype)
+            room = max(self.shard_size - self.shard.nbytes, 0) // itemsize
+            base = int(ends[first - 1]) if first else 0
+            last = int(np.searchsorted(ends, base + room, side="right"))
+            if last <= first:
+                if self.shard.num_documents:
+                    self._finish()
+                    continue
+                last = first + 1  # a document larger than a shard gets its own shard
+            self.shard.write(tokens[base : int(ends[last - 1])], lengths[first:last])
+            first = last
+
+    def _finish(self) -> None:
+        if self.shard is not None:
+            if self.shard.num_documents:
+                self.entries.append(self.shard.commit())
+            else:
+                self.shard.abort()
+            self.shard = None
+
+    def commit(self) -> dict[str, Any]:
+        self._finish()
+        return commit_manifest(
+            self.directory, self.entries, dtype=self.dtype, vocab_size=self.vocab_size
+        )
+
+    def abort(self) -> None:
+        if self.shard is not None:
+            self.shard.abort()
+            self.shard = None
+
+
 def convert_unit(unit: WorkUnit, job: UnitJob, unit_dir: str) -> dict[str, Any]:
     """Write ``unit`` into ``unit_dir`` and return its statistics.
 
@@ -145,14 +214,13 @@ def convert_unit(unit: WorkUnit, job: UnitJob, unit_dir: str) -> dict[str, Any]:
     limit = job.vocab_size
     if limit is None and job.dtype is not None:
         limit = dtype_limit(job.dtype)
-    writer = CorpusWriter(
-        unit_dir, vocab_size=job.vocab_size, dtype=job.dtype, shard_max_bytes=job.shard_size
-    )
+    writer = _UnitShards(unit_dir, job.dtype, job.vocab_size, job.shard_size)
     rejects: list[tuple[tuple[int, int], str]] = []
     stats = {"documents": 0, "tokens": 0, "lines": 0, "input_bytes": 0}
     try:
         for batch in read_unit(unit, job.read):
-            tokens, lengths = batch.tokens, batch.lengths
+            # A plain ndarray view (np.memmap slicing is slow) of the batch's ids.
+            tokens, lengths = np.asarray(batch.tokens), batch.lengths
             if job.append_eos is not None:
                 tokens, lengths = _append_eos(batch, job.append_eos)
             bad = _bad_documents(tokens, lengths, limit)
@@ -161,21 +229,18 @@ def convert_unit(unit: WorkUnit, job: UnitJob, unit_dir: str) -> dict[str, Any]:
                 location, reason = min(problems)
                 writer.abort()
                 return {"failed": {"location": list(location), "reason": reason}}
-            documents = (
-                np.split(tokens, np.cumsum(lengths[:-1], dtype=np.int64))
-                if lengths.shape[0]
-                else []
-            )
             if bad:
-                documents = [doc for d, doc in enumerate(documents) if d not in bad]
-            writer.add_many(documents)
+                keep = np.ones(lengths.shape[0], dtype=bool)
+                keep[list(bad)] = False
+                tokens = tokens[np.repeat(keep, lengths)]
+                lengths = lengths[keep]
+            writer.write(tokens, lengths)
             rejects.extend(sorted(problems))
-            written = int(lengths.sum()) - sum(int(lengths[d]) for d in bad)
-            stats["documents"] += len(documents)
-            stats["tokens"] += written
+            stats["documents"] += int(lengths.shape[0])
+            stats["tokens"] += int(tokens.shape[0])
             stats["lines"] += batch.lines
             stats["input_bytes"] += batch.input_bytes
-            _tick(len(documents), written, batch.input_bytes)
+            _tick(int(lengths.shape[0]), int(tokens.shape[0]), batch.input_bytes)
         manifest = writer.commit()
     except IngestError as exc:
         writer.abort()

@@ -95,7 +95,7 @@ def test_sigkill_soak(tmp_path: Path, crash_input: dict[str, Any]) -> None:
     _kill_and_resume(tmp_path, crash_input, seed=2, kills=16)
 
 
-@pytest.mark.parametrize("moves_before_crash", [0, 1, 3, 5])
+@pytest.mark.parametrize("moves_before_crash", [0, 3])
 def test_crash_inside_publish_is_finished_by_resume(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moves_before_crash: int
 ) -> None:
