@@ -17,7 +17,15 @@ __all__ = ["main"]
 
 # name -> (module, one-line help). Keep sorted by name.
 _COMMANDS: dict[str, tuple[str, str]] = {
-    "ingest": ("mixle.cli._ingest", "convert token files or text into a sharded corpus"),
+    "ingest": ("mixle.cli._ingest", "Convert token files or text into a sharded corpus."),
+    "inspect": (
+        "mixle.cli._inspect",
+        "Summarize a corpus: shards, documents, tokens, dtype, bytes, length percentiles.",
+    ),
+    "verify": (
+        "mixle.cli._verify",
+        "Check every header, offset and SHA-256 checksum of a corpus (exit 0 or 1).",
+    ),
 }
 
 

@@ -62,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     parser = subparsers.add_parser(
         "ingest",
-        help="convert token files or text into a sharded corpus",
+        help="Convert token files or text into a sharded corpus.",
         usage="mixle ingest [options] INPUT... OUTPUT",
         description=_DESCRIPTION,
         epilog=_EXAMPLES,

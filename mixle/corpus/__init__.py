@@ -11,6 +11,8 @@ open_corpus, ShardedDocuments, DocumentsView
     Lazy, memory-mapped, picklable ``Sequence`` of read-only token arrays.
 verify_corpus, VerifyReport, ShardReport
     Full checksum verification.
+describe_corpus, plot_lengths
+    Summary statistics and a document-length histogram (``mixle inspect``).
 
 Building blocks (for parallel ingest and remote backends)
 ----------------------------------------------------------
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from mixle.corpus._format import FORMAT_VERSION, MANIFEST_NAME
 from mixle.corpus._ingest import IngestSummary, ingest
+from mixle.corpus._inspect import describe_corpus, plot_lengths
 from mixle.corpus._manifest import commit_manifest
 from mixle.corpus._reader import (
     DEFAULT_MAX_OPEN_SHARDS,
@@ -49,7 +52,9 @@ __all__ = [
     "ShardedDocuments",
     "VerifyReport",
     "commit_manifest",
+    "describe_corpus",
     "open_corpus",
+    "plot_lengths",
     "verify_corpus",
     "write_shard",
 ]

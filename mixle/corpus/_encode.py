@@ -8,6 +8,7 @@ per-document cost to a few attribute checks.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -88,13 +89,13 @@ def encode_documents(
     TokenIdError
         An id is negative or ``>= limit``; names the document index, position and value.
     """
-    lengths = np.fromiter((len(doc) for doc in documents), dtype=np.int64, count=len(documents))
+    lengths = np.array(list(map(len, documents)), dtype=np.int64)
     if len(documents) == 1:
         tokens = documents[0]
     elif not documents:
         tokens = np.empty(0, dtype=np.int64)
     else:
-        common = np.result_type(*{doc.dtype for doc in documents})
+        common = np.result_type(*set(map(operator.attrgetter("dtype"), documents)))
         total = int(lengths.sum())
         if buffer is not None and buffer.dtype == common and buffer.shape[0] >= total:
             tokens = np.concatenate(documents, out=buffer[:total])

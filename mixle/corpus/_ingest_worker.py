@@ -173,7 +173,8 @@ class _UnitShards:
                     self._finish()
                     continue
                 last = first + 1  # a document larger than a shard gets its own shard
-            self.shard.write(tokens[base : int(ends[last - 1])], lengths[first:last])
+            # owned: batches are fresh arrays or read-only input maps, never reused.
+            self.shard.write(tokens[base : int(ends[last - 1])], lengths[first:last], owned=True)
             first = last
 
     def _finish(self) -> None:

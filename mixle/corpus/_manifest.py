@@ -382,7 +382,7 @@ def commit_manifest(
                 raise CorpusFormatError(
                     f"{file_path}: {size} bytes on disk, entry says {entry[f'{key}_bytes']}."
                 )
-    data = json.dumps(manifest, indent=1).encode("utf-8") + b"\n"
+    data = json.dumps(manifest, indent=1).encode("utf-8")
     final = os.path.join(path, MANIFEST_NAME)
     temporary = os.path.join(path, f".{MANIFEST_NAME}.tmp-{os.getpid()}")
     try:

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import itertools
 import mmap
 import operator
 import os
 import sys
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, overload
 
@@ -117,7 +115,13 @@ class ShardedDocuments(Sequence[np.ndarray]):
         self._starts_array = np.asarray(starts, dtype=np.int64)
         self._n: int = starts[-1]
         self._dtype = np.dtype(manifest["dtype"]).newbyteorder("<")
-        self._open: OrderedDict[int, _OpenShard] = OrderedDict()
+        # Mapped shards by number, and a CLOCK (second-chance) approximation of LRU:
+        # a hit only sets a flag, eviction sweeps the resident list. Cheaper on the
+        # hot path than reordering an OrderedDict.
+        self._slots: list[_OpenShard | None] = [None] * len(self._entries)
+        self._referenced = [False] * len(self._entries)
+        self._resident: list[int] = []
+        self._hand = 0
         self._checked: set[int] = set()
         self._last = _NO_SHARD
         self._lengths: np.ndarray | None = None
@@ -146,28 +150,24 @@ class ShardedDocuments(Sequence[np.ndarray]):
                 raise IndexError(
                     f"document index {index} is out of range for a corpus of {self._n} documents."
                 )
-            shard = self._shard_of(index)
+            number = bisect.bisect_right(self._starts, index) - 1
+            shard = self._slots[number] or self._load(number)
+            self._referenced[number] = True
+            self._last = shard
         local = index - shard.start
         offsets = shard.offsets
         return shard.tokens[offsets[local] : offsets[local + 1]]
 
-    def _shard_of(self, index: int) -> _OpenShard:
-        number = bisect.bisect_right(self._starts, index) - 1
-        shard = self._open.get(number)
-        if shard is None:
-            shard = self._load(number)
-        else:
-            try:  # noqa: SIM105 - try/except is cheaper than contextlib.suppress here
-                self._open.move_to_end(number)
-            except KeyError:  # evicted by another thread meanwhile; still valid
-                pass
-        self._last = shard
+    def _shard(self, number: int) -> _OpenShard:
+        """The mapped shard ``number`` (mapping it if needed), marked as recently used."""
+        shard = self._slots[number] or self._load(number)
+        self._referenced[number] = True
         return shard
 
     # -- opening shards -------------------------------------------------------------
     def _load(self, number: int) -> _OpenShard:
         with self._lock:
-            shard = self._open.get(number)
+            shard = self._slots[number]
             if shard is not None:
                 return shard
             entry = self._entries[number]
@@ -187,14 +187,31 @@ class ShardedDocuments(Sequence[np.ndarray]):
                 self._checked.add(number)
             start = self._starts[number]
             shard = _OpenShard(start, start + entry["num_documents"], tokens, offsets, mapping)
-            self._open[number] = shard
-            while len(self._open) > self._max_open:
-                self._open.popitem(last=False)
+            self._admit(number)
+            self._slots[number] = shard
             return shard
+
+    def _admit(self, number: int) -> None:
+        """Make room for shard ``number`` among the resident shards (CLOCK eviction)."""
+        resident = self._resident
+        if len(resident) < self._max_open:
+            resident.append(number)
+            return
+        while True:
+            hand = self._hand
+            candidate = resident[hand]
+            self._hand = (hand + 1) % len(resident)
+            if self._referenced[candidate]:
+                self._referenced[candidate] = False
+                continue
+            # Views handed out keep the old mapping alive until they are collected.
+            self._slots[candidate] = None
+            resident[hand] = number
+            return
 
     def _read_offsets(self, number: int) -> np.ndarray:
         """Offsets of shard ``number`` from its open mapping or a plain file read."""
-        shard = self._open.get(number)
+        shard = self._slots[number]
         if shard is not None:
             return shard.offsets_array
         entry = self._entries[number]
@@ -312,7 +329,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
         groups = self._groups(array)
         pieces: list[np.ndarray] = []
         for number, positions in groups:
-            shard = self._open.get(number) or self._load(number)
+            shard = self._shard(number)
             local = (array if positions is None else array[positions]) - shard.start
             offsets = shard.offsets_array
             begins = offsets[local].tolist()
@@ -344,7 +361,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
         for count, (number, positions) in enumerate(self._groups(array)):
             if count >= self._max_open:
                 break
-            shard = self._open.get(number) or self._load(number)
+            shard = self._shard(number)
             if shard.mapping is None:
                 continue
             local = (array if positions is None else array[positions]) - shard.start
@@ -358,14 +375,13 @@ class ShardedDocuments(Sequence[np.ndarray]):
 
     # -- iteration and pickling ------------------------------------------------------
     def __iter__(self) -> Iterator[np.ndarray]:
+        """Yield every document in order, shard by shard (views, created in bulk)."""
         for number, entry in enumerate(self._entries):
             if not entry["num_documents"]:
                 continue
-            shard = self._open.get(number) or self._load(number)
-            tokens = shard.tokens
+            shard = self._shard(number)
             bounds = shard.offsets_array.tolist()
-            for begin, end in itertools.pairwise(bounds):
-                yield tokens[begin:end]
+            yield from map(shard.tokens.__getitem__, map(slice, bounds[:-1], bounds[1:]))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (

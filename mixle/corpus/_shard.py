@@ -19,7 +19,9 @@ import hashlib
 import os
 import uuid
 import weakref
+from collections import deque
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import Any
 
@@ -41,6 +43,9 @@ from mixle.errors import ArgumentError, CorpusFormatError
 __all__ = ["ShardWriter", "rewrite_shard_dtype", "write_shard"]
 
 _COPY_CHUNK = 1 << 24
+# Chunks smaller than this are hashed inline (thread hand-off would cost more).
+_THREAD_MIN_BYTES = 1 << 20
+_HASH_IN_FLIGHT = 2
 
 
 def _discard(handle: Any, paths: tuple[str, ...]) -> None:
@@ -66,6 +71,11 @@ class ShardWriter:
         Shard number; the files become ``shard-{index:05d}.tokens`` / ``.offsets``.
     dtype
         Token dtype of the corpus (``uint16``, ``uint32`` or ``int64``).
+    durable
+        fsync both files (and the directory) before returning from :meth:`commit`.
+        The rename is atomic either way, so a killed *process* never leaves a partial
+        shard; ``durable=False`` only gives up survival of an OS crash or power loss
+        (for scratch corpora and benchmarks).
 
     Notes
     -----
@@ -74,8 +84,11 @@ class ShardWriter:
     :meth:`add_documents` validates arbitrary documents first.
     """
 
-    def __init__(self, directory: str | os.PathLike[str], index: int, *, dtype: Any) -> None:
+    def __init__(
+        self, directory: str | os.PathLike[str], index: int, *, dtype: Any, durable: bool = True
+    ) -> None:
         self.directory = os.fspath(directory)
+        self.durable = bool(durable)
         self.index = nonnegative_int("index", index)
         self.dtype = normalize_dtype(dtype)
         self._np_dtype = np.dtype(self.dtype).newbyteorder("<")
@@ -88,6 +101,8 @@ class ShardWriter:
             self, _discard, self._file, (self._tokens_tmp, self._offsets_tmp)
         )
         self._hash = hashlib.sha256()
+        self._hasher: ThreadPoolExecutor | None = None
+        self._pending_hashes: deque[Future[None]] = deque()
         self._lengths: list[np.ndarray] = []
         self.num_documents = 0
         self.num_tokens = 0
@@ -98,8 +113,21 @@ class ShardWriter:
         """Bytes of token data written so far."""
         return self.num_tokens * self._np_dtype.itemsize
 
-    def write(self, tokens: np.ndarray, lengths: np.ndarray | Sequence[int]) -> None:
+    def write(
+        self, tokens: np.ndarray, lengths: np.ndarray | Sequence[int], *, owned: bool = False
+    ) -> None:
         """Append documents whose ids, concatenated, are ``tokens`` (already of ``dtype``).
+
+        Parameters
+        ----------
+        tokens
+            1-D array of this shard's dtype; its bytes are written as they are.
+        lengths
+            Document lengths, adding up to ``len(tokens)``.
+        owned
+            ``True`` promises that the caller will not modify ``tokens`` afterwards, so
+            its checksum may still be computed in the background after this returns.
+            With ``False`` (default) the caller may reuse the buffer at once.
 
         Raises
         ------
@@ -123,17 +151,47 @@ class ShardWriter:
                 f"{tokens.shape[0]} ids."
             )
         self._write_bytes(tokens)
+        if not owned:
+            self._wait_hashes(0)
         self._lengths.append(lengths_array)
         self.num_documents += lengths_array.shape[0]
         self.num_tokens += tokens.shape[0]
 
     def _write_bytes(self, tokens: np.ndarray) -> None:
-        if tokens.shape[0]:
-            view = np.ascontiguousarray(tokens).data.cast("B")
+        """Write and hash ``tokens``; large chunks are hashed on a helper thread.
+
+        SHA-256 costs about as much CPU as the write itself. Both release the GIL, so
+        the helper thread hashes a chunk while this thread writes it (and the caller
+        prepares the next one). Chunks are hashed strictly in order; at most
+        ``_HASH_IN_FLIGHT`` are pending, so memory stays bounded.
+        """
+        if not tokens.shape[0]:
+            return
+        view = np.ascontiguousarray(tokens).data.cast("B")
+        if view.nbytes < _THREAD_MIN_BYTES:
+            self._wait_hashes(0)
             self._hash.update(view)
-            while view:
-                written = self._file.write(view)
-                view = view[written:]
+        else:
+            if self._hasher is None:
+                self._hasher = ThreadPoolExecutor(1, thread_name_prefix="mixle-sha256")
+            self._wait_hashes(_HASH_IN_FLIGHT - 1)
+            # The future keeps ``view`` (and so its buffer) alive until hashed.
+            self._pending_hashes.append(self._hasher.submit(self._hash.update, view))
+        while view:
+            written = self._file.write(view)
+            view = view[written or 0 :]
+
+    def _wait_hashes(self, keep: int) -> None:
+        while len(self._pending_hashes) > keep:
+            self._pending_hashes.popleft().result()
+
+    def _stop_hasher(self) -> None:
+        try:
+            self._wait_hashes(0)
+        finally:
+            if self._hasher is not None:
+                self._hasher.shutdown(wait=True)
+                self._hasher = None
 
     def add_documents(
         self,
@@ -172,8 +230,9 @@ class ShardWriter:
         if self._done:
             raise ArgumentError("this ShardWriter is already committed or aborted.")
         try:
-            self._file.flush()
-            os.fsync(self._file.fileno())
+            self._stop_hasher()
+            if self.durable:
+                os.fsync(self._file.fileno())
             self._file.close()
             lengths = (
                 np.concatenate(self._lengths) if self._lengths else np.empty(0, dtype=np.int64)
@@ -186,12 +245,14 @@ class ShardWriter:
                 handle.write(header)
                 handle.write(body)
                 handle.flush()
-                os.fsync(handle.fileno())
+                if self.durable:
+                    os.fsync(handle.fileno())
             offsets_hash = hashlib.sha256(header)
             offsets_hash.update(body)
             os.replace(self._tokens_tmp, os.path.join(self.directory, self.tokens_name))
             os.replace(self._offsets_tmp, os.path.join(self.directory, self.offsets_name))
-            fsync_directory(self.directory)
+            if self.durable:
+                fsync_directory(self.directory)
         except BaseException:
             self.abort()
             raise
@@ -213,6 +274,8 @@ class ShardWriter:
         if self._done:
             return
         self._done = True
+        with contextlib.suppress(Exception):
+            self._stop_hasher()
         self._finalizer()
 
     def __enter__(self) -> ShardWriter:
@@ -236,13 +299,15 @@ def write_shard(
     dtype: Any,
     vocab_size: int | None = None,
     first_document: int = 0,
+    durable: bool = True,
 ) -> dict[str, Any]:
     """Validate ``documents``, write them as shard ``index`` and return its manifest entry.
 
     The one-call form of :class:`ShardWriter` for workers that hold a shard's documents;
-    the files appear under their final names only once complete and fsynced.
+    the files appear under their final names only once complete (and fsynced, unless
+    ``durable=False``).
     """
-    with ShardWriter(directory, index, dtype=dtype) as writer:
+    with ShardWriter(directory, index, dtype=dtype, durable=durable) as writer:
         writer.add_documents(documents, first_document=first_document, vocab_size=vocab_size)
         return writer.commit()
 
@@ -253,6 +318,7 @@ def rewrite_shard_dtype(
     *,
     from_dtype: Any,
     to_dtype: Any,
+    durable: bool = True,
 ) -> dict[str, Any]:
     """Rewrite a committed shard from ``from_dtype`` to the wider ``to_dtype``.
 
@@ -272,7 +338,7 @@ def rewrite_shard_dtype(
         offsets = np.frombuffer(handle.read(), dtype="<i8")
     if offsets.shape[0] != entry["num_documents"] + 1:
         raise CorpusFormatError(f"{entry['offsets']}: offsets count disagrees with its entry.")
-    writer = ShardWriter(path, 0, dtype=new)
+    writer = ShardWriter(path, 0, dtype=new, durable=durable)
     writer.tokens_name, writer.offsets_name = entry["tokens"], entry["offsets"]
     try:
         with open(os.path.join(path, entry["tokens"]), "rb", buffering=0) as source:

@@ -114,13 +114,13 @@ def test_open_maps_no_shard_and_lru_bounds_open_shards(
     path = make_corpus(expected, shard_max_bytes=64)
     documents = open_corpus(path, max_open_shards=3)
     assert documents.num_shards > 20
-    assert len(documents._open) == 0
+    assert len(documents._resident) == 0
     rng = np.random.default_rng(0)
     for index in rng.integers(0, 300, size=500).tolist():
         np.testing.assert_array_equal(documents[index], expected[index])
-        assert len(documents._open) <= 3
+        assert len(documents._resident) <= 3
     _ = documents.lengths
-    assert len(documents._open) <= 3
+    assert len(documents._resident) <= 3
     with pytest.raises(ArgumentError):
         open_corpus(path, max_open_shards=0)
 
@@ -140,3 +140,22 @@ def test_views_survive_eviction_of_their_shard(make_corpus: Callable[..., Path])
     first = documents[0]
     _ = [documents[i] for i in range(100)]
     np.testing.assert_array_equal(first, expected[0])
+
+
+def test_open_len_lengths_and_fingerprint_map_no_token_file(
+    make_corpus: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = random_documents(5, 50)
+    path = make_corpus(expected, shard_max_bytes=64)
+
+    def forbidden(path: str, size: int) -> None:
+        raise AssertionError(f"mapped {path}")
+
+    monkeypatch.setattr("mixle.corpus._reader._map", forbidden)
+    documents = open_corpus(path)
+    assert len(documents) == 50
+    np.testing.assert_array_equal(documents.lengths, [len(d) for d in expected])
+    assert len(documents.fingerprint) == 64
+    assert documents[10:20].num_tokens == sum(len(d) for d in expected[10:20])
+    with pytest.raises(AssertionError, match="mapped"):
+        documents[0]

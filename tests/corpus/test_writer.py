@@ -244,3 +244,29 @@ def test_verify_corpus_reports_ok_for_a_fresh_corpus(tmp_path: Path) -> None:
     assert report.ok
     assert len(report.shards) == 4
     assert report.to_dict()["shards"][0]["ok"] is True
+
+
+def test_background_hashing_never_sees_a_reused_caller_buffer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("mixle.corpus._writer._BATCH_TOKENS", 1000)
+    monkeypatch.setattr("mixle.corpus._shard._THREAD_MIN_BYTES", 1)
+    buffer = np.arange(5000, dtype=np.uint16)
+    with CorpusWriter(tmp_path / "c", dtype="uint16", shard_max_bytes=4096) as writer:
+        for value in range(6):
+            writer.add(buffer)  # large enough to bypass the pending list
+            buffer[:] = value
+        writer.add_many([buffer] * 3)
+        buffer[:] = 99
+    assert verify_corpus(tmp_path / "c").ok
+    documents = open_corpus(tmp_path / "c")
+    np.testing.assert_array_equal(documents[0], np.arange(5000))
+    assert [int(doc[0]) for doc in documents][1:] == [0, 1, 2, 3, 4, 5, 5, 5]
+    with ShardWriter(tmp_path / "c", 99, dtype="uint16") as shard:
+        for value in range(4):
+            buffer[:] = value
+            shard.write(buffer, [buffer.shape[0]])
+        entry = shard.commit()
+    commit_manifest(tmp_path / "c", [entry], dtype="uint16")
+    documents = open_corpus(tmp_path / "c", verify=True)
+    assert [int(doc[0]) for doc in documents] == [0, 1, 2, 3]

@@ -1,0 +1,86 @@
+"""`mixle inspect` and `mixle verify`: output, JSON, plot, exit codes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mixle.cli import main
+from mixle.corpus import describe_corpus
+
+
+@pytest.fixture
+def corpus(make_corpus: Callable[..., Path]) -> Path:
+    documents = [np.arange(n % 50) for n in range(200)]
+    return make_corpus(documents, vocab_size=100, shard_max_bytes=1000)
+
+
+def test_inspect_prints_counts_and_percentiles(
+    corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["inspect", str(corpus), "--shards"]) == 0
+    out = capsys.readouterr().out
+    assert "documents   200 (4 empty)" in out
+    assert f"tokens      {sum(n % 50 for n in range(200)):,}" in out
+    assert "dtype uint16, vocab_size 100" in out
+    assert "p50=" in out and "p99=" in out
+    assert out.count("shard-0") == describe_corpus(corpus)["num_shards"]
+
+
+def test_inspect_json_matches_the_library_summary(
+    corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["inspect", str(corpus), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary == json.loads(json.dumps(describe_corpus(corpus)))
+    lengths = [n % 50 for n in range(200)]
+    assert summary["length"]["p50"] == float(np.percentile(lengths, 50))
+    assert summary["length"]["p100"] == 49
+    assert summary["num_documents"] == 200
+
+
+def test_inspect_plot_writes_a_png(corpus: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    output = tmp_path / "lengths.png"
+    assert main(["inspect", str(corpus), "--plot", str(output)]) == 0
+    assert output.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_inspect_missing_corpus_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", str(tmp_path / "nope")]) == 1
+    assert "CorpusNotFoundError" in capsys.readouterr().err
+
+
+def test_verify_exit_codes_and_per_shard_report(
+    corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["verify", str(corpus)]) == 0
+    out = capsys.readouterr().out
+    assert "intact" in out
+    shards = describe_corpus(corpus)["num_shards"]
+    assert out.count("ok    shard-") == shards
+    victim = corpus / "shard-00001.tokens"
+    data = bytearray(victim.read_bytes())
+    data[3] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    assert main(["verify", str(corpus)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  shard-00001.tokens" in out and "ChecksumError" in out
+    assert out.count("ok    shard-") == shards - 1
+    assert main(["verify", str(corpus), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is False
+    assert [shard["ok"] for shard in report["shards"]].count(False) == 1
+
+
+def test_verify_broken_manifest_and_missing_corpus_exit_1(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["verify", str(tmp_path / "nope")]) == 1
+    (corpus / "manifest.json").write_text("{")
+    assert main(["verify", str(corpus)]) == 1
+    assert "FAIL  manifest" in capsys.readouterr().out
