@@ -19,7 +19,8 @@ Formats (auto-detected by extension, or forced with ``input_format``):
 ``megatron``
     A Megatron-LM ``PREFIX.bin`` + ``PREFIX.idx`` pair; split into document ranges.
 ``text``
-    ``.txt``/``.text``/``.md``: a whole file, or each blank-line-separated paragraph.
+    ``.txt``/``.text``/``.md``: a whole file, or each blank-line-separated paragraph;
+    consecutive files are grouped into units of about ``unit_bytes``.
 """
 
 from __future__ import annotations
@@ -91,9 +92,9 @@ class InputFile:
 class WorkUnit:
     """A deterministic slice of the input, converted by one worker into its own shards.
 
-    ``start``/``stop`` are byte offsets (``jsonl``), a row group (``parquet``: start
-    only), document indices (``npz``, ``megatron``) or file indices into ``paths``
-    (``npy``); ``stop == -1`` means "to the end".
+    ``start``/``stop`` are byte offsets (``jsonl``), a row group (``parquet``), document
+    indices (``npz``, ``megatron``) or file indices into ``paths`` (``npy``, ``text``:
+    consecutive small files are grouped); ``stop == -1`` means "to the end".
     """
 
     index: int
@@ -280,43 +281,40 @@ def plan_units(files: Sequence[InputFile], unit_bytes: int) -> list[WorkUnit]:
             )
         )
 
-    npy_group: list[str] = []
-    npy_bytes = 0
-    npy_input = 0
+    # Consecutive small files of one format (npy documents, text files) share a unit.
+    group: list[str] = []
+    group_bytes = 0
+    group_input = 0
+    group_format = ""
 
-    def flush_npy() -> None:
-        nonlocal npy_group, npy_bytes
-        if npy_group:
+    def flush_group() -> None:
+        nonlocal group, group_bytes
+        if group:
             units.append(
                 WorkUnit(
-                    len(units),
-                    npy_input,
-                    "npy",
-                    npy_group[0],
-                    0,
-                    len(npy_group),
-                    "",
-                    tuple(npy_group),
+                    len(units), group_input, group_format, group[0], 0, len(group), "", tuple(group)
                 )
             )
-        npy_group, npy_bytes = [], 0
+        group, group_bytes = [], 0
 
     for position, item in enumerate(files):
-        if item.format == "npy":
-            if not npy_group:
-                npy_input = position
-            npy_group.append(item.path)
-            npy_bytes += item.size
-            if npy_bytes >= unit_bytes:
-                flush_npy()
+        if item.format in ("npy", "text"):
+            if group and group_format != item.format:
+                flush_group()
+            if not group:
+                group_input, group_format = position, item.format
+            group.append(item.path)
+            group_bytes += item.size
+            if group_bytes >= unit_bytes:
+                flush_group()
             continue
-        flush_npy()
+        flush_group()
         if item.format == "jsonl" and not _compressed(item.path):
             for start in range(0, item.size, unit_bytes):
                 add(position, item, start, min(start + unit_bytes, item.size))
         elif item.format == "parquet":
-            for group in range(_parquet_row_groups(item.path)):
-                add(position, item, group, group + 1)
+            for row_group in range(_parquet_row_groups(item.path)):
+                add(position, item, row_group, row_group + 1)
         elif item.format in ("npz", "megatron"):
             source = open_flat(item.format, item.path, item.companion)
             try:
@@ -326,7 +324,7 @@ def plan_units(files: Sequence[InputFile], unit_bytes: int) -> list[WorkUnit]:
                 source.close()
         else:
             add(position, item, 0, -1)
-    flush_npy()
+    flush_group()
     return units
 
 

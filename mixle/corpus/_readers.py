@@ -80,7 +80,9 @@ def describe_location(unit: WorkUnit, location: tuple[int, int], line_base: int)
     ``line_base`` is the number of lines of the same file before this unit.
     """
     a, b = location
-    if unit.format in ("jsonl", "text"):
+    if unit.format == "text":
+        return f"{unit.paths[a]} line {b + 1}"
+    if unit.format == "jsonl":
         where = f"{unit.path} line {line_base + a + 1}"
         return where + (f", column {b}" if b else "")
     if unit.format == "parquet":
@@ -149,11 +151,11 @@ def _field(record: Any, fields: tuple[str, ...]) -> Any:
 
 
 # -- line-based inputs --------------------------------------------------------------
-def _lines(unit: WorkUnit) -> Iterator[tuple[int, bytes]]:
-    """Yield ``(byte offset, line)`` for every line whose first byte is in the unit."""
-    raw = open_binary(unit.path)
+def _lines(path: str, start: int = 0, stop: int = -1) -> Iterator[tuple[int, bytes]]:
+    """Yield ``(byte offset, line)`` for every line whose first byte is in ``[start, stop)``."""
+    raw = open_binary(path)
     try:
-        lower = unit.path.lower()
+        lower = path.lower()
         if lower.endswith(".gz"):
             import gzip
 
@@ -166,19 +168,18 @@ def _lines(unit: WorkUnit) -> Iterator[tuple[int, bytes]]:
             handle = io.BufferedReader(handle, 1 << 20)
         else:
             handle = raw
-        position = unit.start
-        if unit.start > 0:
-            handle.seek(unit.start - 1)
-            position = unit.start - 1 + len(handle.readline())
-        stop = unit.stop if unit.stop >= 0 else None
-        while stop is None or position < stop:
+        position = start
+        if start > 0:
+            handle.seek(start - 1)
+            position = start - 1 + len(handle.readline())
+        while stop < 0 or position < stop:
             line = handle.readline()
             if not line:
                 break
             yield position, line
             position += len(line)
     except OSError as exc:
-        raise IngestError(f"{unit.path}: cannot read ({exc}).") from exc
+        raise IngestError(f"{path}: cannot read ({exc}).") from exc
     finally:
         raw.close()
 
@@ -219,7 +220,7 @@ def _read_jsonl(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
             text_locations.clear()
 
     line_number = -1
-    for line_number, (_, line) in enumerate(_lines(unit)):
+    for line_number, (_, line) in enumerate(_lines(unit.path, unit.start, unit.stop)):
         collector.input_bytes += len(line)
         collector.lines += 1
         if not line.strip():
@@ -258,10 +259,8 @@ def _read_text(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
     tokenize = make_tokenizer(options.tokenizer or "bytes")
     assert tokenize is not None
     collector = _Collector()
-    block: list[bytes] = []
-    block_line = 0
 
-    def emit(lines: list[bytes], first_line: int) -> None:
+    def emit(lines: list[bytes], file_index: int, first_line: int) -> None:
         data = b"".join(lines)
         if options.split == "paragraphs":
             data = data.rstrip(b"\r\n")
@@ -271,28 +270,34 @@ def _read_text(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
             prefix = data[: exc.start]
             line = first_line + prefix.count(b"\n")
             column = exc.start - (prefix.rfind(b"\n") + 1) + 1
-            collector.rejects.append(((line, column), f"invalid UTF-8 ({exc.reason})"))
+            reason = f"invalid UTF-8 at column {column} ({exc.reason})"
+            collector.rejects.append(((file_index, line), reason))
             return
         collector.docs.extend(tokenize([text]))
-        collector.locations.append((first_line, 0))
+        collector.locations.append((file_index, first_line))
         collector.tokens += len(data)
 
-    line_number = -1
-    for line_number, (_, line) in enumerate(_lines(unit)):
-        collector.input_bytes += len(line)
-        collector.lines += 1
-        if options.split == "paragraphs" and not line.strip():
-            if block:
-                emit(block, block_line)
-                block = []
-                if collector.full():
-                    yield collector.take()
-            continue
-        if not block:
-            block_line = line_number
-        block.append(line)
-    if block or (options.split != "paragraphs" and line_number < 0):
-        emit(block, block_line)
+    for file_index, path in enumerate(unit.paths):
+        block: list[bytes] = []
+        block_line = 0
+        line_number = -1
+        for line_number, (_, line) in enumerate(_lines(path)):
+            collector.input_bytes += len(line)
+            collector.lines += 1
+            if options.split == "paragraphs" and not line.strip():
+                if block:
+                    emit(block, file_index, block_line)
+                    block = []
+                    if collector.full():
+                        yield collector.take()
+                continue
+            if not block:
+                block_line = line_number
+            block.append(line)
+        if block or (options.split != "paragraphs" and line_number < 0):
+            emit(block, file_index, block_line)
+        if collector.full():
+            yield collector.take()
     yield collector.take()
 
 

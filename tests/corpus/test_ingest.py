@@ -242,3 +242,15 @@ def test_property_jsonl_round_trip_any_ids_and_unit_size(
     assert summary.dtype == (
         "uint16" if widest < 2**16 else "uint32" if widest < 2**32 else "int64"
     )
+
+
+def test_small_text_files_share_units_and_errors_name_the_file(tmp_path: Path) -> None:
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    for index in range(6):
+        (folder / f"{index}.txt").write_text(f"doc {index}\n\npara\n")
+    summary = ingest(folder, tmp_path / "out", unit_size=30, split="paragraphs")
+    assert summary.units == 2 and summary.documents == 12  # 12-byte files, 3 per unit
+    (folder / "3.txt").write_bytes(b"ok\n\nbad \xff byte\n")
+    with pytest.raises(IngestError, match=r"3\.txt line 3: invalid UTF-8 at column 5"):
+        ingest(folder, tmp_path / "out2", unit_size=30, split="paragraphs")
