@@ -88,12 +88,20 @@ def _append_eos(batch: Batch, eos: int) -> tuple[np.ndarray, np.ndarray]:
     return tokens, batch.lengths + 1
 
 
+def _type_max(dtype: np.dtype[Any]) -> int:
+    return int(np.iinfo(dtype).max)
+
+
 def _bad_documents(tokens: np.ndarray, lengths: np.ndarray, limit: int | None) -> dict[int, str]:
-    """Return ``{document in batch: reason}`` for documents with an id out of range."""
+    """Return ``{document in batch: reason}`` for documents with an id out of range.
+
+    Scans only what the dtype does not already rule out (an unsigned batch is never
+    negative; a uint16 batch never reaches a limit above 65535).
+    """
     if tokens.shape[0] == 0:
         return {}
     negative = tokens.dtype.kind == "i" and int(tokens.min()) < 0
-    too_big = limit is not None and int(tokens.max()) >= limit
+    too_big = limit is not None and _type_max(tokens.dtype) >= limit and int(tokens.max()) >= limit
     if not negative and not too_big:
         return {}
     mask = np.zeros(tokens.shape[0], dtype=bool)
@@ -148,8 +156,15 @@ class _UnitShards:
         self.entries: list[dict[str, Any]] = []
         self.shard: ShardWriter | None = None
 
-    def write(self, tokens: np.ndarray, lengths: np.ndarray) -> None:
-        max_id = int(tokens.max()) if tokens.shape[0] else 0
+    def write(self, tokens: np.ndarray, lengths: np.ndarray, checked_below: int | None) -> None:
+        """Append a batch whose ids are known to be nonnegative and below ``checked_below``."""
+        # An upper bound on the ids, from the dtype and the caller's check; the data is
+        # scanned only when the bound does not prove that the current dtype holds them.
+        max_id = _type_max(tokens.dtype) if tokens.shape[0] else 0
+        if checked_below is not None:
+            max_id = min(max_id, checked_below - 1)
+        if max_id >= dtype_limit(self.dtype):
+            max_id = int(tokens.max()) if tokens.shape[0] else 0
         if self.fixed is None and max_id >= dtype_limit(self.dtype):
             self._finish()
             wider = needed_dtype(max_id)
@@ -235,7 +250,7 @@ def convert_unit(unit: WorkUnit, job: UnitJob, unit_dir: str) -> dict[str, Any]:
                 keep[list(bad)] = False
                 tokens = tokens[np.repeat(keep, lengths)]
                 lengths = lengths[keep]
-            writer.write(tokens, lengths)
+            writer.write(tokens, lengths, limit)
             rejects.extend(sorted(problems))
             stats["documents"] += int(lengths.shape[0])
             stats["tokens"] += int(tokens.shape[0])

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,7 +68,7 @@ class Batch:
 
     tokens: np.ndarray
     lengths: np.ndarray
-    locations: list[tuple[int, int]]
+    locations: Sequence[tuple[int, int]]
     rejects: list[tuple[tuple[int, int], str]] = field(default_factory=list)
     input_bytes: int = 0
     lines: int = 0
@@ -384,6 +384,19 @@ def _read_npy(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
     yield collector.take()
 
 
+class _Records(Sequence[tuple[int, int]]):
+    """Locations ``(base + i, 0)`` of consecutive records, without a list per batch."""
+
+    def __init__(self, base: int) -> None:
+        self.base = base
+
+    def __getitem__(self, index: Any) -> Any:
+        return (self.base + int(index), 0)
+
+    def __len__(self) -> int:
+        raise TypeError("record locations have no length")
+
+
 def _read_flat(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
     source = open_flat(unit.format, unit.path, unit.companion)
     offsets = source.offsets(unit.start, unit.stop)
@@ -396,8 +409,7 @@ def _read_flat(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
         tokens = source.tokens[int(offsets[first]) : int(offsets[last])]
         lengths = np.diff(offsets[first : last + 1])
         base = unit.start + first
-        locations = [(base + i, 0) for i in range(last - first)]
-        yield Batch(tokens, lengths, locations, [], int(tokens.nbytes))
+        yield Batch(tokens, lengths, _Records(base), [], int(tokens.nbytes))
         if count == 0:
             break
         first = last

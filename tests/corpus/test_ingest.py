@@ -254,3 +254,17 @@ def test_small_text_files_share_units_and_errors_name_the_file(tmp_path: Path) -
     (folder / "3.txt").write_bytes(b"ok\n\nbad \xff byte\n")
     with pytest.raises(IngestError, match=r"3\.txt line 3: invalid UTF-8 at column 5"):
         ingest(folder, tmp_path / "out2", unit_size=30, split="paragraphs")
+
+
+def test_fsspec_url_input(tmp_path: Path) -> None:
+    fsspec = pytest.importorskip("fsspec")
+    docs = random_docs(10, 30)
+    text = "".join(json.dumps({"input_ids": d.tolist()}) + "\n" for d in docs)
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/ingest-test/part-1.jsonl", text.encode())
+    fs.pipe("/ingest-test/part-0.jsonl", b'{"input_ids": [7]}\n')
+    try:
+        ingest("memory://ingest-test/", tmp_path / "out", unit_size=256)
+    finally:
+        fs.rm("/ingest-test", recursive=True)
+    assert read_all(tmp_path / "out") == [[7], *as_lists(docs)]
