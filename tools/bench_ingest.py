@@ -96,6 +96,26 @@ def tofile_floor(token_path: Path, target: Path) -> float:
     return seconds
 
 
+def tofile_sha_floor(token_path: Path, target: Path) -> float:
+    """Like :func:`tofile_floor` plus SHA-256 of the bytes (the format requires a checksum)."""
+    import hashlib
+
+    started = time.perf_counter()
+    array = np.load(token_path, mmap_mode="r")
+    digest = hashlib.sha256()
+    with open(target, "wb") as handle:
+        for start in range(0, array.shape[0], _CHUNK):
+            chunk = array[start : start + _CHUNK]
+            digest.update(chunk.data)
+            chunk.tofile(handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    digest.hexdigest()
+    seconds = time.perf_counter() - started
+    os.unlink(target)
+    return seconds
+
+
 def timed_ingest(source: Path | str, output: Path, **options: object) -> tuple[float, int]:
     started = time.perf_counter()
     summary = ingest(source, output, overwrite=True, progress=False, **options)  # type: ignore[arg-type]
@@ -107,22 +127,25 @@ def timed_ingest(source: Path | str, output: Path, **options: object) -> tuple[f
 def compare_with_floor(
     name: str, source: Path | str, token_path: Path, work: Path, reps: int, workers: int
 ) -> dict[str, float]:
-    ours, floor = [], []
+    ours, floor, floor_sha = [], [], []
     tokens = 0
     for _ in range(reps):
         floor.append(tofile_floor(token_path, work / "floor.bin"))
         seconds, tokens = timed_ingest(source, work / "out", workers=workers)
         ours.append(seconds)
-    ours_s, floor_s = statistics.median(ours), statistics.median(floor)
+        floor_sha.append(tofile_sha_floor(token_path, work / "floor.bin"))
+    ours_s, floor_s, sha_s = (statistics.median(v) for v in (ours, floor, floor_sha))
     result = {
         "tokens": tokens,
         "ingest_tokens_per_s": tokens / ours_s,
         "tofile_tokens_per_s": tokens / floor_s,
         "ratio": floor_s / ours_s,
+        "ratio_to_tofile_plus_sha256": sha_s / ours_s,
     }
     print(
         f"{name} (workers={workers}): ingest {tokens / ours_s / 1e6:.1f} M tokens/s, "
-        f"tofile floor {tokens / floor_s / 1e6:.1f} M tokens/s, ratio {floor_s / ours_s:.2f}x "
+        f"tofile floor {tokens / floor_s / 1e6:.1f} M tokens/s, ratio {floor_s / ours_s:.2f}x; "
+        f"tofile+sha256 {tokens / sha_s / 1e6:.1f} M tokens/s, ratio {sha_s / ours_s:.2f}x "
         f"(median of {reps})"
     )
     return result
@@ -182,15 +205,19 @@ def jsonl_scaling(path: Path, work: Path, reps: int, unit_size: int) -> dict[str
         seconds, tokens = timed_ingest(path, work / "out", workers=2, unit_size=unit_size)
         two.append(seconds)
     one_s, two_s = statistics.median(one), statistics.median(two)
+    top = statistics.median(ceiling)
     print(
         f"JSONL ({path.stat().st_size / 1e6:.0f} MB): 1 worker {tokens / one_s / 1e6:.2f} M tokens/s, "
-        f"2 workers {tokens / two_s / 1e6:.2f} M tokens/s, speed-up {one_s / two_s:.2f}x (median of {reps})"
+        f"2 workers {tokens / two_s / 1e6:.2f} M tokens/s, speed-up {one_s / two_s:.2f}x; "
+        f"same-run CPU-burn ceiling {top:.2f}x; load average {os.getloadavg()[0]:.1f} "
+        f"(median of {reps})"
     )
     return {
         "tokens": tokens,
         "one_worker_tokens_per_s": tokens / one_s,
         "two_workers_tokens_per_s": tokens / two_s,
         "speedup": one_s / two_s,
+        "cpu_ceiling": top,
     }
 
 
@@ -237,6 +264,47 @@ def peak_rss(token_dir: Path, work: Path, workers: int) -> dict[str, int]:
     return values
 
 
+def run_flat(root: Path, gigabytes: float, reps: int, workers: int) -> dict[str, object]:
+    results: dict[str, object] = {}
+    flat = root / "flat"
+    flat.mkdir()
+    token_path, mega = make_flat(flat, int(gigabytes * 1e9 / 2), seed=0)
+    for count in sorted({1, workers}):
+        results[f"npz_pair_w{count}"] = compare_with_floor(
+            "flat tokens+offsets", token_path, token_path, root, reps, count
+        )
+        results[f"megatron_w{count}"] = compare_with_floor(
+            "Megatron .bin/.idx", str(mega)[:-4], token_path, root, reps, count
+        )
+    shutil.rmtree(flat)
+    return results
+
+
+def run_rss(root: Path, sizes: list[float]) -> dict[str, object]:
+    rss: dict[str, object] = {}
+    for gb in sizes:
+        folder = root / f"rss-{gb}"
+        folder.mkdir()
+        make_flat(folder, int(gb * 1e9 / 2), seed=2)
+        for name in ("mega.bin", "mega.idx"):
+            (folder / name).unlink()
+        rss[f"{gb}GB"] = value = peak_rss(folder, root, workers=2)
+        print(
+            f"peak memory, {gb} GB input, 2 workers: coordinator VmHWM {value['maxrss_kb'] / 1024:.0f} MiB, "
+            f"workers maxrss {value['children_maxrss_kb'] / 1024:.0f} MiB, coordinator RssAnon peak "
+            f"{value['rss_anon_peak_kb'] / 1024:.0f} MiB"
+        )
+        shutil.rmtree(folder)
+    small, large = (rss[f"{gb}GB"] for gb in sizes)
+    assert isinstance(small, dict) and isinstance(large, dict)
+    worst_small = max(small["maxrss_kb"], small["children_maxrss_kb"])  # per process
+    worst_large = max(large["maxrss_kb"], large["children_maxrss_kb"])
+    ratio = worst_large / worst_small
+    print(f"peak RSS ratio {sizes[1]} GB / {sizes[0]} GB input: {ratio:.2f} (target <= 1.20)")
+    rss["ratio"] = ratio
+    return rss
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -255,7 +323,15 @@ def main() -> None:
         "--reps", type=int, default=3, help="interleaved repetitions (medians reported)"
     )
     parser.add_argument(
-        "--workers", type=int, default=1, help="workers for the flat/Megatron comparison"
+        "--workers",
+        type=int,
+        default=2,
+        help="flat/Megatron are measured with 1 and this many workers",
+    )
+    parser.add_argument(
+        "--parts",
+        default="flat,jsonl,rss",
+        help="comma-separated subset of flat,jsonl,rss to run",
     )
     parser.add_argument("--quick", action="store_true", help="small smoke run")
     args = parser.parse_args()
@@ -266,48 +342,17 @@ def main() -> None:
     root.mkdir(parents=True)
     results: dict[str, object] = {}
     try:
-        flat = root / "flat"
-        flat.mkdir()
-        token_path, mega = make_flat(flat, int(args.flat_gb * 1e9 / 2), seed=0)
-        for workers in sorted({1, args.workers}):
-            results[f"npz_pair_w{workers}"] = compare_with_floor(
-                "flat tokens+offsets", token_path, token_path, root, args.reps, workers
-            )
-            results[f"megatron_w{workers}"] = compare_with_floor(
-                "Megatron .bin/.idx", str(mega)[:-4], token_path, root, args.reps, workers
-            )
-        shutil.rmtree(flat)
-
-        jsonl = root / "data.jsonl"
-        make_jsonl(jsonl, int(args.jsonl_mb * 1e6), seed=1)
-        unit = max(int(args.jsonl_mb * 1e6) // 8, 1 << 16)
-        results["jsonl"] = jsonl_scaling(jsonl, root, args.reps, unit)
-        jsonl.unlink()
-
-        rss: dict[str, object] = {}
-        for gb in args.rss_gb:
-            folder = root / f"rss-{gb}"
-            folder.mkdir()
-            make_flat(folder, int(gb * 1e9 / 2), seed=2)
-            for name in ("mega.bin", "mega.idx"):
-                (folder / name).unlink()
-            rss[f"{gb}GB"] = value = peak_rss(folder, root, workers=2)
-            print(
-                f"peak memory, {gb} GB input, 2 workers: coordinator VmHWM {value['maxrss_kb'] / 1024:.0f} MiB, "
-                f"workers maxrss {value['children_maxrss_kb'] / 1024:.0f} MiB, coordinator RssAnon peak "
-                f"{value['rss_anon_peak_kb'] / 1024:.0f} MiB"
-            )
-            shutil.rmtree(folder)
-        small, large = (rss[f"{gb}GB"] for gb in args.rss_gb)
-        assert isinstance(small, dict) and isinstance(large, dict)
-        worst_small = max(small["maxrss_kb"], small["children_maxrss_kb"])  # per process
-        worst_large = max(large["maxrss_kb"], large["children_maxrss_kb"])
-        ratio = worst_large / worst_small
-        print(
-            f"peak RSS ratio {args.rss_gb[1]} GB / {args.rss_gb[0]} GB input: {ratio:.2f} (target <= 1.20)"
-        )
-        rss["ratio"] = ratio
-        results["rss"] = rss
+        parts = set(args.parts.split(","))
+        if "flat" in parts:
+            results.update(run_flat(root, args.flat_gb, args.reps, args.workers))
+        if "jsonl" in parts:
+            jsonl = root / "data.jsonl"
+            make_jsonl(jsonl, int(args.jsonl_mb * 1e6), seed=1)
+            unit = max(int(args.jsonl_mb * 1e6) // 8, 1 << 16)
+            results["jsonl"] = jsonl_scaling(jsonl, root, args.reps, unit)
+            jsonl.unlink()
+        if "rss" in parts:
+            results["rss"] = run_rss(root, args.rss_gb)
         own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         print(
             f"benchmark process: maxrss {own / 1024:.0f} MiB, RssAnon {_rss_anon_kb() / 1024:.0f} MiB"
