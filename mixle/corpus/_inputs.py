@@ -257,13 +257,16 @@ def _compressed(path: str) -> bool:
     return path.lower().endswith((".gz", ".zst"))
 
 
-def plan_units(files: Sequence[InputFile], unit_bytes: int) -> list[WorkUnit]:
+def plan_units(
+    files: Sequence[InputFile], unit_bytes: int, flat_unit_bytes: int | None = None
+) -> list[WorkUnit]:
     """Cut ``files`` into work units of about ``unit_bytes`` of input each.
 
-    Deterministic: depends only on the files, their sizes and headers, and
-    ``unit_bytes``. Flat inputs (``npz``, ``megatron``) are cut at document
-    boundaries, so every unit holds whole documents; uncompressed JSONL is cut at byte
-    offsets and each line belongs to the unit holding its first byte.
+    Deterministic: depends only on the files, their sizes and headers, ``unit_bytes``
+    and ``flat_unit_bytes``. Flat inputs (``npz``, ``megatron``) are cut at document
+    boundaries into units of ``flat_unit_bytes`` of ids (default ``unit_bytes``), so
+    every unit holds whole documents; uncompressed JSONL is cut at byte offsets and
+    each line belongs to the unit holding its first byte.
 
     Raises
     ------
@@ -318,7 +321,7 @@ def plan_units(files: Sequence[InputFile], unit_bytes: int) -> list[WorkUnit]:
         elif item.format in ("npz", "megatron"):
             source = open_flat(item.format, item.path, item.companion)
             try:
-                for start, stop in document_ranges(source, unit_bytes):
+                for start, stop in document_ranges(source, flat_unit_bytes or unit_bytes):
                     add(position, item, start, stop)
             finally:
                 source.close()

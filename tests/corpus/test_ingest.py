@@ -126,7 +126,7 @@ def test_flat_tokens_and_offsets_round_trip(tmp_path: Path, layout: str) -> None
         np.save(tmp_path / "flat.tokens.npy", tokens)
         np.save(tmp_path / "flat.offsets.npy", offsets)
         source = tmp_path
-    summary = ingest(source, tmp_path / "out", unit_size=1000)
+    summary = ingest(source, tmp_path / "out", unit_size=1000, shard_size=1000)
     assert read_all(tmp_path / "out") == as_lists(docs)
     assert summary.units > 3
 
@@ -147,7 +147,7 @@ def test_megatron_pair_written_from_spec_round_trips(tmp_path: Path, dtype: type
     ]
     documents[3] = []  # a document without sequences
     prefix = write_megatron(tmp_path / "corpus_text_document", documents, np.dtype(dtype))
-    summary = ingest(str(prefix), tmp_path / "out", unit_size=256)
+    summary = ingest(str(prefix), tmp_path / "out", unit_size=256, shard_size=256)
     expected = [[int(x) for seq in doc for x in seq] for doc in documents]
     assert read_all(tmp_path / "out") == expected
     assert summary.units > 3
