@@ -46,7 +46,12 @@ from mixle.corpus._ingest_worker import (
 )
 from mixle.corpus._inputs import WorkUnit, plan_units, resolve_inputs
 from mixle.corpus._manifest import commit_manifest, parse_manifest
-from mixle.corpus._publish import make_publish_plan, publish, read_publish_plan
+from mixle.corpus._publish import (
+    discard_work_dir,
+    make_publish_plan,
+    publish,
+    read_publish_plan,
+)
 from mixle.corpus._readers import ReadOptions, describe_location, make_tokenizer
 from mixle.corpus._shard import rewrite_shard_dtype
 from mixle.corpus._writer import DEFAULT_SHARD_MAX_BYTES
@@ -407,7 +412,25 @@ def ingest(
         "units": [unit.to_dict() for unit in units],
     }
     work = os.path.join(out, WORK_DIR_NAME)
-    _prepare_output(out, work, plan, resume=resume, overwrite=overwrite)
+    finished = _prepare_output(out, work, plan, resume=resume, overwrite=overwrite)
+    if finished is not None:  # --resume of an ingest that had already published
+        skipped = int(finished["metadata"]["source"].get("skipped_documents", 0))
+        default_rejects = os.path.join(out, "rejects.jsonl")
+        return IngestSummary(
+            output=out,
+            documents=finished["num_documents"],
+            tokens=finished["num_tokens"],
+            shards=len(finished["shards"]),
+            bytes=sum(e["tokens_bytes"] + e["offsets_bytes"] for e in finished["shards"]),
+            dtype=finished["dtype"],
+            seconds=time.perf_counter() - started,
+            skipped=skipped,
+            rejects=(os.path.abspath(os.fspath(rejects)) if rejects else default_rejects)
+            if on_error == "skip"
+            else None,
+            units=len(units),
+            resumed_units=len(units),
+        )
 
     job = UnitJob(ReadOptions(fields, tokenizer, split), eos, vocab, fixed, shard_size, on_error)
     rejects_path = None
@@ -477,10 +500,26 @@ def _remove_if_empty(path: str) -> None:
         os.rmdir(path)
 
 
+def _finished_manifest(out: str, plan: dict[str, Any]) -> dict[str, Any] | None:
+    """Return the manifest in ``out`` if an ingest of exactly ``plan``'s source wrote it."""
+    try:
+        with open(os.path.join(out, MANIFEST_NAME), "rb") as handle:
+            manifest = parse_manifest(handle.read(), out)
+    except (OSError, ValueError):
+        return None
+    source = dict(manifest["metadata"].get("source") or {})
+    source.pop("skipped_documents", None)
+    return manifest if source == json.loads(json.dumps(plan["source"])) else None
+
+
 def _prepare_output(
     out: str, work: str, plan: dict[str, Any], *, resume: bool, overwrite: bool
-) -> None:
-    """Check ``out`` may be written and set up the work directory with ``plan``."""
+) -> dict[str, Any] | None:
+    """Check ``out`` may be written and set up the work directory with ``plan``.
+
+    Returns the existing manifest when ``resume`` finds the ingest already finished
+    (killed after publishing, while cleaning up), else ``None``.
+    """
     if os.path.exists(out) and not os.path.isdir(out):
         raise CorpusExistsError(f"{out} exists and is not a directory.")
     has_manifest = os.path.exists(os.path.join(out, MANIFEST_NAME))
@@ -489,6 +528,12 @@ def _prepare_output(
     if os.path.exists(plan_path):
         with open(plan_path, encoding="utf-8") as handle:
             previous = json.load(handle)
+    shutil.rmtree(f"{work}-done", ignore_errors=True)  # a finished run killed while cleaning up
+    if resume and has_manifest:
+        finished = _finished_manifest(out, plan)
+        if finished is not None:
+            discard_work_dir(work)
+            return finished
     if resume and previous is not None:
         _check_same_plan(previous, plan)
         allowed = overwrite or previous.get("overwrite") or read_publish_plan(work) is not None
@@ -496,7 +541,7 @@ def _prepare_output(
             raise CorpusExistsError(
                 f"{out} already holds a corpus; pass --overwrite to replace it."
             )
-        return
+        return None
     if has_manifest and not overwrite:
         raise CorpusExistsError(f"{out} already holds a corpus; pass --overwrite to replace it.")
     if os.path.exists(work):
@@ -508,6 +553,7 @@ def _prepare_output(
         shutil.rmtree(work)
     os.makedirs(work)
     write_json_atomic(plan_path, dict(plan, overwrite=overwrite))
+    return None
 
 
 def _check_same_plan(previous: dict[str, Any], plan: dict[str, Any]) -> None:

@@ -12,7 +12,7 @@ This is the single step that makes an ingest visible, and it is idempotent so a
    copied. A source that no longer exists was renamed by an earlier attempt.
 4. Shard files of an old corpus that the new one does not use are deleted.
 5. :func:`mixle.corpus.commit_manifest` writes ``manifest.json`` last, atomically.
-6. The work directory is removed.
+6. The work directory is renamed away and removed.
 
 A remote publisher (issue #7) can take the same plan and target a staging prefix.
 """
@@ -31,7 +31,13 @@ from mixle.corpus._format import MANIFEST_NAME, shard_file_names
 from mixle.corpus._ingest_worker import write_json_atomic
 from mixle.corpus._manifest import commit_manifest, compute_fingerprint, fsync_directory
 
-__all__ = ["PUBLISH_NAME", "make_publish_plan", "publish", "read_publish_plan"]
+__all__ = [
+    "PUBLISH_NAME",
+    "discard_work_dir",
+    "make_publish_plan",
+    "publish",
+    "read_publish_plan",
+]
 
 PUBLISH_NAME = "publish.json"
 
@@ -88,13 +94,23 @@ def _already_published(output: str, plan: Mapping[str, Any]) -> bool:
         return False
 
 
+def discard_work_dir(work_dir: str) -> None:
+    """Remove ``work_dir``: renamed away first (atomic), then deleted, so a kill while
+    deleting never leaves a half-removed work directory that looks resumable."""
+    trash = f"{work_dir}-done"
+    shutil.rmtree(trash, ignore_errors=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.replace(work_dir, trash)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
 def publish(output: str, work_dir: str, plan: Mapping[str, Any]) -> None:
     """Carry out ``plan``: move unit shards into ``output`` and commit the manifest.
 
     Safe to call again after a crash at any point (see the module docstring).
     """
     if _already_published(output, plan):
-        shutil.rmtree(work_dir, ignore_errors=True)
+        discard_work_dir(work_dir)
         return
     with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(output, MANIFEST_NAME))
@@ -117,4 +133,4 @@ def publish(output: str, work_dir: str, plan: Mapping[str, Any]) -> None:
         vocab_size=plan["vocab_size"],
         metadata=plan["metadata"],
     )
-    shutil.rmtree(work_dir, ignore_errors=True)
+    discard_work_dir(work_dir)

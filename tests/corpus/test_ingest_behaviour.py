@@ -186,3 +186,20 @@ def test_resume_redoes_a_unit_whose_shards_are_damaged(
     assert summary.resumed_units == 1
     ingest(mixed_jsonl, tmp_path / "reference", unit_size=4096)
     assert tree_bytes(tmp_path / "out") == tree_bytes(tmp_path / "reference")
+
+
+def test_resume_after_a_finished_ingest_is_a_no_op(tmp_path: Path, mixed_jsonl: Path) -> None:
+    first = ingest(mixed_jsonl, tmp_path / "out", unit_size=4096)
+    before = tree_bytes(tmp_path / "out")
+    # As if killed after the manifest was written, while removing the work directory.
+    (tmp_path / "out" / ".mixle-ingest" / "unit-000000").mkdir(parents=True)
+    again = ingest(mixed_jsonl, tmp_path / "out", unit_size=4096, resume=True)
+    assert tree_bytes(tmp_path / "out") == before
+    assert (again.documents, again.tokens, again.shards) == (
+        first.documents,
+        first.tokens,
+        first.shards,
+    )
+    assert again.resumed_units == again.units
+    with pytest.raises(CorpusExistsError, match="--overwrite"):
+        ingest(mixed_jsonl, tmp_path / "out", unit_size=8192, resume=True)
