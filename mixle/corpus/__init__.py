@@ -32,6 +32,7 @@ from mixle.corpus import _remote
 from mixle.corpus._cache import ShardCache, default_cache_dir
 from mixle.corpus._cached import CachedDocuments
 from mixle.corpus._format import FORMAT_VERSION, MANIFEST_NAME
+from mixle.corpus._ingest import IngestSummary, ingest
 from mixle.corpus._inspect import describe_corpus, plot_lengths
 from mixle.corpus._manifest import commit_manifest
 from mixle.corpus._publish import convert_corpus, publish_corpus, upload_corpus
@@ -74,3 +75,4 @@ __all__ = [
     "verify_corpus",
     "write_shard",
 ]
+__all__ += ["IngestSummary", "ingest"]

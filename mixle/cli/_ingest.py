@@ -1,0 +1,212 @@
+"""``mixle ingest``: convert token files or text into a sharded corpus.
+
+A thin wrapper over :func:`mixle.corpus.ingest`; every option maps to one argument.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+__all__ = ["register"]
+
+_DESCRIPTION = """\
+Convert tokenized documents (JSONL, Parquet, NumPy, Megatron .bin/.idx) or raw text
+into a sharded, memory-mapped corpus directory. The result is byte-identical for any
+--workers and any run; a killed ingest leaves no (or the previous) manifest and
+continues with --resume.
+"""
+
+_EXAMPLES = """\
+examples:
+  mixle ingest data/*.jsonl corpus/                       # ids in "input_ids" (or "tokens")
+  mixle ingest shards.jsonl.zst corpus/ --field ids --workers 8
+  mixle ingest books/ corpus/ --input-format text --split paragraphs --append-eos 0
+  mixle ingest docs.jsonl corpus/ --tokenizer tokenizer.json --field text --append-eos 50256
+  mixle ingest my_gpt2_text_document corpus/ --vocab-size 50257   # Megatron PREFIX.bin/.idx
+  mixle ingest train.npz corpus/ --shard-size 512MiB
+  mixle ingest data/ corpus/ --on-error skip --rejects bad.jsonl
+  mixle ingest data/ corpus/ --resume                     # after a crash or Ctrl-C
+  mixle inspect corpus/                                   # look at the result
+"""
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+}
+
+
+def _size(text: str) -> int:
+    """Parse ``256MiB``, ``1GB``, ``4096`` into bytes."""
+    lowered = text.strip().lower()
+    number = lowered.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = lowered[len(number) :]
+    if unit not in _UNITS or not number.isdigit() or int(number) <= 0:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive size like 268435456, 256MiB or 1GB. Got {text!r} instead."
+        )
+    return int(number) * _UNITS[unit]
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``ingest`` subcommand."""
+    from mixle.corpus._ingest import DEFAULT_UNIT_BYTES
+    from mixle.corpus._inputs import INPUT_FORMATS
+
+    parser = subparsers.add_parser(
+        "ingest",
+        help="Convert token files or text into a sharded corpus.",
+        usage="mixle ingest [options] INPUT... OUTPUT",
+        description=_DESCRIPTION,
+        epilog=_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="inputs (files, directories, globs, fsspec URLs; e.g. 'data/*.jsonl') then the "
+        "output corpus directory (e.g. corpus/)",
+    )
+    parser.add_argument(
+        "--input-format",
+        choices=INPUT_FORMATS,
+        help="force the input format instead of detecting it by extension "
+        "(e.g. --input-format text for .log files)",
+    )
+    parser.add_argument(
+        "--field",
+        help="JSONL key / Parquet column with the ids (default: input_ids, then tokens) or, "
+        "with --tokenizer, the text (default: text); e.g. --field ids",
+    )
+    parser.add_argument(
+        "--tokenizer",
+        help="tokenize text: 'bytes' (UTF-8 bytes, built in) or PATH/tokenizer.json "
+        "(needs `pip install mixle[tokenizers]`); e.g. --tokenizer bytes. Text files "
+        "default to bytes",
+    )
+    parser.add_argument(
+        "--split",
+        choices=("none", "paragraphs"),
+        default="none",
+        help="text files: each file is a document (none, default) or each blank-line-"
+        "separated block is (e.g. --split paragraphs)",
+    )
+    parser.add_argument(
+        "--append-eos",
+        type=int,
+        metavar="ID",
+        help="append this end-of-document id to every document (e.g. --append-eos 50256)",
+    )
+    parser.add_argument(
+        "--shard-size",
+        type=_size,
+        default=None,
+        metavar="BYTES",
+        help="maximum size of one .tokens file (default 256MiB; e.g. --shard-size 1GiB)",
+    )
+    parser.add_argument(
+        "--vocab-size",
+        type=int,
+        help="number of token ids; larger ids are errors and it picks the dtype "
+        "(e.g. --vocab-size 50257 -> uint16)",
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=("auto", "uint16", "uint32", "int64"),
+        default="auto",
+        help="token dtype on disk; auto = from --vocab-size, else the smallest that holds "
+        "every id (e.g. --dtype uint32)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=min(os.cpu_count() or 1, 8),
+        help="worker processes; the output is identical for any value "
+        "(default: CPUs, at most 8; e.g. --workers 4)",
+    )
+    parser.add_argument(
+        "--on-error",
+        choices=("raise", "skip"),
+        default="raise",
+        help="bad record: stop and commit nothing (raise, default) or leave it out and "
+        "list it in the rejects file (e.g. --on-error skip)",
+    )
+    parser.add_argument(
+        "--rejects",
+        metavar="PATH",
+        help="with --on-error skip: where to list skipped records as JSON lines "
+        "(default OUTPUT/rejects.jsonl; e.g. --rejects bad.jsonl)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted ingest of the same inputs and options "
+        "(e.g. rerun the same command with --resume)",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing corpus at OUTPUT (e.g. mixle ingest new.jsonl corpus/ --overwrite)",
+    )
+    parser.add_argument(
+        "--unit-size",
+        type=_size,
+        default=DEFAULT_UNIT_BYTES,
+        metavar="BYTES",
+        help="input bytes per parallel work unit; part of the result, so keep it when "
+        "resuming (default 64MiB; e.g. --unit-size 256MiB)",
+    )
+    parser.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no progress bar and no summary (e.g. -q in scripts)",
+    )
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from mixle.corpus import ingest
+    from mixle.corpus._writer import DEFAULT_SHARD_MAX_BYTES
+    from mixle.errors import CorpusError
+
+    if len(args.paths) < 2:
+        print(
+            "mixle ingest: error: give at least one INPUT and the OUTPUT directory", file=sys.stderr
+        )
+        return 2
+    *inputs, output = args.paths
+    try:
+        summary = ingest(
+            inputs,
+            output,
+            input_format=args.input_format,
+            field=args.field,
+            tokenizer=args.tokenizer,
+            split=args.split,
+            append_eos=args.append_eos,
+            shard_size=args.shard_size or DEFAULT_SHARD_MAX_BYTES,
+            vocab_size=args.vocab_size,
+            dtype=args.dtype,
+            workers=args.workers,
+            on_error=args.on_error,
+            rejects=args.rejects,
+            resume=args.resume,
+            overwrite=args.overwrite,
+            unit_size=args.unit_size,
+            progress=False if args.quiet else None,
+        )
+    except CorpusError as exc:
+        print(f"mixle ingest: error: {exc}", file=sys.stderr)
+        return 1
+    if not args.quiet:
+        print(summary.format())
+    return 0
