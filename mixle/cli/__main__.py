@@ -4,4 +4,5 @@ from __future__ import annotations
 
 from mixle.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # spawned ingest workers import this module; never re-run it
+    raise SystemExit(main())

@@ -49,9 +49,9 @@ _INSTALL_HINTS = {
     "gcs": "pip install 'mixle[gcs]'",
     "http": "pip install 'mixle[http]'",
     "https": "pip install 'mixle[http]'",
-    "az": "pip install adlfs",
-    "abfs": "pip install adlfs",
-    "abfss": "pip install adlfs",
+    "az": "pip install 'mixle[azure]'",
+    "abfs": "pip install 'mixle[azure]'",
+    "abfss": "pip install 'mixle[azure]'",
 }
 REMOTE_SCHEMES = (*_INSTALL_HINTS, "memory")
 

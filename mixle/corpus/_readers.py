@@ -36,7 +36,7 @@ BATCH_TOKENS = 1 << 22
 _BATCH_DOCUMENTS = 1 << 15
 _EMPTY = np.empty(0, dtype=np.int64)
 _INSTALL_HINTS = {
-    "zstandard": "pip install zstandard",
+    "zstandard": "pip install 'mixle[zstd]'",
     "parquet": "pip install 'mixle[parquet]'",
     "tokenizers": "pip install 'mixle[tokenizers]'",
 }

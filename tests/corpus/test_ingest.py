@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -73,10 +74,12 @@ def test_jsonl_zst_round_trip(tmp_path: Path) -> None:
     assert read_all(tmp_path / "out") == as_lists(docs)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("zstandard") is not None, reason="zstandard present")
-def test_jsonl_zst_without_zstandard_gives_install_hint(tmp_path: Path) -> None:
+def test_jsonl_zst_without_zstandard_gives_install_hint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "zstandard", None)  # makes `import zstandard` fail
     (tmp_path / "a.jsonl.zst").write_bytes(b"\x28\xb5\x2f\xfd")
-    with pytest.raises(IngestError, match="pip install zstandard"):
+    with pytest.raises(IngestError, match=r"mixle\[zstd\]"):
         ingest(tmp_path / "a.jsonl.zst", tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
@@ -268,3 +271,32 @@ def test_fsspec_url_input(tmp_path: Path) -> None:
     finally:
         fs.rm("/ingest-test", recursive=True)
     assert read_all(tmp_path / "out") == [[7], *as_lists(docs)]
+
+
+def test_text_through_a_hugging_face_tokenizer_json(tmp_path: Path) -> None:
+    tokenizers = pytest.importorskip("tokenizers")
+    texts = ["the cat sat on the mat", "a dog sat on a log", "the cat and the dog"]
+    words = sorted({word for text in texts for word in text.split()})
+    vocab = {"[UNK]": 0, **{word: index + 1 for index, word in enumerate(words)}}
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    for index, text in enumerate(texts):
+        (tmp_path / f"doc{index}.txt").write_text(text + " zebra")
+    summary = ingest(
+        sorted(str(path) for path in tmp_path.glob("doc*.txt")),
+        tmp_path / "out",
+        tokenizer=str(tmp_path / "tokenizer.json"),
+        append_eos=len(vocab),
+    )
+    expected = [[*tokenizer.encode(text + " zebra").ids, len(vocab)] for text in texts]
+    assert read_all(tmp_path / "out") == expected
+    assert expected[0][-2] == 0  # the unknown word maps to [UNK], not dropped
+    assert summary.documents == 3
+
+
+def test_a_missing_tokenizer_file_is_rejected_before_any_work(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("hello")
+    with pytest.raises(ArgumentError, match="nope.json' does not exist"):
+        ingest(str(tmp_path / "a.txt"), tmp_path / "out", tokenizer=str(tmp_path / "nope.json"))
+    assert not (tmp_path / "out" / "manifest.json").exists()
