@@ -297,6 +297,6 @@ def test_text_through_a_hugging_face_tokenizer_json(tmp_path: Path) -> None:
 
 def test_a_missing_tokenizer_file_is_rejected_before_any_work(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("hello")
-    with pytest.raises(ArgumentError, match="nope.json' does not exist"):
+    with pytest.raises(ArgumentError, match=r"nope\.json' does not exist"):
         ingest(str(tmp_path / "a.txt"), tmp_path / "out", tokenizer=str(tmp_path / "nope.json"))
     assert not (tmp_path / "out" / "manifest.json").exists()
