@@ -13,7 +13,8 @@ __all__ = ["register"]
 
 _DESCRIPTION = """\
 Convert tokenized documents (JSONL, Parquet, NumPy, Megatron .bin/.idx) or raw text
-into a sharded, memory-mapped corpus directory. The result is byte-identical for any
+into a sharded, memory-mapped corpus directory, or publish it to an object store
+(s3://, gs://, https://, any fsspec URL; shards first, manifest last). The result is byte-identical for any
 --workers and any run; a killed ingest leaves no (or the previous) manifest and
 continues with --resume.
 """
@@ -28,6 +29,8 @@ examples:
   mixle ingest train.npz corpus/ --shard-size 512MiB
   mixle ingest data/ corpus/ --on-error skip --rejects bad.jsonl
   mixle ingest data/ corpus/ --resume                     # after a crash or Ctrl-C
+  mixle ingest data/ s3://bucket/corpus                   # build locally, then upload
+  mixle ingest data/ corpus.zarr --layout zarr            # compressed, for transfer
   mixle inspect corpus/                                   # look at the result
 """
 
@@ -73,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         nargs="+",
         metavar="PATH",
         help="inputs (files, directories, globs, fsspec URLs; e.g. 'data/*.jsonl') then the "
-        "output corpus directory (e.g. corpus/)",
+        "output corpus directory or URL (e.g. corpus/ or s3://bucket/corpus)",
     )
     parser.add_argument(
         "--input-format",
@@ -157,6 +160,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="replace an existing corpus at OUTPUT (e.g. mixle ingest new.jsonl corpus/ --overwrite)",
     )
     parser.add_argument(
+        "--layout",
+        choices=("raw", "zarr"),
+        default="raw",
+        help="raw: memory-mappable shards (default); zarr: a compressed zarr v3 group for "
+        "storage and transfer (e.g. --layout zarr s3://bucket/corpus.zarr)",
+    )
+    parser.add_argument(
+        "--staging-dir",
+        metavar="DIR",
+        help="where a URL or zarr OUTPUT is built before it is published, shards first and "
+        "the manifest last (default: under ~/.cache/mixle/staging; e.g. --staging-dir /scratch/x)",
+    )
+    parser.add_argument(
         "--unit-size",
         type=_size,
         default=DEFAULT_UNIT_BYTES,
@@ -180,7 +196,8 @@ def _run(args: argparse.Namespace) -> int:
 
     if len(args.paths) < 2:
         print(
-            "mixle ingest: error: give at least one INPUT and the OUTPUT directory", file=sys.stderr
+            "mixle ingest: error: give at least one INPUT and the OUTPUT directory or URL",
+            file=sys.stderr,
         )
         return 2
     *inputs, output = args.paths
@@ -203,6 +220,8 @@ def _run(args: argparse.Namespace) -> int:
             overwrite=args.overwrite,
             unit_size=args.unit_size,
             progress=False if args.quiet else None,
+            layout=args.layout,
+            staging_dir=args.staging_dir,
         )
     except CorpusError as exc:
         print(f"mixle ingest: error: {exc}", file=sys.stderr)

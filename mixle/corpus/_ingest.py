@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import concurrent.futures as futures
 import contextlib
+import dataclasses
 import hashlib
 import json
 import multiprocessing
@@ -30,11 +31,12 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from mixle._checks import nonnegative_int, positive_int
+from mixle.corpus._cache import default_cache_dir
 from mixle.corpus._format import MANIFEST_NAME, dtype_limit, resolve_dtype
 from mixle.corpus._ingest_publish import (
     discard_work_dir,
@@ -52,8 +54,10 @@ from mixle.corpus._ingest_worker import (
 )
 from mixle.corpus._inputs import WorkUnit, plan_units, resolve_inputs
 from mixle.corpus._manifest import commit_manifest, parse_manifest
+from mixle.corpus._publish import LAYOUTS, destination_holds_corpus, publish_corpus
 from mixle.corpus._readers import ReadOptions, describe_location, make_tokenizer
 from mixle.corpus._shard import rewrite_shard_dtype
+from mixle.corpus._store import is_url
 from mixle.corpus._writer import DEFAULT_SHARD_MAX_BYTES
 from mixle.errors import ArgumentError, CorpusExistsError, IngestError
 
@@ -284,8 +288,11 @@ def ingest(
     overwrite: bool = False,
     unit_size: int = DEFAULT_UNIT_BYTES,
     progress: bool | None = None,
+    layout: str = "raw",
+    storage_options: Mapping[str, Any] | None = None,
+    staging_dir: str | os.PathLike[str] | None = None,
 ) -> IngestSummary:
-    """Convert tokenized (or raw text) inputs into a sharded corpus directory.
+    """Convert tokenized (or raw text) inputs into a sharded corpus (directory or URL).
 
     Parameters
     ----------
@@ -293,7 +300,10 @@ def ingest(
         A path, directory, glob or fsspec URL, or a list of them (order is kept;
         directories and globs are sorted). See :mod:`mixle.corpus._inputs`.
     output
-        Corpus directory to write (created if missing).
+        Corpus directory to write (created if missing), or an fsspec URL
+        (``s3://bucket/prefix``): then the corpus is built in ``staging_dir`` and
+        published with :func:`mixle.corpus.publish_corpus` — shards first, the
+        manifest last, so readers never see a partial corpus.
     input_format
         Force ``jsonl``, ``parquet``, ``npy``, ``npz``, ``megatron`` or ``text``
         instead of detecting it from extensions.
@@ -331,6 +341,17 @@ def ingest(
     progress
         Show a tqdm bar; ``None`` means "when stderr is a terminal".
 
+    layout
+        ``"raw"`` (the memory-mappable format) or ``"zarr"`` (compressed zarr v3 group,
+        for storage and transfer; readers decode it into their local cache).
+    storage_options
+        fsspec options for a URL ``output`` (credentials come from the usual cloud
+        configuration when omitted).
+    staging_dir
+        Where a URL or zarr ``output`` is built before publishing. Default: a
+        directory named after ``output`` under ``default_cache_dir()/../staging``, so
+        ``resume`` finds it again; removed once published.
+
     Returns
     -------
     IngestSummary
@@ -355,7 +376,20 @@ def ingest(
     document of each open shard.
     """
     started = time.perf_counter()
-    out = os.path.abspath(os.fspath(output))
+    destination = os.fspath(output)
+    _choice("layout", layout, LAYOUTS)
+    staged = layout != "raw" or is_url(destination)
+    if staged:
+        if not (resume or overwrite) and destination_holds_corpus(
+            destination, layout, storage_options
+        ):
+            raise CorpusExistsError(
+                f"{destination} already holds a corpus; pass overwrite=True (--overwrite) "
+                "to replace it."
+            )
+        out = os.path.abspath(os.fspath(staging_dir or _default_staging(destination, layout)))
+    else:
+        out = os.path.abspath(destination)
     workers = positive_int("workers", workers)
     shard_size = positive_int("shard_size", shard_size)
     unit_size = positive_int("unit_size", unit_size)
@@ -416,7 +450,7 @@ def ingest(
     if finished is not None:  # --resume of an ingest that had already published
         skipped = int(finished["metadata"]["source"].get("skipped_documents", 0))
         default_rejects = os.path.join(out, "rejects.jsonl")
-        return IngestSummary(
+        finished_summary = IngestSummary(
             output=out,
             documents=finished["num_documents"],
             tokens=finished["num_tokens"],
@@ -431,6 +465,9 @@ def ingest(
             units=len(units),
             resumed_units=len(units),
         )
+        if not staged:
+            return finished_summary
+        return _deliver(finished_summary, destination, layout, storage_options, overwrite)
 
     job = UnitJob(ReadOptions(fields, tokenizer, split), eos, vocab, fixed, shard_size, on_error)
     rejects_path = None
@@ -480,7 +517,7 @@ def ingest(
     publish(out, work, publish_plan)
     summary = publish_plan["summary"]
     entries = publish_plan["entries"]
-    return IngestSummary(
+    local_summary = IngestSummary(
         output=out,
         documents=sum(entry["num_documents"] for entry in entries),
         tokens=sum(entry["num_tokens"] for entry in entries),
@@ -493,6 +530,53 @@ def ingest(
         units=len(units),
         resumed_units=resumed,
     )
+    if not staged:
+        return local_summary
+    return _deliver(local_summary, destination, layout, storage_options, overwrite)
+
+
+def _same_corpus(staged: str, destination: str, storage_options: Mapping[str, Any] | None) -> bool:
+    """Whether ``destination`` already holds the staged corpus (an earlier publish that
+    finished before the crash that preceded this ``resume``)."""
+    from mixle.corpus._reader import open_corpus
+
+    published = open_corpus(destination, storage_options=storage_options)
+    return bool(published.fingerprint == open_corpus(staged).fingerprint)
+
+
+def _default_staging(destination: str, layout: str) -> str:
+    """A stable staging directory for ``destination`` (so ``resume`` finds it again)."""
+    key = hashlib.sha256(f"{layout}\0{destination}".encode()).hexdigest()[:20]
+    return os.path.join(os.path.dirname(default_cache_dir()), "staging", key)
+
+
+def _deliver(
+    summary: IngestSummary,
+    destination: str,
+    layout: str,
+    storage_options: Mapping[str, Any] | None,
+    overwrite: bool,
+) -> IngestSummary:
+    """Publish the staged corpus ``summary.output`` to ``destination``, then drop it.
+
+    A crash here leaves the staged corpus complete: ``resume`` publishes it again
+    (shards are re-uploaded; the manifest still goes last).
+    """
+    if overwrite or not destination_holds_corpus(destination, layout, storage_options):
+        publish_corpus(
+            summary.output,
+            destination,
+            layout=layout,
+            storage_options=storage_options,
+            overwrite=overwrite,
+        )
+    elif not _same_corpus(summary.output, destination, storage_options):
+        raise CorpusExistsError(
+            f"{destination} already holds a different corpus; pass overwrite=True "
+            "(--overwrite) to replace it."
+        )
+    shutil.rmtree(summary.output, ignore_errors=True)
+    return dataclasses.replace(summary, output=destination)
 
 
 def _remove_if_empty(path: str) -> None:

@@ -32,13 +32,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from mixle.corpus._flat import document_ranges, open_flat
+from mixle.corpus._store import is_url
 from mixle.errors import ArgumentError, IngestError
 
 __all__ = [
     "INPUT_FORMATS",
     "InputFile",
     "WorkUnit",
-    "is_url",
     "open_binary",
     "plan_units",
     "resolve_inputs",
@@ -46,11 +46,6 @@ __all__ = [
 
 INPUT_FORMATS = ("jsonl", "parquet", "npy", "npz", "megatron", "text")
 _GLOB_CHARS = frozenset("*?[")
-
-
-def is_url(path: str) -> bool:
-    """Return whether ``path`` is an fsspec URL (``s3://...``) rather than a local path."""
-    return "://" in path and not path.startswith("file://")
 
 
 def open_binary(path: str) -> Any:

@@ -20,15 +20,37 @@ from typing import Any
 from mixle.corpus._format import MANIFEST_NAME
 from mixle.corpus._manifest import commit_manifest
 from mixle.corpus._remote import RemoteStore
+from mixle.corpus._store import is_url
 from mixle.errors import ArgumentError, CorpusExistsError
 
-__all__ = ["LAYOUTS", "convert_corpus", "publish_corpus", "stored_bytes", "upload_corpus"]
+__all__ = [
+    "LAYOUTS",
+    "convert_corpus",
+    "destination_holds_corpus",
+    "publish_corpus",
+    "stored_bytes",
+    "upload_corpus",
+]
 
 LAYOUTS = ("raw", "zarr")
 
 
-def _is_url(location: str) -> bool:
-    return "://" in location and not location.startswith("file://")
+def destination_holds_corpus(
+    destination: str, layout: str, storage_options: Mapping[str, Any] | None = None
+) -> bool:
+    """Whether publishing ``layout`` to ``destination`` would replace an existing corpus.
+
+    A URL holds a corpus when its manifest or zarr group metadata exists; a local
+    directory when it exists at all (a raw directory's manifest, or a zarr group).
+    """
+    from mixle.corpus._zarr import GROUP_META
+
+    if not is_url(destination):
+        local = destination[len("file://") :] if destination.startswith("file://") else destination
+        entry = os.path.join(local, MANIFEST_NAME) if layout == "raw" else local
+        return os.path.exists(entry)
+    remote = RemoteStore(destination, storage_options=storage_options)
+    return any(remote.fs.exists(remote.url_of(name)) for name in (MANIFEST_NAME, GROUP_META))
 
 
 def _upload_tree(
@@ -116,7 +138,7 @@ def convert_corpus(
         raise ArgumentError(f"`overwrite` must be a bool. Got {overwrite!r} instead.")
     documents = open_corpus(source, **dict(source_options or {}))
     target = os.fspath(destination)
-    if not _is_url(target):
+    if not is_url(target):
         target = target[len("file://") :] if target.startswith("file://") else target
         if layout == "zarr":
             return write_zarr_directory(documents, target, overwrite=overwrite)
@@ -223,7 +245,7 @@ def upload_corpus(
     overwrite: bool = False,
 ) -> dict[str, Any]:
     """Upload the raw corpus in ``local_dir`` to ``url`` (shards first, manifest last)."""
-    if not _is_url(os.fspath(url)):
+    if not is_url(os.fspath(url)):
         raise ArgumentError(
             f"`url` must be an fsspec URL such as s3://bucket/prefix. Got {url!r} instead."
         )
@@ -237,7 +259,7 @@ def stored_bytes(
 ) -> int:
     """Total bytes of every file under ``location`` (a directory or URL prefix)."""
     target = os.fspath(location)
-    if not _is_url(target):
+    if not is_url(target):
         target = target[len("file://") :] if target.startswith("file://") else target
         return sum(
             os.path.getsize(os.path.join(root, name))

@@ -21,7 +21,12 @@ from typing import Any, Protocol, runtime_checkable
 from mixle.corpus._format import MANIFEST_NAME
 from mixle.errors import ArgumentError, ArgumentTypeError, CorpusFormatError, CorpusNotFoundError
 
-__all__ = ["STORE_FACTORIES", "LocalStore", "ShardStore", "open_store"]
+__all__ = ["STORE_FACTORIES", "LocalStore", "ShardStore", "is_url", "open_store"]
+
+
+def is_url(location: str) -> bool:
+    """True for an fsspec URL (``s3://...``); ``file://`` and plain paths are local."""
+    return "://" in location and not location.startswith("file://")
 
 
 @runtime_checkable
