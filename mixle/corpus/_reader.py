@@ -169,6 +169,8 @@ class ShardedDocuments(Sequence[np.ndarray]):
         self._hand = 0
         self._checked: set[int] = set()
         self._last = _NO_SHARD
+        # (first token, end token, token array) of the shard read_tokens used last.
+        self._last_range: tuple[int, int, np.ndarray] = (0, 0, _NO_SHARD.tokens)
         self._lengths: np.ndarray | None = None
         self._lock = threading.Lock()
 
@@ -468,6 +470,10 @@ class ShardedDocuments(Sequence[np.ndarray]):
         ArgumentTypeError
             ``start`` or ``stop`` is not an integer.
         """
+        if type(start) is int and type(stop) is int:
+            begin, end, tokens = self._last_range
+            if begin <= start <= stop <= end:  # inside the shard of the previous read
+                return tokens[start - begin : stop - begin]
         start, stop = exact_int("start", start), exact_int("stop", stop)
         total = self._token_starts[-1]
         if not 0 <= start <= stop <= total:
@@ -484,6 +490,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
             shard_begin, shard_end = token_starts[number], token_starts[number + 1]
             if shard_end > position:
                 shard = self._shard(number)
+                self._last_range = (shard_begin, shard_end, shard.tokens)
                 pieces.append(
                     shard.tokens[position - shard_begin : min(stop, shard_end) - shard_begin]
                 )

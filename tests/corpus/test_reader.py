@@ -202,6 +202,11 @@ def test_read_tokens_matches_concatenated_documents_across_shards(
     rng = np.random.default_rng(0)
     bounds = [(0, 0), (0, flat.size), (flat.size, flat.size)]
     bounds += [tuple(sorted(rng.integers(0, flat.size + 1, size=2).tolist())) for _ in range(200)]
+    # Short ranges, mostly inside the shard of the previous read (the cached fast path),
+    # sometimes at or across its edges.
+    for start in rng.integers(0, flat.size + 1, size=300).tolist():
+        bounds.append((start, min(start + int(rng.integers(0, 12)), flat.size)))
+        bounds.append((max(start - 5, 0), start))
     for start, stop in bounds:
         got = documents.read_tokens(start, stop)
         assert got.dtype == documents.dtype
