@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import ctypes
 import mmap
+import operator
 import os
 import sys
 import threading
@@ -35,7 +36,7 @@ DEFAULT_MAX_OPEN_SHARDS = 256
 _LITTLE_ENDIAN = sys.byteorder == "little"
 _PAGE = mmap.PAGESIZE
 _MADV_WILLNEED = getattr(mmap, "MADV_WILLNEED", None)
-# A prefetch call checks this many of its byte ranges (spread over the call) with
+# A prefetch call checks this many of its documents (spread over the call) with
 # mincore(2), each up to _SAMPLE_PAGES pages; when all are resident it issues no madvise.
 _RESIDENCY_SAMPLES = 4
 _SAMPLE_PAGES = 4
@@ -81,7 +82,7 @@ def _all_resident(samples: list[tuple[int, int, int]]) -> bool:
 class _OpenShard:
     """The mapped arrays of one shard (kept alive by the LRU and by returned views)."""
 
-    __slots__ = ("mapping", "offsets", "offsets_array", "start", "stop", "tokens")
+    __slots__ = ("address", "mapping", "offsets", "offsets_array", "start", "stop", "tokens")
 
     def __init__(
         self,
@@ -100,6 +101,8 @@ class _OpenShard:
             offsets_array.data.cast("B").cast("q") if _LITTLE_ENDIAN else offsets_array
         )
         self.mapping = mapping
+        # Base address of the token mapping, for mincore(2) residency checks.
+        self.address: int = tokens.__array_interface__["data"][0] if mapping is not None else 0
 
 
 _NO_SHARD = _OpenShard(0, 0, np.empty(0, np.uint16), np.zeros(1, np.int64), None)
@@ -389,6 +392,33 @@ class ShardedDocuments(Sequence[np.ndarray]):
         inverse[order] = np.arange(order.shape[0])
         return list(map(pieces.__getitem__, inverse.tolist()))
 
+    def _sampled_resident(self, indices: Sequence[int] | np.ndarray) -> bool:
+        """Whether up to 4 documents spread over ``indices`` are wholly in the page cache.
+
+        Plain Python per sampled document (no pass over ``indices``): the cheap test that
+        lets a hint on a cached corpus return at once. False when a sampled index is
+        invalid or its shard is not mapped yet (the full path then handles it).
+        """
+        count = len(indices)
+        picks = min(count, _RESIDENCY_SAMPLES)
+        itemsize = self._dtype.itemsize
+        samples: list[tuple[int, int, int]] = []
+        for k in range(picks):
+            index = operator.index(indices[k * (count - 1) // max(picks - 1, 1)])
+            if index < 0:
+                index += self._n
+            if not 0 <= index < self._n:
+                return False
+            shard = self._slots[bisect.bisect_right(self._starts, index) - 1]
+            if shard is None or shard.mapping is None:
+                return False
+            local = index - shard.start
+            begin = shard.offsets[local] * itemsize
+            samples.append(
+                (shard.address, begin // _PAGE * _PAGE, shard.offsets[local + 1] * itemsize)
+            )
+        return _all_resident(samples)
+
     def prefetch(self, indices: Sequence[int] | np.ndarray) -> None:
         """Hint that ``indices`` will be read soon: ``madvise(WILLNEED)`` their byte ranges.
 
@@ -397,23 +427,25 @@ class ShardedDocuments(Sequence[np.ndarray]):
         offsets are read to locate the documents); invalid indices are ignored, since
         a hint must never fail a training step. A no-op where ``madvise`` is missing.
 
-        Ranges within a page of each other are merged (one vectorised pass per shard).
-        Before issuing them, up to 4 ranges spread over the call are checked with
-        ``mincore(2)``: when every sampled page is already in the page cache, no
-        ``madvise`` is issued, so hinting a cached corpus costs a few microseconds per
-        call instead of a system call per document. A partly cached corpus may then
-        skip a hint whose samples all hit; the pages are still read on demand.
+        First, up to 4 documents spread over ``indices`` are checked with
+        ``mincore(2)``: when every sampled page is already in the page cache, the call
+        returns without issuing anything, so hinting a cached corpus costs a few
+        microseconds per call however many documents it names. Otherwise the byte
+        ranges are located per shard, merged when within a page of each other, and
+        each merged range gets one ``madvise``. A partly cached corpus may skip a hint
+        whose samples all hit; those pages are still read on demand.
         """
         if _MADV_WILLNEED is None:
             return
         try:
+            if self._sampled_resident(indices):
+                return
             array = self._normalize(indices)
-        except (IndexError, ArgumentTypeError):
+        except (IndexError, TypeError, ValueError):
             return
         if array.size == 0:
             return
         itemsize = self._dtype.itemsize
-        plan: list[tuple[mmap.mmap, int, list[int], list[int]]] = []
         for count, (number, positions) in enumerate(self._groups(array)):
             if count >= self._max_open:
                 break
@@ -425,31 +457,8 @@ class ShardedDocuments(Sequence[np.ndarray]):
             begins = offsets[local] * itemsize // _PAGE * _PAGE
             ends = offsets[local + 1] * itemsize
             order = np.argsort(begins, kind="stable")
-            merged_begins, merged_ends = _merge_arrays(begins[order], ends[order])
-            plan.append(
-                (
-                    shard.mapping,
-                    shard.tokens.ctypes.data,
-                    merged_begins.tolist(),
-                    merged_ends.tolist(),
-                )
-            )
-        total = sum(len(begins) for _, _, begins, _ in plan)
-        if total == 0:
-            return
-        count = min(total, _RESIDENCY_SAMPLES)
-        picks = {k * (total - 1) // max(count - 1, 1) for k in range(count)}
-        samples: list[tuple[int, int, int]] = []
-        seen = 0
-        for _, address, begins, ends in plan:
-            for pick in sorted(p - seen for p in picks if seen <= p < seen + len(begins)):
-                samples.append((address, begins[pick], ends[pick]))
-            seen += len(begins)
-        if _all_resident(samples):
-            return
-        for mapping, _, begins, ends in plan:
-            madvise = mapping.madvise
-            for begin, end in zip(begins, ends, strict=True):
+            madvise = shard.mapping.madvise
+            for begin, end in _merge(begins[order], ends[order]):
                 if end > begin:
                     madvise(_MADV_WILLNEED, begin, end - begin)
 
