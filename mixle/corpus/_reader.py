@@ -483,6 +483,15 @@ class ShardedDocuments(Sequence[np.ndarray]):
             begin, end, tokens = self._last_range
             if begin <= start <= stop <= end:  # inside the shard of the previous read
                 return tokens[start - begin : stop - begin]
+            token_starts = self._token_starts
+            if 0 <= start <= stop <= token_starts[-1]:
+                number = bisect.bisect_right(token_starts, start) - 1
+                begin, end = token_starts[number], token_starts[number + 1]
+                if stop <= end:  # inside one shard: a view (start == total lands here too)
+                    shard = self._slots[number] or self._load(number)
+                    self._referenced[number] = True
+                    self._last_range = (begin, end, shard.tokens)
+                    return shard.tokens[start - begin : stop - begin]
         start, stop = exact_int("start", start), exact_int("stop", stop)
         total = self._token_starts[-1]
         if not 0 <= start <= stop <= total:
