@@ -319,3 +319,22 @@ def test_residency_check_sees_evicted_and_cached_pages(tmp_path: Path) -> None:
         pytest.skip("this file system keeps the pages cached (e.g. tmpfs)")
     shard.tokens[: span[1] // 2].sum()  # fault the pages in
     assert _reader._all_resident([(address, *span)])
+
+
+def test_take_short_lists_match_the_grouped_path(
+    corpus: tuple[ShardedDocuments, list[np.ndarray]],
+) -> None:
+    documents, expected = corpus
+    rng = np.random.default_rng(3)
+    for size in (1, 2, 33, 256, 257):
+        indices = rng.integers(-len(expected), len(expected), size=size)
+        loop = documents.take(indices.tolist())  # Python ints: the per-index loop (<= 256)
+        grouped = documents.take(indices)  # an array: the grouped numpy path
+        assert len(loop) == len(grouped) == size
+        for got, other, index in zip(loop, grouped, indices.tolist(), strict=True):
+            np.testing.assert_array_equal(got, expected[index])
+            np.testing.assert_array_equal(other, expected[index])
+    with pytest.raises(IndexError, match=r"indices\[2\]"):
+        documents.take([0, -1, -len(expected) - 1])
+    with pytest.raises(ArgumentTypeError):
+        documents.take([0, 0.5])
