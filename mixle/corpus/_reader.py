@@ -55,7 +55,7 @@ def _mincore() -> Any:
             function.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
             function.restype = ctypes.c_int
             _mincore_function = function
-        except (OSError, AttributeError):  # pragma: no cover - not a POSIX libc
+        except (OSError, AttributeError, TypeError):  # pragma: no cover - no POSIX libc
             _mincore_function = None
     return _mincore_function
 
