@@ -170,13 +170,17 @@ def throughput(path: Path, args: argparse.Namespace) -> dict[str, float]:
     }
     timed(candidates["(a) sequential memmap"](), 10**9)  # warm the page cache once
     rates: dict[str, list[float]] = {name: [] for name in candidates}
-    for _ in range(args.rounds):
-        for name in (
-            "(a) sequential memmap",
-            "ours epoch_batches",
-            "(b) python loop",
-            "ours, prefetch=False",
-        ):
+    sequence = [
+        "(a) sequential memmap",
+        "ours epoch_batches",
+        "(b) python loop",
+        "ours, prefetch=False",
+    ]
+    for round_number in range(args.rounds):
+        # Rotate the order every round: whatever runs first after another method pays for
+        # its cache and allocator state, so no method should always follow the same one.
+        shift = round_number % len(sequence)
+        for name in sequence[shift:] + sequence[:shift]:
             seconds, tokens = timed(candidates[name](), args.batches)
             rates[name].append(tokens / seconds)
     median = {name: statistics.median(values) for name, values in rates.items()}
@@ -227,6 +231,22 @@ def resume_latency(path: Path, args: argparse.Namespace) -> None:
     print(
         f"resume corpus: {len(documents):,} documents, {documents.num_tokens:,} tokens; open {opened * 1e3:.0f} ms, "
         f"construct + plan epoch 0 {built * 1e3:.0f} ms; rank 3 of 8 has {total} batches"
+    )
+    # Where a fresh process's planning time goes (each step as _plan does it).
+    lengths = documents.lengths
+    t0 = time.perf_counter()
+    order = global_document_order(len(documents), seed=0, epoch=0)
+    t1 = time.perf_counter()
+    ordered = lengths[order]
+    t2 = time.perf_counter()
+    np.cumsum(ordered[3::8])
+    t3 = time.perf_counter()
+    ordered[: len(ordered) - len(ordered) % 8].reshape(-1, 8).sum(axis=0)
+    t4 = time.perf_counter()
+    print(
+        f"  planning breakdown: permutation {(t1 - t0) * 1e3:.0f} ms, gather lengths "
+        f"{(t2 - t1) * 1e3:.0f} ms, rank cumsum {(t3 - t2) * 1e3:.0f} ms, all-rank totals "
+        f"{(t4 - t3) * 1e3:.0f} ms"
     )
     template = warm.state_dict()
     for label, batch in (("start", 0), ("middle", total // 2), ("end", total - 1)):

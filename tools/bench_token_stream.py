@@ -8,11 +8,13 @@ interleaved rounds (medians reported):
 * nanogpt   nanoGPT's ``get_batch``: a fresh ``np.memmap`` per batch, random windows
             (with replacement) sliced and stacked as int64 tensors;
 * rand-floor  (reference) random window starts sliced from one persistent memmap;
-* ours      ``TokenStream`` (shuffled) over ``open_corpus(...)``, one read per
-            overlapped document piece, prefetch hints on (the default);
-* ours-nopf the same with ``prefetch=False`` (the hints only pay off on a cold cache);
-* ours+rt   ``prefetch=False`` through an adapter that adds the proposed
-            ``read_tokens(a, b)`` range-read capability (one slice per window);
+* ours      ``TokenStream`` (shuffled) over ``open_corpus(...)``: one
+            ``ShardedDocuments.read_tokens`` range read per window, prefetch hints on
+            (the default);
+* ours-nopf the same with ``prefetch=False``;
+* ours-docs the same (``prefetch=False``) through a plain ``Sequence`` wrapper that hides
+            ``read_tokens`` and ``take``: one read per overlapped document piece, what
+            any other document sequence gets;
 * ours-seq  ``TokenStream`` with ``shuffle=False``.
 
 Then RSS growth (``RssAnon``, private memory) over 1M windows, and the latency of
@@ -25,8 +27,6 @@ Then RSS growth (``RssAnon``, private memory) over 1M windows, and the latency o
 from __future__ import annotations
 
 import argparse
-import bisect
-import mmap
 import os
 import resource
 import shutil
@@ -77,29 +77,11 @@ def generate(root: str, num_tokens: int, mean_doc: int, seed: int) -> tuple[str,
     return corpus, flat
 
 
-def _map_tokens(path: str, dtype: np.dtype[Any]) -> np.ndarray:
-    # A plain ndarray over an mmap (as the reader does): slicing np.memmap costs ~1 µs more.
-    with open(path, "rb") as handle:
-        if os.fstat(handle.fileno()).st_size == 0:
-            return np.empty(0, dtype=dtype)
-        return np.frombuffer(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ), dtype=dtype)
-
-
-class RangeReads(Sequence[np.ndarray]):
-    """``ShardedDocuments`` plus the proposed ``read_tokens(a, b)`` capability.
-
-    Tokens ``a..b`` of all documents concatenated are a slice of one shard's token file
-    (or a concatenation at a shard edge); the shard files are found through the public
-    manifest, per docs/format.md. A sketch of what the reader could offer natively.
-    """
+class PlainSequence(Sequence[np.ndarray]):
+    """The corpus's documents, lengths and fingerprint only (no range reads, no ``take``)."""
 
     def __init__(self, docs: ShardedDocuments) -> None:
         self.docs = docs
-        shards = docs.manifest["shards"]
-        self._files = [
-            _map_tokens(os.path.join(docs.location, s["tokens"]), docs.dtype) for s in shards
-        ]
-        self._bounds = np.cumsum([0] + [int(s["num_tokens"]) for s in shards]).tolist()
 
     def __len__(self) -> int:
         return len(self.docs)
@@ -118,23 +100,6 @@ class RangeReads(Sequence[np.ndarray]):
     @property
     def dtype(self) -> np.dtype[Any]:
         return self.docs.dtype
-
-    def prefetch(self, indices: Sequence[int]) -> None:
-        self.docs.prefetch(indices)
-
-    def read_tokens(self, start: int, stop: int) -> np.ndarray:
-        shard = bisect.bisect_right(self._bounds, start) - 1
-        base = self._bounds[shard]
-        if stop <= self._bounds[shard + 1]:
-            return self._files[shard][start - base : stop - base]
-        parts = []
-        while start < stop:
-            end = min(stop, self._bounds[shard + 1])
-            parts.append(
-                self._files[shard][start - self._bounds[shard] : end - self._bounds[shard]]
-            )
-            start, shard = end, shard + 1
-        return np.concatenate(parts)
 
 
 def floor_batches(flat: str, block: int, batch: int) -> Iterator[np.ndarray]:
@@ -215,7 +180,7 @@ def main() -> int:
             f"corpus: {len(docs)} documents, {docs.num_tokens / 1e6:.0f}M tokens, "
             f"{docs.num_shards} shards, {size_gb:.2f} GB; block {args.block}, batch {args.batch}"
         )
-        ranged = RangeReads(docs)
+        plain = PlainSequence(docs)
         block, batch = args.block, args.batch
         methods: dict[str, Iterator[Any]] = {
             "floor": floor_batches(flat, block, batch),
@@ -225,8 +190,8 @@ def main() -> int:
             "ours-nopf": endless(
                 lambda: TokenStream(docs, block, batch, epochs=1 << 20, seed=1, prefetch=False)
             ),
-            "ours+rt": endless(
-                lambda: TokenStream(ranged, block, batch, epochs=1 << 20, seed=1, prefetch=False)
+            "ours-docs": endless(
+                lambda: TokenStream(plain, block, batch, epochs=1 << 20, seed=1, prefetch=False)
             ),
             "ours-seq": endless(lambda: TokenStream(docs, block, batch, shuffle=False)),
         }

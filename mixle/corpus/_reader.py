@@ -10,7 +10,9 @@ document counts, two offset reads and one slice: a zero-copy, read-only view.
 from __future__ import annotations
 
 import bisect
+import ctypes
 import mmap
+import operator
 import os
 import sys
 import threading
@@ -34,12 +36,55 @@ DEFAULT_MAX_OPEN_SHARDS = 256
 _LITTLE_ENDIAN = sys.byteorder == "little"
 _PAGE = mmap.PAGESIZE
 _MADV_WILLNEED = getattr(mmap, "MADV_WILLNEED", None)
+# A prefetch call checks this many of its documents (spread over the call) with
+# mincore(2), each up to _SAMPLE_PAGES pages; when all are resident it issues no madvise.
+_RESIDENCY_SAMPLES = 4
+_SAMPLE_PAGES = 4
+_UNSET: Any = object()
+# take() of a list this short indexes document by document (see ShardedDocuments._take_each).
+_TAKE_LOOP_MAX = 256
+_mincore_function: Any = _UNSET
+
+
+def _mincore() -> Any:
+    """libc ``mincore`` through ctypes, or ``None`` where it is unavailable."""
+    global _mincore_function
+    if _mincore_function is _UNSET:
+        try:
+            function = ctypes.CDLL(None, use_errno=True).mincore
+            function.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+            function.restype = ctypes.c_int
+            _mincore_function = function
+        except (OSError, AttributeError, TypeError):  # pragma: no cover - no POSIX libc
+            _mincore_function = None
+    return _mincore_function
+
+
+def _all_resident(samples: list[tuple[int, int, int]]) -> bool:
+    """Whether every ``(address, begin, end)`` byte range is in the page cache (sampled).
+
+    ``address`` is a mapping's base, ``begin`` page-aligned. False when ``mincore`` is
+    unavailable or fails, so the caller then hints everything.
+    """
+    mincore = _mincore()
+    if mincore is None:
+        return False
+    vector = ctypes.create_string_buffer(_SAMPLE_PAGES)
+    for address, begin, end in samples:
+        length = min(end - begin, _SAMPLE_PAGES * _PAGE)
+        if length <= 0:
+            continue
+        if mincore(address + begin, length, vector) != 0:
+            return False
+        if not all(byte & 1 for byte in vector.raw[: -(-length // _PAGE)]):
+            return False
+    return True
 
 
 class _OpenShard:
     """The mapped arrays of one shard (kept alive by the LRU and by returned views)."""
 
-    __slots__ = ("mapping", "offsets", "offsets_array", "start", "stop", "tokens")
+    __slots__ = ("address", "mapping", "offsets", "offsets_array", "start", "stop", "tokens")
 
     def __init__(
         self,
@@ -58,6 +103,8 @@ class _OpenShard:
             offsets_array.data.cast("B").cast("q") if _LITTLE_ENDIAN else offsets_array
         )
         self.mapping = mapping
+        # Base address of the token mapping, for mincore(2) residency checks.
+        self.address: int = tokens.__array_interface__["data"][0] if mapping is not None else 0
 
 
 _NO_SHARD = _OpenShard(0, 0, np.empty(0, np.uint16), np.zeros(1, np.int64), None)
@@ -127,6 +174,8 @@ class ShardedDocuments(Sequence[np.ndarray]):
         self._hand = 0
         self._checked: set[int] = set()
         self._last = _NO_SHARD
+        # (first token, end token, token array) of the shard read_tokens used last.
+        self._last_range: tuple[int, int, np.ndarray] = (0, 0, _NO_SHARD.tokens)
         self._lengths: np.ndarray | None = None
         self._lock = threading.Lock()
 
@@ -326,6 +375,10 @@ class ShardedDocuments(Sequence[np.ndarray]):
         ArgumentTypeError
             ``indices`` is not a 1-D integer sequence.
         """
+        if type(indices) is list and len(indices) <= _TAKE_LOOP_MAX:
+            views = self._take_each(indices)
+            if views is not None:
+                return views
         array = self._normalize(indices)
         if array.size == 0:
             return []
@@ -345,6 +398,60 @@ class ShardedDocuments(Sequence[np.ndarray]):
         inverse[order] = np.arange(order.shape[0])
         return list(map(pieces.__getitem__, inverse.tolist()))
 
+    def _sampled_resident(self, indices: Sequence[int] | np.ndarray) -> bool:
+        """Whether up to 4 documents spread over ``indices`` are wholly in the page cache.
+
+        Plain Python per sampled document (no pass over ``indices``): the cheap test that
+        lets a hint on a cached corpus return at once. False when a sampled index is
+        invalid or its shard is not mapped yet (the full path then handles it).
+        """
+        count = len(indices)
+        picks = min(count, _RESIDENCY_SAMPLES)
+        itemsize = self._dtype.itemsize
+        samples: list[tuple[int, int, int]] = []
+        for k in range(picks):
+            index = operator.index(indices[k * (count - 1) // max(picks - 1, 1)])
+            if index < 0:
+                index += self._n
+            if not 0 <= index < self._n:
+                return False
+            shard = self._slots[bisect.bisect_right(self._starts, index) - 1]
+            if shard is None or shard.mapping is None:
+                return False
+            local = index - shard.start
+            begin = shard.offsets[local] * itemsize
+            samples.append(
+                (shard.address, begin // _PAGE * _PAGE, shard.offsets[local + 1] * itemsize)
+            )
+        return _all_resident(samples)
+
+    def _take_each(self, indices: list[Any]) -> list[np.ndarray] | None:
+        """:meth:`take` for a short list of Python ints: one lookup per index, in a loop.
+
+        Cheaper than the grouped numpy path for the few dozen shuffled documents of a
+        training batch (no per-shard numpy calls). Returns ``None`` (use the general
+        path, which validates and names the problem) when an index is not an ``int``.
+        """
+        count, starts, slots, referenced = self._n, self._starts, self._slots, self._referenced
+        views: list[np.ndarray] = []
+        append = views.append
+        for position, index in enumerate(indices):
+            if type(index) is not int:
+                return None
+            if index < 0:
+                index += count
+            if not 0 <= index < count:
+                raise IndexError(
+                    f"`indices[{position}]` is out of range for a corpus of {count} documents."
+                )
+            number = bisect.bisect_right(starts, index) - 1
+            shard = slots[number] or self._load(number)
+            referenced[number] = True
+            offsets = shard.offsets
+            local = index - shard.start
+            append(shard.tokens[offsets[local] : offsets[local + 1]])
+        return views
+
     def prefetch(self, indices: Sequence[int] | np.ndarray) -> None:
         """Hint that ``indices`` will be read soon: ``madvise(WILLNEED)`` their byte ranges.
 
@@ -352,15 +459,26 @@ class ShardedDocuments(Sequence[np.ndarray]):
         without waiting for them. Maps at most ``max_open_shards`` shards (their
         offsets are read to locate the documents); invalid indices are ignored, since
         a hint must never fail a training step. A no-op where ``madvise`` is missing.
+
+        First, up to 4 documents spread over ``indices`` are checked with
+        ``mincore(2)``: when every sampled page is already in the page cache, the call
+        returns without issuing anything, so hinting a cached corpus costs a few
+        microseconds per call however many documents it names. Otherwise the byte
+        ranges are located per shard, merged when within a page of each other, and
+        each merged range gets one ``madvise``. A partly cached corpus may skip a hint
+        whose samples all hit; those pages are still read on demand.
         """
         if _MADV_WILLNEED is None:
             return
         try:
+            if self._sampled_resident(indices):
+                return
             array = self._normalize(indices)
-        except (IndexError, ArgumentTypeError):
+        except (IndexError, TypeError, ValueError):
             return
         if array.size == 0:
             return
+        itemsize = self._dtype.itemsize
         for count, (number, positions) in enumerate(self._groups(array)):
             if count >= self._max_open:
                 break
@@ -368,13 +486,14 @@ class ShardedDocuments(Sequence[np.ndarray]):
             if shard.mapping is None:
                 continue
             local = (array if positions is None else array[positions]) - shard.start
-            itemsize = self._dtype.itemsize
-            begins = shard.offsets_array[local] * itemsize // _PAGE * _PAGE
-            ends = shard.offsets_array[local + 1] * itemsize
+            offsets = shard.offsets_array
+            begins = offsets[local] * itemsize // _PAGE * _PAGE
+            ends = offsets[local + 1] * itemsize
             order = np.argsort(begins, kind="stable")
+            madvise = shard.mapping.madvise
             for begin, end in _merge(begins[order], ends[order]):
                 if end > begin:
-                    shard.mapping.madvise(_MADV_WILLNEED, begin, end - begin)
+                    madvise(_MADV_WILLNEED, begin, end - begin)
 
     def read_tokens(self, start: int, stop: int) -> np.ndarray:
         """Return tokens ``start:stop`` of the corpus's concatenated token order.
@@ -393,6 +512,19 @@ class ShardedDocuments(Sequence[np.ndarray]):
         ArgumentTypeError
             ``start`` or ``stop`` is not an integer.
         """
+        if type(start) is int and type(stop) is int:
+            begin, end, tokens = self._last_range
+            if begin <= start <= stop <= end:  # inside the shard of the previous read
+                return tokens[start - begin : stop - begin]
+            token_starts = self._token_starts
+            if 0 <= start <= stop <= token_starts[-1]:
+                number = bisect.bisect_right(token_starts, start) - 1
+                begin, end = token_starts[number], token_starts[number + 1]
+                if stop <= end:  # inside one shard: a view (start == total lands here too)
+                    shard = self._slots[number] or self._load(number)
+                    self._referenced[number] = True
+                    self._last_range = (begin, end, shard.tokens)
+                    return shard.tokens[start - begin : stop - begin]
         start, stop = exact_int("start", start), exact_int("stop", stop)
         total = self._token_starts[-1]
         if not 0 <= start <= stop <= total:
@@ -409,6 +541,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
             shard_begin, shard_end = token_starts[number], token_starts[number + 1]
             if shard_end > position:
                 shard = self._shard(number)
+                self._last_range = (shard_begin, shard_end, shard.tokens)
                 pieces.append(
                     shard.tokens[position - shard_begin : min(stop, shard_end) - shard_begin]
                 )
@@ -439,20 +572,25 @@ class ShardedDocuments(Sequence[np.ndarray]):
         )
 
 
-def _merge(begins: np.ndarray, ends: np.ndarray) -> Iterator[tuple[int, int]]:
+def _merge_arrays(begins: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Coalesce byte ranges (sorted by begin) that overlap or lie within a page of each other.
 
-    Vectorised: one pass of numpy over the ranges, Python work only per merged range.
+    Vectorised: one pass of numpy over the ranges; returns the merged begins and ends.
     """
     if begins.shape[0] == 0:
-        return iter(())
+        return begins, ends
     reach = np.maximum.accumulate(ends)
     starts_group = np.empty(begins.shape[0], dtype=bool)
     starts_group[0] = True
     np.greater(begins[1:], reach[:-1] + _PAGE, out=starts_group[1:])
     heads = np.flatnonzero(starts_group)
-    group_ends = np.maximum.reduceat(ends, heads)
-    return zip(begins[heads].tolist(), group_ends.tolist(), strict=True)
+    return begins[heads], np.maximum.reduceat(ends, heads)
+
+
+def _merge(begins: np.ndarray, ends: np.ndarray) -> Iterator[tuple[int, int]]:
+    """:func:`_merge_arrays` as ``(begin, end)`` pairs of Python ints."""
+    merged_begins, merged_ends = _merge_arrays(begins, ends)
+    return zip(merged_begins.tolist(), merged_ends.tolist(), strict=True)
 
 
 def open_corpus(

@@ -86,9 +86,11 @@ def fetch_documents(documents: Sequence[Any], indices: list[int]) -> list[np.nda
     C-level pass over the dtypes and ndims), nothing is converted; otherwise each document
     goes through the validating path, which names the first bad document and position.
     """
-    # Plain indexing on purpose: ShardedDocuments.take groups by shard, which for the
-    # ~30 shuffled documents of a batch spread over many shards measured slower.
-    raw = list(map(documents.__getitem__, indices))
+    # A corpus's optional take(indices) -> list of views (ShardedDocuments: one loop in
+    # the reader, ~15% cheaper than indexing here for a batch's few dozen documents).
+    # Never ndarray.take, which would flatten a 2-D array of documents.
+    take = None if isinstance(documents, np.ndarray) else getattr(documents, "take", None)
+    raw = take(indices) if callable(take) else list(map(documents.__getitem__, indices))
     try:
         fast = set(map(_DTYPE_NDIM, raw)) <= _FAST_KINDS
     except AttributeError:  # lists or other non-array documents

@@ -24,6 +24,10 @@ __all__ = ["StreamingCorpus"]
 
 _STATE_VERSION = 1
 Batch = tuple[np.ndarray, ...]
+# Prefetch hints cover this many batches per call, issued while at least half of the
+# previous window is still ahead: one call (and one vectorised pass in the corpus) per
+# window instead of one per batch, and every document is hinted once.
+_HINT_BATCHES = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,10 +154,11 @@ class StreamingCorpus:
         document before it; padding is -1) and its position inside that document
         (restarting at 0 for every document; 0 on padding).
     prefetch
-        If True (default) and ``documents`` has ``prefetch(indices)``, each batch hints
-        the documents of the next batch (``mixle.data._documents.prefetch_hint``), so a
-        cold or remote corpus reads ahead. It costs a call per document (an ``madvise``
-        for a local mmap corpus): turn it off when the corpus sits in the page cache.
+        If True (default) and ``documents`` has ``prefetch(indices)``, the documents of
+        the coming batches are hinted in read order, 32 batches per call, issued while 16
+        or more hinted batches are still ahead (``mixle.data._documents.prefetch_hint``),
+        so a cold or remote corpus reads ahead. Each document is hinted once; the
+        batches are the same with or without hints.
 
     Raises
     ------
@@ -354,13 +359,24 @@ class StreamingCorpus:
             steps -= total - batch
             epoch, batch = epoch + 1, 0
 
-    def _prefetch(self, plan: _EpochPlan, index: int) -> None:
-        if not self._supports_prefetch or index >= plan.num_batches:
+    def _prefetch(self, plan: _EpochPlan, first: int, stop: int) -> None:
+        """Hint the documents of batches ``[first, stop)`` to ``documents.prefetch``.
+
+        In read order, each overlapped document once; the document at the edge shared
+        with the previous window (already hinted) is left out.
+        """
+        stop = min(stop, plan.num_batches)
+        if first >= stop:
             return
-        begin = index * self.batch_size * self.block
-        end = min(begin + self.batch_size * self.block + 1, plan.layout.stream_tokens)
-        first, stop = plan.layout.documents_between(begin, end)
-        prefetch_hint(self.documents, plan.layout.indices[first:stop].tolist())
+        layout, tokens_per_batch = plan.layout, self.batch_size * self.block
+        begin = first * tokens_per_batch
+        end = min(stop * tokens_per_batch + 1, layout.stream_tokens)
+        low, high = layout.documents_between(begin, end)
+        # The document holding token `begin` is shared with batch `first - 1`: it was
+        # hinted with the previous window, or is being read by the starting batch.
+        low += 1
+        if low < high:
+            prefetch_hint(self.documents, layout.indices[low:high].tolist())
 
     def epoch_batches(self, epoch: int, *, start_batch: int = 0) -> Iterator[Batch]:
         """Yield this rank's batches of ``epoch`` from batch ``start_batch`` on.
@@ -401,9 +417,12 @@ class StreamingCorpus:
     def _generate(self, plan: _EpochPlan, start_batch: int) -> Iterator[Batch]:
         real_total = 0
         target_total = 0
+        hinted = start_batch + 1  # batches before this one are hinted (or being read)
         for index in range(start_batch, plan.num_batches):
+            if self._supports_prefetch and hinted - index <= _HINT_BATCHES // 2:
+                self._prefetch(plan, hinted, hinted + _HINT_BATCHES)
+                hinted += _HINT_BATCHES
             batch, real = self._make_batch(plan, index)
-            self._prefetch(plan, index + 1)
             real_total += real
             target_total += batch[0].size
             self.last_packing_efficiency = real_total / target_total if target_total else 0.0

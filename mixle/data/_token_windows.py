@@ -142,8 +142,14 @@ class TokenWindows:
         """
         if window_starts.shape[0] == 0:
             return []
-        first = np.searchsorted(self._starts, window_starts, side="right") - 1
-        last = np.searchsorted(self._starts, window_starts + self.block, side="right") - 1
+        # Sorted queries walk the prefix sums in one direction (far fewer cache misses on
+        # a large corpus); the results are put back in read order.
+        order = np.argsort(window_starts)
+        ordered = window_starts[order]
+        first = np.empty_like(window_starts)
+        last = np.empty_like(window_starts)
+        first[order] = np.searchsorted(self._starts, ordered, side="right") - 1
+        last[order] = np.searchsorted(self._starts, ordered + self.block, side="right") - 1
         docs = _expand(first, last + 1)[1]
         _, where = np.unique(docs, return_index=True)
         return docs[np.sort(where)].tolist()

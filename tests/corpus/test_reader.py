@@ -202,6 +202,11 @@ def test_read_tokens_matches_concatenated_documents_across_shards(
     rng = np.random.default_rng(0)
     bounds = [(0, 0), (0, flat.size), (flat.size, flat.size)]
     bounds += [tuple(sorted(rng.integers(0, flat.size + 1, size=2).tolist())) for _ in range(200)]
+    # Short ranges, mostly inside the shard of the previous read (the cached fast path),
+    # sometimes at or across its edges.
+    for start in rng.integers(0, flat.size + 1, size=300).tolist():
+        bounds.append((start, min(start + int(rng.integers(0, 12)), flat.size)))
+        bounds.append((max(start - 5, 0), start))
     for start, stop in bounds:
         got = documents.read_tokens(start, stop)
         assert got.dtype == documents.dtype
@@ -243,3 +248,93 @@ def test_prefetch_merges_ranges_like_a_naive_sweep() -> None:
             else:
                 naive.append((begin, end))
         assert list(_merge(begins, ends)) == naive
+
+
+class _RecordingMapping:
+    """Stands in for a shard's mmap: records madvise calls and forwards them."""
+
+    def __init__(self, mapping: object, calls: list[tuple[int, int]]) -> None:
+        self._mapping = mapping
+        self._calls = calls
+
+    def madvise(self, option: int, start: int, length: int) -> None:
+        self._calls.append((start, length))
+        self._mapping.madvise(option, start, length)  # type: ignore[attr-defined]
+
+
+def _record_madvise(documents: ShardedDocuments) -> list[tuple[int, int]]:
+    calls: list[tuple[int, int]] = []
+    for number in range(documents.num_shards):
+        shard = documents._shard(number)
+        if shard.mapping is not None:
+            shard.mapping = _RecordingMapping(shard.mapping, calls)  # type: ignore[assignment]
+    return calls
+
+
+@pytest.mark.skipif(not hasattr(__import__("mmap"), "MADV_WILLNEED"), reason="no madvise")
+def test_prefetch_skips_madvise_only_when_sampled_pages_are_resident(
+    corpus: tuple[ShardedDocuments, list[np.ndarray]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mixle.corpus import _reader
+
+    documents, expected = corpus
+    calls = _record_madvise(documents)
+    seen: list[list[tuple[int, int, int]]] = []
+
+    def cold(samples: list[tuple[int, int, int]]) -> bool:
+        seen.append(samples)
+        return False
+
+    monkeypatch.setattr(_reader, "_all_resident", cold)
+    documents.prefetch(range(0, 120, 2))
+    assert calls and seen and 0 < len(seen[0]) <= _reader._RESIDENCY_SAMPLES
+    assert all(begin % _reader._PAGE == 0 for _, begin, _ in seen[0])
+    calls.clear()
+    monkeypatch.setattr(_reader, "_all_resident", lambda samples: True)
+    documents.prefetch(range(0, 120, 2))
+    assert calls == []
+    np.testing.assert_array_equal(documents[4], expected[4])
+
+
+def test_residency_check_sees_evicted_and_cached_pages(tmp_path: Path) -> None:
+    import os
+
+    from mixle.corpus import CorpusWriter, _reader
+
+    if _reader._mincore() is None or not hasattr(os, "posix_fadvise"):
+        pytest.skip("needs mincore and posix_fadvise")
+    rng = np.random.default_rng(0)
+    with CorpusWriter(tmp_path / "c", vocab_size=60_000) as writer:
+        writer.add_many([rng.integers(0, 60_000, 3000, dtype=np.uint16) for _ in range(400)])
+    for name in os.listdir(tmp_path / "c"):
+        descriptor = os.open(tmp_path / "c" / name, os.O_RDONLY)
+        os.fsync(descriptor)
+        os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(descriptor)
+    documents = open_corpus(tmp_path / "c")
+    shard = documents._shard(0)
+    address = shard.tokens.ctypes.data
+    span = (0, 4 * _reader._PAGE)
+    if _reader._all_resident([(address, *span)]):
+        pytest.skip("this file system keeps the pages cached (e.g. tmpfs)")
+    shard.tokens[: span[1] // 2].sum()  # fault the pages in
+    assert _reader._all_resident([(address, *span)])
+
+
+def test_take_short_lists_match_the_grouped_path(
+    corpus: tuple[ShardedDocuments, list[np.ndarray]],
+) -> None:
+    documents, expected = corpus
+    rng = np.random.default_rng(3)
+    for size in (1, 2, 33, 256, 257):
+        indices = rng.integers(-len(expected), len(expected), size=size)
+        loop = documents.take(indices.tolist())  # Python ints: the per-index loop (<= 256)
+        grouped = documents.take(indices)  # an array: the grouped numpy path
+        assert len(loop) == len(grouped) == size
+        for got, other, index in zip(loop, grouped, indices.tolist(), strict=True):
+            np.testing.assert_array_equal(got, expected[index])
+            np.testing.assert_array_equal(other, expected[index])
+    with pytest.raises(IndexError, match=r"indices\[2\]"):
+        documents.take([0, -1, -len(expected) - 1])
+    with pytest.raises(ArgumentTypeError):
+        documents.take([0, 0.5])

@@ -42,6 +42,8 @@ class MemmapDocuments(Sequence[np.ndarray]):
         self._tokens: np.memmap | None = None
         self.prefetched: list[list[int]] = []
         self.reads = 0
+        # ("read" | "hint", document index) in the order they happened.
+        self.events: list[tuple[str, int]] = []
 
     def __getstate__(self) -> dict[str, Any]:
         return {"directory": self.directory, "dtype": self.dtype}
@@ -68,6 +70,7 @@ class MemmapDocuments(Sequence[np.ndarray]):
         if not 0 <= index < len(self):
             raise IndexError(index)
         self.reads += 1
+        self.events.append(("read", index))
         return self._open()[self._offsets[index] : self._offsets[index + 1]]
 
     @property
@@ -82,3 +85,4 @@ class MemmapDocuments(Sequence[np.ndarray]):
 
     def prefetch(self, indices: Sequence[int]) -> None:
         self.prefetched.append(list(indices))
+        self.events.extend(("hint", int(index)) for index in indices)
