@@ -9,6 +9,13 @@ mixle.data
     sharding, packing, batching, resumable cursors.
 mixle.models
     Consumers of the stream: the streaming transformer language-model leaf.
+mixle.stats
+    The estimator protocol the leaf plugs into (accumulate, combine, estimate) and
+    its JSON ``to_dict``/``from_dict`` registry.
+mixle.train
+    The training loop behind ``mixle train``: checkpoints, exact resume, torchrun.
+mixle.cli
+    The ``mixle`` command: ingest, inspect, verify, convert, train.
 """
 
 from __future__ import annotations
