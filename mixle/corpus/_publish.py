@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mixle.corpus._format import MANIFEST_NAME
@@ -130,7 +130,7 @@ def convert_corpus(
         An upload failed after every retry (names URL, file and attempts).
     """
     from mixle.corpus._reader import open_corpus
-    from mixle.corpus._zarr import GROUP_META, write_zarr_directory, write_zarr_group
+    from mixle.corpus._zarr import GROUP_META, write_zarr_group
 
     if layout not in LAYOUTS:
         raise ArgumentError(f"`layout` must be one of {LAYOUTS}. Got {layout!r} instead.")
@@ -140,9 +140,8 @@ def convert_corpus(
     target = os.fspath(destination)
     if not is_url(target):
         target = target[len("file://") :] if target.startswith("file://") else target
-        if layout == "zarr":
-            return write_zarr_directory(documents, target, overwrite=overwrite)
-        return _write_raw_directory(documents, target, overwrite=overwrite)
+        write = write_zarr_group if layout == "zarr" else _copy_raw
+        return _write_directory(target, lambda directory: write(documents, directory), overwrite)
     with tempfile.TemporaryDirectory(prefix="mixle-publish-") as staging:
         if layout == "zarr":
             manifest = write_zarr_group(documents, staging)
@@ -190,7 +189,13 @@ def _copy_raw(documents: Any, directory: str) -> dict[str, Any]:
     )
 
 
-def _write_raw_directory(documents: Any, directory: str, *, overwrite: bool) -> dict[str, Any]:
+def _write_directory(
+    directory: str, write: Callable[[str], dict[str, Any]], overwrite: bool
+) -> dict[str, Any]:
+    """Run ``write`` into a temporary sibling of ``directory``, then rename it into place.
+
+    Readers see the old directory or the complete new one, never a partial one.
+    """
     target = os.path.abspath(directory)
     if os.path.exists(target) and not overwrite:
         raise CorpusExistsError(f"{target} already exists (pass overwrite=True to replace it).")
@@ -198,7 +203,7 @@ def _write_raw_directory(documents: Any, directory: str, *, overwrite: bool) -> 
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.tmp-", dir=parent)
     try:
-        manifest = _copy_raw(documents, staging)
+        manifest = write(staging)
         if os.path.exists(target):
             shutil.rmtree(target)
         os.replace(staging, target)

@@ -27,8 +27,6 @@ import hashlib
 import json
 import math
 import os
-import shutil
-import tempfile
 from collections.abc import Mapping
 from typing import Any
 
@@ -243,29 +241,6 @@ def _decode_array(objects: Mapping[str, bytes]) -> bytes:
     array = zarr.open_array(store, mode="r", zarr_format=3)
     values = np.asarray(array[:])
     return values.astype(values.dtype.newbyteorder("<"), copy=False).tobytes()
-
-
-def write_zarr_directory(
-    documents: Any, directory: str, *, overwrite: bool = False
-) -> dict[str, Any]:
-    """Write the zarr layout into a fresh local ``directory`` atomically (temp dir + rename)."""
-    target = os.path.abspath(directory)
-    if os.path.exists(target) and not overwrite:
-        from mixle.errors import CorpusExistsError
-
-        raise CorpusExistsError(f"{target} already exists (pass overwrite=True to replace it).")
-    parent = os.path.dirname(target)
-    os.makedirs(parent, exist_ok=True)
-    temporary = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.tmp-", dir=parent)
-    try:
-        manifest = write_zarr_group(documents, temporary)
-        if os.path.exists(target):
-            shutil.rmtree(target)
-        os.replace(temporary, target)
-    except BaseException:
-        shutil.rmtree(temporary, ignore_errors=True)
-        raise
-    return manifest
 
 
 def is_zarr_directory(path: str) -> bool:
