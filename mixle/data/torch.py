@@ -10,7 +10,7 @@ computed twice and none is skipped.
 
 Resuming
 --------
-The dataset is *stateful* in the sense of ``torchdata.stateful_dataloader``: it has
+Both datasets are *stateful* in the sense of ``torchdata.stateful_dataloader``: they have
 ``state_dict()`` / ``load_state_dict()`` that save and restore the next batch of the
 process they run in (each worker saves its own). With ``StatefulDataLoader`` the
 supported order is::
@@ -52,7 +52,123 @@ def _worker() -> tuple[int, int]:
     return (0, 1) if info is None else (int(info.id), int(info.num_workers))
 
 
-class StreamingDataset(IterableDataset[tuple[torch.Tensor, ...]]):
+class _WorkerSplitDataset(IterableDataset[tuple[torch.Tensor, ...]]):
+    """Worker-count-invariant, resumable iteration over batches addressed by position.
+
+    A position is ``(epoch, batch index)``. Subclasses say how to step a position, how
+    to produce the batch at one, and what identifies their stream; this base splits
+    the positions over DataLoader workers (worker ``w`` of ``n`` takes every ``n``-th
+    from the origin, starting ``w`` after it) and saves/restores each process's next
+    position.
+    """
+
+    _kind = "dataset"
+
+    def __init__(self, origin: tuple[int, int]) -> None:
+        super().__init__()
+        self._origin = origin
+        self._started = False
+        self._next: tuple[int, int] | None = None
+        self._loaded = False
+
+    # -- what subclasses define ------------------------------------------------------
+    def _advance(self, position: tuple[int, int], steps: int) -> tuple[int, int] | None:
+        """The position ``steps`` batches after ``position``; ``None`` past the end."""
+        raise NotImplementedError
+
+    def _batch(self, position: tuple[int, int]) -> tuple[np.ndarray, ...]:
+        """The batch at ``position``."""
+        raise NotImplementedError
+
+    def _epoch_size(self, epoch: int) -> int:
+        """The number of batches in ``epoch``."""
+        raise NotImplementedError
+
+    def _stream_identity(self) -> dict[str, Any]:
+        """The fields that define the underlying stream (see ``check_state``)."""
+        raise NotImplementedError
+
+    def _exhausted(self, position: tuple[int, int]) -> bool:
+        """Whether iteration stops before ``position`` (an epoch bound)."""
+        return False
+
+    # -- iteration and state -----------------------------------------------------------
+    def _first(self, worker: int) -> tuple[int, int] | None:
+        if self._loaded:
+            return self._next
+        return self._advance(self._origin, worker)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, ...]]:
+        worker, workers = _worker()
+        position = self._first(worker)
+        self._loaded = False
+        self._started = True
+        while position is not None:
+            if self._exhausted(position):
+                self._next = position
+                return
+            batch = self._batch(position)
+            position = self._advance(position, workers)
+            self._next = position
+            yield tuple(torch.from_numpy(np.ascontiguousarray(part)) for part in batch)
+
+    def _identity(self, worker: int, workers: int) -> dict[str, Any]:
+        return {
+            **self._stream_identity(),
+            "origin": list(self._origin),
+            "worker": worker,
+            "num_workers": workers,
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """The next batch this process (main or worker) will produce, JSON-serialisable.
+
+        ``{"version", "epoch", "batch", "done", "stream"}``; ``done`` is 1 once the
+        process has no batch left.
+        """
+        worker, workers = _worker()
+        position = self._next if self._started else self._first(worker)
+        epoch, index = (0, 0) if position is None else position
+        return {
+            "version": _STATE_VERSION,
+            "epoch": epoch,
+            "batch": index,
+            "done": int(position is None),
+            "stream": self._identity(worker, workers),
+        }
+
+    def load_state_dict(self, state: Any) -> None:
+        """Resume this process at a saved next batch (call before iterating).
+
+        Raises
+        ------
+        StateMismatchError
+            The state is malformed or from another stream, worker or worker count.
+        """
+        worker, workers = _worker()
+        check_state(
+            state,
+            kind=self._kind,
+            version=_STATE_VERSION,
+            stream=self._identity(worker, workers),
+            cursor_fields=("epoch", "batch", "done"),
+        )
+        position: tuple[int, int] | None = None
+        if not state["done"]:
+            epoch, index = int(state["epoch"]), int(state["batch"])
+            total = self._epoch_size(epoch)
+            if index > total:
+                raise StateMismatchError(
+                    f"{self._kind} state points at batch {index} of epoch {epoch}, which "
+                    f"has only {total} batches."
+                )
+            position = (epoch, index)
+        self._next = position
+        self._loaded = True
+        self._started = False
+
+
+class StreamingDataset(_WorkerSplitDataset):
     """Yield a :class:`StreamingCorpus`'s batches as tensors, worker- and resume-aware.
 
     Parameters
@@ -71,6 +187,8 @@ class StreamingDataset(IterableDataset[tuple[torch.Tensor, ...]]):
     ``DataLoader``: batching already happened.
     """
 
+    _kind = "StreamingDataset"
+
     def __init__(self, corpus: StreamingCorpus, *, num_epochs: int | None = None) -> None:
         if not isinstance(corpus, StreamingCorpus):
             raise ArgumentTypeError(
@@ -78,126 +196,64 @@ class StreamingDataset(IterableDataset[tuple[torch.Tensor, ...]]):
             )
         self.corpus = corpus
         self.num_epochs = None if num_epochs is None else positive_int("num_epochs", num_epochs)
-        self._origin = corpus.cursor
-        self._started = False
-        self._next: tuple[int, int] | None = None
-        self._loaded = False
+        super().__init__(corpus.cursor)
 
-    def _first(self, worker: int) -> tuple[int, int] | None:
-        if self._loaded:
-            return self._next
-        return self.corpus.advance(*self._origin, worker)
+    def _advance(self, position: tuple[int, int], steps: int) -> tuple[int, int] | None:
+        return self.corpus.advance(*position, steps)
 
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, ...]]:
-        worker, workers = _worker()
-        position = self._first(worker)
-        self._loaded = False
-        self._started = True
-        while position is not None:
-            epoch, index = position
-            if self.num_epochs is not None and epoch >= self.num_epochs:
-                self._next = position
-                return
-            batch = self.corpus.batch_at(epoch, index)
-            position = self.corpus.advance(epoch, index, workers)
-            self._next = position
-            yield tuple(torch.from_numpy(np.ascontiguousarray(part)) for part in batch)
+    def _batch(self, position: tuple[int, int]) -> tuple[np.ndarray, ...]:
+        return self.corpus.batch_at(*position)
 
-    def _identity(self, worker: int, workers: int) -> dict[str, Any]:
-        return {
-            **self.corpus.stream_identity(),
-            "origin": list(self._origin),
-            "num_epochs": self.num_epochs,
-            "worker": worker,
-            "num_workers": workers,
-        }
+    def _epoch_size(self, epoch: int) -> int:
+        return self.corpus.num_batches(epoch)
 
-    def state_dict(self) -> dict[str, Any]:
-        """The next batch this process (main or worker) will produce, JSON-serialisable.
+    def _exhausted(self, position: tuple[int, int]) -> bool:
+        return self.num_epochs is not None and position[0] >= self.num_epochs
 
-        ``{"version", "epoch", "batch", "done", "stream"}``; ``done`` is 1 once the
-        process has no batch left.
-        """
-        worker, workers = _worker()
-        position = self._next if self._started else self._first(worker)
-        done = position is None
-        epoch, index = (0, 0) if position is None else position
-        return {
-            "version": _STATE_VERSION,
-            "epoch": epoch,
-            "batch": index,
-            "done": int(done),
-            "stream": self._identity(worker, workers),
-        }
-
-    def load_state_dict(self, state: Any) -> None:
-        """Resume this process at a saved next batch (call before iterating).
-
-        Raises
-        ------
-        StateMismatchError
-            The state is malformed or from another stream, worker or worker count.
-        """
-        worker, workers = _worker()
-        check_state(
-            state,
-            kind="StreamingDataset",
-            version=_STATE_VERSION,
-            stream=self._identity(worker, workers),
-            cursor_fields=("epoch", "batch", "done"),
-        )
-        position: tuple[int, int] | None = None
-        if not state["done"]:
-            epoch, index = int(state["epoch"]), int(state["batch"])
-            total = self.corpus.num_batches(epoch)
-            if index > total:
-                raise StateMismatchError(
-                    f"StreamingDataset state points at batch {index} of epoch {epoch}, which "
-                    f"has only {total} batches."
-                )
-            position = (epoch, index)
-        self._next = position
-        self._loaded = True
-        self._started = False
+    def _stream_identity(self) -> dict[str, Any]:
+        return {**self.corpus.stream_identity(), "num_epochs": self.num_epochs}
 
 
-class TokenStreamDataset(IterableDataset[tuple[torch.Tensor, torch.Tensor]]):
-    """Yield a :class:`TokenStream`'s batches as int64 tensors, worker-count invariant.
+class TokenStreamDataset(_WorkerSplitDataset):
+    """Yield a :class:`TokenStream`'s batches as int64 tensors, worker- and resume-aware.
 
     Parameters
     ----------
     stream
-        The stream; its cursor (``stream.state_dict()``) when iteration starts is where
-        the batches begin. Each worker process gets a copy, so the cursor of ``stream``
-        in the main process does not advance: after consuming ``m`` batches from a
-        DataLoader, resume with ``stream.advance(m)`` on a stream restored to the
-        starting state (or count batches and build the state yourself).
+        The stream; its cursor (``stream.state_dict()``) when the dataset is built is
+        where the batches begin, and iteration ends after its ``epochs``. The stream
+        itself is not advanced: resume a DataLoader through this dataset's
+        ``state_dict`` (``StatefulDataLoader``), or call ``stream.advance(m)`` after
+        consuming ``m`` batches.
 
-    Notes
-    -----
-    Every worker seeks straight to its own batches (random access by epoch and batch
-    index); no worker reads a batch that another one yields.
+    Each item is ``(context (b, block), next_tokens (b,))`` as int64 tensors. Every
+    worker seeks straight to its own batches (random access by epoch and batch index);
+    no worker reads a batch that another one yields.
     """
 
-    def __init__(self, stream: TokenStream) -> None:
-        super().__init__()
-        self.stream = stream
+    _kind = "TokenStreamDataset"
 
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        info = get_worker_info()
-        workers, worker = (1, 0) if info is None else (info.num_workers, info.id)
-        stream = self.stream
-        per_epoch = stream.num_batches()
+    def __init__(self, stream: TokenStream) -> None:
+        if not isinstance(stream, TokenStream):
+            raise ArgumentTypeError(
+                f"`stream` must be a TokenStream. Got {type(stream).__name__} instead."
+            )
+        self.stream = stream
         state = stream.state_dict()
-        epoch, first = state["epoch"], state["position"] // stream.batch_size
-        # Global batch g (0 = the cursor's batch) belongs to this worker iff g % workers
-        # == worker; within an epoch that is every workers-th batch from some start.
-        done = 0  # global index of the first batch of `epoch` from the cursor
-        while epoch < stream.epochs and per_epoch:
-            offset = (worker - done) % workers
-            for context, target in stream.epoch_batches(
-                epoch, start_batch=first + offset, step=workers
-            ):
-                yield torch.from_numpy(context), torch.from_numpy(target)
-            done += per_epoch - first
-            epoch, first = epoch + 1, 0
+        super().__init__((int(state["epoch"]), int(state["position"]) // stream.batch_size))
+
+    def _advance(self, position: tuple[int, int], steps: int) -> tuple[int, int] | None:
+        per_epoch = self.stream.num_batches()
+        if per_epoch == 0:
+            return None
+        epoch, index = divmod(position[0] * per_epoch + position[1] + steps, per_epoch)
+        return None if epoch >= self.stream.epochs else (epoch, index)
+
+    def _batch(self, position: tuple[int, int]) -> tuple[np.ndarray, ...]:
+        return self.stream.batch(*position)
+
+    def _epoch_size(self, epoch: int) -> int:
+        return self.stream.num_batches()
+
+    def _stream_identity(self) -> dict[str, Any]:
+        return {**self.stream.state_dict()["stream"], "epochs": self.stream.epochs}
