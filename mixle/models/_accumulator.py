@@ -17,11 +17,13 @@ from torch import nn
 from torch.nn import functional as F
 
 from mixle.errors import ArgumentError, ArgumentTypeError, CheckpointError, RevisionMismatchError
+from mixle.models._documents import StreamingDocumentEncoder, TokenDocuments, document_rows
 from mixle.models._inputs import (
     StreamingTokenEncoder,
     TokenBatch,
     TokenPairs,
     as_device,
+    as_observation,
     parse_batch,
     positive_float,
 )
@@ -32,22 +34,31 @@ from mixle.stats.base import (
     StatisticAccumulatorFactory,
     as_weights,
 )
+from mixle.stats.embedding import CategoricalEmbedding
 from mixle.stats.registry import register, tensors_from_blob, tensors_to_blob
 
 __all__ = [
-    "OptimizerSlot",
     "StreamingGradientState",
     "StreamingTransformerAccumulator",
     "StreamingTransformerAccumulatorFactory",
     "check_module",
+    "module_embedding",
     "model_logits",
     "trainable_parameters",
 ]
 
 
+_TRAIN_ROWS = 256  # document rows per forward/backward pass (bounds activation memory)
+
+
 def trainable_parameters(module: nn.Module) -> list[tuple[str, nn.Parameter]]:
     """Return ``(name, parameter)`` for every parameter that requires grad, in order."""
     return [(name, p) for name, p in module.named_parameters() if p.requires_grad]
+
+
+def module_embedding(module: nn.Module) -> CategoricalEmbedding | None:
+    """Return the token embedding of a :class:`CausalTransformerLM` (``None`` otherwise)."""
+    return module.embedding if isinstance(module, CausalTransformerLM) else None
 
 
 def check_module(module: Any) -> tuple[nn.Module, int, int]:
@@ -144,40 +155,6 @@ class StreamingGradientState:
         )
 
 
-class OptimizerSlot:
-    """The persistent AdamW of one training run, shared by a leaf and its estimators.
-
-    Created lazily over the module's trainable parameters; a saved state dict (from
-    ``to_dict``) is loaded on creation. The learning rate given here always wins over
-    the one recorded in a loaded state.
-    """
-
-    def __init__(self, state: dict[str, Any] | None = None) -> None:
-        self._optimizer: torch.optim.AdamW | None = None
-        self._pending = state
-
-    def get(self, module: nn.Module, lr: float) -> torch.optim.AdamW:
-        if self._optimizer is None:
-            optimizer = torch.optim.AdamW([p for _, p in trainable_parameters(module)], lr=lr)
-            if self._pending is not None:
-                try:
-                    optimizer.load_state_dict(self._pending)
-                except (ValueError, KeyError, RuntimeError) as exc:
-                    raise CheckpointError(
-                        f"optimizer state does not fit the module's parameters: {exc}"
-                    ) from exc
-                self._pending = None
-            self._optimizer = optimizer
-        for group in self._optimizer.param_groups:
-            group["lr"] = lr
-        return self._optimizer
-
-    def state_dict(self) -> dict[str, Any] | None:
-        if self._optimizer is not None:
-            return self._optimizer.state_dict()
-        return self._pending
-
-
 class StreamingTransformerAccumulator(SequenceEncodableStatisticAccumulator):
     """Accumulate foldable weighted gradients at one exact model revision.
 
@@ -196,12 +173,23 @@ class StreamingTransformerAccumulator(SequenceEncodableStatisticAccumulator):
         accumulator so a worker can report which run it belongs to).
     device
         Where inputs are moved and gradients are summed; the module must live there.
+    observation
+        ``"pair"`` (``seq_update`` takes :class:`TokenPairs`) or ``"document"`` (it takes
+        :class:`~mixle.models._documents.TokenDocuments`, one weight per document; see
+        :mod:`mixle.models._documents`).
     """
 
-    def __init__(self, module: nn.Module, lr: float = 3.0e-3, device: Any = "cpu") -> None:
+    def __init__(
+        self,
+        module: nn.Module,
+        lr: float = 3.0e-3,
+        device: Any = "cpu",
+        observation: str = "pair",
+    ) -> None:
         self.module, self.vocab, self.block = check_module(module)
         self.lr = positive_float("lr", lr)
         self.device = as_device(device)
+        self.observation = as_observation(observation)
         params = trainable_parameters(module)
         self._names = tuple(name for name, _ in params)
         self._params = [p for _, p in params]
@@ -266,17 +254,26 @@ class StreamingTransformerAccumulator(SequenceEncodableStatisticAccumulator):
     def seq_update(self, enc: Any, weights: Any, estimate: Any) -> None:
         """Accumulate one weighted gradient numerator without mutating the shared model.
 
-        ``enc`` is a :class:`TokenPairs` (from ``seq_encode``); ``weights`` holds one
-        finite nonnegative weight per pair. ``estimate`` is unused: gradients are always
-        taken at the pinned live module.
+        ``enc`` comes from :meth:`acc_to_encoder`: a :class:`TokenPairs` (one weight per
+        pair) or, for document observations, a ``TokenDocuments`` (one weight per
+        document, applied to each of its predicted tokens; documents of weight 0 are
+        skipped). ``estimate`` is unused: gradients are taken at the pinned live module.
 
         Raises
         ------
         RevisionMismatchError
             The module changed since this accumulator was made.
         ArgumentError, TokenIdError
-            Bad weights, context width or token ids.
+            Bad weights, context width or token ids, or the other observation kind.
         """
+        if self.observation == "document":
+            if not isinstance(enc, TokenDocuments):
+                raise ArgumentTypeError(
+                    "`enc` must come from StreamingDocumentEncoder.seq_encode (this leaf "
+                    f"observes documents). Got {type(enc).__name__}."
+                )
+            self._accumulate_documents(enc, as_weights(weights, len(enc)))
+            return
         if not isinstance(enc, TokenPairs):
             raise ArgumentTypeError(
                 f"`enc` must come from StreamingTokenEncoder.seq_encode. Got {type(enc).__name__}."
@@ -284,6 +281,16 @@ class StreamingTransformerAccumulator(SequenceEncodableStatisticAccumulator):
         w = as_weights(weights, len(enc))
         batch = parse_batch((enc.contexts, enc.tokens), self.vocab, self.block)
         self.accumulate(TokenBatch(batch.contexts, batch.targets, w))
+
+    def _accumulate_documents(self, docs: TokenDocuments, weights: np.ndarray) -> None:
+        self.check_pinned()
+        keep = np.flatnonzero(weights > 0)
+        if keep.shape[0] < len(docs):
+            docs, weights = docs.take(keep), weights[keep]
+        rows = document_rows(docs, self.block, weights).batch
+        for start in range(0, rows.contexts.shape[0], _TRAIN_ROWS):
+            part = slice(start, start + _TRAIN_ROWS)
+            self.accumulate(TokenBatch(rows.contexts[part], rows.targets[part], rows.weights[part]))
 
     def update(self, x: Any, weight: float, estimate: Any) -> None:
         """Accumulate one weighted ``(context, token)`` gradient."""
@@ -368,8 +375,10 @@ class StreamingTransformerAccumulator(SequenceEncodableStatisticAccumulator):
         self._batches = v.batches
         return self
 
-    def acc_to_encoder(self) -> StreamingTokenEncoder:
-        """Return the encoder expected by this accumulator."""
+    def acc_to_encoder(self) -> StreamingTokenEncoder | StreamingDocumentEncoder:
+        """Return the encoder expected by this accumulator (pairs or documents)."""
+        if self.observation == "document":
+            return StreamingDocumentEncoder(self.vocab)
         return StreamingTokenEncoder(self.vocab, self.block)
 
     def loss_tensor(self) -> Any:
@@ -392,11 +401,18 @@ class StreamingTransformerAccumulatorFactory(StatisticAccumulatorFactory):
     make workers' accumulators after the previous ``estimate`` has been applied.
     """
 
-    def __init__(self, module: nn.Module, lr: float = 3.0e-3, device: Any = "cpu") -> None:
+    def __init__(
+        self,
+        module: nn.Module,
+        lr: float = 3.0e-3,
+        device: Any = "cpu",
+        observation: str = "pair",
+    ) -> None:
         self.module, _, _ = check_module(module)
         self.lr = positive_float("lr", lr)
         self.device = as_device(device)
+        self.observation = as_observation(observation)
 
     def make(self) -> StreamingTransformerAccumulator:
         """Create a fresh accumulator around the shared live module."""
-        return StreamingTransformerAccumulator(self.module, self.lr, self.device)
+        return StreamingTransformerAccumulator(self.module, self.lr, self.device, self.observation)

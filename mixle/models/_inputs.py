@@ -25,6 +25,7 @@ __all__ = [
     "TokenPairs",
     "as_contexts",
     "as_device",
+    "as_observation",
     "parse_batch",
     "positive_float",
 ]
@@ -40,6 +41,19 @@ def positive_float(name: str, value: Any) -> float:
     if not (math.isfinite(result) and result > 0):
         raise ArgumentError(f"`{name}` must be a finite positive number. Got {result!r} instead.")
     return result
+
+
+OBSERVATIONS = ("pair", "document")
+
+
+def as_observation(value: Any) -> str:
+    """Validate the leaf's observation kind: ``"pair"`` or ``"document"``."""
+    if value not in OBSERVATIONS:
+        raise ArgumentError(
+            f"`observation` must be 'pair' ((context, token) pairs) or 'document' (whole "
+            f"token arrays). Got {value!r} instead."
+        )
+    return str(value)
 
 
 def as_device(device: Any) -> torch.device:
@@ -170,6 +184,18 @@ class StreamingTokenEncoder(DataSequenceEncoder):
     def __init__(self, vocab: int | None = None, block: int | None = None) -> None:
         self.vocab = None if vocab is None else positive_int("vocab", vocab)
         self.block = None if block is None else positive_int("block", block)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StreamingTokenEncoder) and (other.vocab, other.block) == (
+            self.vocab,
+            self.block,
+        )
+
+    def __hash__(self) -> int:
+        return hash(("StreamingTokenEncoder", self.vocab, self.block))
+
+    def __repr__(self) -> str:
+        return f"StreamingTokenEncoder(vocab={self.vocab}, block={self.block})"
 
     def seq_encode(self, x: Sequence[Any]) -> TokenPairs:
         """Encode a sequence of ``(context, token)`` pairs; all contexts share one length.

@@ -189,43 +189,69 @@ class CausalTransformerLM(nn.Module):
         weight = self.embedding.weight if self.head is None else self.head.weight
         return F.linear(x, weight)
 
-    def to_dict(self) -> dict[str, Any]:
-        """Return ``{"type", "version", "config", "weights"}``; weights as a state-dict blob."""
+    def to_dict(self, *, omit_embedding: bool = False) -> dict[str, Any]:
+        """Return ``{"type", "version", "config", "weights", "embedding"}``.
+
+        Weights travel as a state-dict blob. With ``omit_embedding=True`` the token
+        embedding table is left out (``"embedding": "external"``): whoever stores the
+        dict stores the (shared) table once and passes it back to :meth:`from_dict`.
+        """
+        state = self.state_dict()
+        if omit_embedding:
+            state.pop("embedding.weight")
         return {
             "type": "CausalTransformerLM",
             "version": 1,
             "config": self.config(),
-            "weights": tensors_to_blob(self.state_dict()),
+            "weights": tensors_to_blob(state),
+            "embedding": "external" if omit_embedding else "included",
         }
 
     @classmethod
     def from_dict(
-        cls, d: dict[str, Any], *, device: str | torch.device = "cpu"
+        cls,
+        d: dict[str, Any],
+        *,
+        device: str | torch.device = "cpu",
+        embedding: CategoricalEmbedding | None = None,
     ) -> CausalTransformerLM:
         """Rebuild a module written by :meth:`to_dict` on ``device``.
 
-        A shared embedding comes back as a private copy: sharing is a relation between
-        live objects, not something a single module's dict can express.
+        A dict with its own table gives a private copy of it (sharing is a relation
+        between live objects). A dict written with ``omit_embedding=True`` needs
+        ``embedding``: the module is built around that very table, so it stays shared.
 
         Raises
         ------
         CheckpointError
-            Another version, a malformed config, or weights that do not fit it.
+            Another version, a malformed config, weights that do not fit it, or an
+            external table without ``embedding`` (or of the wrong shape).
         """
         if d.get("version") != 1 or not isinstance(d.get("config"), dict):
             raise CheckpointError(
                 f"CausalTransformerLM dict must have version 1 and a config. Got version {d.get('version')!r}."
             )
+        external = d.get("embedding") == "external"
+        if external and embedding is None:
+            raise CheckpointError(
+                "this CausalTransformerLM dict was written without its embedding table "
+                "(it is stored once by its mixture); pass `embedding=`."
+            )
         try:
-            module = cls(**d["config"])
+            module = cls(**d["config"], embedding=embedding if external else None)
         except (TypeError, ArgumentError) as exc:
             raise CheckpointError(f"CausalTransformerLM config is invalid: {exc}") from exc
         state = tensors_from_blob(d.get("weights"), "CausalTransformerLM weights")
         try:
             # assign=True keeps each saved tensor's dtype (a float64 or bf16 model stays so).
-            module.load_state_dict(state, strict=True, assign=True)
+            result = module.load_state_dict(state, strict=not external, assign=True)
         except RuntimeError as exc:
             raise CheckpointError(
                 f"CausalTransformerLM weights do not fit the config: {exc}"
             ) from exc
+        if external and (result.unexpected_keys or result.missing_keys != ["embedding.weight"]):
+            raise CheckpointError(
+                "CausalTransformerLM weights do not fit the config: missing "
+                f"{result.missing_keys}, unexpected {result.unexpected_keys}."
+            )
         return module.to(device)

@@ -32,20 +32,22 @@ from torch.nn import functional as F
 from mixle._checks import as_token_ids, exact_int, nonnegative_int, positive_int
 from mixle.errors import ArgumentError, ArgumentTypeError, CheckpointError, RevisionMismatchError
 from mixle.models._accumulator import (
-    OptimizerSlot,
     StreamingGradientState,
     StreamingTransformerAccumulator,
     StreamingTransformerAccumulatorFactory,
     check_module,
     model_logits,
+    module_embedding,
     trainable_parameters,
 )
+from mixle.models._documents import StreamingDocumentEncoder, TokenDocuments, document_rows
 from mixle.models._inputs import (
     StreamingTokenEncoder,
     TokenBatch,
     TokenPairs,
     as_contexts,
     as_device,
+    as_observation,
     parse_batch,
     positive_float,
 )
@@ -58,6 +60,7 @@ from mixle.stats.base import (
 )
 from mixle.stats.embedding import CategoricalEmbedding
 from mixle.stats.registry import from_dict, register, tensors_from_blob, tensors_to_blob
+from mixle.stats.tied import OptimizerSlot
 
 __all__ = [
     "StreamingGradientState",
@@ -80,8 +83,12 @@ _SCORE_ROWS = 256  # contexts per forward pass when scoring (bounds activation m
 class StreamingTransformer(SequenceEncodableProbabilityDistribution):
     """Wraps a live, persistently trained causal LM as a mixle distribution.
 
-    The distribution is conditional: an observation is a ``(context, next token)``
-    pair and ``seq_log_density`` is the next-token ``log p`` (evaluation/telemetry).
+    With ``observation="pair"`` (the default) the distribution is conditional: an
+    observation is a ``(context, next token)`` pair and ``seq_log_density`` is the
+    next-token ``log p``. With ``observation="document"`` an observation is a whole
+    document (a 1-D token array) and its log-density is the sum of its next-token
+    ``log p``, the document cut into rows of ``block`` predictions (see
+    :mod:`mixle.models._documents`), so a mixture can assign whole documents.
 
     Parameters
     ----------
@@ -95,11 +102,14 @@ class StreamingTransformer(SequenceEncodableProbabilityDistribution):
     optimizer_state
         An AdamW ``state_dict`` (or its :func:`~mixle.stats.tensors_to_blob` string) to
         continue from; loaded eagerly.
+    observation
+        ``"pair"`` or ``"document"`` (see above).
 
     Raises
     ------
     ArgumentError
-        Bad ``device`` or ``lr``; ``module`` lacks integer ``vocab``/``block``.
+        Bad ``device``, ``lr`` or ``observation``; ``module`` lacks integer
+        ``vocab``/``block``.
     CheckpointError
         ``optimizer_state`` does not fit the module's parameters.
     """
@@ -111,18 +121,20 @@ class StreamingTransformer(SequenceEncodableProbabilityDistribution):
         *,
         lr: float = 3.0e-3,
         optimizer_state: dict[str, Any] | str | None = None,
+        observation: str = "pair",
         _slot: OptimizerSlot | None = None,
     ) -> None:
         self.module, self.vocab, self.block = check_module(module)
         self.device = as_device(device)
         self.lr = positive_float("lr", lr)
+        self.observation = as_observation(observation)
         self.module.to(self.device)
         if _slot is None:
             if isinstance(optimizer_state, str):
                 optimizer_state = tensors_from_blob(optimizer_state, "optimizer state")
             _slot = OptimizerSlot(optimizer_state)
             if optimizer_state is not None:
-                _slot.get(self.module, self.lr)  # validate eagerly
+                _slot.get(_trainable(self.module), self.lr)  # validate eagerly
         self._slot = _slot
 
     @classmethod
@@ -139,11 +151,13 @@ class StreamingTransformer(SequenceEncodableProbabilityDistribution):
         seed: int = 0,
         tie_head: bool = True,
         lr: float = 3.0e-3,
+        observation: str = "pair",
     ) -> StreamingTransformer:
         """Build the leaf from hyperparameters (no hand-built torch module).
 
         ``embedding`` optionally shares a :class:`CategoricalEmbedding` across leaves;
-        ``seed`` (default 0) fixes the initialisation bitwise on every device.
+        ``seed`` (default 0) fixes the initialisation bitwise on every device;
+        ``observation`` is ``"pair"`` or ``"document"``.
         """
         module = CausalTransformerLM(
             vocab,
@@ -155,12 +169,17 @@ class StreamingTransformer(SequenceEncodableProbabilityDistribution):
             tie_head=tie_head,
             seed=seed,
         )
-        return cls(module, device, lr=lr)
+        return cls(module, device, lr=lr, observation=observation)
 
     @property
     def revision(self) -> str:
         """SHA-256 digest of the module's current parameters."""
         return revision_digest(self.module)
+
+    @property
+    def embedding(self) -> CategoricalEmbedding | None:
+        """The module's token embedding (``None`` for a module that is not a CausalTransformerLM)."""
+        return module_embedding(self.module)
 
     def _as_pairs(self, enc: Any) -> TokenPairs:
         encoder = self.dist_to_encoder()
@@ -174,11 +193,16 @@ class StreamingTransformer(SequenceEncodableProbabilityDistribution):
         return model_logits(self.module, ids, last_only=True)
 
     def seq_log_density(self, enc: Any) -> np.ndarray:
-        """Return per-row next-token ``log p`` (float64) for encoded context/token pairs.
+        """Return the log-density (float64) of every observation of ``enc``.
 
-        ``enc`` is a :class:`TokenPairs` or a sequence of ``(context, token)`` pairs.
-        Scores ``256`` rows per forward pass.
+        Pairs: ``enc`` is a :class:`TokenPairs` or a sequence of ``(context, token)``
+        pairs; each entry is the next-token ``log p``. Documents: ``enc`` is a
+        ``TokenDocuments`` or a sequence of 1-D token arrays; each entry is the sum of
+        the document's next-token ``log p`` (0 for a one-token document). Scores ``256``
+        rows per forward pass.
         """
+        if self.observation == "document":
+            return self._document_log_density(enc)
         pairs = self._as_pairs(enc)
         out = np.empty(len(pairs), dtype=np.float64)
         for start in range(0, len(pairs), _SCORE_ROWS):
@@ -190,8 +214,22 @@ class StreamingTransformer(SequenceEncodableProbabilityDistribution):
             out[start : start + len(chunk)] = logp.cpu().numpy()
         return out
 
+    @torch.inference_mode()
+    def _document_log_density(self, enc: Any) -> np.ndarray:
+        docs = StreamingDocumentEncoder(self.vocab).seq_encode(enc)
+        rows = document_rows(docs, self.block, np.ones(len(docs)))
+        row_sums = np.empty(rows.row_document.shape[0], dtype=np.float64)
+        for start in range(0, row_sums.shape[0], _SCORE_ROWS):
+            part = slice(start, start + _SCORE_ROWS)
+            ids = torch.from_numpy(rows.batch.contexts[part]).to(self.device)
+            targets = torch.from_numpy(rows.batch.targets[part]).to(self.device)
+            logp = F.log_softmax(model_logits(self.module, ids, last_only=False).double(), dim=-1)
+            picked = logp.gather(2, targets[..., None])[..., 0].cpu().numpy()
+            row_sums[part] = np.where(rows.batch.weights[part] > 0, picked, 0.0).sum(axis=1)
+        return np.bincount(rows.row_document, weights=row_sums, minlength=len(docs))
+
     def log_density(self, xy: Any) -> float:
-        """Return the next-token log probability for one ``(context, token)`` pair."""
+        """Return the log-density of one observation (a pair, or a document)."""
         return float(self.seq_log_density([xy])[0])
 
     def predict(self, x: Any) -> Any:
@@ -242,20 +280,25 @@ class StreamingTransformer(SequenceEncodableProbabilityDistribution):
             raise ArgumentError(
                 f"`pseudo_count` has no meaning for a transformer leaf; pass None. Got {pseudo_count!r}."
             )
-        return StreamingTransformerEstimator(self.module, self.lr, self.device, _slot=self._slot)
+        return StreamingTransformerEstimator(
+            self.module, self.lr, self.device, observation=self.observation, _slot=self._slot
+        )
 
-    def dist_to_encoder(self) -> StreamingTokenEncoder:
-        """Return the encoder for context/token pairs (validates against vocab and block)."""
+    def dist_to_encoder(self) -> StreamingTokenEncoder | StreamingDocumentEncoder:
+        """Return the encoder of this leaf's observations (pairs or documents), validating ids."""
+        if self.observation == "document":
+            return StreamingDocumentEncoder(self.vocab)
         return StreamingTokenEncoder(self.vocab, self.block)
 
-    def to_dict(self) -> dict[str, Any]:
-        """Serialise module (architecture + weights), device, lr and optimizer state.
+    def to_dict(self, *, omit_embedding: bool = False) -> dict[str, Any]:
+        """Serialise module (architecture + weights), device, lr, observation and optimizer state.
 
-        The module must be registered (e.g. :class:`CausalTransformerLM`); its weights
-        and the AdamW state travel as weights-only ``torch.save`` blobs.
+        The module must be a :class:`CausalTransformerLM`; its weights and the AdamW
+        state travel as weights-only ``torch.save`` blobs. ``omit_embedding=True``
+        leaves out the token embedding table (a mixture stores a shared table once);
+        :meth:`from_dict` then needs ``embedding=``.
         """
-        module_to_dict = getattr(self.module, "to_dict", None)
-        if not callable(module_to_dict):
+        if not isinstance(self.module, CausalTransformerLM):
             raise ArgumentTypeError(
                 f"{type(self.module).__name__} has no to_dict(); only registered modules "
                 "(e.g. CausalTransformerLM) can be serialised."
@@ -264,22 +307,40 @@ class StreamingTransformer(SequenceEncodableProbabilityDistribution):
         return {
             "type": "StreamingTransformer",
             "version": 1,
-            "module": module_to_dict(),
+            "module": self.module.to_dict(omit_embedding=omit_embedding),
             "device": str(self.device),
             "lr": self.lr,
+            "observation": self.observation,
             "optimizer_state": None if state is None else tensors_to_blob(state),
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], *, device: Any = None) -> StreamingTransformer:
-        """Rebuild a leaf from :meth:`to_dict`; ``device`` overrides the recorded one."""
+    def from_dict(
+        cls,
+        d: dict[str, Any],
+        *,
+        device: Any = None,
+        embedding: CategoricalEmbedding | None = None,
+    ) -> StreamingTransformer:
+        """Rebuild a leaf from :meth:`to_dict`.
+
+        ``device`` overrides the recorded one; ``embedding`` is the (shared) table for a
+        dict written with ``omit_embedding=True``.
+        """
         if d.get("version") != 1:
             raise CheckpointError(
                 f"StreamingTransformer dict version must be 1. Got {d.get('version')!r} instead."
             )
         target = as_device(d.get("device", "cpu") if device is None else device)
-        module = from_dict(d["module"], device=target)
-        return cls(module, target, lr=d["lr"], optimizer_state=d.get("optimizer_state"))
+        extra = {} if embedding is None else {"embedding": embedding}
+        module = from_dict(d["module"], device=target, **extra)
+        return cls(
+            module,
+            target,
+            lr=d["lr"],
+            optimizer_state=d.get("optimizer_state"),
+            observation=d.get("observation", "pair"),
+        )
 
 
 class StreamingTransformerSampler(DistributionSampler):
@@ -309,15 +370,41 @@ class StreamingTransformerSampler(DistributionSampler):
         return np.minimum(picks, probs.shape[0] - 1).astype(np.int64)
 
     def sample(
-        self, size: int | None = None, *, context: Any = None, temperature: float = 1.0
+        self,
+        size: int | None = None,
+        *,
+        context: Any = None,
+        prompt: Any = None,
+        n_tokens: int | None = None,
+        temperature: float = 1.0,
     ) -> Any:
-        """Draw the next token after ``context`` (1-D): one ``int``, or ``size`` i.i.d. ids.
+        """Draw one observation (``size=None``) or ``size`` of them.
+
+        Pair leaves: the next token after ``context`` (1-D) — an ``int``, or ``size``
+        i.i.d. ids. Document leaves: a document, ``prompt`` extended by ``n_tokens``
+        sampled ids (see :meth:`generate`) — an int64 array, or a list of ``size``.
 
         Raises
         ------
         ArgumentError
-            ``context`` is missing (the model is conditional) or invalid.
+            ``context`` (pairs) or ``prompt``/``n_tokens`` (documents) is missing or
+            invalid, or the other kind's arguments are given.
         """
+        if self.dist.observation == "document":
+            if context is not None or prompt is None or n_tokens is None:
+                raise ArgumentError(
+                    "a document leaf samples documents: pass `prompt` (1-D ids) and "
+                    "`n_tokens`, not `context`."
+                )
+            if size is None:
+                return self.generate(prompt, n_tokens, temperature=temperature)
+            count = positive_int("size", size)
+            return [self.generate(prompt, n_tokens, temperature=temperature) for _ in range(count)]
+        if prompt is not None or n_tokens is not None:
+            raise ArgumentError(
+                "a pair leaf samples next tokens: pass `context`; `prompt`/`n_tokens` are "
+                "for document leaves (or use generate())."
+            )
         if context is None:
             raise ArgumentError("`context` is required: the transformer leaf is conditional.")
         contexts, _ = as_contexts(
@@ -348,6 +435,11 @@ class StreamingTransformerSampler(DistributionSampler):
 class StreamingTransformerEstimator(ParameterEstimator):
     """Persistent-optimizer estimator applying foldable worker gradient sums.
 
+    A live estimator (see :mod:`mixle.stats.tied`): ``current()`` is the leaf as it is,
+    ``check`` validates a statistic without stepping, and ``estimate(..., hold=table)``
+    steps every parameter but a shared embedding table, which a mixture steps once for
+    all of its experts.
+
     Parameters
     ----------
     module
@@ -359,6 +451,8 @@ class StreamingTransformerEstimator(ParameterEstimator):
         Where the module lives and steps run.
     optimizer_state
         An AdamW state dict (or blob string) to continue from.
+    observation
+        ``"pair"`` or ``"document"``: what the accumulators consume.
     """
 
     def __init__(
@@ -368,24 +462,105 @@ class StreamingTransformerEstimator(ParameterEstimator):
         device: Any = "cpu",
         optimizer_state: dict[str, Any] | str | None = None,
         *,
+        observation: str = "pair",
         _slot: OptimizerSlot | None = None,
     ) -> None:
         leaf = StreamingTransformer(
-            module, device, lr=lr, optimizer_state=optimizer_state, _slot=_slot
+            module,
+            device,
+            lr=lr,
+            optimizer_state=optimizer_state,
+            observation=observation,
+            _slot=_slot,
         )
         self.module, self.device, self.lr = leaf.module, leaf.device, leaf.lr
+        self.observation = leaf.observation
         self._slot = leaf._slot
+
+    @property
+    def embedding(self) -> CategoricalEmbedding | None:
+        """The module's token embedding (shareable across a mixture's experts)."""
+        return module_embedding(self.module)
 
     def accumulator_factory(self) -> StreamingTransformerAccumulatorFactory:
         """Return the factory whose accumulators pin the module's current revision."""
-        return StreamingTransformerAccumulatorFactory(self.module, self.lr, self.device)
+        return StreamingTransformerAccumulatorFactory(
+            self.module, self.lr, self.device, self.observation
+        )
 
-    def estimate(self, nobs: float | None, suff_stat: Any) -> StreamingTransformer:
+    def current(self) -> StreamingTransformer:
+        """Return the live leaf without taking a step."""
+        return StreamingTransformer(
+            self.module, self.device, lr=self.lr, observation=self.observation, _slot=self._slot
+        )
+
+    def check(self, suff_stat: Any) -> None:
+        """Raise as :meth:`estimate` would for a stale, foreign or weightless statistic."""
+        self._mean_gradients(suff_stat)
+
+    def embedding_gradient(self, suff_stat: Any) -> tuple[torch.Tensor, float]:
+        """Return the embedding table's gradient numerator in ``suff_stat`` and its weight.
+
+        Raises
+        ------
+        ArgumentError
+            The module has no :class:`CategoricalEmbedding`.
+        """
+        table = self.embedding
+        if table is None:
+            raise ArgumentError("the module has no CategoricalEmbedding to share.")
+        state = suff_stat.value() if isinstance(suff_stat, StreamingTransformerAccumulator) else suff_stat
+        if not isinstance(state, StreamingGradientState):
+            raise ArgumentTypeError(
+                f"`suff_stat` must be a StreamingGradientState or accumulator. Got {type(suff_stat).__name__}."
+            )
+        name = next(n for n, p in trainable_parameters(self.module) if p is table.weight)
+        return state.gradient_sums[name], state.effective_weight
+
+    def _mean_gradients(self, suff_stat: Any) -> tuple[list[nn.Parameter], list[torch.Tensor]]:
+        if isinstance(suff_stat, StreamingTransformerAccumulator):
+            if suff_stat.module is not self.module:
+                raise ArgumentError("the accumulator was made for a different module.")
+            suff_stat.check_pinned()  # same parameters, unchanged since the pin
+            return suff_stat.parameters, suff_stat.mean_gradients()
+        if not isinstance(suff_stat, StreamingGradientState):
+            raise ArgumentTypeError(
+                f"`suff_stat` must be a StreamingGradientState or accumulator. Got {type(suff_stat).__name__}."
+            )
+        params = _trainable(self.module)
+        current = revision_digest(self.module)
+        if suff_stat.base_sha256 != current:
+            raise RevisionMismatchError(
+                f"gradient state computed at revision {suff_stat.base_sha256} cannot be applied "
+                f"to the module at revision {current}."
+            )
+        names = tuple(name for name, _ in trainable_parameters(self.module))
+        if tuple(suff_stat.parameter_names) != names:
+            raise RevisionMismatchError(
+                f"gradient state at revision {current} covers parameters "
+                f"{list(suff_stat.parameter_names)}, the module has {list(names)}."
+            )
+        if suff_stat.effective_weight <= 0:
+            raise ArgumentError("cannot take a step from zero total weight.")
+        grads = [
+            suff_stat.gradient_sums[n].to(p.device, p.dtype) / suff_stat.effective_weight
+            for n, p in zip(names, params, strict=True)
+        ]
+        return params, grads
+
+    def estimate(
+        self,
+        nobs: float | None,
+        suff_stat: Any,
+        *,
+        hold: CategoricalEmbedding | None = None,
+    ) -> StreamingTransformer:
         """Apply one AdamW step with the weighted mean gradient; return the live leaf.
 
         ``suff_stat`` is a :class:`StreamingGradientState` (from ``value()``/``combine``)
         or, equivalently and without hashing, an accumulator over this module. ``nobs``
-        is ignored (the state carries its own weight).
+        is ignored (the state carries its own weight). ``hold`` is a shared embedding
+        table to leave untouched (its AdamW moments too): a mixture steps it once itself.
 
         Raises
         ------
@@ -395,43 +570,16 @@ class StreamingTransformerEstimator(ParameterEstimator):
         ArgumentError
             The state's total weight is 0.
         """
-        if isinstance(suff_stat, StreamingTransformerAccumulator):
-            if suff_stat.module is not self.module:
-                raise ArgumentError("the accumulator was made for a different module.")
-            suff_stat.check_pinned()  # same parameters, unchanged since the pin
-            params = suff_stat.parameters
-            grads = suff_stat.mean_gradients()
-        elif isinstance(suff_stat, StreamingGradientState):
-            params = [p for _, p in trainable_parameters(self.module)]
-            current = revision_digest(self.module)
-            if suff_stat.base_sha256 != current:
-                raise RevisionMismatchError(
-                    f"gradient state computed at revision {suff_stat.base_sha256} cannot be applied "
-                    f"to the module at revision {current}."
-                )
-            names = tuple(name for name, _ in trainable_parameters(self.module))
-            if tuple(suff_stat.parameter_names) != names:
-                raise RevisionMismatchError(
-                    f"gradient state at revision {current} covers parameters "
-                    f"{list(suff_stat.parameter_names)}, the module has {list(names)}."
-                )
-            if suff_stat.effective_weight <= 0:
-                raise ArgumentError("cannot take a step from zero total weight.")
-            grads = [
-                suff_stat.gradient_sums[n].to(p.device, p.dtype) / suff_stat.effective_weight
-                for n, p in zip(names, params, strict=True)
-            ]
-        else:
-            raise ArgumentTypeError(
-                f"`suff_stat` must be a StreamingGradientState or accumulator. Got {type(suff_stat).__name__}."
-            )
-        optimizer = self._slot.get(self.module, self.lr)
+        params, grads = self._mean_gradients(suff_stat)
+        optimizer = self._slot.get(params, self.lr)
+        held = None if hold is None else hold.weight
         for param, grad in zip(params, grads, strict=True):
-            param.grad = grad
+            # A parameter whose grad is None is skipped by AdamW: no step, no moment update.
+            param.grad = None if param is held else grad
         optimizer.step()
         for param in params:
             param.grad = None
-        return StreamingTransformer(self.module, self.device, lr=self.lr, _slot=self._slot)
+        return self.current()
 
 
 class TransformerLMEstimator(StreamingTransformerEstimator):
@@ -457,6 +605,7 @@ class TransformerLMEstimator(StreamingTransformerEstimator):
         device: Any = "cpu",
         seed: int = 0,
         tie_head: bool = True,
+        observation: str = "pair",
     ) -> None:
         leaf = StreamingTransformer.from_config(
             vocab,
@@ -469,8 +618,9 @@ class TransformerLMEstimator(StreamingTransformerEstimator):
             seed=seed,
             tie_head=tie_head,
             lr=lr,
+            observation=observation,
         )
-        super().__init__(leaf.module, leaf.lr, leaf.device)
+        super().__init__(leaf.module, leaf.lr, leaf.device, observation=leaf.observation)
 
 
 def stream_fit(
@@ -552,6 +702,10 @@ def stream_fit(
         if limit is not None and steps >= limit:
             break
     return leaf
+
+
+def _trainable(module: nn.Module) -> list[nn.Parameter]:
+    return [p for _, p in trainable_parameters(module)]
 
 
 StreamingTransformerLeaf = StreamingTransformer
