@@ -5,6 +5,7 @@ See :mod:`mixle.models.streaming_transformer_leaf` and ``docs/models.md``.
 
 from __future__ import annotations
 
+from mixle.models._documents import StreamingDocumentEncoder, TokenDocuments
 from mixle.models._inputs import TokenPairs
 from mixle.models._transformer import CausalTransformerLM
 from mixle.models.streaming_transformer_leaf import (
@@ -25,6 +26,7 @@ from mixle.stats.embedding import CategoricalEmbedding
 __all__ = [
     "CategoricalEmbedding",
     "CausalTransformerLM",
+    "StreamingDocumentEncoder",
     "StreamingGradientState",
     "StreamingTokenEncoder",
     "StreamingTransformer",
@@ -34,6 +36,7 @@ __all__ = [
     "StreamingTransformerLeaf",
     "StreamingTransformerLeafEstimator",
     "StreamingTransformerSampler",
+    "TokenDocuments",
     "TokenPairs",
     "TransformerLMEstimator",
     "stream_fit",

@@ -42,8 +42,8 @@ __all__ = [
     "StreamingTransformerAccumulator",
     "StreamingTransformerAccumulatorFactory",
     "check_module",
-    "module_embedding",
     "model_logits",
+    "module_embedding",
     "trainable_parameters",
 ]
 

@@ -40,7 +40,7 @@ from mixle.models._accumulator import (
     module_embedding,
     trainable_parameters,
 )
-from mixle.models._documents import StreamingDocumentEncoder, TokenDocuments, document_rows
+from mixle.models._documents import StreamingDocumentEncoder, document_rows
 from mixle.models._inputs import (
     StreamingTokenEncoder,
     TokenBatch,
@@ -182,7 +182,7 @@ class StreamingTransformer(SequenceEncodableProbabilityDistribution):
         return module_embedding(self.module)
 
     def _as_pairs(self, enc: Any) -> TokenPairs:
-        encoder = self.dist_to_encoder()
+        encoder = StreamingTokenEncoder(self.vocab, self.block)
         if isinstance(enc, TokenPairs):
             return encoder.encode_arrays(enc.contexts, enc.tokens)
         return encoder.seq_encode(enc)
@@ -509,7 +509,11 @@ class StreamingTransformerEstimator(ParameterEstimator):
         table = self.embedding
         if table is None:
             raise ArgumentError("the module has no CategoricalEmbedding to share.")
-        state = suff_stat.value() if isinstance(suff_stat, StreamingTransformerAccumulator) else suff_stat
+        state = (
+            suff_stat.value()
+            if isinstance(suff_stat, StreamingTransformerAccumulator)
+            else suff_stat
+        )
         if not isinstance(state, StreamingGradientState):
             raise ArgumentTypeError(
                 f"`suff_stat` must be a StreamingGradientState or accumulator. Got {type(suff_stat).__name__}."

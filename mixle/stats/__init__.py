@@ -4,7 +4,9 @@ A leaf (e.g. :class:`mixle.models.StreamingTransformer`) implements the abstract
 of :mod:`mixle.stats.base`; :func:`estimate_partitions` drives any of them through
 accumulate -> combine -> estimate; :func:`to_dict`/:func:`from_dict` round-trip any
 registered object through JSON-able dicts (tensors as weights-only ``torch.save``
-blobs, never pickled modules).
+blobs, never pickled modules). :class:`MixtureDistribution` (EM, :func:`stream_em` for
+document streams), :class:`CompositeDistribution` (independent tuple fields) and
+:class:`CategoricalDistribution` compose leaves; see ``docs/models.md``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,32 @@ from mixle.stats.base import (
     estimate_partitions,
     partitioned_estimate,
 )
+from mixle.stats.categorical import (
+    CategoricalAccumulator,
+    CategoricalAccumulatorFactory,
+    CategoricalDistribution,
+    CategoricalEncoder,
+    CategoricalEstimator,
+    CategoricalSampler,
+)
+from mixle.stats.composite import (
+    CompositeAccumulator,
+    CompositeAccumulatorFactory,
+    CompositeDistribution,
+    CompositeEncoder,
+    CompositeEncoding,
+    CompositeEstimator,
+    CompositeSampler,
+)
 from mixle.stats.embedding import CategoricalEmbedding
+from mixle.stats.mixture import (
+    MixtureAccumulator,
+    MixtureAccumulatorFactory,
+    MixtureDistribution,
+    MixtureEstimator,
+    MixtureSampler,
+    MixtureStatistic,
+)
 from mixle.stats.registry import (
     from_dict,
     register,
@@ -29,21 +56,53 @@ from mixle.stats.registry import (
     tensors_to_blob,
     to_dict,
 )
+from mixle.stats.stream_em import document_batches, stream_em
+from mixle.stats.tied import (
+    EmbeddingTiedDistribution,
+    EmbeddingTiedEstimator,
+    LiveEstimator,
+    SharedEmbedding,
+)
 
 __all__ = [
+    "CategoricalAccumulator",
+    "CategoricalAccumulatorFactory",
+    "CategoricalDistribution",
     "CategoricalEmbedding",
+    "CategoricalEncoder",
+    "CategoricalEstimator",
+    "CategoricalSampler",
+    "CompositeAccumulator",
+    "CompositeAccumulatorFactory",
+    "CompositeDistribution",
+    "CompositeEncoder",
+    "CompositeEncoding",
+    "CompositeEstimator",
+    "CompositeSampler",
     "DataSequenceEncoder",
     "DistributionSampler",
+    "EmbeddingTiedDistribution",
+    "EmbeddingTiedEstimator",
+    "LiveEstimator",
+    "MixtureAccumulator",
+    "MixtureAccumulatorFactory",
+    "MixtureDistribution",
+    "MixtureEstimator",
+    "MixtureSampler",
+    "MixtureStatistic",
     "ParameterEstimator",
     "SequenceEncodableProbabilityDistribution",
     "SequenceEncodableStatisticAccumulator",
+    "SharedEmbedding",
     "StatisticAccumulatorFactory",
     "as_weights",
+    "document_batches",
     "estimate_partitions",
     "from_dict",
     "partitioned_estimate",
     "register",
     "registered_types",
+    "stream_em",
     "tensors_from_blob",
     "tensors_to_blob",
     "to_dict",

@@ -205,7 +205,10 @@ class CategoricalAccumulator(SequenceEncodableStatisticAccumulator):
 
     def combine(self, other: Any) -> CategoricalAccumulator:
         """Add ``other``'s counts (exactly); both must have the same ``K``."""
-        if not isinstance(other, CategoricalAccumulator) or other.num_categories != self.num_categories:
+        if (
+            not isinstance(other, CategoricalAccumulator)
+            or other.num_categories != self.num_categories
+        ):
             raise ArgumentTypeError(
                 f"can only combine with a CategoricalAccumulator over {self.num_categories} categories. "
                 f"Got {other!r} instead."
