@@ -186,7 +186,7 @@ def as_weights(weights: Any, n: int, what: str = "`weights`") -> np.ndarray:
     if bad.any():
         pos = int(np.flatnonzero(bad)[0])
         raise ArgumentError(
-            f"{what} must be finite and nonnegative. Got {array[pos]!r} at position {pos} instead."
+            f"{what} must be finite and nonnegative. Got {float(array[pos])!r} at position {pos} instead."
         )
     return array
 

@@ -65,7 +65,7 @@ def as_probabilities(values: Any, what: str) -> np.ndarray:
     if bad.any():
         pos = int(np.flatnonzero(bad)[0])
         raise ArgumentError(
-            f"{what} must be finite and nonnegative. Got {array[pos]!r} at position {pos} instead."
+            f"{what} must be finite and nonnegative. Got {float(array[pos])!r} at position {pos} instead."
         )
     total = math.fsum(array.tolist())
     if abs(total - 1.0) > _SUM_TOLERANCE:
