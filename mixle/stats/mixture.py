@@ -532,12 +532,12 @@ class MixtureEstimator(ParameterEstimator):
     ) -> None:
         self.estimators = _require_components(estimators, ParameterEstimator, "estimators")
         self.pseudo_count = as_pseudo_count(pseudo_count)
+        embeddings = [_embedding_of(e) for e in self.estimators]
+        tables = _shared_tables(embeddings, self.estimators, embedding)
         self._encoder = _agreeing_encoder(
             [e.accumulator_factory().make().acc_to_encoder() for e in self.estimators],
             self.estimators,
         )
-        embeddings = [_embedding_of(e) for e in self.estimators]
-        tables = _shared_tables(embeddings, self.estimators, embedding)
         if _shared is None:
             _shared = [SharedEmbedding(t, _shared_lr(t, self.estimators)) for t in tables]
         self._shared = _shared
