@@ -32,7 +32,7 @@ import numpy as np
 from mixle._checks import nonnegative_int, positive_int
 from mixle.data import global_document_order
 from mixle.errors import ArgumentError, ArgumentTypeError
-from mixle.stats.mixture import MixtureAccumulator, MixtureDistribution
+from mixle.stats.mixture import MixtureAccumulator, MixtureDistribution, MixtureEstimator
 
 __all__ = ["document_batches", "stream_em"]
 
@@ -68,6 +68,7 @@ def stream_em(
     mixture: MixtureDistribution,
     batches: Iterable[Sequence[Any]],
     *,
+    estimator: MixtureEstimator | None = None,
     pseudo_count: float | None = None,
     weight_rate: float = 0.1,
     max_steps: int | None = None,
@@ -83,8 +84,15 @@ def stream_em(
     batches
         An iterable of observation batches (e.g. :func:`document_batches`), consumed
         once, lazily; empty batches are skipped.
+    estimator
+        The M-step to use at every step (default ``mixture.estimator(pseudo_count)``,
+        rebuilt each step). Pass one to configure the components' estimators, e.g. a
+        ``CategoricalEstimator(K, pseudo_count=1.0)`` field; its live components must be
+        the mixture's own (``leaf.estimator()``). Pure components (a categorical) are
+        re-estimated from each mini-batch's statistic alone.
     pseudo_count
-        Added to every expert's responsibility total in the weights' M-step.
+        Added to every expert's responsibility total in the weights' M-step (only
+        without ``estimator``, which carries its own).
     weight_rate
         In ``(0, 1]``: how far the weights move toward each batch's estimate.
     max_steps
@@ -114,18 +122,29 @@ def stream_em(
     every = nonnegative_int("report_every", report_every)
     if log is not None and not callable(log):
         raise ArgumentTypeError(f"`log` must be callable or None. Got {type(log).__name__}.")
+    if estimator is not None:
+        if not isinstance(estimator, MixtureEstimator):
+            raise ArgumentTypeError(
+                f"`estimator` must be a MixtureEstimator. Got {type(estimator).__name__} instead."
+            )
+        if estimator.num_components != mixture.num_components or pseudo_count is not None:
+            raise ArgumentError(
+                f"`estimator` must have the mixture's {mixture.num_components} components and "
+                f"carries its own pseudo_count. Got {estimator.num_components} components, "
+                f"pseudo_count={pseudo_count!r}."
+            )
     encoder = mixture.dist_to_encoder()
     steps, window_nll, window_count = 0, 0.0, 0
     for batch in batches if limit != 0 else ():
         if len(batch) == 0:
             continue
         enc = encoder.seq_encode(batch)
-        estimator = mixture.estimator(pseudo_count)
-        accumulator = estimator.accumulator_factory().make()
+        step = mixture.estimator(pseudo_count) if estimator is None else estimator
+        accumulator = step.accumulator_factory().make()
         assert isinstance(accumulator, MixtureAccumulator)
         posterior, log_density = mixture.e_step(enc)
         accumulator.seq_update_posterior(enc, np.ones(posterior.shape[0]), posterior, mixture)
-        fitted = estimator.estimate(None, accumulator.value())
+        fitted = step.estimate(None, accumulator.value())
         weights = (1.0 - rate) * mixture.weights + rate * fitted.weights
         mixture = fitted.with_weights(weights / math.fsum(weights.tolist()))
         steps += 1

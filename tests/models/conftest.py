@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -54,3 +58,18 @@ def assert_params_equal(
     assert a.keys() == b.keys()
     for name in a:
         assert check(a[name], b[name]), name
+
+
+@pytest.fixture(scope="module")
+def bench() -> Iterator[ModuleType]:
+    """``tools/bench_mixture.py`` as a module (the domain-discovery experiment)."""
+    path = Path(__file__).resolve().parents[2] / "tools" / "bench_mixture.py"
+    spec = importlib.util.spec_from_file_location("bench_mixture", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_mixture"] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules["bench_mixture"]
