@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
@@ -103,7 +104,7 @@ def test_split_and_combine_equals_one_accumulator_bitwise(
     whole.seq_update(ids, weights, None)
     bounds = sorted({0, len(data), *(min(c, len(data)) for c in cuts)})
     parts = []
-    for lo, hi in zip(bounds, bounds[1:], strict=False):
+    for lo, hi in itertools.pairwise(bounds):
         acc = factory.make()
         acc.seq_update(ids[lo:hi], weights[lo:hi], None)
         parts.append(acc)

@@ -149,7 +149,7 @@ def test_components_of_different_kinds_are_refused_naming_the_component() -> Non
             [CategoricalDistribution(C0), CategoricalDistribution([0.5, 0.5])], [0.5, 0.5]
         )
     composite = CompositeDistribution([CategoricalDistribution(C0)])
-    with pytest.raises(ArgumentError, match="component 2 .* agree on the observation type"):
+    with pytest.raises(ArgumentError, match=r"component 2 .* agree on the observation type"):
         MixtureDistribution(
             [CategoricalDistribution(C0), CategoricalDistribution(C1), composite], [0.2, 0.3, 0.5]
         )
