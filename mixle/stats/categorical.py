@@ -53,20 +53,12 @@ def as_probabilities(values: Any, what: str) -> np.ndarray:
     ArgumentError
         Empty, a negative or non-finite entry (position named), or a sum other than 1.
     """
-    array = np.asarray(values)
-    if array.ndim != 1 or array.dtype.kind not in "biuf":
-        raise ArgumentTypeError(
-            f"{what} must be a 1-D array of numbers. Got shape {array.shape} and dtype {array.dtype} instead."
-        )
+    if values is None:
+        raise ArgumentTypeError(f"{what} must be a 1-D array of numbers. Got None instead.")
+    shape = np.shape(values)
+    array = as_weights(values, shape[0] if len(shape) == 1 else 0, what)
     if array.shape[0] == 0:
         raise ArgumentError(f"{what} must hold at least one probability (K >= 1). Got none.")
-    array = array.astype(np.float64)
-    bad = ~np.isfinite(array) | (array < 0)
-    if bad.any():
-        pos = int(np.flatnonzero(bad)[0])
-        raise ArgumentError(
-            f"{what} must be finite and nonnegative. Got {float(array[pos])!r} at position {pos} instead."
-        )
     total = math.fsum(array.tolist())
     if abs(total - 1.0) > _SUM_TOLERANCE:
         raise ArgumentError(f"{what} must sum to 1. Got {array.tolist()} (sum {total!r}) instead.")

@@ -19,6 +19,7 @@ import numpy as np
 
 from mixle._checks import exact_int, positive_int
 from mixle.errors import ArgumentError, ArgumentTypeError, CheckpointError, CorpusError
+from mixle.stats._compose import PartsAccumulatorFactory, part_name, parts, prefixed
 from mixle.stats.base import (
     DataSequenceEncoder,
     DistributionSampler,
@@ -42,21 +43,11 @@ __all__ = [
 
 
 def _fields(items: Any, kind: type, what: str) -> list[Any]:
-    if isinstance(items, str | bytes) or not isinstance(items, Sequence):
-        raise ArgumentTypeError(f"`{what}` must be a sequence. Got {type(items).__name__} instead.")
-    result = list(items)
-    if not result:
-        raise ArgumentError(f"a composite needs at least one field. Got no {what}.")
-    for f, item in enumerate(result):
-        if not isinstance(item, kind):
-            raise ArgumentTypeError(
-                f"field {f} must be a {kind.__name__}. Got {type(item).__name__} instead."
-            )
-    return result
+    return parts(items, kind, what, "field", "a composite needs at least one field")
 
 
 def _field_error(exc: CorpusError, f: int, owner: Any) -> CorpusError:
-    return type(exc)(f"field {f} ({type(owner).__name__}): {exc}")
+    return prefixed(exc, part_name("field", f, owner))
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,11 +259,8 @@ class CompositeAccumulator(SequenceEncodableStatisticAccumulator):
         return self._encoder
 
 
-class CompositeAccumulatorFactory(StatisticAccumulatorFactory):
+class CompositeAccumulatorFactory(PartsAccumulatorFactory):
     """Makes composite accumulators over fresh field accumulators."""
-
-    def __init__(self, factories: Sequence[StatisticAccumulatorFactory]) -> None:
-        self.factories = list(factories)
 
     def make(self) -> CompositeAccumulator:
         return CompositeAccumulator(self.factories)

@@ -31,6 +31,7 @@ import numpy as np
 
 from mixle._checks import exact_int, positive_int
 from mixle.errors import ArgumentError, ArgumentTypeError, CheckpointError, CorpusError
+from mixle.stats._compose import PartsAccumulatorFactory, part_name, parts, prefixed
 from mixle.stats._exact import ExactSums
 from mixle.stats.base import (
     DataSequenceEncoder,
@@ -62,21 +63,11 @@ __all__ = [
 
 
 def _name(k: int, obj: Any) -> str:
-    return f"component {k} ({type(obj).__name__})"
+    return part_name("component", k, obj)
 
 
 def _require_components(items: Any, kind: type, what: str) -> list[Any]:
-    if isinstance(items, str | bytes) or not isinstance(items, Sequence):
-        raise ArgumentTypeError(f"`{what}` must be a sequence. Got {type(items).__name__} instead.")
-    result = list(items)
-    if not result:
-        raise ArgumentError(f"a mixture needs at least one component (K >= 1). Got K = 0 {what}.")
-    for k, item in enumerate(result):
-        if not isinstance(item, kind):
-            raise ArgumentTypeError(
-                f"component {k} must be a {kind.__name__}. Got {type(item).__name__} instead."
-            )
-    return result
+    return parts(items, kind, what, "component", "a mixture needs at least one component (K >= 1)")
 
 
 def _agreeing_encoder(
@@ -485,15 +476,11 @@ class MixtureAccumulator(SequenceEncodableStatisticAccumulator):
 
 
 def _named(exc: CorpusError, k: int, owner: Any) -> CorpusError:
-    """The same error class with the component named in front of the message."""
-    return type(exc)(f"{_name(k, owner)}: {exc}")
+    return prefixed(exc, _name(k, owner))
 
 
-class MixtureAccumulatorFactory(StatisticAccumulatorFactory):
+class MixtureAccumulatorFactory(PartsAccumulatorFactory):
     """Makes mixture accumulators over fresh component accumulators."""
-
-    def __init__(self, factories: Sequence[StatisticAccumulatorFactory]) -> None:
-        self.factories = list(factories)
 
     def make(self) -> MixtureAccumulator:
         return MixtureAccumulator(self.factories)
