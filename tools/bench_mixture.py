@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @dataclass(frozen=True)
 class Result:
+    vocab: int
     purity: float
     mixture_nats: float
     single_nats: float
@@ -184,6 +185,7 @@ def run(args: argparse.Namespace, directory: Path) -> Result:
     assigned = mixture.posterior(docs).argmax(axis=1)
     agree = float(np.mean(assigned == heldout_labels))
     return Result(
+        vocab=vocab,
         purity=max(agree, 1.0 - agree),
         mixture_nats=-math.fsum(mixture.seq_log_density(docs).tolist()) / tokens,
         single_nats=-math.fsum(single.seq_log_density(docs).tolist()) / tokens,
@@ -240,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         result = run(args, Path(tmp))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"source {args.source}: {vars(args)}")
-    print(f"held-out tokens {result.heldout_tokens}")
+    print(f"vocab {result.vocab}, held-out tokens {result.heldout_tokens}")
     print(f"assignment purity (held-out documents): {result.purity:.4f} (target >= 0.95)")
     print(
         f"2-expert mixture, shared embedding: {result.mixture_nats:.4f} nats/token, {result.mixture_params} parameters, {result.mixture_seconds:.1f} s, weights {[round(w, 3) for w in result.weights]}"
