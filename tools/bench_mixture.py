@@ -15,6 +15,10 @@ against the source, best labelling), parameters, wall time and peak RSS.
     python tools/bench_mixture.py            # full form
     python tools/bench_mixture.py --quick    # CI form (a few seconds)
     python tools/bench_mixture.py --source sample-src
+
+On ``sample-src`` only the purity target is claimed: both models are data-starved there
+(about 22 KB of training bytes), and the figures in ``docs/benchmarks.md`` show the
+mixture's held-out likelihood level with the single leaf's, not better.
 """
 
 from __future__ import annotations
@@ -214,21 +218,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--length", type=int, default=None, help="tokens per document / bytes per chunk"
     )
     parser.add_argument("--vocab", type=int, default=16, help="markov vocabulary")
-    parser.add_argument("--d-model", dest="d_model", type=int, default=16)
+    parser.add_argument("--d-model", dest="d_model", type=int, default=None)
     parser.add_argument("--n-layer", dest="n_layer", type=int, default=1)
     parser.add_argument("--n-head", dest="n_head", type=int, default=2)
     parser.add_argument("--block", type=int, default=16)
-    parser.add_argument("--batch", type=int, default=16, help="documents per EM step")
+    parser.add_argument("--batch", type=int, default=None, help="documents per EM step")
     parser.add_argument("--epochs", type=int, default=None)
     parser.add_argument("--lr", type=float, default=1e-2)
     parser.add_argument("--weight-rate", dest="weight_rate", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
-    quick = {"docs": 160, "heldout": 100, "length": 48, "epochs": 3}
-    full = {"docs": 1000, "heldout": 250, "length": 96, "epochs": 4}
+    quick = {"docs": 160, "heldout": 100, "length": 48, "epochs": 3, "d_model": 16, "batch": 16}
+    full = {**quick, "docs": 1000, "heldout": 250, "length": 96, "epochs": 4}
     if args.source == "sample-src":
-        full = {"docs": 4, "heldout": 1, "length": 256, "epochs": 12}  # a 4:1 split of the chunks
+        # a 4:1 train/held-out split of the chunks; bytes need a wider model
+        full = {"docs": 4, "heldout": 1, "length": 256, "epochs": 16, "d_model": 32, "batch": 8}
         quick = {**full, "epochs": 3}
     for name, value in (quick if args.quick else full).items():
         if getattr(args, name) is None:

@@ -47,8 +47,13 @@ def test_full_markov_form(bench: ModuleType, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_python_files_vs_other_text_of_sample_src(bench: ModuleType, tmp_path: Path) -> None:
-    _check(bench.run(bench.parse_args(["--source", "sample-src"]), tmp_path))
+def test_python_files_vs_other_text_of_sample_src_are_separated(
+    bench: ModuleType, tmp_path: Path
+) -> None:
+    # Only purity is claimed here: with ~22 KB of training bytes the mixture's held-out
+    # likelihood is level with the single leaf's (see docs/benchmarks.md).
+    result = bench.run(bench.parse_args(["--source", "sample-src"]), tmp_path)
+    assert result.purity >= 0.95
 
 
 def test_bench_main_prints_the_figures(
