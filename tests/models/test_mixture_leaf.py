@@ -4,6 +4,7 @@ embedding (one step per EM step, stored once), revision pinning and bad input.""
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 
 import numpy as np
@@ -250,3 +251,33 @@ def test_experts_sharing_an_embedding_must_share_lr() -> None:
     b = tiny_leaf(seed=2, embedding=emb, observation="document", lr=1e-2)
     with pytest.raises(ArgumentError, match=r"component 1 \(StreamingTransformer\) has lr 0.01"):
         MixtureDistribution([a, b], [0.5, 0.5])
+
+
+@pytest.mark.parametrize("cuts", [(3,), (1, 4), (2, 3, 5)])
+def test_split_and_combine_equals_one_accumulator_for_document_experts(
+    cuts: tuple[int, ...],
+) -> None:
+    experts = _shared_experts()
+    for leaf in experts:
+        leaf.module.double()
+    mix = MixtureDistribution(experts, [0.4, 0.6])
+    enc = mix.dist_to_encoder().seq_encode(_docs(6, seed=7))
+    weights = np.linspace(0.5, 2.0, 6)
+    factory = mix.estimator().accumulator_factory()
+    whole = factory.make()
+    whole.seq_update(enc, weights, mix)
+    bounds = [0, *cuts, 6]
+    combined = None
+    for lo, hi in itertools.pairwise(bounds):
+        part = factory.make()
+        part.seq_update(enc[lo:hi], weights[lo:hi], mix)
+        combined = part if combined is None else combined.combine(part)
+    assert combined is not None
+    a, b = whole.value(), combined.value()
+    assert a.weights.tobytes() == b.weights.tobytes()  # responsibility totals: exact
+    for x, y in zip(a.components, b.components, strict=True):
+        assert x.effective_weight == pytest.approx(y.effective_weight, rel=1e-15)
+        for name in x.parameter_names:
+            torch.testing.assert_close(
+                x.gradient_sums[name], y.gradient_sums[name], rtol=1e-10, atol=1e-13
+            )
