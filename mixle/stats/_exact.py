@@ -58,9 +58,15 @@ class ExactSums:
         n, size = values.shape
         self.add(np.tile(np.arange(size, dtype=np.int64), n), values.reshape(-1))
 
-    def combine(self, other: ExactSums) -> None:
-        """Add ``other``'s sums into these (exact)."""
-        self._units = [a + b for a, b in zip(self._units, other._units, strict=True)]
+    def combine(self, other: ExactSums, index: list[int] | None = None) -> None:
+        """Add ``other``'s sum ``i`` into sum ``index[i]`` (default: sum ``i``), exactly."""
+        targets = range(len(other._units)) if index is None else index
+        for target, units in zip(targets, other._units, strict=True):
+            self._units[target] += units
+
+    def extend(self, count: int) -> None:
+        """Append ``count`` new sums, each 0."""
+        self._units.extend([0] * count)
 
     def set_floats(self, values: np.ndarray) -> None:
         """Replace the sums by the float64 ``values`` (exactly)."""

@@ -115,3 +115,56 @@ def test_split_and_combine_equals_one_accumulator_bitwise(
     # ... and each count is the correctly rounded exact sum.
     for k in range(5):
         assert whole.value()[k] == math.fsum(weights[ids == k].tolist())
+
+
+def test_string_labels_score_sample_estimate_and_round_trip() -> None:
+    dist = CategoricalDistribution({"python": 0.25, "prose": 0.75})
+    assert dist.categories == ("python", "prose")
+    assert dist.log_density("prose") == math.log(0.75) and dist.prob("python") == 0.25
+    draws = dist.sampler(seed=2).sample(4000)
+    assert set(draws) == {"python", "prose"} and abs(draws.count("prose") / 4000 - 0.75) < 0.03
+    assert dist.sampler(seed=2).sample() in ("python", "prose")
+    back = from_dict(json.loads(json.dumps(to_dict(dist))))
+    assert back.categories == dist.categories
+    np.testing.assert_array_equal(back.probs, dist.probs)
+    with pytest.raises(
+        ArgumentError, match=r"position 1 must be one of \['python', 'prose'\]. Got 'poetry'"
+    ):
+        dist.seq_log_density(["prose", "poetry"])
+    fitted = partitioned_estimate(dist.estimator(pseudo_count=1.0), ["prose", "prose", "prose"])
+    assert fitted.prob("python") == pytest.approx(0.2)
+
+
+def test_an_estimator_without_categories_learns_them_from_the_data() -> None:
+    data = ["b", 3, "a", 3, "b", 1]
+    for parts in (1, 2, 6):
+        fitted = partitioned_estimate(CategoricalEstimator(), data, num_partitions=parts)
+        assert fitted.categories == (1, 3, "a", "b")  # integers, then strings, ascending
+        np.testing.assert_array_equal(fitted.probs, np.array([1, 2, 1, 2]) / 6)
+    with pytest.raises(ArgumentError, match="category at position 1"):
+        partitioned_estimate(CategoricalEstimator(), ["a", 1.5])
+    with pytest.raises(ArgumentError, match="distinct"):
+        CategoricalEstimator(["a", "a"])
+    with pytest.raises(ArgumentTypeError, match="`categories`"):
+        CategoricalEstimator("ab")
+
+
+@given(
+    data=st.lists(
+        st.tuples(st.sampled_from(["x", "y", 7, 0]), st.floats(0, 1e3)), min_size=1, max_size=40
+    ),
+    cut=st.integers(0, 40),
+)
+def test_learned_label_accumulators_combine_exactly(
+    data: list[tuple[object, float]], cut: int
+) -> None:
+    labels, weights = [x for x, _ in data], np.array([w for _, w in data])
+    cut = min(cut, len(data))
+    factory = CategoricalEstimator().accumulator_factory()
+    whole, left, right = factory.make(), factory.make(), factory.make()
+    whole.seq_update(labels, weights, None)
+    left.seq_update(labels[:cut], weights[:cut], None)
+    right.seq_update(labels[cut:], weights[cut:], None)
+    combined = right.combine(left).value()
+    assert combined == whole.value()  # same labels, bitwise-equal exact counts
+    assert factory.make().from_value(combined).value() == combined

@@ -143,7 +143,7 @@ def test_fewer_than_one_component_raises() -> None:
 def test_components_of_different_kinds_are_refused_naming_the_component() -> None:
     with pytest.raises(
         ArgumentError,
-        match=r"component 1 \(CategoricalDistribution\) observes CategoricalEncoder\(num_categories=2\)",
+        match=r"component 1 \(CategoricalDistribution\) observes CategoricalEncoder\(categories=2\)",
     ):
         MixtureDistribution(
             [CategoricalDistribution(C0), CategoricalDistribution([0.5, 0.5])], [0.5, 0.5]
