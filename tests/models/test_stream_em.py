@@ -158,3 +158,12 @@ def test_document_batches_cover_each_document_once_and_resume(tmp_path: Path) ->
     assert [_steps(c) for c in mix.components] == [3, 3]
     with pytest.raises(ArgumentError, match="`batch_size`"):
         next(document_batches(corpus, 0))
+
+
+def test_mid_epoch_checkpoint_with_max_steps_and_start_batch_resumes_bitwise() -> None:
+    docs = _documents(40, seed=8)
+    straight = stream_em(_mixture(), document_batches(docs, 8, seed=2, epoch=1))
+    partial = stream_em(_mixture(), document_batches(docs, 8, seed=2, epoch=1), max_steps=2)
+    state = json.loads(json.dumps(to_dict(partial)))
+    resumed = stream_em(from_dict(state), document_batches(docs, 8, seed=2, epoch=1, start_batch=2))
+    _assert_same(straight, resumed)
