@@ -39,7 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mixle.corpus import CorpusWriter, convert_corpus, open_corpus, publish_corpus
-from mixle.corpus._publish import stored_bytes
+from mixle.corpus.storage.publish import stored_bytes
 
 
 def rss_anon_mib() -> float:

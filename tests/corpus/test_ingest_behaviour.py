@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import mixle.corpus._ingest as ingest_module
+import mixle.corpus.ingestion.pipeline as ingest_module
 from mixle.corpus import ingest, open_corpus
 from mixle.errors import ArgumentError, CorpusExistsError, IngestError
 from tests.corpus.ingest_helpers import random_docs, read_all, tree_bytes, write_jsonl

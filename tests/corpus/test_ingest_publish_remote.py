@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import mixle.corpus._ingest as ingest_module
+import mixle.corpus.ingestion.pipeline as ingest_module
 from mixle.corpus import ingest, open_corpus
 from mixle.errors import CorpusExistsError
 from tests.corpus._remote_fixtures import *  # noqa: F403

@@ -20,7 +20,7 @@ KILLED_WRITER = textwrap.dedent(
     """
     import os, signal, sys
     import numpy as np
-    import mixle.corpus._writer as writer_module
+    import mixle.corpus.format.writer as writer_module
     from mixle.corpus import CorpusWriter
 
     writer_module._BATCH_TOKENS = 16  # write through to disk often

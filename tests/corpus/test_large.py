@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mixle.corpus import commit_manifest, open_corpus
-from mixle.corpus._format import OffsetsHeader, shard_file_names
+from mixle.corpus.format.spec import OffsetsHeader, shard_file_names
 
 # 2**31 uint16 tokens = exactly 4 GiB: the second document starts at byte 2**32, past
 # every 32-bit byte offset and every int32 token offset.

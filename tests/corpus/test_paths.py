@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from mixle.corpus import commit_manifest, open_corpus, verify_corpus, write_shard
-from mixle.corpus._manifest import _manifest_sha256, compute_fingerprint
+from mixle.corpus.format.manifest import _manifest_sha256, compute_fingerprint
 from mixle.errors import CorpusFormatError, UnsafePathError
 
 UNSAFE_NAMES = [

@@ -156,7 +156,7 @@ def test_open_len_lengths_and_fingerprint_map_no_token_file(
     def forbidden(path: str, size: int) -> None:
         raise AssertionError(f"mapped {path}")
 
-    monkeypatch.setattr("mixle.corpus._reader._map", forbidden)
+    monkeypatch.setattr("mixle.corpus.format.documents._map", forbidden)
     documents = open_corpus(path)
     assert len(documents) == 50
     np.testing.assert_array_equal(documents.lengths, [len(d) for d in expected])
@@ -235,7 +235,7 @@ def test_read_tokens_out_of_range_raises_index_error(
 
 
 def test_prefetch_merges_ranges_like_a_naive_sweep() -> None:
-    from mixle.corpus._reader import _PAGE, _merge
+    from mixle.corpus.format.documents import _PAGE, _merge
 
     rng = np.random.default_rng(1)
     for _ in range(200):
@@ -275,7 +275,7 @@ def _record_madvise(documents: ShardedDocuments) -> list[tuple[int, int]]:
 def test_prefetch_skips_madvise_only_when_sampled_pages_are_resident(
     corpus: tuple[ShardedDocuments, list[np.ndarray]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mixle.corpus import _reader
+    from mixle.corpus.format import documents as _reader
 
     documents, expected = corpus
     calls = _record_madvise(documents)
@@ -299,7 +299,8 @@ def test_prefetch_skips_madvise_only_when_sampled_pages_are_resident(
 def test_residency_check_sees_evicted_and_cached_pages(tmp_path: Path) -> None:
     import os
 
-    from mixle.corpus import CorpusWriter, _reader
+    from mixle.corpus import CorpusWriter
+    from mixle.corpus.format import documents as _reader
 
     if _reader._mincore() is None or not hasattr(os, "posix_fadvise"):
         pytest.skip("needs mincore and posix_fadvise")

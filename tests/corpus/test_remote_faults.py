@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from mixle.corpus import ShardedDocuments, open_corpus
-from mixle.corpus._fs import call_with_retries, is_transient
+from mixle.corpus.storage.fs import call_with_retries, is_transient
 from mixle.errors import (
     ChecksumError,
     CorpusError,

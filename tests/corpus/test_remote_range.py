@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mixle.corpus import open_corpus
-from mixle.corpus._range import coalesce
+from mixle.corpus.storage.range_documents import coalesce
 from tests.corpus._remote_fixtures import *  # noqa: F403
 from tests.corpus._remote_fixtures import FAST
 from tests.corpus._servers import CorpusHTTPServer

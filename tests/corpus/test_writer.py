@@ -97,7 +97,7 @@ def test_exception_inside_with_leaves_no_manifest_and_no_files(tmp_path: Path) -
 def test_writer_dropped_without_commit_removes_its_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("mixle.corpus._writer._BATCH_TOKENS", 8)
+    monkeypatch.setattr("mixle.corpus.format.writer._BATCH_TOKENS", 8)
     path = tmp_path / "c"
     writer = CorpusWriter(path, vocab_size=50, shard_max_bytes=16)
     writer.add_many([list(range(20))] * 10)
@@ -249,8 +249,8 @@ def test_verify_corpus_reports_ok_for_a_fresh_corpus(tmp_path: Path) -> None:
 def test_background_hashing_never_sees_a_reused_caller_buffer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("mixle.corpus._writer._BATCH_TOKENS", 1000)
-    monkeypatch.setattr("mixle.corpus._shard._THREAD_MIN_BYTES", 1)
+    monkeypatch.setattr("mixle.corpus.format.writer._BATCH_TOKENS", 1000)
+    monkeypatch.setattr("mixle.corpus.format.shard._THREAD_MIN_BYTES", 1)
     buffer = np.arange(5000, dtype=np.uint16)
     with CorpusWriter(tmp_path / "c", dtype="uint16", shard_max_bytes=4096) as writer:
         for value in range(6):

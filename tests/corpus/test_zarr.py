@@ -19,8 +19,8 @@ from mixle.corpus import (
     publish_corpus,
     upload_corpus,
 )
-from mixle.corpus._fs import filesystem
-from mixle.corpus._publish import stored_bytes
+from mixle.corpus.storage.fs import filesystem
+from mixle.corpus.storage.publish import stored_bytes
 from mixle.errors import ArgumentError, CorpusExistsError, CorpusNotFoundError
 from tests.corpus.conftest import random_documents
 

@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from mixle.corpus._encode import narrow, needed_dtype
-from mixle.corpus._format import dtype_limit
-from mixle.corpus._inputs import WorkUnit
-from mixle.corpus._manifest import commit_manifest, fsync_directory
-from mixle.corpus._readers import Batch, ReadOptions, read_unit
-from mixle.corpus._shard import ShardWriter, rewrite_shard_dtype
+from mixle.corpus.format.encode import narrow, needed_dtype
+from mixle.corpus.format.manifest import commit_manifest, fsync_directory
+from mixle.corpus.format.shard import ShardWriter, rewrite_shard_dtype
+from mixle.corpus.format.spec import dtype_limit
+from mixle.corpus.ingestion.input_readers import Batch, ReadOptions, read_unit
+from mixle.corpus.ingestion.inputs import WorkUnit
 from mixle.errors import IngestError
 
 __all__ = ["UnitJob", "convert_unit", "init_worker", "write_json_atomic"]

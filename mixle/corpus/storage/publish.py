@@ -17,10 +17,10 @@ import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mixle.corpus._format import MANIFEST_NAME
-from mixle.corpus._manifest import commit_manifest
-from mixle.corpus._remote import RemoteStore
-from mixle.corpus._store import is_url
+from mixle.corpus.format.manifest import commit_manifest
+from mixle.corpus.format.spec import MANIFEST_NAME
+from mixle.corpus.format.store import is_url
+from mixle.corpus.storage.remote import RemoteStore
 from mixle.errors import ArgumentError, CorpusExistsError
 
 __all__ = [
@@ -43,7 +43,7 @@ def destination_holds_corpus(
     A URL holds a corpus when its manifest or zarr group metadata exists; a local
     directory when it exists at all (a raw directory's manifest, or a zarr group).
     """
-    from mixle.corpus._zarr import GROUP_META
+    from mixle.corpus.storage.zarr_layout import GROUP_META
 
     if not is_url(destination):
         local = destination[len("file://") :] if destination.startswith("file://") else destination
@@ -129,8 +129,8 @@ def convert_corpus(
     RemoteError
         An upload failed after every retry (names URL, file and attempts).
     """
-    from mixle.corpus._reader import open_corpus
-    from mixle.corpus._zarr import GROUP_META, write_zarr_group
+    from mixle.corpus.format.documents import open_corpus
+    from mixle.corpus.storage.zarr_layout import GROUP_META, write_zarr_group
 
     if layout not in LAYOUTS:
         raise ArgumentError(f"`layout` must be one of {LAYOUTS}. Got {layout!r} instead.")
@@ -156,7 +156,7 @@ def convert_corpus(
 
 
 def _is_local_raw(documents: Any) -> bool:
-    from mixle.corpus._store import LocalStore
+    from mixle.corpus.format.store import LocalStore
 
     store = documents._store
     if not isinstance(store, LocalStore):

@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from mixle.corpus._format import HEADER_SIZE, MANIFEST_NAME, OffsetsHeader
-from mixle.corpus._manifest import parse_manifest
-from mixle.corpus._remote import RemoteStore
+from mixle.corpus.format.manifest import parse_manifest
+from mixle.corpus.format.spec import HEADER_SIZE, MANIFEST_NAME, OffsetsHeader
+from mixle.corpus.storage.remote import RemoteStore
 from mixle.errors import (
     ArgumentError,
     ChecksumError,

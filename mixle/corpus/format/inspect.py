@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from mixle.corpus._reader import ShardedDocuments, open_corpus
+from mixle.corpus.format.documents import ShardedDocuments, open_corpus
 from mixle.errors import ArgumentError
 
 __all__ = ["PERCENTILES", "describe_corpus", "plot_lengths"]

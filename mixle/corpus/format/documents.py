@@ -22,10 +22,10 @@ from typing import Any, overload
 import numpy as np
 
 from mixle._checks import exact_int, positive_int
-from mixle.corpus._format import HEADER_SIZE, OffsetsHeader, check_offsets
-from mixle.corpus._manifest import parse_manifest
-from mixle.corpus._store import ShardStore, open_store
-from mixle.corpus._view import DocumentsView, as_index
+from mixle.corpus.format.manifest import parse_manifest
+from mixle.corpus.format.spec import HEADER_SIZE, OffsetsHeader, check_offsets
+from mixle.corpus.format.store import ShardStore, open_store
+from mixle.corpus.format.view import DocumentsView, as_index
 from mixle.errors import ArgumentTypeError, CorpusFormatError
 
 __all__ = ["DEFAULT_MAX_OPEN_SHARDS", "ShardedDocuments", "open_corpus"]
@@ -663,7 +663,7 @@ def open_corpus(
     for number, entry in enumerate(manifest["shards"]):
         _check_shard_files(store, manifest["dtype"], number, entry)
     if verify:
-        from mixle.corpus._verify import verify_store
+        from mixle.corpus.format.verify import verify_store
 
         verify_store(store, manifest).raise_first()
     documents_type: type[ShardedDocuments] = getattr(store, "documents_type", ShardedDocuments)

@@ -1,16 +1,16 @@
 """Corpora behind fsspec URLs: lazy per-process filesystems, retries, the remote store.
 
-:class:`RemoteStore` implements :class:`~mixle.corpus._store.ShardStore` for any
+:class:`RemoteStore` implements :class:`~mixle.corpus.format.store.ShardStore` for any
 fsspec URL (``s3://``, ``gs://``, ``az://``, ``https://``, ``memory://`` ...). It is
-registered in :data:`~mixle.corpus._store.STORE_FACTORIES` for those schemes, so
+registered in :data:`~mixle.corpus.format.store.STORE_FACTORIES` for those schemes, so
 ``open_corpus(url)`` needs nothing else. Files reach the reader through a
-:class:`~mixle.corpus._cache.ShardCache` (``mode="cache"``, the default) or, in
-``mode="range"``, documents are fetched by byte ranges (:mod:`mixle.corpus._range`).
+:class:`~mixle.corpus.storage.cache.ShardCache` (``mode="cache"``, the default) or, in
+``mode="range"``, documents are fetched by byte ranges (:mod:`mixle.corpus.storage.range_documents`).
 
 Fork safety: a store holds no filesystem when it is created or unpickled;
-:func:`mixle.corpus._fs.filesystem` builds one on first use, per process id.
+:func:`mixle.corpus.storage.fs.filesystem` builds one on first use, per process id.
 
-Faults: every remote call goes through :func:`~mixle.corpus._fs.call_with_retries` (bounded
+Faults: every remote call goes through :func:`~mixle.corpus.storage.fs.call_with_retries` (bounded
 exponential backoff with jitter on transient errors: connection resets, timeouts,
 HTTP 5xx, 408, 429, throttling). Bodies are checked: range reads by length, whole
 files by size and SHA-256 against the manifest, and a bad body is refetched. What
@@ -28,17 +28,17 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from mixle.corpus._cache import ShardCache, default_cache_dir, file_digest
-from mixle.corpus._format import HEADER_SIZE, MANIFEST_NAME, OffsetsHeader
-from mixle.corpus._fs import (
+from mixle.corpus.format.manifest import parse_manifest
+from mixle.corpus.format.spec import HEADER_SIZE, MANIFEST_NAME, OffsetsHeader
+from mixle.corpus.format.store import STORE_FACTORIES, LocalStore, ShardStore
+from mixle.corpus.storage.cache import ShardCache, default_cache_dir, file_digest
+from mixle.corpus.storage.fs import (
     DEFAULT_BACKOFF,
     DEFAULT_RETRIES,
     REMOTE_SCHEMES,
     call_with_retries,
     filesystem,
 )
-from mixle.corpus._manifest import parse_manifest
-from mixle.corpus._store import STORE_FACTORIES, LocalStore, ShardStore
 from mixle.errors import (
     ArgumentError,
     ChecksumError,
@@ -160,10 +160,10 @@ class RemoteStore:
     def documents_type(self) -> type:
         """The reader class ``open_corpus`` builds over this store."""
         if self.mode == "range":
-            from mixle.corpus._range import RangeDocuments
+            from mixle.corpus.storage.range_documents import RangeDocuments
 
             return RangeDocuments
-        from mixle.corpus._cached import CachedDocuments
+        from mixle.corpus.storage.cached_documents import CachedDocuments
 
         return CachedDocuments
 
@@ -489,7 +489,7 @@ def _remote_factory(location: str, **options: Any) -> ShardStore:
     try:
         store.read_manifest()
     except CorpusNotFoundError:
-        from mixle.corpus._zarr import ZarrStore, looks_like_zarr
+        from mixle.corpus.storage.zarr_layout import ZarrStore, looks_like_zarr
 
         if looks_like_zarr(store):
             return ZarrStore(location, **options)
@@ -511,7 +511,7 @@ def _local_factory(location: str, **options: Any) -> ShardStore:
     if not os.path.exists(os.path.join(path, MANIFEST_NAME)) and os.path.exists(
         os.path.join(path, "zarr.json")
     ):
-        from mixle.corpus._zarr import ZarrStore
+        from mixle.corpus.storage.zarr_layout import ZarrStore
 
         if options.get("mode") == "range":
             raise ArgumentError(

@@ -12,7 +12,7 @@ import numpy as np
 from mixle.errors import ArgumentTypeError
 
 if TYPE_CHECKING:
-    from mixle.corpus._reader import ShardedDocuments
+    from mixle.corpus.format.documents import ShardedDocuments
 
 __all__ = ["DocumentsView", "as_index"]
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from mixle._checks import as_token_ids
-from mixle.corpus._format import dtype_for_max_id, dtype_limit
+from mixle.corpus.format.spec import dtype_for_max_id, dtype_limit
 from mixle.errors import TokenIdError
 
 __all__ = ["EncodedBatch", "as_integer_document", "encode_documents"]

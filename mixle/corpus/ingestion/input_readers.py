@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from mixle.corpus._flat import open_flat
-from mixle.corpus._inputs import WorkUnit, open_binary
+from mixle.corpus.ingestion.flat import open_flat
+from mixle.corpus.ingestion.inputs import WorkUnit, open_binary
 from mixle.errors import IngestError
 
 __all__ = [

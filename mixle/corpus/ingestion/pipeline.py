@@ -2,8 +2,8 @@
 
 How it works
 ------------
-1. :func:`~mixle.corpus._inputs.resolve_inputs` finds the files and
-   :func:`~mixle.corpus._inputs.plan_units` cuts them into work units — a pure
+1. :func:`~mixle.corpus.ingestion.inputs.resolve_inputs` finds the files and
+   :func:`~mixle.corpus.ingestion.inputs.plan_units` cuts them into work units — a pure
    function of the inputs and ``unit_size``, never of ``workers``.
 2. The plan is written to ``OUTPUT/.mixle-ingest/plan.json``. Each unit is converted
    (in a ``spawn`` process pool, or in-process for one worker) into its own shards in
@@ -11,7 +11,7 @@ How it works
    skips complete units.
 3. The dtype is fixed by ``vocab_size``/``dtype``, or else is the widest any unit
    needed; units written narrower are rewritten (streamed, in place).
-4. :func:`~mixle.corpus._ingest_publish.publish` renames the unit shards to
+4. :func:`~mixle.corpus.ingestion.publishing.publish` renames the unit shards to
    ``shard-NNNNN`` in input order and writes the manifest last.
 
 So every manifest and shard byte depends only on the inputs and options; peak
@@ -36,15 +36,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from mixle._checks import nonnegative_int, positive_int
-from mixle.corpus._cache import default_cache_dir
-from mixle.corpus._format import MANIFEST_NAME, dtype_limit, resolve_dtype
-from mixle.corpus._ingest_publish import (
+from mixle.corpus.format.manifest import commit_manifest, parse_manifest
+from mixle.corpus.format.shard import rewrite_shard_dtype
+from mixle.corpus.format.spec import MANIFEST_NAME, dtype_limit, resolve_dtype
+from mixle.corpus.format.store import is_url
+from mixle.corpus.format.writer import DEFAULT_SHARD_MAX_BYTES
+from mixle.corpus.ingestion.input_readers import ReadOptions, describe_location, make_tokenizer
+from mixle.corpus.ingestion.inputs import WorkUnit, plan_units, resolve_inputs
+from mixle.corpus.ingestion.publishing import (
     discard_work_dir,
     make_publish_plan,
     publish,
     read_publish_plan,
 )
-from mixle.corpus._ingest_worker import (
+from mixle.corpus.ingestion.workers import (
     DONE_NAME,
     REJECTS_NAME,
     UnitJob,
@@ -52,13 +57,8 @@ from mixle.corpus._ingest_worker import (
     init_worker,
     write_json_atomic,
 )
-from mixle.corpus._inputs import WorkUnit, plan_units, resolve_inputs
-from mixle.corpus._manifest import commit_manifest, parse_manifest
-from mixle.corpus._publish import LAYOUTS, destination_holds_corpus, publish_corpus
-from mixle.corpus._readers import ReadOptions, describe_location, make_tokenizer
-from mixle.corpus._shard import rewrite_shard_dtype
-from mixle.corpus._store import is_url
-from mixle.corpus._writer import DEFAULT_SHARD_MAX_BYTES
+from mixle.corpus.storage.cache import default_cache_dir
+from mixle.corpus.storage.publish import LAYOUTS, destination_holds_corpus, publish_corpus
 from mixle.errors import ArgumentError, CorpusExistsError, IngestError
 
 __all__ = ["DEFAULT_UNIT_BYTES", "WORK_DIR_NAME", "IngestSummary", "ingest"]
@@ -298,7 +298,7 @@ def ingest(
     ----------
     inputs
         A path, directory, glob or fsspec URL, or a list of them (order is kept;
-        directories and globs are sorted). See :mod:`mixle.corpus._inputs`.
+        directories and globs are sorted). See :mod:`mixle.corpus.ingestion.inputs`.
     output
         Corpus directory to write (created if missing), or an fsspec URL
         (``s3://bucket/prefix``): then the corpus is built in ``staging_dir`` and
@@ -538,7 +538,7 @@ def ingest(
 def _same_corpus(staged: str, destination: str, storage_options: Mapping[str, Any] | None) -> bool:
     """Whether ``destination`` already holds the staged corpus (an earlier publish that
     finished before the crash that preceded this ``resume``)."""
-    from mixle.corpus._reader import open_corpus
+    from mixle.corpus.format.documents import open_corpus
 
     published = open_corpus(destination, storage_options=storage_options)
     return bool(published.fingerprint == open_corpus(staged).fingerprint)

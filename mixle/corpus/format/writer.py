@@ -1,8 +1,8 @@
 """CorpusWriter: stream documents into a sharded corpus, commit atomically.
 
 Built from the two low-level pieces that the parallel ingest also uses:
-:class:`~mixle.corpus._shard.ShardWriter` (one crash-safe shard) and
-:func:`~mixle.corpus._manifest.commit_manifest` (publish, last).
+:class:`~mixle.corpus.format.shard.ShardWriter` (one crash-safe shard) and
+:func:`~mixle.corpus.format.manifest.commit_manifest` (publish, last).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 
 from mixle._checks import positive_int
-from mixle.corpus._encode import as_integer_document, encode_documents, narrow, needed_dtype
-from mixle.corpus._format import MANIFEST_NAME, dtype_limit, normalize_dtype, resolve_dtype
-from mixle.corpus._manifest import commit_manifest, fsync_directory
-from mixle.corpus._shard import ShardWriter, rewrite_shard_dtype
+from mixle.corpus.format.encode import as_integer_document, encode_documents, narrow, needed_dtype
+from mixle.corpus.format.manifest import commit_manifest, fsync_directory
+from mixle.corpus.format.shard import ShardWriter, rewrite_shard_dtype
+from mixle.corpus.format.spec import MANIFEST_NAME, dtype_limit, normalize_dtype, resolve_dtype
 from mixle.errors import ArgumentError, CorpusError, CorpusExistsError, TokenIdError
 
 __all__ = ["DEFAULT_SHARD_MAX_BYTES", "CorpusWriter"]

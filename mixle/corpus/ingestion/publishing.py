@@ -27,9 +27,9 @@ import shutil
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mixle.corpus._format import MANIFEST_NAME, shard_file_names
-from mixle.corpus._ingest_worker import write_json_atomic
-from mixle.corpus._manifest import commit_manifest, compute_fingerprint, fsync_directory
+from mixle.corpus.format.manifest import commit_manifest, compute_fingerprint, fsync_directory
+from mixle.corpus.format.spec import MANIFEST_NAME, shard_file_names
+from mixle.corpus.ingestion.workers import write_json_atomic
 
 __all__ = [
     "PUBLISH_NAME",

@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from mixle.corpus._format import MANIFEST_NAME
+from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.errors import ArgumentError, ArgumentTypeError, CorpusFormatError, CorpusNotFoundError
 
 __all__ = ["STORE_FACTORIES", "LocalStore", "ShardStore", "is_url", "open_store"]
@@ -35,7 +35,7 @@ class ShardStore(Protocol):
 
     ``location`` and ``options`` reconstruct the store via :func:`open_store`; they
     are what a pickled reader carries. File names passed in are already checked by
-    :func:`mixle.corpus._format.check_file_name`.
+    :func:`mixle.corpus.format.spec.check_file_name`.
     """
 
     @property

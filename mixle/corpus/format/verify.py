@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from mixle.corpus._format import HEADER_SIZE, OffsetsHeader, check_offsets, file_sha256
-from mixle.corpus._manifest import parse_manifest
-from mixle.corpus._store import ShardStore, open_store
+from mixle.corpus.format.manifest import parse_manifest
+from mixle.corpus.format.spec import HEADER_SIZE, OffsetsHeader, check_offsets, file_sha256
+from mixle.corpus.format.store import ShardStore, open_store
 from mixle.errors import ChecksumError, CorpusError, CorpusFormatError
 
 __all__ = ["ShardReport", "VerifyReport", "verify_corpus"]
@@ -78,7 +78,7 @@ class VerifyReport:
 
 
 def _verify_shard(store: ShardStore, dtype: str, number: int, entry: dict[str, Any]) -> None:
-    from mixle.corpus._reader import _check_shard_files
+    from mixle.corpus.format.documents import _check_shard_files
 
     _check_shard_files(store, dtype, number, entry)
     offsets_path = store.local_path(entry["offsets"])

@@ -28,8 +28,9 @@ from typing import Any
 import numpy as np
 
 from mixle._checks import nonnegative_int
-from mixle.corpus._encode import as_integer_document, encode_documents, narrow
-from mixle.corpus._format import (
+from mixle.corpus.format.encode import as_integer_document, encode_documents, narrow
+from mixle.corpus.format.manifest import fsync_directory
+from mixle.corpus.format.spec import (
     HEADER_SIZE,
     OffsetsHeader,
     check_file_name,
@@ -37,7 +38,6 @@ from mixle.corpus._format import (
     normalize_dtype,
     shard_file_names,
 )
-from mixle.corpus._manifest import fsync_directory
 from mixle.errors import ArgumentError, CorpusFormatError
 
 __all__ = ["ShardWriter", "rewrite_shard_dtype", "write_shard"]

@@ -4,7 +4,7 @@ Identical to :class:`~mixle.corpus.ShardedDocuments` on the read path (documents
 are zero-copy views of mmap'd files in the cache); it adds the two things a remote
 corpus needs:
 
-- **pins**: a shard is pinned in the :class:`~mixle.corpus._cache.ShardCache` while
+- **pins**: a shard is pinned in the :class:`~mixle.corpus.storage.cache.ShardCache` while
   it is in this reader's open-shard LRU, so no process evicts it; leaving the LRU
   unpins it.
 - **background prefetch**: :meth:`prefetch` (called by consumers that know their
@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from mixle.corpus._format import HEADER_SIZE, check_offsets
-from mixle.corpus._reader import _NO_SHARD, ShardedDocuments, _OpenShard
+from mixle.corpus.format.documents import _NO_SHARD, ShardedDocuments, _OpenShard
+from mixle.corpus.format.spec import HEADER_SIZE, check_offsets
 from mixle.errors import ArgumentTypeError, CorpusFormatError
 
 __all__ = ["CachedDocuments"]

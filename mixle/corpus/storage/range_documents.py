@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from mixle.corpus._format import HEADER_SIZE, OffsetsHeader, check_offsets
-from mixle.corpus._reader import ShardedDocuments, _OpenShard
+from mixle.corpus.format.documents import ShardedDocuments, _OpenShard
+from mixle.corpus.format.spec import HEADER_SIZE, OffsetsHeader, check_offsets
 from mixle.errors import CorpusFormatError
 
 __all__ = ["COALESCE_GAP", "ITER_BLOCK", "MAX_COALESCED", "RangeDocuments"]

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from mixle.corpus._format import (
+from mixle.corpus.format.spec import (
     CHECKSUM_ALGORITHM,
     FORMAT_VERSION,
     MANIFEST_NAME,
