@@ -11,7 +11,6 @@ byte that changes its content is detected on open.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -21,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from mixle._io import atomic_write_bytes
 from mixle.corpus.format.spec import (
     CHECKSUM_ALGORITHM,
     FORMAT_VERSION,
@@ -38,7 +38,6 @@ __all__ = [
     "canonical_json",
     "commit_manifest",
     "compute_fingerprint",
-    "fsync_directory",
     "parse_manifest",
 ]
 
@@ -272,16 +271,6 @@ def parse_manifest(data: bytes, where: str) -> dict[str, Any]:
     return manifest
 
 
-def fsync_directory(directory: str) -> None:
-    """Flush a directory entry (renames) to disk; a no-op where unsupported."""
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def build_manifest(
     shards: Sequence[Mapping[str, Any]],
     *,
@@ -383,17 +372,5 @@ def commit_manifest(
                     f"{file_path}: {size} bytes on disk, entry says {entry[f'{key}_bytes']}."
                 )
     data = json.dumps(manifest, indent=1).encode("utf-8")
-    final = os.path.join(path, MANIFEST_NAME)
-    temporary = os.path.join(path, f".{MANIFEST_NAME}.tmp-{os.getpid()}")
-    try:
-        with open(temporary, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, final)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    fsync_directory(path)
+    atomic_write_bytes(os.path.join(path, MANIFEST_NAME), data)
     return manifest

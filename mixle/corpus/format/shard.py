@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from mixle._checks import nonnegative_int
+from mixle._io import fsync_directory, fsync_file
 from mixle.corpus.format.encode import as_integer_document, encode_documents, narrow
-from mixle.corpus.format.manifest import fsync_directory
 from mixle.corpus.format.spec import (
     HEADER_SIZE,
     OffsetsHeader,
@@ -232,7 +232,7 @@ class ShardWriter:
         try:
             self._stop_hasher()
             if self.durable:
-                os.fsync(self._file.fileno())
+                fsync_file(self._file)
             self._file.close()
             lengths = (
                 np.concatenate(self._lengths) if self._lengths else np.empty(0, dtype=np.int64)
@@ -244,9 +244,8 @@ class ShardWriter:
             with open(self._offsets_tmp, "xb") as handle:
                 handle.write(header)
                 handle.write(body)
-                handle.flush()
                 if self.durable:
-                    os.fsync(handle.fileno())
+                    fsync_file(handle)
             offsets_hash = hashlib.sha256(header)
             offsets_hash.update(body)
             os.replace(self._tokens_tmp, os.path.join(self.directory, self.tokens_name))

@@ -17,7 +17,6 @@ Layout of a shard ``NAME``:
 
 from __future__ import annotations
 
-import hashlib
 import os
 import struct
 from dataclasses import dataclass
@@ -40,7 +39,6 @@ __all__ = [
     "check_offsets",
     "dtype_for_max_id",
     "dtype_limit",
-    "file_sha256",
     "normalize_dtype",
     "offsets_file_size",
     "read_header",
@@ -66,8 +64,6 @@ CHECKSUM_ALGORITHM = "sha256"
 DTYPE_CODES: dict[str, int] = {"uint16": 1, "uint32": 2, "int64": 3}
 _CODE_TO_DTYPE = {code: name for name, code in DTYPE_CODES.items()}
 _LIMITS = {"uint16": 2**16, "uint32": 2**32, "int64": 2**63}
-
-_CHUNK = 1 << 24
 
 
 def normalize_dtype(dtype: Any, what: str = "`dtype`") -> str:
@@ -251,17 +247,3 @@ def check_offsets(offsets: np.ndarray, num_tokens: int, where: str) -> None:
             f"{where}: offsets decrease at document {doc} "
             f"({int(offsets[doc])} then {int(offsets[doc + 1])})."
         )
-
-
-def file_sha256(path: str) -> str:
-    """Return the hex SHA-256 of the file at ``path``, read in 16 MiB chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb", buffering=0) as handle:
-        buffer = bytearray(_CHUNK)
-        view = memoryview(buffer)
-        while True:
-            count = handle.readinto(buffer)
-            if not count:
-                break
-            digest.update(view[:count])
-    return digest.hexdigest()

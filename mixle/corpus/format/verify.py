@@ -8,8 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from mixle._io import file_sha256
 from mixle.corpus.format.manifest import parse_manifest
-from mixle.corpus.format.spec import HEADER_SIZE, OffsetsHeader, check_offsets, file_sha256
+from mixle.corpus.format.spec import HEADER_SIZE, OffsetsHeader, check_offsets
 from mixle.corpus.format.store import ShardStore, open_store
 from mixle.errors import ChecksumError, CorpusError, CorpusFormatError
 

@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from mixle._checks import positive_int
+from mixle._io import fsync_directory
 from mixle.corpus.format.encode import as_integer_document, encode_documents, narrow, needed_dtype
-from mixle.corpus.format.manifest import commit_manifest, fsync_directory
+from mixle.corpus.format.manifest import commit_manifest
 from mixle.corpus.format.shard import ShardWriter, rewrite_shard_dtype
 from mixle.corpus.format.spec import MANIFEST_NAME, dtype_limit, normalize_dtype, resolve_dtype
 from mixle.errors import ArgumentError, CorpusError, CorpusExistsError, TokenIdError

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mixle._checks import nonnegative_int, positive_int
+from mixle._io import atomic_write, file_sha256
 from mixle.corpus.format.manifest import commit_manifest, parse_manifest
 from mixle.corpus.format.shard import rewrite_shard_dtype
 from mixle.corpus.format.spec import MANIFEST_NAME, dtype_limit, resolve_dtype
@@ -105,14 +106,6 @@ class IngestSummary:
                 f"  resumed: {self.resumed_units} of {self.units} work units were already done"
             )
         return "\n".join(lines)
-
-
-def _file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _choice(name: str, value: Any, allowed: Sequence[Any]) -> Any:
@@ -252,8 +245,7 @@ def _line_base(
 def _write_rejects(
     path: str, work: str, units: Sequence[WorkUnit], results: dict[int, dict[str, Any]]
 ) -> None:
-    temporary = f"{path}.tmp-{os.getpid()}"
-    with open(temporary, "w", encoding="utf-8") as out:
+    with atomic_write(path, "w") as out:
         for unit in units:
             source = os.path.join(work, _unit_name(unit), REJECTS_NAME)
             if not results[unit.index]["skipped"]:
@@ -264,9 +256,6 @@ def _write_rejects(
                     record = json.loads(line)
                     where = describe_location(unit, tuple(record["location"]), base)
                     out.write(json.dumps({"where": where, "reason": record["reason"]}) + "\n")
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temporary, path)
 
 
 def ingest(
@@ -410,7 +399,7 @@ def ingest(
                 f"`tokenizer` must be 'bytes' or a tokenizer.json file. {tokenizer!r} does not exist."
             )
         make_tokenizer(tokenizer)  # fail fast: missing package or unreadable file
-        tokenizer_id = {"file": os.path.basename(tokenizer), "sha256": _file_sha256(tokenizer)}
+        tokenizer_id = {"file": os.path.basename(tokenizer), "sha256": file_sha256(tokenizer)}
     fields = (field,) if field else (("text",) if tokenizer else ("input_ids", "tokens"))
     input_list = [
         os.fspath(item) for item in ([inputs] if isinstance(inputs, str | os.PathLike) else inputs)

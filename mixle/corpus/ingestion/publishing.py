@@ -27,7 +27,8 @@ import shutil
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mixle.corpus.format.manifest import commit_manifest, compute_fingerprint, fsync_directory
+from mixle._io import fsync_directory
+from mixle.corpus.format.manifest import commit_manifest, compute_fingerprint
 from mixle.corpus.format.spec import MANIFEST_NAME, shard_file_names
 from mixle.corpus.ingestion.workers import write_json_atomic
 

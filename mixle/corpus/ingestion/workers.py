@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from mixle._io import atomic_write, fsync_file
 from mixle.corpus.format.encode import narrow, needed_dtype
-from mixle.corpus.format.manifest import commit_manifest, fsync_directory
+from mixle.corpus.format.manifest import commit_manifest
 from mixle.corpus.format.shard import ShardWriter, rewrite_shard_dtype
 from mixle.corpus.format.spec import dtype_limit
 from mixle.corpus.ingestion.input_readers import Batch, ReadOptions, read_unit
@@ -71,14 +72,9 @@ class UnitJob:
 
 
 def write_json_atomic(path: str, value: Any) -> None:
-    """Write ``value`` as JSON to ``path`` via a temporary file, fsync and rename."""
-    temporary = f"{path}.tmp-{os.getpid()}"
-    with open(temporary, "w", encoding="utf-8") as handle:
+    """Write ``value`` as JSON to ``path`` atomically and durably."""
+    with atomic_write(path, "w") as handle:
         json.dump(value, handle, sort_keys=True)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-    fsync_directory(os.path.dirname(path) or ".")
 
 
 def _append_eos(batch: Batch, eos: int) -> tuple[np.ndarray, np.ndarray]:
@@ -269,8 +265,7 @@ def convert_unit(unit: WorkUnit, job: UnitJob, unit_dir: str) -> dict[str, Any]:
         with open(path, "w", encoding="utf-8") as handle:
             for location, reason in rejects:
                 handle.write(json.dumps({"location": list(location), "reason": reason}) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+            fsync_file(handle)
     result = dict(stats, skipped=len(rejects), dtype=manifest["dtype"])
     write_json_atomic(os.path.join(unit_dir, DONE_NAME), result)
     return result

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import threading
 import uuid
@@ -37,8 +36,6 @@ from collections.abc import Callable, Iterator
 from mixle.errors import ArgumentError
 
 __all__ = ["ShardCache", "default_cache_dir"]
-
-_CHUNK = 1 << 22
 
 
 def default_cache_dir() -> str:
@@ -58,15 +55,6 @@ def _flock(path: str, operation: int) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock
-
-
-def file_digest(path: str) -> str:
-    """Hex SHA-256 of the file at ``path``."""
-    digest = hashlib.sha256()
-    with open(path, "rb", buffering=0) as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 class ShardCache:

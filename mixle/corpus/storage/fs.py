@@ -19,6 +19,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from mixle.errors import CorpusError, MissingBackendError, RemoteError
@@ -102,18 +103,17 @@ def filesystem(protocol: str, storage_options: Mapping[str, Any] | None = None) 
             import fsspec
 
             hint = _INSTALL_HINTS.get(protocol, f"install the fsspec backend for {protocol}://")
+            if protocol not in fsspec.registry and protocol not in fsspec.available_protocols():
+                raise MissingBackendError(
+                    f"no fsspec backend for {protocol}:// URLs: {hint} "
+                    f"(Protocol not known: {protocol})."
+                )
             try:
                 fs = fsspec.filesystem(protocol, skip_instance_cache=True, **options)
             except ImportError as exc:
                 raise MissingBackendError(
                     f"reading {protocol}:// URLs needs an optional package: {hint} ({exc})."
                 ) from exc
-            except ValueError as exc:
-                if "protocol" in str(exc).lower():
-                    raise MissingBackendError(
-                        f"no fsspec backend for {protocol}:// URLs: {hint} ({exc})."
-                    ) from exc
-                raise
             _FILESYSTEMS[key] = fs
     return fs
 
@@ -140,6 +140,19 @@ def is_transient(exc: BaseException) -> bool:
     return module in ("aiohttp", "botocore", "urllib3", "requests", "aiobotocore")
 
 
+@dataclass(frozen=True, slots=True)
+class BadResult:
+    """What a ``validate`` callback found wrong with a fetched result.
+
+    ``reason`` is a sentence for the error message; ``error`` is the corpus error a
+    result that is still wrong after every attempt means (``None``: a flaky store,
+    reported as a plain :class:`RemoteError`).
+    """
+
+    reason: str
+    error: type[CorpusError] | None = None
+
+
 def call_with_retries(
     operation: Callable[[], T],
     *,
@@ -147,12 +160,12 @@ def call_with_retries(
     what: str,
     attempts: int = DEFAULT_RETRIES,
     backoff: float = DEFAULT_BACKOFF,
-    validate: Callable[[T], str | None] | None = None,
+    validate: Callable[[T], BadResult | None] | None = None,
 ) -> T:
     """Run ``operation`` until it succeeds and ``validate`` finds nothing wrong.
 
-    ``validate(result)`` returns ``None`` for a good result or a sentence saying what
-    is wrong (short body, checksum mismatch); a bad result is retried like a
+    ``validate(result)`` returns ``None`` for a good result or a :class:`BadResult`
+    saying what is wrong (short body, checksum mismatch); a bad result is retried like a
     transient error. Delays are ``backoff * 2**k`` (capped at :data:`MAX_BACKOFF`)
     with +-50 % jitter, so many workers do not retry in lockstep.
 
@@ -162,9 +175,11 @@ def call_with_retries(
         Immediately, unchanged (callers turn it into the right corpus error).
     RemoteError
         Every attempt failed, or the error is not transient; names ``url``, ``what``
-        (the shard) and the number of attempts.
+        (the shard) and the number of attempts. Its ``result_error`` is the last bad
+        result's ``error`` when the last attempt returned a bad result.
     """
     problem = ""
+    result_error: type[CorpusError] | None = None
     for attempt in range(1, attempts + 1):
         try:
             result = operation()
@@ -172,6 +187,7 @@ def call_with_retries(
             raise  # callers map a missing file; mixle's own errors are final
         except Exception as exc:
             problem = f"{type(exc).__name__}: {exc}"
+            result_error = None
             if not is_transient(exc):
                 raise RemoteError(
                     f"{url} ({what}): {problem} (not retried; attempt {attempt} of {attempts})."
@@ -180,8 +196,11 @@ def call_with_retries(
             complaint = None if validate is None else validate(result)
             if complaint is None:
                 return result
-            problem = complaint
+            problem, result_error = complaint.reason, complaint.error
         if attempt < attempts:
             delay = min(backoff * 2 ** (attempt - 1), MAX_BACKOFF)
             time.sleep(delay * random.uniform(0.5, 1.5))
-    raise RemoteError(f"{url} ({what}): failed after {attempts} attempts; last: {problem}")
+    raise RemoteError(
+        f"{url} ({what}): failed after {attempts} attempts; last: {problem}",
+        result_error=result_error,
+    )

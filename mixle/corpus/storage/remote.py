@@ -28,14 +28,16 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from mixle._io import file_sha256
 from mixle.corpus.format.manifest import parse_manifest
 from mixle.corpus.format.spec import HEADER_SIZE, MANIFEST_NAME, OffsetsHeader
 from mixle.corpus.format.store import STORE_FACTORIES, LocalStore, ShardStore
-from mixle.corpus.storage.cache import ShardCache, default_cache_dir, file_digest
+from mixle.corpus.storage.cache import ShardCache, default_cache_dir
 from mixle.corpus.storage.fs import (
     DEFAULT_BACKOFF,
     DEFAULT_RETRIES,
     REMOTE_SCHEMES,
+    BadResult,
     call_with_retries,
     filesystem,
 )
@@ -196,11 +198,11 @@ class RemoteStore:
             return self._manifest_bytes
         where = self.url_of(MANIFEST_NAME)
 
-        def invalid(data: bytes) -> str | None:
+        def invalid(data: bytes) -> BadResult | None:
             try:
                 parse_manifest(data, where)
             except CorpusFormatError as exc:
-                return f"manifest body invalid ({exc})"
+                return BadResult(f"manifest body invalid ({exc})", CorpusFormatError)
             return None
 
         try:
@@ -213,7 +215,7 @@ class RemoteStore:
                 "(an interrupted upload leaves no manifest)."
             ) from exc
         except RemoteError as exc:
-            if "manifest body invalid" not in str(exc):
+            if exc.result_error is None:
                 raise
             data = bytes(self.fs.cat_file(where))  # consistently bad: let the reader say why
         self._remember(data)
@@ -355,12 +357,17 @@ class RemoteStore:
             self.fs.get_file(url, temporary)
             return temporary
 
-        def invalid(path: str) -> str | None:
+        def invalid(path: str) -> BadResult | None:
             actual = os.stat(path).st_size
-            if actual != size:
-                return f"body is {actual} bytes, the manifest says {size} (truncated)"
-            if file_digest(path) != digest:
-                return f"body SHA-256 differs from the manifest's {digest} (corrupted)"
+            if actual != size:  # consistently the wrong size: the file changed
+                return BadResult(
+                    f"body is {actual} bytes, the manifest says {size} (truncated)",
+                    CorpusFormatError,
+                )
+            if file_sha256(path) != digest:
+                return BadResult(
+                    f"body SHA-256 differs from the manifest's {digest} (corrupted)", ChecksumError
+                )
             return None
 
         try:
@@ -368,10 +375,8 @@ class RemoteStore:
         except FileNotFoundError as exc:
             raise CorpusFormatError(f"{url}: shard file missing.") from exc
         except RemoteError as exc:
-            if "SHA-256" in str(exc):
-                raise ChecksumError(str(exc)) from exc
-            if "(truncated)" in str(exc):  # consistently the wrong size: the file changed
-                raise CorpusFormatError(str(exc)) from exc
+            if exc.result_error is not None:
+                raise exc.result_error(str(exc)) from exc
             raise
         self.bytes_fetched += size
 
@@ -382,10 +387,12 @@ class RemoteStore:
             return b""
         url = self.url_of(name)
 
-        def invalid(data: bytes) -> str | None:
+        def invalid(data: bytes) -> BadResult | None:
             if len(data) == end - start or (not exact and len(data) < end - start):
                 return None
-            return f"range [{start}, {end}) returned {len(data)} bytes (truncated or ignored)"
+            return BadResult(
+                f"range [{start}, {end}) returned {len(data)} bytes (truncated or ignored)"
+            )
 
         data = self._retry(
             lambda: bytes(self.fs.cat_file(url, start=start, end=end)), name, validate=invalid
@@ -404,16 +411,19 @@ class RemoteStore:
         def fetch() -> list[Any]:
             return list(self.fs.cat_ranges(urls, list(starts), list(ends), on_error="return"))
 
-        def invalid(results: list[Any]) -> str | None:
+        def invalid(results: list[Any]) -> BadResult | None:
             for position, item in enumerate(results):
                 if isinstance(item, FileNotFoundError):
                     raise item
                 if isinstance(item, BaseException):
-                    return f"range {position} of {names[position]} failed: {type(item).__name__}: {item}"
+                    return BadResult(
+                        f"range {position} of {names[position]} failed: "
+                        f"{type(item).__name__}: {item}"
+                    )
                 if len(item) != ends[position] - starts[position]:
-                    return (
-                        f"range [{starts[position]}, {ends[position]}) of {names[position]} returned "
-                        f"{len(item)} bytes (truncated)"
+                    return BadResult(
+                        f"range [{starts[position]}, {ends[position]}) of {names[position]} "
+                        f"returned {len(item)} bytes (truncated)"
                     )
             return None
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from mixle.corpus.format.manifest import parse_manifest
 from mixle.corpus.format.spec import HEADER_SIZE, MANIFEST_NAME, OffsetsHeader
+from mixle.corpus.storage.fs import BadResult
 from mixle.corpus.storage.remote import RemoteStore
 from mixle.errors import (
     ArgumentError,
@@ -200,11 +201,14 @@ class ZarrStore(RemoteStore):
                 out[k] = bytes(body)
             return out
 
-        def decode(objects: dict[str, bytes]) -> str | None:
+        def decode(objects: dict[str, bytes]) -> BadResult | None:
             try:
                 raw = _decode_array(objects)
             except Exception as exc:  # a corrupt object fails in the codec: refetch
-                return f"objects of {name} do not decode ({type(exc).__name__}: {exc})"
+                return BadResult(
+                    f"objects of {name} do not decode ({type(exc).__name__}: {exc})",
+                    CorpusFormatError,  # consistently undecodable: a damaged object
+                )
             if key == "offsets":
                 header = OffsetsHeader(
                     manifest["dtype"], entry["num_documents"], entry["num_tokens"]
@@ -213,9 +217,14 @@ class ZarrStore(RemoteStore):
             with open(temporary, "wb") as handle:
                 handle.write(raw)
             if len(raw) != size:
-                return f"decoded {len(raw)} bytes, the manifest says {size}"
+                return BadResult(
+                    f"decoded {len(raw)} bytes, the manifest says {size}", CorpusFormatError
+                )
             if hashlib.sha256(raw).hexdigest() != digest:
-                return f"decoded bytes' SHA-256 differs from the manifest's {digest} (corrupted)"
+                return BadResult(
+                    f"decoded bytes' SHA-256 differs from the manifest's {digest} (corrupted)",
+                    ChecksumError,
+                )
             return None
 
         try:
@@ -223,10 +232,8 @@ class ZarrStore(RemoteStore):
         except FileNotFoundError as exc:
             raise CorpusFormatError(f"{self.url_of(name)}: zarr object missing ({exc}).") from exc
         except RemoteError as exc:
-            if "SHA-256" in str(exc):
-                raise ChecksumError(str(exc)) from exc
-            if "decode" in str(exc):  # consistently undecodable: a damaged object
-                raise CorpusFormatError(str(exc)) from exc
+            if exc.result_error is not None:
+                raise exc.result_error(str(exc)) from exc
             raise
         self.bytes_fetched += size
 
