@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from typing import Any, TextIO
 
 from mixle._io import atomic_write
+from mixle._optional import install_hint
 from mixle.errors import ArgumentError
 
 __all__ = ["MetricsLog", "plot_losses", "read_metrics"]
@@ -111,7 +112,7 @@ def _check_matplotlib() -> Any:
         import matplotlib
     except ImportError:
         raise ArgumentError(
-            "`--plot` needs matplotlib, which is not installed: pip install 'mixle[plot]'."
+            f"`--plot` needs matplotlib, which is not installed: {install_hint('plot')}."
         ) from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

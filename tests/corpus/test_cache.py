@@ -211,7 +211,7 @@ def test_open_shards_are_pinned_and_evictable_after_leaving_the_reader(
     objects = set(os.listdir(tmp_path / "objects"))
     assert entries[0]["tokens_sha256"] not in objects
     assert entries[2]["tokens_sha256"] in objects
-    pinned = documents._store.cache.pinned()
+    pinned = documents.store.cache.pinned()
     assert entries[0]["tokens_sha256"] not in pinned and entries[1]["tokens_sha256"] in pinned
 
 
@@ -235,4 +235,4 @@ def test_prefetch_downloads_in_the_background_before_the_read(
         np.testing.assert_array_equal(got, want)
     assert sum(server.state.gets.values()) == before  # served from the prefetched files
     documents.close()
-    assert documents._store.cache.pinned() == set()
+    assert documents.store.cache.pinned() == set()

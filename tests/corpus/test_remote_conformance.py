@@ -187,7 +187,7 @@ def test_verify_corpus_passes_on_remote_backends(
     backend: str, published: Published, http_corpus: CorpusHTTPServer, tmp_path: Path
 ) -> None:
     documents = OPENERS[backend](published, http_corpus, tmp_path)
-    report = verify_corpus(documents.location, **dict(documents._store.options))
+    report = verify_corpus(documents.location, **dict(documents.store.options))
     assert report.ok and report.fingerprint == documents.fingerprint
 
 

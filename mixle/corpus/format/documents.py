@@ -1,4 +1,4 @@
-"""ShardedDocuments: a lazy, memory-mapped ``Sequence`` of documents, and open_corpus.
+"""ShardedDocuments: a lazy, memory-mapped ``Sequence`` of documents over a store.
 
 Opening reads the manifest and the 32-byte header of every offsets file (plus file
 sizes) and nothing else. A shard's files are memory-mapped the first time one of its
@@ -13,22 +13,24 @@ import bisect
 import ctypes
 import mmap
 import operator
-import os
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
 from mixle._checks import exact_int, positive_int
 from mixle.corpus.format.manifest import parse_manifest
-from mixle.corpus.format.spec import HEADER_SIZE, OffsetsHeader, check_offsets
-from mixle.corpus.format.store import ShardStore, open_store
+from mixle.corpus.format.spec import HEADER_SIZE, check_offsets
+from mixle.corpus.format.verify import check_shard_files, verify_store
 from mixle.corpus.format.view import DocumentsView, as_index
 from mixle.errors import ArgumentTypeError, CorpusFormatError
 
-__all__ = ["DEFAULT_MAX_OPEN_SHARDS", "ShardedDocuments", "open_corpus"]
+__all__ = ["DEFAULT_MAX_OPEN_SHARDS", "ShardedDocuments", "open_documents"]
+
+if TYPE_CHECKING:
+    from mixle.corpus.format.store import ShardStore
 
 #: Default bound on simultaneously mapped shards (two mappings each), far below the
 #: usual per-process limit of 65,530 mappings.
@@ -315,6 +317,11 @@ class ShardedDocuments(Sequence[np.ndarray]):
         return len(self._entries)
 
     @property
+    def store(self) -> ShardStore:
+        """The :class:`~mixle.corpus.format.store.ShardStore` this reader reads through."""
+        return self._store
+
+    @property
     def manifest(self) -> Mapping[str, Any]:
         """The validated manifest (treat as read-only)."""
         return self._manifest
@@ -562,7 +569,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
     def __reduce__(self) -> tuple[Any, ...]:
         return (
             _reopen,
-            (self._store.location, dict(self._store.options), self._max_open, self.fingerprint),
+            (self._store, self._max_open, self.fingerprint),
         )
 
     def __repr__(self) -> str:
@@ -593,111 +600,31 @@ def _merge(begins: np.ndarray, ends: np.ndarray) -> Iterator[tuple[int, int]]:
     return zip(merged_begins.tolist(), merged_ends.tolist(), strict=True)
 
 
-def open_corpus(
-    path: str | os.PathLike[str],
+def open_documents(
+    store: ShardStore,
     *,
     verify: bool = False,
     max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS,
-    storage_options: Mapping[str, Any] | None = None,
-    cache_dir: str | os.PathLike[str] | None = None,
-    cache_limit: int | None = None,
-    mode: str = "cache",
-    **options: Any,
 ) -> ShardedDocuments:
-    """Open the corpus at ``path`` lazily; return its documents.
+    """Open the corpus held by ``store``: read and check its manifest and every header.
 
-    Reads ``manifest.json`` and every offsets header, and checks: the manifest schema,
-    version, fingerprint and self-checksum; shard names (plain file names only);
-    header magic, version, dtype and counts against the manifest; both file sizes.
-    Offsets are checked (start at 0, monotone, end at the token count) when a shard
-    is first mapped. No token data is read.
-
-    Parameters
-    ----------
-    path
-        Corpus directory (or URL, for a registered remote backend).
-    verify
-        Also recompute every file's SHA-256 against the manifest (reads everything).
-    max_open_shards
-        Bound on simultaneously mapped shards (LRU).
-    storage_options
-        Passed to the fsspec filesystem of a URL (endpoint, anonymous access, ...).
-        Credentials come from the usual fsspec/cloud configuration.
-    cache_dir, cache_limit
-        Remote and zarr corpora: the shared local shard cache (default
-        ``$MIXLE_CACHE_DIR`` or ``~/.cache/mixle/shards``) and its LRU bound in bytes
-        (default unbounded). See ``docs/remote.md``.
-    mode
-        ``"cache"`` (download each shard once, then mmap) or ``"range"`` (byte-range
-        reads of documents, no local copy; raw layout on a URL only).
-    **options
-        Further backend options (e.g. ``retries``, ``backoff`` for URLs).
-
-    Raises
-    ------
-    CorpusNotFoundError
-        No manifest at ``path`` (also a ``FileNotFoundError``).
-    CorpusFormatError
-        Any check above fails (:class:`UnsafePathError` for unsafe names,
-        :class:`ChecksumError` for checksum mismatches with ``verify=True``).
-
-    Complexity
-    ----------
-    O(shards) small reads; 1,000 shards open in tens of milliseconds.
+    The store-level half of :func:`mixle.corpus.open_corpus` (which first turns a path
+    or URL into a store); builds ``store.documents_type``. With ``verify``, also
+    recomputes every file's SHA-256 (:func:`~mixle.corpus.format.verify.verify_store`).
     """
-    if not isinstance(verify, bool):
-        raise ArgumentTypeError(f"`verify` must be a bool. Got {verify!r} instead.")
-    backend = {
-        key: value
-        for key, value in (
-            ("storage_options", storage_options),
-            ("cache_dir", cache_dir),
-            ("cache_limit", cache_limit),
-        )
-        if value is not None
-    }
-    if mode != "cache":
-        backend["mode"] = mode
-    store = open_store(path, **backend, **options)
     manifest = parse_manifest(store.read_manifest(), f"{store.location}/manifest.json")
     for number, entry in enumerate(manifest["shards"]):
-        _check_shard_files(store, manifest["dtype"], number, entry)
+        check_shard_files(store, manifest["dtype"], number, entry)
     if verify:
-        from mixle.corpus.format.verify import verify_store
-
         verify_store(store, manifest).raise_first()
-    documents_type: type[ShardedDocuments] = getattr(store, "documents_type", ShardedDocuments)
-    return documents_type(store, manifest, max_open_shards=max_open_shards)
+    return store.documents_type(store, manifest, max_open_shards=max_open_shards)
 
 
-def _check_shard_files(store: ShardStore, dtype: str, number: int, entry: dict[str, Any]) -> None:
-    """Cheap per-shard checks: header fields and file sizes against the manifest."""
-    where = f"{store.location}/{entry['offsets']}"
-    header = OffsetsHeader.unpack(store.read_prefix(entry["offsets"], HEADER_SIZE), where)
-    expected = (dtype, entry["num_documents"], entry["num_tokens"])
-    actual = (header.dtype, header.num_documents, header.num_tokens)
-    if actual != expected:
-        raise CorpusFormatError(
-            f"{where}: header says dtype {header.dtype}, {header.num_documents} documents, "
-            f"{header.num_tokens} tokens; manifest shard {number} says {dtype}, "
-            f"{entry['num_documents']} documents, {entry['num_tokens']} tokens."
-        )
-    for key in ("offsets", "tokens"):
-        size = store.file_size(entry[key])
-        if size != entry[f"{key}_bytes"]:
-            raise CorpusFormatError(
-                f"{store.location}/{entry[key]}: {size} bytes on disk, expected "
-                f"{entry[f'{key}_bytes']} (truncated, extended or replaced)."
-            )
-
-
-def _reopen(
-    location: str, options: dict[str, Any], max_open_shards: int, fingerprint: str
-) -> ShardedDocuments:
-    documents = open_corpus(location, max_open_shards=max_open_shards, **options)
+def _reopen(store: ShardStore, max_open_shards: int, fingerprint: str) -> ShardedDocuments:
+    documents = open_documents(store, max_open_shards=max_open_shards)
     if documents.fingerprint != fingerprint:
         raise CorpusFormatError(
-            f"{location}: the corpus changed since this reader was pickled "
+            f"{store.location}: the corpus changed since this reader was pickled "
             f"(fingerprint then: {fingerprint} / now: {documents.fingerprint})."
         )
     return documents

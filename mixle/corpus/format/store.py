@@ -1,12 +1,14 @@
-"""Where a corpus's files live: the one seam between the reader and storage.
+"""The store contract: what the corpus reader needs from wherever a corpus lives.
 
-:class:`ShardedDocuments` never opens a path itself. It asks a :class:`ShardStore`
-for the manifest bytes, for the first bytes of an offsets file (headers are checked
-on open without fetching whole files), for file sizes, and, when a shard is first
-read, for a *local* path holding the complete file, which it then memory-maps. A
-remote backend (fsspec URL + local cache) implements the same four methods and
-registers itself in :data:`STORE_FACTORIES` under its URL schemes; nothing else in
-the reader changes.
+:class:`~mixle.corpus.format.documents.ShardedDocuments` never opens a path itself.
+It asks a :class:`ShardStore` for the manifest bytes, for the first bytes of an
+offsets file (headers are checked on open without fetching whole files), for file
+sizes, and, when a shard is first read, for a *local* path holding the complete
+file, which it then memory-maps. Every method the package calls on a store is
+declared here; the optional capabilities (pinning, background prefetch, closing,
+the reader class to build) have defaults that are right for a local directory, so a
+backend overrides only what it supports. Implementations live in
+:mod:`mixle.corpus.storage` (local directory, fsspec remote, zarr).
 
 Stores must pickle as their location and options (no open handles, no bytes), so a
 pickled reader reopens lazily in a DataLoader worker.
@@ -14,147 +16,79 @@ pickled reader reopens lazily in a DataLoader worker.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol, runtime_checkable
+import abc
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from mixle.corpus.format.spec import MANIFEST_NAME
-from mixle.errors import ArgumentError, ArgumentTypeError, CorpusFormatError, CorpusNotFoundError
+from mixle.corpus.format.documents import ShardedDocuments
 
-__all__ = ["STORE_FACTORIES", "LocalStore", "ShardStore", "is_url", "open_store"]
-
-
-def is_url(location: str) -> bool:
-    """True for an fsspec URL (``s3://...``); ``file://`` and plain paths are local."""
-    return "://" in location and not location.startswith("file://")
+__all__ = ["ShardStore"]
 
 
-@runtime_checkable
-class ShardStore(Protocol):
-    """What the reader needs from storage. Implementations need not inherit.
-
-    ``location`` and ``options`` reconstruct the store via :func:`open_store`; they
-    are what a pickled reader carries. File names passed in are already checked by
+class ShardStore(abc.ABC):
+    """Where a corpus's files live. File names passed in are already checked by
     :func:`mixle.corpus.format.spec.check_file_name`.
+
+    ``location`` and ``options`` reconstruct the store via
+    :func:`mixle.corpus.storage.open.open_store`.
     """
 
     @property
-    def location(self) -> str: ...
+    @abc.abstractmethod
+    def location(self) -> str:
+        """The path or URL the store was opened at (used in every error message)."""
 
     @property
-    def options(self) -> Mapping[str, Any]: ...
+    @abc.abstractmethod
+    def options(self) -> Mapping[str, Any]:
+        """Keyword arguments of ``open_corpus`` that recreate this store."""
 
+    @abc.abstractmethod
     def read_manifest(self) -> bytes:
         """Return the bytes of ``manifest.json``; raise :class:`CorpusNotFoundError` if absent."""
-        ...
 
+    @abc.abstractmethod
     def read_prefix(self, name: str, size: int) -> bytes:
         """Return the first ``size`` bytes of file ``name`` (fewer if it is shorter)."""
-        ...
 
+    @abc.abstractmethod
     def file_size(self, name: str) -> int:
         """Return the size of file ``name`` in bytes; raise :class:`CorpusFormatError` if absent."""
-        ...
 
+    @abc.abstractmethod
     def local_path(self, name: str) -> str:
-        """Return a local path holding the complete file ``name`` (fetching it if remote)."""
-        ...
+        """Return a local path holding the complete file ``name`` (fetching it if remote).
 
+        A store that fetches pins the local copy until :meth:`release` is called.
+        """
 
-class LocalStore:
-    """A corpus in a local directory: every file is already local."""
+    # -- optional capabilities, with the defaults of a store whose files are local --
+    def release(self, name: str) -> None:
+        """Drop the pin :meth:`local_path` took on ``name``.
 
-    def __init__(self, directory: str) -> None:
-        self.directory = directory
+        Default: nothing to release, a local file needs no pin.
+        """
+        del name
+
+    def prefetch_files(self, names: Sequence[str]) -> None:
+        """Start making ``names`` local in the background, in order; never blocks.
+
+        Default: nothing to fetch, the files are already local.
+        """
+        del names
+
+    def close(self) -> None:
+        """Stop background work (prefetching) and drop its pins.
+
+        Default: a local store runs no background work.
+        """
+        return
 
     @property
-    def location(self) -> str:
-        return self.directory
+    def documents_type(self) -> type[ShardedDocuments]:
+        """The reader class that :func:`~mixle.corpus.open_corpus` builds over this store.
 
-    @property
-    def options(self) -> Mapping[str, Any]:
-        return {}
-
-    def _path(self, name: str) -> str:
-        return os.path.join(self.directory, name)
-
-    def read_manifest(self) -> bytes:
-        path = self._path(MANIFEST_NAME)
-        try:
-            with open(path, "rb") as handle:
-                return handle.read()
-        except FileNotFoundError as exc:
-            if not os.path.isdir(self.directory):
-                raise CorpusNotFoundError(
-                    f"no corpus at {self.directory}: not a directory."
-                ) from exc
-            raise CorpusNotFoundError(
-                f"no corpus at {self.directory}: {MANIFEST_NAME} is missing "
-                "(an interrupted write leaves no manifest)."
-            ) from exc
-        except IsADirectoryError as exc:
-            raise CorpusFormatError(f"{path} is a directory, expected a JSON file.") from exc
-
-    def read_prefix(self, name: str, size: int) -> bytes:
-        path = self._path(name)
-        try:
-            with open(path, "rb") as handle:
-                return handle.read(size)
-        except OSError as exc:
-            raise CorpusFormatError(f"{path}: cannot read ({exc.strerror or exc}).") from exc
-
-    def file_size(self, name: str) -> int:
-        path = self._path(name)
-        try:
-            return os.stat(path).st_size
-        except OSError as exc:
-            raise CorpusFormatError(f"{path}: shard file missing ({exc.strerror or exc}).") from exc
-
-    def local_path(self, name: str) -> str:
-        return self._path(name)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (LocalStore, (self.directory,))
-
-
-def _local_factory(location: str, **options: Any) -> ShardStore:
-    if options:
-        raise ArgumentError(f"a local corpus takes no storage options. Got {sorted(options)}.")
-    if location.startswith("file://"):
-        location = location[len("file://") :]
-    return LocalStore(os.path.abspath(location))
-
-
-#: URL scheme -> factory ``(location, **options) -> ShardStore``. ``""`` is a local
-#: path. A remote backend adds its schemes here (e.g. ``"s3"``, ``"gs"``, ``"http"``).
-STORE_FACTORIES: dict[str, Callable[..., ShardStore]] = {"": _local_factory, "file": _local_factory}
-
-
-def open_store(location: Any, **options: Any) -> ShardStore:
-    """Return the :class:`ShardStore` for ``location`` (a path or URL).
-
-    Raises
-    ------
-    ArgumentTypeError
-        ``location`` is not a string or path.
-    ArgumentError
-        The URL scheme has no registered backend.
-    """
-    if isinstance(location, ShardStore) and not isinstance(location, str):
-        return location
-    try:
-        text = os.fspath(location)
-    except TypeError as exc:
-        raise ArgumentTypeError(
-            f"`path` must be a str or os.PathLike. Got {type(location).__name__} instead."
-        ) from exc
-    if isinstance(text, bytes):
-        raise ArgumentTypeError("`path` must be a str, not bytes.")
-    scheme = text.split("://", 1)[0].lower() if "://" in text else ""
-    factory = STORE_FACTORIES.get(scheme)
-    if factory is None:
-        raise ArgumentError(
-            f"no storage backend for {scheme}:// URLs (known: "
-            f"{sorted(s for s in STORE_FACTORIES if s)}); see mixle.corpus remote support."
-        )
-    return factory(text, **options)
+        Default: :class:`ShardedDocuments`, which memory-maps :meth:`local_path` files
+        in place.
+        """
+        return ShardedDocuments

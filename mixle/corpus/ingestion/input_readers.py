@@ -10,7 +10,6 @@ worker's memory is bounded whatever the unit size.
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from mixle._optional import import_optional
 from mixle.corpus.ingestion.flat import open_flat
 from mixle.corpus.ingestion.inputs import WorkUnit, open_binary
 from mixle.errors import IngestError
@@ -27,7 +27,6 @@ __all__ = [
     "Batch",
     "ReadOptions",
     "describe_location",
-    "import_optional",
     "make_tokenizer",
     "read_unit",
 ]
@@ -35,22 +34,6 @@ __all__ = [
 BATCH_TOKENS = 1 << 22
 _BATCH_DOCUMENTS = 1 << 15
 _EMPTY = np.empty(0, dtype=np.int64)
-_INSTALL_HINTS = {
-    "zstandard": "pip install 'mixle[zstd]'",
-    "parquet": "pip install 'mixle[parquet]'",
-    "tokenizers": "pip install 'mixle[tokenizers]'",
-}
-
-
-def import_optional(module: str, extra: str) -> Any:
-    """Import an optional dependency or raise :class:`IngestError` with an install hint."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise IngestError(
-            f"reading this input needs the optional package `{module.split('.')[0]}`; "
-            f"install it with: {_INSTALL_HINTS[extra]}"
-        ) from exc
 
 
 @dataclass(frozen=True, slots=True)

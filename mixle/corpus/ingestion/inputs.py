@@ -31,8 +31,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mixle.corpus.format.store import is_url
+from mixle._optional import import_optional
 from mixle.corpus.ingestion.flat import document_ranges, open_flat
+from mixle.corpus.storage.open import is_url
 from mixle.errors import ArgumentError, IngestError
 
 __all__ = [
@@ -327,8 +328,6 @@ def plan_units(
 
 
 def _parquet_row_groups(path: str) -> int:
-    from mixle.corpus.ingestion.input_readers import import_optional
-
     parquet = import_optional("pyarrow.parquet", "parquet")
     with open_binary(path) as handle:
         try:

@@ -37,10 +37,10 @@ from typing import Any
 
 from mixle._checks import nonnegative_int, positive_int
 from mixle._io import atomic_write, file_sha256
+from mixle._version import __version__
 from mixle.corpus.format.manifest import commit_manifest, parse_manifest
 from mixle.corpus.format.shard import rewrite_shard_dtype
 from mixle.corpus.format.spec import MANIFEST_NAME, dtype_limit, resolve_dtype
-from mixle.corpus.format.store import is_url
 from mixle.corpus.format.writer import DEFAULT_SHARD_MAX_BYTES
 from mixle.corpus.ingestion.input_readers import ReadOptions, describe_location, make_tokenizer
 from mixle.corpus.ingestion.inputs import WorkUnit, plan_units, resolve_inputs
@@ -59,6 +59,7 @@ from mixle.corpus.ingestion.workers import (
     write_json_atomic,
 )
 from mixle.corpus.storage.cache import default_cache_dir
+from mixle.corpus.storage.open import is_url, open_corpus
 from mixle.corpus.storage.publish import LAYOUTS, destination_holds_corpus, publish_corpus
 from mixle.errors import ArgumentError, CorpusExistsError, IngestError
 
@@ -409,8 +410,6 @@ def ingest(
     # Ids of flat inputs go to disk as they are, so a unit of one shard's worth of ids
     # yields one full shard (fewer, larger shards; fewer fsyncs).
     units = plan_units(files, unit_size, max(unit_size, shard_size))
-    from mixle import __version__
-
     options = {
         "input_format": input_format,
         "field": list(fields),
@@ -527,8 +526,6 @@ def ingest(
 def _same_corpus(staged: str, destination: str, storage_options: Mapping[str, Any] | None) -> bool:
     """Whether ``destination`` already holds the staged corpus (an earlier publish that
     finished before the crash that preceded this ``resume``)."""
-    from mixle.corpus.format.documents import open_corpus
-
     published = open_corpus(destination, storage_options=storage_options)
     return bool(published.fingerprint == open_corpus(staged).fingerprint)
 

@@ -34,10 +34,8 @@ class CachedDocuments(ShardedDocuments):
 
     def _release_shard(self, number: int) -> None:
         entry = self._entries[number]
-        release = getattr(self._store, "release", None)
-        if release is not None:
-            release(entry["tokens"])
-            release(entry["offsets"])
+        self._store.release(entry["tokens"])
+        self._store.release(entry["offsets"])
 
     def _load(self, number: int) -> _OpenShard:
         if self._slots[number] is None:
@@ -81,9 +79,7 @@ class CachedDocuments(ShardedDocuments):
         try:
             offsets = np.fromfile(path, dtype="<i8", offset=HEADER_SIZE)
         finally:
-            release = getattr(self._store, "release", None)
-            if release is not None:
-                release(entry["offsets"])
+            self._store.release(entry["offsets"])
         if offsets.shape[0] != entry["num_documents"] + 1:
             raise CorpusFormatError(f"{path}: offsets count changed since open.")
         if number not in self._checked:
@@ -110,15 +106,11 @@ class CachedDocuments(ShardedDocuments):
         is_open = np.fromiter(
             (self._slots[n] is not None for n in numbers.tolist()), dtype=bool, count=len(numbers)
         )
-        fetch = getattr(self._store, "prefetch_files", None)
-        if fetch is not None:
-            wanted: list[str] = []
-            for number in ordered:
-                if self._slots[number] is None and self._entries[number]["num_documents"]:
-                    wanted.extend(
-                        (self._entries[number]["offsets"], self._entries[number]["tokens"])
-                    )
-            fetch(wanted)
+        wanted: list[str] = []
+        for number in ordered:
+            if self._slots[number] is None and self._entries[number]["num_documents"]:
+                wanted.extend((self._entries[number]["offsets"], self._entries[number]["tokens"]))
+        self._store.prefetch_files(wanted)
         if is_open.any():
             super().prefetch(array[is_open])
 
@@ -137,9 +129,7 @@ class CachedDocuments(ShardedDocuments):
             self._last = _NO_SHARD
         for number in numbers:
             self._release_shard(number)
-        close = getattr(self._store, "close", None)
-        if close is not None:
-            close()
+        self._store.close()
 
     def __enter__(self) -> CachedDocuments:
         return self

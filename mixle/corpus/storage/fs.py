@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from mixle._optional import PROTOCOL_EXTRAS, install_hint
 from mixle.errors import CorpusError, MissingBackendError, RemoteError
 
 __all__ = [
@@ -42,19 +43,7 @@ DEFAULT_RETRIES = 5
 DEFAULT_BACKOFF = 0.2
 MAX_BACKOFF = 10.0
 
-# scheme -> extra that provides it (pyproject optional-dependencies) or a package.
-_INSTALL_HINTS = {
-    "s3": "pip install 'mixle[s3]'",
-    "s3a": "pip install 'mixle[s3]'",
-    "gs": "pip install 'mixle[gcs]'",
-    "gcs": "pip install 'mixle[gcs]'",
-    "http": "pip install 'mixle[http]'",
-    "https": "pip install 'mixle[http]'",
-    "az": "pip install 'mixle[azure]'",
-    "abfs": "pip install 'mixle[azure]'",
-    "abfss": "pip install 'mixle[azure]'",
-}
-REMOTE_SCHEMES = (*_INSTALL_HINTS, "memory")
+REMOTE_SCHEMES = (*PROTOCOL_EXTRAS, "memory")
 
 _FILESYSTEMS: dict[tuple[int, str, str], Any] = {}
 _FS_LOCK = threading.Lock()
@@ -102,7 +91,11 @@ def filesystem(protocol: str, storage_options: Mapping[str, Any] | None = None) 
         if fs is None:
             import fsspec
 
-            hint = _INSTALL_HINTS.get(protocol, f"install the fsspec backend for {protocol}://")
+            hint = (
+                install_hint(PROTOCOL_EXTRAS[protocol])
+                if protocol in PROTOCOL_EXTRAS
+                else f"install the fsspec backend for {protocol}://"
+            )
             if protocol not in fsspec.registry and protocol not in fsspec.available_protocols():
                 raise MissingBackendError(
                     f"no fsspec backend for {protocol}:// URLs: {hint} "

@@ -19,8 +19,11 @@ from typing import Any
 
 from mixle.corpus.format.manifest import commit_manifest
 from mixle.corpus.format.spec import MANIFEST_NAME
-from mixle.corpus.format.store import is_url
+from mixle.corpus.storage.fs import BadResult
+from mixle.corpus.storage.local import LocalStore
+from mixle.corpus.storage.open import is_url, open_corpus
 from mixle.corpus.storage.remote import RemoteStore
+from mixle.corpus.storage.zarr_layout import GROUP_META, write_zarr_group
 from mixle.errors import ArgumentError, CorpusExistsError
 
 __all__ = [
@@ -43,8 +46,6 @@ def destination_holds_corpus(
     A URL holds a corpus when its manifest or zarr group metadata exists; a local
     directory when it exists at all (a raw directory's manifest, or a zarr group).
     """
-    from mixle.corpus.storage.zarr_layout import GROUP_META
-
     if not is_url(destination):
         local = destination[len("file://") :] if destination.startswith("file://") else destination
         entry = os.path.join(local, MANIFEST_NAME) if layout == "raw" else local
@@ -84,8 +85,8 @@ def _upload_tree(
             fs.put_file(local, target)
             return int(fs.size(target))
 
-        def invalid(uploaded: int, size: int = size) -> str | None:
-            return None if uploaded == size else f"stored {uploaded} bytes of {size}"
+        def invalid(uploaded: int, size: int = size) -> BadResult | None:
+            return None if uploaded == size else BadResult(f"stored {uploaded} bytes of {size}")
 
         remote._retry(put, relative, validate=invalid)
 
@@ -129,9 +130,6 @@ def convert_corpus(
     RemoteError
         An upload failed after every retry (names URL, file and attempts).
     """
-    from mixle.corpus.format.documents import open_corpus
-    from mixle.corpus.storage.zarr_layout import GROUP_META, write_zarr_group
-
     if layout not in LAYOUTS:
         raise ArgumentError(f"`layout` must be one of {LAYOUTS}. Got {layout!r} instead.")
     if not isinstance(overwrite, bool):
@@ -156,9 +154,7 @@ def convert_corpus(
 
 
 def _is_local_raw(documents: Any) -> bool:
-    from mixle.corpus.format.store import LocalStore
-
-    store = documents._store
+    store = documents.store
     if not isinstance(store, LocalStore):
         return False
     expected = {MANIFEST_NAME} | {
@@ -169,17 +165,15 @@ def _is_local_raw(documents: Any) -> bool:
 
 def _copy_raw(documents: Any, directory: str) -> dict[str, Any]:
     """Copy every shard file into ``directory`` and commit the same manifest there."""
-    store = documents._store
+    store = documents.store
     manifest = documents.manifest
-    release = getattr(store, "release", None)
     for entry in manifest["shards"]:
         for key in ("tokens", "offsets"):
             path = store.local_path(entry[key])
             try:
                 shutil.copyfile(path, os.path.join(directory, entry[key]))
             finally:
-                if release is not None:
-                    release(entry[key])
+                store.release(entry[key])
     return commit_manifest(
         directory,
         manifest["shards"],

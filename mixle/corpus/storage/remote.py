@@ -1,9 +1,8 @@
 """Corpora behind fsspec URLs: lazy per-process filesystems, retries, the remote store.
 
 :class:`RemoteStore` implements :class:`~mixle.corpus.format.store.ShardStore` for any
-fsspec URL (``s3://``, ``gs://``, ``az://``, ``https://``, ``memory://`` ...). It is
-registered in :data:`~mixle.corpus.format.store.STORE_FACTORIES` for those schemes, so
-``open_corpus(url)`` needs nothing else. Files reach the reader through a
+fsspec URL (``s3://``, ``gs://``, ``az://``, ``https://``, ``memory://`` ...);
+:func:`mixle.corpus.storage.open.open_store` builds it for those schemes. Files reach the reader through a
 :class:`~mixle.corpus.storage.cache.ShardCache` (``mode="cache"``, the default) or, in
 ``mode="range"``, documents are fetched by byte ranges (:mod:`mixle.corpus.storage.range_documents`).
 
@@ -29,18 +28,20 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from mixle._io import file_sha256
+from mixle.corpus.format.documents import ShardedDocuments
 from mixle.corpus.format.manifest import parse_manifest
 from mixle.corpus.format.spec import HEADER_SIZE, MANIFEST_NAME, OffsetsHeader
-from mixle.corpus.format.store import STORE_FACTORIES, LocalStore, ShardStore
+from mixle.corpus.format.store import ShardStore
 from mixle.corpus.storage.cache import ShardCache, default_cache_dir
+from mixle.corpus.storage.cached_documents import CachedDocuments
 from mixle.corpus.storage.fs import (
     DEFAULT_BACKOFF,
     DEFAULT_RETRIES,
-    REMOTE_SCHEMES,
     BadResult,
     call_with_retries,
     filesystem,
 )
+from mixle.corpus.storage.range_documents import RangeDocuments
 from mixle.errors import (
     ArgumentError,
     ChecksumError,
@@ -50,7 +51,7 @@ from mixle.errors import (
     RemoteError,
 )
 
-__all__ = ["MODES", "PREFETCH_SHARDS", "RemoteStore", "register"]
+__all__ = ["MODES", "PREFETCH_SHARDS", "RemoteStore", "check_mode"]
 
 T = TypeVar("T")
 
@@ -59,7 +60,7 @@ MODES = ("cache", "range")
 PREFETCH_SHARDS = 8
 
 
-def _check_mode(mode: Any) -> str:
+def check_mode(mode: Any) -> str:
     if mode is None:
         return "cache"
     if mode not in MODES:
@@ -79,7 +80,7 @@ def _backoff(value: Any) -> float:
     return float(value)
 
 
-class RemoteStore:
+class RemoteStore(ShardStore):
     """A corpus under an fsspec URL, read through the shared cache or by ranges.
 
     Parameters
@@ -120,7 +121,7 @@ class RemoteStore:
         self.url = url.rstrip("/")
         self.protocol = url.split("://", 1)[0].lower()
         self.storage_options = dict(storage_options or {})
-        self.mode = _check_mode(mode)
+        self.mode = check_mode(mode)
         self.retries = _retries(retries)
         self.backoff = _backoff(backoff)
         self.cache = ShardCache(
@@ -159,15 +160,9 @@ class RemoteStore:
         return (_rebuild, (type(self), self.url, dict(self.options)))
 
     @property
-    def documents_type(self) -> type:
+    def documents_type(self) -> type[ShardedDocuments]:
         """The reader class ``open_corpus`` builds over this store."""
-        if self.mode == "range":
-            from mixle.corpus.storage.range_documents import RangeDocuments
-
-            return RangeDocuments
-        from mixle.corpus.storage.cached_documents import CachedDocuments
-
-        return CachedDocuments
+        return RangeDocuments if self.mode == "range" else CachedDocuments
 
     @property
     def fs(self) -> Any:
@@ -492,58 +487,3 @@ class RemoteStore:
 
 def _rebuild(cls: type, url: str, options: dict[str, Any]) -> Any:
     return cls(url, **options)
-
-
-def _remote_factory(location: str, **options: Any) -> ShardStore:
-    store = RemoteStore(location, **options)
-    try:
-        store.read_manifest()
-    except CorpusNotFoundError:
-        from mixle.corpus.storage.zarr_layout import ZarrStore, looks_like_zarr
-
-        if looks_like_zarr(store):
-            return ZarrStore(location, **options)
-        raise
-    return store
-
-
-_LOCAL_DEFAULTS: dict[str, Any] = {
-    "storage_options": None,
-    "cache_dir": None,
-    "cache_limit": None,
-    "mode": "cache",
-}
-
-
-def _local_factory(location: str, **options: Any) -> ShardStore:
-    path = location[len("file://") :] if location.startswith("file://") else location
-    path = os.path.abspath(path)
-    if not os.path.exists(os.path.join(path, MANIFEST_NAME)) and os.path.exists(
-        os.path.join(path, "zarr.json")
-    ):
-        from mixle.corpus.storage.zarr_layout import ZarrStore
-
-        if options.get("mode") == "range":
-            raise ArgumentError(
-                "`mode='range'` reads the raw layout; a zarr corpus is read through the cache."
-            )
-        return ZarrStore("file://" + path, **options)
-    if _check_mode(options.get("mode")) == "range":
-        raise ArgumentError("`mode='range'` is for URLs; a local corpus is memory-mapped in place.")
-    # cache_dir / cache_limit only matter for zarr and URLs; a raw directory ignores them.
-    extra = sorted(
-        k for k, v in options.items() if k not in _LOCAL_DEFAULTS or (k == "storage_options" and v)
-    )
-    if extra:
-        raise ArgumentError(
-            f"a local raw corpus takes no storage options (it is memory-mapped in place). Got {extra}."
-        )
-    return LocalStore(path)
-
-
-def register() -> None:
-    """Install the remote and zarr-aware factories into ``STORE_FACTORIES``."""
-    for scheme in REMOTE_SCHEMES:
-        STORE_FACTORIES[scheme] = _remote_factory
-    STORE_FACTORIES[""] = _local_factory
-    STORE_FACTORIES["file"] = _local_factory

@@ -26,14 +26,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from mixle.corpus.format.manifest import parse_manifest
-from mixle.corpus.format.spec import HEADER_SIZE, MANIFEST_NAME, OffsetsHeader
+from mixle.corpus.format.spec import HEADER_SIZE, OffsetsHeader
 from mixle.corpus.storage.fs import BadResult
 from mixle.corpus.storage.remote import RemoteStore
 from mixle.errors import (
@@ -76,7 +75,7 @@ def write_zarr_group(
     from zarr.storage import LocalStore
 
     manifest = dict(documents.manifest)
-    store = documents._store
+    store = documents.store
     group = zarr.open_group(LocalStore(directory), mode="w", zarr_format=3)
     dtype = np.dtype(manifest["dtype"]).newbyteorder("<")
     for entry in manifest["shards"]:
@@ -90,10 +89,8 @@ def write_zarr_group(
             )
             offsets = np.fromfile(offsets_path, dtype="<i8", offset=HEADER_SIZE)
         finally:
-            release = getattr(store, "release", None)
-            if release is not None:
-                release(entry["tokens"])
-                release(entry["offsets"])
+            store.release(entry["tokens"])
+            store.release(entry["offsets"])
         for name, values in ((entry["tokens"], tokens), (entry["offsets"], offsets)):
             chunk, shard = _array_geometry(values.shape[0])
             array = group.create_array(
@@ -248,9 +245,3 @@ def _decode_array(objects: Mapping[str, bytes]) -> bytes:
     array = zarr.open_array(store, mode="r", zarr_format=3)
     values = np.asarray(array[:])
     return values.astype(values.dtype.newbyteorder("<"), copy=False).tobytes()
-
-
-def is_zarr_directory(path: str) -> bool:
-    return not os.path.exists(os.path.join(path, MANIFEST_NAME)) and os.path.exists(
-        os.path.join(path, GROUP_META)
-    )

@@ -7,7 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from mixle.corpus.format.documents import ShardedDocuments, open_corpus
+from mixle._optional import install_hint
+from mixle.corpus.format.documents import ShardedDocuments
+from mixle.corpus.storage.open import open_corpus
 from mixle.errors import ArgumentError
 
 __all__ = ["PERCENTILES", "describe_corpus", "plot_lengths"]
@@ -89,7 +91,7 @@ def plot_lengths(
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise ArgumentError(
-            "plotting needs matplotlib: install mixle[plot] (pip install 'mixle[plot]')."
+            f"plotting needs matplotlib: install mixle[plot] ({install_hint('plot')})."
         ) from exc
     documents = corpus if isinstance(corpus, ShardedDocuments) else open_corpus(corpus)
     lengths = documents.lengths
