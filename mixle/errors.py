@@ -45,7 +45,17 @@ class ArgumentTypeError(ArgumentError, TypeError):
 
 
 class TokenIdError(ArgumentError):
-    """A token id is not an exact integer in the allowed range (names document and position)."""
+    """A token id is not an exact integer in the allowed range (names document and position).
+
+    Attributes
+    ----------
+    document
+        The index of the offending document when the raiser knows it, else ``None``.
+    """
+
+    def __init__(self, message: str, *, document: int | None = None) -> None:
+        super().__init__(message)
+        self.document = document
 
 
 class StateMismatchError(ArgumentError):

@@ -117,8 +117,9 @@ def encode_documents(
         value = int(tokens[position])
         doc, offset = _locate(lengths, position, first_document)
         rule = "token ids must be nonnegative" if value < 0 else f"ids must be below {limit}"
-        error = TokenIdError(f"document {doc} has token id {value} at position {offset}; {rule}.")
-        error.document = doc  # type: ignore[attr-defined]
+        error = TokenIdError(
+            f"document {doc} has token id {value} at position {offset}; {rule}.", document=doc
+        )
         raise error
     return EncodedBatch(tokens, lengths, max_id)
 

@@ -271,7 +271,8 @@ class CorpusWriter:
         try:
             batch = encode_documents(arrays, first_document=self._num_documents, limit=limit)
         except TokenIdError as error:
-            valid = getattr(error, "document", self._num_documents) - self._num_documents
+            bad = self._num_documents if error.document is None else error.document
+            valid = bad - self._num_documents
             if valid > 0:
                 self._add_batch(arrays[:valid])
             raise
