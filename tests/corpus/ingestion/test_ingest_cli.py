@@ -16,7 +16,7 @@ import pytest
 from mixle.cli import main
 from tests.corpus.ingest_helpers import random_docs, read_all, write_jsonl
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_help_explains_every_option_with_an_example(capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from mixle.corpus import CorpusWriter, open_corpus, verify_corpus
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SAMPLE = ROOT / "shards" / "sample"
 SOURCE = ROOT / "shards" / "sample-src"
 # Pinned: changing the format, the writer or tools/make_sample.py must not change it.

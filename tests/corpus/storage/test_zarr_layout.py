@@ -24,7 +24,7 @@ from mixle.corpus.storage.publish import stored_bytes
 from mixle.errors import ArgumentError, CorpusExistsError, CorpusNotFoundError
 from tests.corpus.conftest import random_documents
 
-SAMPLE = Path(__file__).resolve().parents[2] / "shards" / "sample"
+SAMPLE = Path(__file__).resolve().parents[3] / "shards" / "sample"
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,11 +22,14 @@ from tests.corpus._remote_fixtures import FAST
 from tests.corpus._servers import CorpusHTTPServer
 
 
-def _writer(data: bytes, calls: list[int] | None = None, delay: float = 0.0) -> object:
+def _writer(
+    data: bytes, calls: list[int] | None = None, gate: threading.Barrier | None = None
+) -> object:
     def fetch(path: str) -> None:
         if calls is not None:
             calls.append(1)
-        time.sleep(delay)
+        if gate is not None:  # hold the one download until every thread has asked
+            gate.wait(timeout=60)
         with open(path, "wb") as handle:
             handle.write(data)
 
@@ -42,13 +46,17 @@ def test_concurrent_threads_fetch_a_file_once(tmp_path: Path) -> None:
     data = b"x" * 1000
     calls: list[int] = []
     paths: list[str] = []
+    # The downloader waits for the main thread, which starts it only after the other
+    # five threads have started (they then wait on the download lock).
+    gate = threading.Barrier(2)
 
     def get() -> None:
-        paths.append(cache.get(_digest(data), len(data), _writer(data, calls, 0.05), pin=False))  # type: ignore[arg-type]
+        paths.append(cache.get(_digest(data), len(data), _writer(data, calls, gate), pin=False))  # type: ignore[arg-type]
 
     threads = [threading.Thread(target=get) for _ in range(6)]
     for thread in threads:
         thread.start()
+    gate.wait(timeout=60)
     for thread in threads:
         thread.join()
     assert len(calls) == 1
@@ -58,9 +66,9 @@ def test_concurrent_threads_fetch_a_file_once(tmp_path: Path) -> None:
 def test_lru_eviction_keeps_the_cache_under_its_limit(tmp_path: Path) -> None:
     cache = ShardCache(str(tmp_path), limit=250)
     blobs = [bytes([i]) * 100 for i in range(4)]
-    for blob in blobs:
-        cache.get(_digest(blob), 100, _writer(blob), pin=False)  # type: ignore[arg-type]
-        time.sleep(0.01)  # distinct mtimes: the LRU clock
+    for age, blob in enumerate(blobs):
+        path = cache.get(_digest(blob), 100, _writer(blob), pin=False)  # type: ignore[arg-type]
+        os.utime(path, (1000 * (age + 1),) * 2)  # distinct, ordered mtimes: the LRU clock
         assert cache.usage() <= 250
     present = set(os.listdir(tmp_path / "objects"))
     assert present == {_digest(blobs[2]), _digest(blobs[3])}
@@ -69,11 +77,10 @@ def test_lru_eviction_keeps_the_cache_under_its_limit(tmp_path: Path) -> None:
 def test_recently_used_files_survive_eviction(tmp_path: Path) -> None:
     cache = ShardCache(str(tmp_path), limit=250)
     a, b, c = (bytes([i]) * 100 for i in range(3))
-    for blob in (a, b):
-        cache.get(_digest(blob), 100, _writer(blob), pin=False)  # type: ignore[arg-type]
-        time.sleep(0.01)
-    cache.get(_digest(a), 100, _writer(a), pin=False)  # touch a: b is now least recent
-    time.sleep(0.01)
+    for age, blob in enumerate((a, b)):
+        path = cache.get(_digest(blob), 100, _writer(blob), pin=False)  # type: ignore[arg-type]
+        os.utime(path, (1000 * (age + 1),) * 2)  # ordered mtimes, long ago
+    cache.get(_digest(a), 100, _writer(a), pin=False)  # touch a (now): b is least recent
     cache.get(_digest(c), 100, _writer(c), pin=False)  # type: ignore[arg-type]
     assert set(os.listdir(tmp_path / "objects")) == {_digest(a), _digest(c)}
 
@@ -142,12 +149,11 @@ def server(sample_corpus: Path) -> Iterator[CorpusHTTPServer]:
         yield httpd
 
 
-def _read_all(url: str, cache_dir: str, limit: int | None, start_at: float) -> str:
+def _read_all(url: str, cache_dir: str, limit: int | None, start: Any) -> str:
     documents = open_corpus(
         url, cache_dir=cache_dir, cache_limit=limit, max_open_shards=2, retries=4, backoff=0.01
     )
-    while time.time() < start_at:
-        time.sleep(0.005)
+    start.wait(timeout=120)  # both processes start reading together
     digest = hashlib.sha256()
     for document in documents.take(np.arange(len(documents))):
         digest.update(np.int64(document.shape[0]).tobytes() + document.astype(np.int64).tobytes())
@@ -166,9 +172,9 @@ def test_two_processes_sharing_a_cache_download_each_shard_once(
 ) -> None:
     cache_dir = str(tmp_path / "shared")
     context = multiprocessing.get_context("spawn")
-    with context.Pool(2) as pool:
-        start_at = time.time() + 3.0  # both processes start reading together
-        results = pool.starmap(_read_all, [(server.url, cache_dir, None, start_at)] * 2)
+    with context.Manager() as manager, context.Pool(2) as pool:
+        start = manager.Barrier(2)
+        results = pool.starmap(_read_all, [(server.url, cache_dir, None, start)] * 2)
     expected = _expected_digest(open_corpus(sample_corpus))
     assert results == [expected, expected]
     shard_files = [name for name in os.listdir(sample_corpus) if name.startswith("shard-")]
@@ -186,9 +192,9 @@ def test_two_processes_under_a_tight_limit_read_correct_data(
     limit = 3 * biggest
     cache_dir = str(tmp_path / "shared")
     context = multiprocessing.get_context("spawn")
-    with context.Pool(2) as pool:
-        start_at = time.time() + 3.0
-        results = pool.starmap(_read_all, [(server.url, cache_dir, limit, start_at)] * 2)
+    with context.Manager() as manager, context.Pool(2) as pool:
+        start = manager.Barrier(2)
+        results = pool.starmap(_read_all, [(server.url, cache_dir, limit, start)] * 2)
     assert results == [_expected_digest(documents)] * 2
     # Over the limit by at most the shards in use: 2 open shards in each of 2 processes.
     assert ShardCache(cache_dir).usage() <= limit + 4 * biggest
@@ -220,12 +226,17 @@ def test_prefetch_downloads_in_the_background_before_the_read(
 ) -> None:
     documents = open_corpus(server.url, cache_dir=tmp_path, **FAST)
     entries = documents.manifest["shards"]
-    future = np.arange(documents._starts[5], documents._starts[7])
-    started = time.perf_counter()
-    documents.prefetch(future)
-    assert time.perf_counter() - started < 0.5  # a hint: returns without waiting
+    starts = np.concatenate([[0], np.cumsum([e["num_documents"] for e in entries])])
+    future = np.arange(starts[5], starts[7])
+    server.state.hold = threading.Event()  # downloads wait until the event is set
+    try:
+        documents.prefetch(future)  # a hint: returns although no download can finish
+        objects = tmp_path / "objects"
+        assert not objects.exists() or not os.listdir(objects)
+    finally:
+        server.state.hold.set()
     wanted = {entries[n][k] for n in (5, 6) for k in ("tokens_sha256", "offsets_sha256")}
-    deadline = time.time() + 10
+    deadline = time.time() + 60  # generous: only bounds a hang, never a pass
     while not wanted <= set(os.listdir(tmp_path / "objects")) and time.time() < deadline:
         time.sleep(0.02)
     assert wanted <= set(os.listdir(tmp_path / "objects"))

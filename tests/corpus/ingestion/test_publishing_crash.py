@@ -22,7 +22,7 @@ import mixle.corpus.ingestion.publishing as publish_module
 from mixle.corpus import ingest
 from tests.corpus.ingest_helpers import random_docs, tree_bytes, write_jsonl
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 OPTIONS = ["--unit-size", "6KiB", "--shard-size", "2KiB", "--workers", "2", "--quiet"]
 
 

@@ -14,7 +14,7 @@ import pytest
 from mixle.corpus import CorpusWriter, open_corpus, verify_corpus
 from mixle.errors import CorpusNotFoundError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 KILLED_WRITER = textwrap.dedent(
     """
