@@ -20,6 +20,7 @@ from mixle.errors import ArgumentError, ChecksumError
 from tests.corpus._remote_fixtures import *  # noqa: F403
 from tests.corpus._remote_fixtures import FAST
 from tests.corpus._servers import CorpusHTTPServer
+from tests.corpus.contract import shard_starts
 
 
 def _writer(
@@ -207,7 +208,7 @@ def test_open_shards_are_pinned_and_evictable_after_leaving_the_reader(
         server.url, cache_dir=tmp_path, cache_limit=1, max_open_shards=2, **FAST
     )
     entries = documents.manifest["shards"]
-    starts = documents._starts
+    starts = shard_starts(documents)
     documents[starts[0]]
     documents[starts[1]]
     objects = set(os.listdir(tmp_path / "objects"))

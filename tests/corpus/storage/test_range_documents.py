@@ -16,6 +16,7 @@ from mixle.corpus.storage.range_documents import coalesce
 from tests.corpus._remote_fixtures import *  # noqa: F403
 from tests.corpus._remote_fixtures import FAST
 from tests.corpus._servers import CorpusHTTPServer
+from tests.corpus.contract import shard_starts
 
 
 @given(
@@ -51,7 +52,7 @@ def test_take_coalesces_neighbouring_documents_into_few_requests(
     server: CorpusHTTPServer, tmp_path: Path
 ) -> None:
     documents = open_corpus(server.url, cache_dir=tmp_path, mode="range", **FAST)
-    first_shard = np.arange(documents._starts[0], documents._starts[1])
+    first_shard = np.arange(shard_starts(documents)[0], shard_starts(documents)[1])
     documents.take(first_shard[:1])  # fetch the offsets first
     before = sum(count for name, count in server.state.gets.items() if name.endswith(".tokens"))
     got = documents.take(first_shard[::-1])  # every document of shard 0, reversed

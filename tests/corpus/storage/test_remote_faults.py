@@ -8,18 +8,20 @@ cache a bad file, and finally fail with an error naming URL, shard and attempts.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+import mixle.corpus.storage.fs as fs_module
 from mixle.corpus import ShardedDocuments, open_corpus
-from mixle.corpus.storage.fs import call_with_retries, is_transient
+from mixle.corpus.storage.fs import BadResult, call_with_retries, is_transient
 from mixle.errors import (
     ChecksumError,
     CorpusError,
+    CorpusFormatError,
     CorpusNotFoundError,
     MissingBackendError,
     RemoteError,
@@ -27,6 +29,7 @@ from mixle.errors import (
 from tests.corpus._remote_fixtures import *  # noqa: F403
 from tests.corpus._remote_fixtures import FAST
 from tests.corpus._servers import CorpusHTTPServer
+from tests.corpus.contract import shard_starts
 
 
 @pytest.fixture
@@ -80,7 +83,7 @@ def test_short_range_body_is_refetched(
 ) -> None:
     documents = open_corpus(server.url, cache_dir=tmp_path, mode="range", **FAST)
     server.fail("short", 2, match="shard-00003.tokens")
-    index = int(reference._starts[3]) + 1
+    index = int(shard_starts(reference)[3]) + 1
     np.testing.assert_array_equal(documents[index], reference[index])
     assert server.state.injected["short"] == 2
 
@@ -90,7 +93,7 @@ def test_persistent_5xx_raises_remote_error_naming_url_shard_attempts(
 ) -> None:
     documents = open_corpus(server.url, cache_dir=tmp_path, **FAST)
     server.fail("503", 100, match="shard-00004.tokens")
-    index = int(documents._starts[4])
+    index = int(shard_starts(documents)[4])
     with pytest.raises(RemoteError) as info:
         documents[index]
     message = str(info.value)
@@ -110,7 +113,7 @@ def test_persistent_corruption_raises_checksum_error_and_caches_nothing(
     server.fail("corrupt", 100, match="shard-00005.tokens")
     digest = documents.manifest["shards"][5]["tokens_sha256"]
     with pytest.raises(ChecksumError, match=r"shard 5 .*4 attempts"):
-        documents[int(documents._starts[5])]
+        documents[int(shard_starts(documents)[5])]
     assert digest not in _cached_objects(tmp_path)
     assert os.listdir(tmp_path / "tmp") == []
 
@@ -126,23 +129,38 @@ def test_missing_shard_file_is_a_format_error_not_retried(
         documents = open_corpus(httpd.url, cache_dir=tmp_path / "cache", **FAST)
         (copy / "shard-00006.tokens").unlink()
         with pytest.raises(CorpusError, match=r"shard-00006\.tokens"):
-            documents[int(documents._starts[6])]
+            documents[int(shard_starts(documents)[6])]
         assert httpd.state.gets["shard-00006.tokens"] == 1
 
 
-def test_retries_back_off_exponentially_within_a_bound() -> None:
-    calls: list[float] = []
+def test_retries_back_off_exponentially_within_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    delays: list[float] = []
+    calls: list[int] = []
 
     def flaky() -> bytes:
-        calls.append(time.monotonic())
+        calls.append(1)
         raise ConnectionResetError("reset by peer")
 
+    # Record the requested delays instead of sleeping: the schedule, not the clock.
+    monkeypatch.setattr(fs_module.time, "sleep", delays.append)
     with pytest.raises(RemoteError, match="failed after 4 attempts; last: ConnectionResetError"):
         call_with_retries(flaky, url="s3://b/k", what="shard 0", attempts=4, backoff=0.02)
-    gaps = np.diff(calls)
-    assert len(calls) == 4
-    assert gaps[0] >= 0.009 and gaps[2] >= gaps[0]  # 0.02 * 2**k with +-50 % jitter
-    assert gaps.sum() < 0.02 * (1 + 2 + 4) * 1.5 + 0.5
+    assert len(calls) == 4 and len(delays) == 3  # no sleep after the last attempt
+    for attempt, delay in enumerate(delays):
+        nominal = 0.02 * 2**attempt  # doubling, +-50 % jitter
+        assert 0.5 * nominal <= delay <= 1.5 * nominal
+
+
+def test_backoff_is_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+    delays: list[float] = []
+
+    def flaky() -> bytes:
+        raise ConnectionResetError("reset by peer")
+
+    monkeypatch.setattr(fs_module.time, "sleep", delays.append)
+    with pytest.raises(RemoteError):
+        call_with_retries(flaky, url="s3://b/k", what="shard 0", attempts=8, backoff=5.0)
+    assert max(delays) <= 1.5 * fs_module.MAX_BACKOFF
 
 
 def test_non_transient_errors_are_not_retried() -> None:
@@ -210,3 +228,15 @@ def test_range_mode_fetches_only_the_document_bytes(
     tokens_file = reference.manifest["shards"][number]["tokens"]
     assert server.state.bytes_sent[tokens_file] == document.nbytes
     assert _cached_objects(tmp_path) == set()  # no local copy in range mode
+
+
+@pytest.mark.parametrize("error", [ChecksumError, CorpusFormatError, None])
+def test_a_consistently_bad_result_names_its_error_type(error: Any) -> None:
+    def validate(result: bytes) -> BadResult:
+        return BadResult(f"body {result!r} is wrong", error)
+
+    with pytest.raises(RemoteError, match="failed after 2 attempts; last: body") as caught:
+        call_with_retries(
+            lambda: b"x", url="s3://b/k", what="shard 0", attempts=2, backoff=0, validate=validate
+        )
+    assert caught.value.result_error is error
