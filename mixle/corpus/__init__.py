@@ -37,6 +37,7 @@ from mixle.corpus.format.verify import ShardReport, VerifyReport
 from mixle.corpus.format.view import DocumentsView
 from mixle.corpus.format.writer import DEFAULT_SHARD_MAX_BYTES, CorpusWriter
 from mixle.corpus.ingestion.inputs import INPUT_FORMATS
+from mixle.corpus.ingestion.options import IngestOptions
 from mixle.corpus.ingestion.pipeline import DEFAULT_UNIT_BYTES, IngestSummary, ingest
 from mixle.corpus.storage.cache import ShardCache, default_cache_dir
 from mixle.corpus.storage.cached_documents import CachedDocuments
@@ -79,4 +80,4 @@ __all__ = [
     "verify_corpus",
     "write_shard",
 ]
-__all__ += ["IngestSummary", "ingest"]
+__all__ += ["IngestOptions", "IngestSummary", "ingest"]

@@ -35,15 +35,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mixle._checks import nonnegative_int, positive_int
 from mixle._io import atomic_write, file_sha256
 from mixle._version import __version__
 from mixle.corpus.format.manifest import commit_manifest, parse_manifest
 from mixle.corpus.format.shard import rewrite_shard_dtype
-from mixle.corpus.format.spec import MANIFEST_NAME, dtype_limit, resolve_dtype
+from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.format.writer import DEFAULT_SHARD_MAX_BYTES
 from mixle.corpus.ingestion.input_readers import ReadOptions, describe_location, make_tokenizer
 from mixle.corpus.ingestion.inputs import WorkUnit, plan_units, resolve_inputs
+from mixle.corpus.ingestion.options import DEFAULT_UNIT_BYTES, IngestOptions
 from mixle.corpus.ingestion.publishing import (
     discard_work_dir,
     make_publish_plan,
@@ -60,17 +60,21 @@ from mixle.corpus.ingestion.workers import (
 )
 from mixle.corpus.storage.cache import default_cache_dir
 from mixle.corpus.storage.open import is_url, open_corpus
-from mixle.corpus.storage.publish import LAYOUTS, destination_holds_corpus, publish_corpus
+from mixle.corpus.storage.publish import destination_holds_corpus, publish_corpus
 from mixle.errors import ArgumentError, CorpusExistsError, IngestError
 
-__all__ = ["DEFAULT_UNIT_BYTES", "WORK_DIR_NAME", "IngestSummary", "ingest"]
+__all__ = [
+    "DEFAULT_UNIT_BYTES",
+    "WORK_DIR_NAME",
+    "IngestOptions",
+    "IngestSummary",
+    "ingest",
+    "run_ingest",
+]
 
-#: Input bytes per work unit (JSONL byte ranges, flat-input document ranges).
-DEFAULT_UNIT_BYTES = 64 * 1024 * 1024
 #: Hidden directory inside the output holding an ingest in progress.
 WORK_DIR_NAME = ".mixle-ingest"
 _PLAN_NAME = "plan.json"
-_DTYPES = ("auto", "uint16", "uint32", "int64")
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,14 +111,6 @@ class IngestSummary:
                 f"  resumed: {self.resumed_units} of {self.units} work units were already done"
             )
         return "\n".join(lines)
-
-
-def _choice(name: str, value: Any, allowed: Sequence[Any]) -> Any:
-    if value not in allowed:
-        raise ArgumentError(
-            f"`{name}` must be one of {', '.join(map(str, allowed))}. Got {value!r} instead."
-        )
-    return value
 
 
 def _load_done(work: str, unit: WorkUnit) -> dict[str, Any] | None:
@@ -365,68 +361,50 @@ def ingest(
     uninterrupted run would have. Memory is O(workers x 4 Mi ids) plus 8 bytes per
     document of each open shard.
     """
+    options = IngestOptions(
+        input_format=input_format,
+        field=field,
+        tokenizer=tokenizer,
+        split=split,
+        append_eos=append_eos,
+        shard_size=shard_size,
+        vocab_size=vocab_size,
+        dtype=dtype,
+        workers=workers,
+        on_error=on_error,
+        rejects=rejects,
+        resume=resume,
+        overwrite=overwrite,
+        unit_size=unit_size,
+        progress=progress,
+        layout=layout,
+        storage_options=storage_options,
+        staging_dir=staging_dir,
+    )
+    return run_ingest(inputs, output, options)
+
+
+def run_ingest(
+    inputs: Any, output: str | os.PathLike[str], options: IngestOptions
+) -> IngestSummary:
+    """:func:`ingest` with its options already validated (see there for the contract)."""
     started = time.perf_counter()
     destination = os.fspath(output)
-    _choice("layout", layout, LAYOUTS)
-    staged = layout != "raw" or is_url(destination)
-    if staged:
-        if not (resume or overwrite) and destination_holds_corpus(
-            destination, layout, storage_options
-        ):
-            raise CorpusExistsError(
-                f"{destination} already holds a corpus; pass overwrite=True (--overwrite) "
-                "to replace it."
-            )
-        out = os.path.abspath(os.fspath(staging_dir or _default_staging(destination, layout)))
-    else:
-        out = os.path.abspath(destination)
-    workers = positive_int("workers", workers)
-    shard_size = positive_int("shard_size", shard_size)
-    unit_size = positive_int("unit_size", unit_size)
-    _choice("split", split, ("none", "paragraphs"))
-    _choice("on_error", on_error, ("raise", "skip"))
-    _choice("dtype", dtype, _DTYPES)
-    vocab = None if vocab_size is None else positive_int("vocab_size", vocab_size)
-    fixed = resolve_dtype(vocab, None if dtype == "auto" else dtype)
-    eos = None if append_eos is None else nonnegative_int("append_eos", append_eos)
-    if eos is not None and vocab is not None and eos >= vocab:
-        raise ArgumentError(f"`append_eos` must be below `vocab_size` {vocab}. Got {eos} instead.")
-    if eos is not None and fixed is not None and eos >= dtype_limit(fixed):
-        raise ArgumentError(f"`append_eos` {eos} does not fit the dtype {fixed}.")
-    tokenizer_id: Any = tokenizer
-    if tokenizer is not None and tokenizer != "bytes":
-        if not os.path.isfile(tokenizer):
-            raise ArgumentError(
-                f"`tokenizer` must be 'bytes' or a tokenizer.json file. {tokenizer!r} does not exist."
-            )
-        make_tokenizer(tokenizer)  # fail fast: missing package or unreadable file
-        tokenizer_id = {"file": os.path.basename(tokenizer), "sha256": file_sha256(tokenizer)}
-    fields = (field,) if field else (("text",) if tokenizer else ("input_ids", "tokens"))
+    staged = options.layout != "raw" or is_url(destination)
+    out = _output_directory(destination, options, staged)
     input_list = [
         os.fspath(item) for item in ([inputs] if isinstance(inputs, str | os.PathLike) else inputs)
     ]
-
-    files = resolve_inputs(input_list, input_format)
+    source_options = _recorded_options(options)
+    files = resolve_inputs(input_list, options.input_format)
     # Ids of flat inputs go to disk as they are, so a unit of one shard's worth of ids
     # yields one full shard (fewer, larger shards; fewer fsyncs).
-    units = plan_units(files, unit_size, max(unit_size, shard_size))
-    options = {
-        "input_format": input_format,
-        "field": list(fields),
-        "tokenizer": tokenizer_id,
-        "split": split,
-        "append_eos": eos,
-        "shard_size": shard_size,
-        "vocab_size": vocab,
-        "dtype": dtype,
-        "on_error": on_error,
-        "unit_size": unit_size,
-    }
+    units = plan_units(files, options.unit_size, max(options.unit_size, options.shard_size))
     source = {
         "tool": "mixle ingest",
         "version": __version__,
         "inputs": input_list,
-        "options": options,
+        "options": source_options,
     }
     plan = {
         "source": source,
@@ -434,78 +412,162 @@ def ingest(
         "units": [unit.to_dict() for unit in units],
     }
     work = os.path.join(out, WORK_DIR_NAME)
-    finished = _prepare_output(out, work, plan, resume=resume, overwrite=overwrite)
+    finished = _prepare_output(out, work, plan, resume=options.resume, overwrite=options.overwrite)
     if finished is not None:  # --resume of an ingest that had already published
-        skipped = int(finished["metadata"]["source"].get("skipped_documents", 0))
-        default_rejects = os.path.join(out, "rejects.jsonl")
-        finished_summary = IngestSummary(
-            output=out,
-            documents=finished["num_documents"],
-            tokens=finished["num_tokens"],
-            shards=len(finished["shards"]),
-            bytes=sum(e["tokens_bytes"] + e["offsets_bytes"] for e in finished["shards"]),
-            dtype=finished["dtype"],
-            seconds=time.perf_counter() - started,
-            skipped=skipped,
-            rejects=(os.path.abspath(os.fspath(rejects)) if rejects else default_rejects)
-            if on_error == "skip"
-            else None,
-            units=len(units),
-            resumed_units=len(units),
-        )
-        if not staged:
-            return finished_summary
-        return _deliver(finished_summary, destination, layout, storage_options, overwrite)
+        summary = _finished_summary(finished, out, options, len(units), started)
+    else:
+        publish_plan = read_publish_plan(work)
+        resumed = 0
+        if publish_plan is None:
+            publish_plan, resumed = _convert_units(files, units, work, out, options, source)
+        publish(out, work, publish_plan)
+        summary = _published_summary(publish_plan, out, len(units), resumed, started)
+    if not staged:
+        return summary
+    return _deliver(
+        summary, destination, options.layout, options.storage_options, options.overwrite
+    )
 
-    job = UnitJob(ReadOptions(fields, tokenizer, split), eos, vocab, fixed, shard_size, on_error)
-    rejects_path = None
-    if on_error == "skip":
-        rejects_path = (
-            os.path.abspath(os.fspath(rejects)) if rejects else os.path.join(out, "rejects.jsonl")
+
+def _output_directory(destination: str, options: IngestOptions, staged: bool) -> str:
+    """The local directory the corpus is built in (the staging directory when staged)."""
+    if not staged:
+        return os.path.abspath(destination)
+    if not (options.resume or options.overwrite) and destination_holds_corpus(
+        destination, options.layout, options.storage_options
+    ):
+        raise CorpusExistsError(
+            f"{destination} already holds a corpus; pass overwrite=True (--overwrite) "
+            "to replace it."
         )
-    publish_plan = read_publish_plan(work)
-    resumed = 0
-    if publish_plan is None:
-        results: dict[int, dict[str, Any]] = {}
-        todo = []
-        for unit in units:
-            done = _load_done(work, unit) if resume else None
-            if done is None:
-                todo.append(unit)
-            else:
-                results[unit.index] = done
-        resumed = len(units) - len(todo)
-        counters = multiprocessing.get_context("spawn").Array("q", 3)
-        for done in results.values():
-            counters[0] += done["documents"]
-            counters[1] += done["tokens"]
-            counters[2] += done["input_bytes"]
-        enabled = sys.stderr.isatty() if progress is None else bool(progress)
-        bar = _Progress(enabled, sum(item.size for item in files), counters)
-        try:
-            results.update(_run_units(todo, job, work, workers, bar))
-        finally:
-            bar.close()
-        failed = [unit for unit in units if "failed" in results.get(unit.index, {})]
-        if failed:
-            message = _failure_message(units, results, failed[0])
-            shutil.rmtree(work, ignore_errors=True)
-            _remove_if_empty(out)
-            raise IngestError(
-                f"{message} Nothing was committed; fix the input or pass --on-error skip."
+    staging = options.staging_dir or _default_staging(destination, options.layout)
+    return os.path.abspath(os.fspath(staging))
+
+
+def _recorded_options(options: IngestOptions) -> dict[str, Any]:
+    """The options that shape the output, as recorded in the plan and the manifest.
+
+    Checks the tokenizer first (fails fast on a missing package or unreadable file).
+    """
+    tokenizer_id: Any = options.tokenizer
+    tokenizer = options.tokenizer
+    if tokenizer is not None and tokenizer != "bytes":
+        if not os.path.isfile(tokenizer):
+            raise ArgumentError(
+                f"`tokenizer` must be 'bytes' or a tokenizer.json file. {tokenizer!r} does not exist."
             )
-        for unit in units:  # every unit is complete now; re-read its shard entries
-            done = _load_done(work, unit)
-            if done is None:
-                raise IngestError(
-                    f"work unit {unit.index} ({unit.path}) did not complete; run again with --resume."
-                )
+        make_tokenizer(tokenizer)  # fail fast: missing package or unreadable file
+        tokenizer_id = {"file": os.path.basename(tokenizer), "sha256": file_sha256(tokenizer)}
+    return {
+        "input_format": options.input_format,
+        "field": list(options.fields),
+        "tokenizer": tokenizer_id,
+        "split": options.split,
+        "append_eos": options.append_eos,
+        "shard_size": options.shard_size,
+        "vocab_size": options.vocab_size,
+        "dtype": options.dtype,
+        "on_error": options.on_error,
+        "unit_size": options.unit_size,
+    }
+
+
+def _rejects_path(options: IngestOptions, out: str) -> str | None:
+    """Where skipped records are listed (``None`` unless ``on_error="skip"``)."""
+    if options.on_error != "skip":
+        return None
+    if options.rejects:
+        return os.path.abspath(os.fspath(options.rejects))
+    return os.path.join(out, "rejects.jsonl")
+
+
+def _finished_summary(
+    finished: dict[str, Any], out: str, options: IngestOptions, units: int, started: float
+) -> IngestSummary:
+    """The summary of an ingest that had already published before this ``resume``."""
+    return IngestSummary(
+        output=out,
+        documents=finished["num_documents"],
+        tokens=finished["num_tokens"],
+        shards=len(finished["shards"]),
+        bytes=sum(e["tokens_bytes"] + e["offsets_bytes"] for e in finished["shards"]),
+        dtype=finished["dtype"],
+        seconds=time.perf_counter() - started,
+        skipped=int(finished["metadata"]["source"].get("skipped_documents", 0)),
+        rejects=_rejects_path(options, out),
+        units=units,
+        resumed_units=units,
+    )
+
+
+def _convert_units(
+    files: Sequence[Any],
+    units: Sequence[WorkUnit],
+    work: str,
+    out: str,
+    options: IngestOptions,
+    source: dict[str, Any],
+) -> tuple[dict[str, Any], int]:
+    """Convert every unit not already done; return the publish plan and the resumed count.
+
+    Raises :class:`IngestError` (after removing the work directory) when a unit failed.
+    """
+    fixed = options.fixed_dtype
+    job = UnitJob(
+        ReadOptions(options.fields, options.tokenizer, options.split),
+        options.append_eos,
+        options.vocab_size,
+        fixed,
+        options.shard_size,
+        options.on_error,
+    )
+    results: dict[int, dict[str, Any]] = {}
+    todo = []
+    for unit in units:
+        done = _load_done(work, unit) if options.resume else None
+        if done is None:
+            todo.append(unit)
+        else:
             results[unit.index] = done
-        publish_plan = _plan_publish(work, units, results, fixed, vocab, source, rejects_path)
-    publish(out, work, publish_plan)
+    resumed = len(units) - len(todo)
+    counters = multiprocessing.get_context("spawn").Array("q", 3)
+    for done in results.values():
+        counters[0] += done["documents"]
+        counters[1] += done["tokens"]
+        counters[2] += done["input_bytes"]
+    enabled = sys.stderr.isatty() if options.progress is None else bool(options.progress)
+    bar = _Progress(enabled, sum(item.size for item in files), counters)
+    try:
+        results.update(_run_units(todo, job, work, options.workers, bar))
+    finally:
+        bar.close()
+    failed = [unit for unit in units if "failed" in results.get(unit.index, {})]
+    if failed:
+        message = _failure_message(units, results, failed[0])
+        shutil.rmtree(work, ignore_errors=True)
+        _remove_if_empty(out)
+        raise IngestError(
+            f"{message} Nothing was committed; fix the input or pass --on-error skip."
+        )
+    for unit in units:  # every unit is complete now; re-read its shard entries
+        done = _load_done(work, unit)
+        if done is None:
+            raise IngestError(
+                f"work unit {unit.index} ({unit.path}) did not complete; run again with --resume."
+            )
+        results[unit.index] = done
+    rejects_path = _rejects_path(options, out)
+    plan = _plan_publish(work, units, results, fixed, options.vocab_size, source, rejects_path)
+    return plan, resumed
+
+
+def _published_summary(
+    publish_plan: dict[str, Any], out: str, units: int, resumed: int, started: float
+) -> IngestSummary:
+    """The summary of a corpus just published from ``publish_plan``."""
     summary = publish_plan["summary"]
     entries = publish_plan["entries"]
-    local_summary = IngestSummary(
+    return IngestSummary(
         output=out,
         documents=sum(entry["num_documents"] for entry in entries),
         tokens=sum(entry["num_tokens"] for entry in entries),
@@ -515,12 +577,9 @@ def ingest(
         seconds=time.perf_counter() - started,
         skipped=summary["skipped"],
         rejects=summary["rejects"],
-        units=len(units),
+        units=units,
         resumed_units=resumed,
     )
-    if not staged:
-        return local_summary
-    return _deliver(local_summary, destination, layout, storage_options, overwrite)
 
 
 def _same_corpus(staged: str, destination: str, storage_options: Mapping[str, Any] | None) -> bool:

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import mixle.corpus.ingestion.pipeline as ingest_module
-from mixle.corpus import ingest, open_corpus
+from mixle.corpus import IngestOptions, ingest, open_corpus
+from mixle.corpus.ingestion.pipeline import run_ingest
 from mixle.errors import ArgumentError, CorpusExistsError, IngestError
 from tests.corpus.ingest_helpers import random_docs, read_all, tree_bytes, write_jsonl
 
@@ -203,3 +204,24 @@ def test_resume_after_a_finished_ingest_is_a_no_op(tmp_path: Path, mixed_jsonl: 
     assert again.resumed_units == again.units
     with pytest.raises(CorpusExistsError, match="--overwrite"):
         ingest(mixed_jsonl, tmp_path / "out", unit_size=8192, resume=True)
+
+
+def test_ingest_options_validate_and_normalize_once() -> None:
+    options = IngestOptions(workers=np.int64(2), vocab_size=300, append_eos=299)
+    assert options.workers == 2 and type(options.workers) is int
+    assert options.fixed_dtype == "uint16" and options.fields == ("input_ids", "tokens")
+    assert IngestOptions(tokenizer="bytes").fields == ("text",)
+    with pytest.raises(ArgumentError, match="`layout` must be one of"):
+        IngestOptions(layout="tar")
+    with pytest.raises(ArgumentError, match="`append_eos` must be below `vocab_size` 300"):
+        IngestOptions(vocab_size=300, append_eos=300)
+    with pytest.raises(AttributeError):
+        options.workers = 3  # type: ignore[misc]
+
+
+def test_ingest_keywords_and_options_object_give_the_same_corpus(tmp_path: Path) -> None:
+    source = write_jsonl(tmp_path / "in.jsonl", random_docs(3, 200))
+    ingest(source, tmp_path / "a", shard_size=4096, vocab_size=1000)
+    run_ingest(source, tmp_path / "b", IngestOptions(shard_size=4096, vocab_size=1000))
+    a, b = open_corpus(tmp_path / "a"), open_corpus(tmp_path / "b")
+    assert a.fingerprint == b.fingerprint
