@@ -365,15 +365,27 @@ class RemoteStore(ShardStore):
                 )
             return None
 
+        self._fetch_checked(fetch, name, invalid, lambda exc: f"{url}: shard file missing.")
+        self.bytes_fetched += size
+
+    def _fetch_checked(
+        self,
+        fetch: Callable[[], T],
+        name: str,
+        validate: Callable[[T], BadResult | None],
+        missing: Callable[[FileNotFoundError], str],
+    ) -> T:
+        """Retry ``fetch`` until ``validate`` passes; a result still bad after every
+        attempt raises its :attr:`BadResult.error` (checksum, format) rather than a
+        plain :class:`RemoteError`, and an absent file a :class:`CorpusFormatError`."""
         try:
-            self._retry(fetch, name, validate=invalid)
+            return self._retry(fetch, name, validate=validate)
         except FileNotFoundError as exc:
-            raise CorpusFormatError(f"{url}: shard file missing.") from exc
+            raise CorpusFormatError(missing(exc)) from exc
         except RemoteError as exc:
             if exc.result_error is not None:
                 raise exc.result_error(str(exc)) from exc
             raise
-        self.bytes_fetched += size
 
     # -- ranges -----------------------------------------------------------------------
     def read_range(self, name: str, start: int, end: int, *, exact: bool = True) -> bytes:

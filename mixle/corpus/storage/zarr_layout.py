@@ -40,7 +40,6 @@ from mixle.errors import (
     ChecksumError,
     CorpusFormatError,
     CorpusNotFoundError,
-    RemoteError,
 )
 
 __all__ = ["CHUNK_ELEMENTS", "SHARD_CHUNKS", "ZarrStore", "looks_like_zarr", "write_zarr_group"]
@@ -224,14 +223,9 @@ class ZarrStore(RemoteStore):
                 )
             return None
 
-        try:
-            self._retry(fetch, name, validate=decode)
-        except FileNotFoundError as exc:
-            raise CorpusFormatError(f"{self.url_of(name)}: zarr object missing ({exc}).") from exc
-        except RemoteError as exc:
-            if exc.result_error is not None:
-                raise exc.result_error(str(exc)) from exc
-            raise
+        self._fetch_checked(
+            fetch, name, decode, lambda exc: f"{self.url_of(name)}: zarr object missing ({exc})."
+        )
         self.bytes_fetched += size
 
 
