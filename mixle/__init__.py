@@ -20,6 +20,6 @@ mixle.cli
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from mixle._version import __version__
 
 __all__ = ["__version__"]

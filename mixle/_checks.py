@@ -7,6 +7,7 @@ with a message that names the argument, the constraint and the offending value.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ __all__ = [
     "as_token_ids",
     "exact_int",
     "nonnegative_int",
+    "one_of",
     "positive_int",
 ]
 
@@ -149,3 +151,18 @@ def as_token_ids(values: Any, what: str) -> np.ndarray:
     raise ArgumentTypeError(
         f"{what} must hold integer token ids. Got an array of dtype {array.dtype} instead."
     )
+
+
+def one_of(name: str, value: Any, allowed: Sequence[Any]) -> Any:
+    """Return ``value`` if it is one of ``allowed``.
+
+    Raises
+    ------
+    ArgumentError
+        ``value`` is not in ``allowed``; the message lists the allowed values.
+    """
+    if value not in allowed:
+        raise ArgumentError(
+            f"`{name}` must be one of {', '.join(map(str, allowed))}. Got {value!r} instead."
+        )
+    return value

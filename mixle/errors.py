@@ -45,7 +45,17 @@ class ArgumentTypeError(ArgumentError, TypeError):
 
 
 class TokenIdError(ArgumentError):
-    """A token id is not an exact integer in the allowed range (names document and position)."""
+    """A token id is not an exact integer in the allowed range (names document and position).
+
+    Attributes
+    ----------
+    document
+        The index of the offending document when the raiser knows it, else ``None``.
+    """
+
+    def __init__(self, message: str, *, document: int | None = None) -> None:
+        super().__init__(message)
+        self.document = document
 
 
 class StateMismatchError(ArgumentError):
@@ -77,7 +87,20 @@ class IngestError(CorpusError, ValueError):
 
 
 class RemoteError(CorpusError, OSError):
-    """An object-store read failed after every retry; names URL, shard and attempts."""
+    """An object-store read failed after every retry; names URL, shard and attempts.
+
+    Attributes
+    ----------
+    result_error
+        When every attempt returned a result that failed validation (rather than
+        raising), the corpus error that result means (:class:`ChecksumError` for a
+        checksum mismatch, :class:`CorpusFormatError` for a wrong size); else ``None``.
+        Callers re-raise it instead of parsing the message.
+    """
+
+    def __init__(self, message: str, *, result_error: type[CorpusError] | None = None) -> None:
+        super().__init__(message)
+        self.result_error = result_error
 
 
 class CheckpointError(CorpusError, ValueError):

@@ -44,7 +44,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import mixle.corpus._shard as shard_module  # noqa: E402
+import mixle.corpus.format.shard as shard_module  # noqa: E402
 from mixle.corpus import CorpusWriter, ShardWriter, commit_manifest, open_corpus  # noqa: E402
 
 VOCAB = 50257  # GPT-2: ids < 65536, so uint16 on disk

@@ -39,7 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mixle.corpus import CorpusWriter, convert_corpus, open_corpus, publish_corpus
-from mixle.corpus._publish import stored_bytes
+from mixle.corpus.storage.publish import stored_bytes
 
 
 def rss_anon_mib() -> float:
@@ -209,17 +209,17 @@ def main() -> int:
         picks = rng.integers(0, len(ranged), size=args.range_reads)
         for number in range(ranged.num_shards):  # offsets first, so only token bytes count
             ranged._shard(number)
-        before = ranged._store.bytes_fetched
+        before = ranged.store.bytes_fetched
         started = time.perf_counter()
         for index in picks.tolist():
             ranged[index]
         single_s = (time.perf_counter() - started) / len(picks)
-        single = (ranged._store.bytes_fetched - before) / len(picks)
+        single = (ranged.store.bytes_fetched - before) / len(picks)
         doc_bytes = float(reference.lengths[picks].mean() * reference.dtype.itemsize)
-        before = ranged._store.bytes_fetched
+        before = ranged.store.bytes_fetched
         batch = np.sort(rng.choice(len(ranged), size=min(len(ranged), 512), replace=False))
         take_s, _ = timed(lambda: ranged.take(batch))
-        coalesced = (ranged._store.bytes_fetched - before) / len(batch)
+        coalesced = (ranged.store.bytes_fetched - before) / len(batch)
         tokens_sizes = [e["tokens_bytes"] for e in reference.manifest["shards"]]
         open_block = min(50 * 2**20, statistics.median(tokens_sizes))
         print(

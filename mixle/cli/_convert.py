@@ -36,7 +36,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Convert and print the sizes; exit 0 on success, 1 on a corpus error."""
-    from mixle.corpus._publish import convert_corpus, stored_bytes
+    from mixle.corpus import convert_corpus, stored_bytes
     from mixle.errors import CorpusError
 
     source_options = {} if args.cache_dir is None else {"cache_dir": args.cache_dir}

@@ -60,8 +60,7 @@ def _size(text: str) -> int:
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``ingest`` subcommand."""
-    from mixle.corpus._ingest import DEFAULT_UNIT_BYTES
-    from mixle.corpus._inputs import INPUT_FORMATS
+    from mixle.corpus import DEFAULT_UNIT_BYTES, INPUT_FORMATS
 
     parser = subparsers.add_parser(
         "ingest",
@@ -190,8 +189,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
-    from mixle.corpus import ingest
-    from mixle.corpus._writer import DEFAULT_SHARD_MAX_BYTES
+    from mixle.corpus import DEFAULT_SHARD_MAX_BYTES, ingest
     from mixle.errors import CorpusError
 
     if len(args.paths) < 2:

@@ -40,8 +40,7 @@ def _human(size: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Print the summary; exit 0, or 1 when the corpus cannot be opened."""
-    from mixle.corpus._inspect import describe_corpus, plot_lengths
-    from mixle.corpus._reader import open_corpus
+    from mixle.corpus import describe_corpus, open_corpus, plot_lengths
     from mixle.errors import CorpusError
 
     try:

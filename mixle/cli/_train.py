@@ -17,10 +17,6 @@ _EXAMPLE = (
 )
 
 
-def _int_or_none(text: str) -> int | None:
-    return None if text.lower() == "none" else int(text)
-
-
 def register(subparsers: Any) -> None:
     """Add the ``train`` command."""
     p = subparsers.add_parser(

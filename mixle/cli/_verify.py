@@ -28,7 +28,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Verify and print; exit 0 when intact, 1 on any problem or a missing corpus."""
-    from mixle.corpus._verify import verify_corpus
+    from mixle.corpus import verify_corpus
     from mixle.errors import CorpusError
 
     try:

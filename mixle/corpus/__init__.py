@@ -28,29 +28,32 @@ commit_manifest
 
 from __future__ import annotations
 
-from mixle.corpus import _remote
-from mixle.corpus._cache import ShardCache, default_cache_dir
-from mixle.corpus._cached import CachedDocuments
-from mixle.corpus._format import FORMAT_VERSION, MANIFEST_NAME
-from mixle.corpus._ingest import IngestSummary, ingest
-from mixle.corpus._inspect import describe_corpus, plot_lengths
-from mixle.corpus._manifest import commit_manifest
-from mixle.corpus._publish import convert_corpus, publish_corpus, upload_corpus
-from mixle.corpus._range import RangeDocuments
-from mixle.corpus._reader import DEFAULT_MAX_OPEN_SHARDS, ShardedDocuments, open_corpus
-from mixle.corpus._remote import RemoteStore
-from mixle.corpus._shard import ShardWriter, write_shard
-from mixle.corpus._verify import ShardReport, VerifyReport, verify_corpus
-from mixle.corpus._view import DocumentsView
-from mixle.corpus._writer import DEFAULT_SHARD_MAX_BYTES, CorpusWriter
+from mixle.corpus.format.documents import DEFAULT_MAX_OPEN_SHARDS, ShardedDocuments
+from mixle.corpus.format.manifest import commit_manifest
+from mixle.corpus.format.shard import ShardWriter, write_shard
+from mixle.corpus.format.spec import FORMAT_VERSION, MANIFEST_NAME
+from mixle.corpus.format.store import ShardStore
+from mixle.corpus.format.verify import ShardReport, VerifyReport
+from mixle.corpus.format.view import DocumentsView
+from mixle.corpus.format.writer import DEFAULT_SHARD_MAX_BYTES, CorpusWriter
+from mixle.corpus.ingestion.inputs import INPUT_FORMATS
+from mixle.corpus.ingestion.options import IngestOptions
+from mixle.corpus.ingestion.pipeline import DEFAULT_UNIT_BYTES, IngestSummary, ingest
+from mixle.corpus.storage.cache import ShardCache, default_cache_dir
+from mixle.corpus.storage.cached_documents import CachedDocuments
+from mixle.corpus.storage.inspect import describe_corpus, plot_lengths
+from mixle.corpus.storage.open import open_corpus, verify_corpus
+from mixle.corpus.storage.publish import convert_corpus, publish_corpus, stored_bytes, upload_corpus
+from mixle.corpus.storage.range_documents import RangeDocuments
+from mixle.corpus.storage.remote import RemoteStore
 from mixle.errors import CorpusError, RemoteError
-
-_remote.register()  # s3://, gs://, https://, memory:// ... and zarr detection
 
 __all__ = [
     "DEFAULT_MAX_OPEN_SHARDS",
     "DEFAULT_SHARD_MAX_BYTES",
+    "DEFAULT_UNIT_BYTES",
     "FORMAT_VERSION",
+    "INPUT_FORMATS",
     "MANIFEST_NAME",
     "CachedDocuments",
     "CorpusError",
@@ -61,6 +64,7 @@ __all__ = [
     "RemoteStore",
     "ShardCache",
     "ShardReport",
+    "ShardStore",
     "ShardWriter",
     "ShardedDocuments",
     "VerifyReport",
@@ -71,8 +75,9 @@ __all__ = [
     "open_corpus",
     "plot_lengths",
     "publish_corpus",
+    "stored_bytes",
     "upload_corpus",
     "verify_corpus",
     "write_shard",
 ]
-__all__ += ["IngestSummary", "ingest"]
+__all__ += ["IngestOptions", "IngestSummary", "ingest"]

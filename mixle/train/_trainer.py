@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from mixle.corpus import open_corpus
 from mixle.data._documents import documents_fingerprint
 from mixle.errors import ArgumentError, CheckpointError, StateMismatchError
 from mixle.models import (
@@ -464,8 +465,6 @@ def train(
         if config.plot is not None and ctx.is_main:
             require_plotting()
         if documents is None:
-            from mixle.corpus import open_corpus
-
             documents = open_corpus(config.corpus)
         with deterministic(ctx.device, config.threads), stop_on_signals(handle_signals) as stop:
             seed_everything(config.seed)

@@ -26,7 +26,6 @@ All ranks must share the checkpoint directory (one machine, or a shared filesyst
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -38,6 +37,7 @@ from typing import Any
 import torch
 
 from mixle._checks import nonnegative_int, positive_int
+from mixle._io import file_sha256, fsync_directory, fsync_file, rename_durably
 from mixle.errors import CheckpointError
 
 __all__ = [
@@ -71,27 +71,10 @@ def _rank_file(rank: int) -> str:
     return f"rank-{rank:05d}.json"
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_json(path: str, value: Any) -> None:
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(value, handle, indent=1, sort_keys=True, allow_nan=False)
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+        fsync_file(handle)
 
 
 def list_checkpoints(directory: str) -> list[tuple[int, str]]:
@@ -192,8 +175,7 @@ def write_checkpoint(
         model_path = os.path.join(temporary, MODEL_FILE)
         with open(model_path, "wb") as handle:
             torch.save(dict(tensors), handle)
-            handle.flush()
-            os.fsync(handle.fileno())
+            fsync_file(handle)
         files = [MODEL_FILE, *(_rank_file(r) for r in range(world_size))]
         document = {
             **dict(meta),
@@ -201,15 +183,14 @@ def write_checkpoint(
             "version": CHECKPOINT_VERSION,
             "step": step,
             "world_size": world_size,
-            "files": {f: _sha256(os.path.join(temporary, f)) for f in files},
+            "files": {f: file_sha256(os.path.join(temporary, f)) for f in files},
         }
         try:
             _write_json(os.path.join(temporary, META_FILE), document)
         except (TypeError, ValueError) as exc:
             raise CheckpointError(f"checkpoint metadata is not JSON-serialisable: {exc}") from exc
-        _fsync_dir(temporary)
-        os.rename(temporary, final)
-        _fsync_dir(directory)
+        fsync_directory(temporary)
+        rename_durably(temporary, final)
     barrier()
     return final
 
@@ -317,7 +298,7 @@ def read_checkpoint(
             raise CheckpointError(f"{path}/{META_FILE} does not list {name}.")
         if not os.path.isfile(file_path):
             raise CheckpointError(f"{file_path} is missing.")
-        actual = _sha256(file_path)
+        actual = file_sha256(file_path)
         if actual != files[name]:
             raise CheckpointError(
                 f"{file_path} is corrupt: SHA-256 {actual}, the metadata records {files[name]}."

@@ -23,6 +23,8 @@ import os
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from mixle._io import atomic_write
+from mixle._optional import install_hint
 from mixle.errors import ArgumentError
 
 __all__ = ["MetricsLog", "plot_losses", "read_metrics"]
@@ -61,7 +63,7 @@ class MetricsLog:
     def restart_at(self, step: int) -> None:
         """Keep only records with ``step <=`` the given step (a fresh run passes 0).
 
-        Rewrites the file atomically (temporary file, fsync, rename) and reloads the
+        Rewrites the file atomically (temporary file, fsync, rename, directory fsync) and reloads the
         kept losses into memory.
         """
         self.losses.clear()
@@ -73,13 +75,9 @@ class MetricsLog:
             self._remember(record)
         directory = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(directory, exist_ok=True)
-        temporary = f"{self.path}.tmp"
-        with open(temporary, "w", encoding="utf-8") as handle:
+        with atomic_write(self.path, "w") as handle:
             for record in kept:
                 handle.write(json.dumps(record, sort_keys=True) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, self.path)
 
     def write(self, record: dict[str, Any]) -> None:
         """Append one record (and flush it)."""
@@ -114,7 +112,7 @@ def _check_matplotlib() -> Any:
         import matplotlib
     except ImportError:
         raise ArgumentError(
-            "`--plot` needs matplotlib, which is not installed: pip install 'mixle[plot]'."
+            f"`--plot` needs matplotlib, which is not installed: {install_hint('plot')}."
         ) from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -63,3 +63,11 @@ def assert_documents_contract(documents: Any, expected: Sequence[np.ndarray]) ->
     assert len(restored) == count
     for index in indices:
         np.testing.assert_array_equal(restored[index], expected[index])
+
+
+def shard_starts(documents: Any) -> list[int]:
+    """The index of each shard's first document, and the total, from the public manifest."""
+    starts = [0]
+    for entry in documents.manifest["shards"]:
+        starts.append(starts[-1] + entry["num_documents"])
+    return starts

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -63,7 +64,7 @@ def test_crash_before_rename_keeps_previous_checkpoint(
     def crash(src: str, dst: str) -> None:
         raise OSError("simulated crash before publication")
 
-    monkeypatch.setattr(os, "rename", crash)
+    monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(OSError, match="simulated"):
         _write(tmp_path, 2, value=9.0)
     monkeypatch.undo()
@@ -131,9 +132,7 @@ def test_pickled_objects_are_refused_even_with_matching_checksum(tmp_path: Path)
     path = Path(_write(tmp_path, 1))
     torch.save({"model": _Payload(), "optimizer": {}}, path / "model.pt")
     meta = json.loads((path / "meta.json").read_text())
-    from mixle.train.checkpoint import _sha256
-
-    meta["files"]["model.pt"] = _sha256(str(path / "model.pt"))
+    meta["files"]["model.pt"] = hashlib.sha256((path / "model.pt").read_bytes()).hexdigest()
     (path / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(CheckpointError, match="weights-only"):
         read_checkpoint(str(path), rank=0, world_size=1)

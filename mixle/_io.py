@@ -1,0 +1,107 @@
+"""Durable file I/O shared by the whole package: atomic writes, renames, file digests.
+
+Every file mixle publishes (manifests, shard files, ingest progress records, metrics,
+checkpoints) goes through these helpers so they agree on durability: the data is
+fsynced before the rename that makes it visible, and the directory is fsynced after
+it, so a crash leaves either the old file or the complete new one, never a torn one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections.abc import Iterator
+from typing import IO, Any, Literal, overload
+
+__all__ = [
+    "atomic_write",
+    "atomic_write_bytes",
+    "file_sha256",
+    "fsync_directory",
+    "fsync_file",
+    "rename_durably",
+    "temporary_name",
+]
+
+
+def fsync_directory(directory: str) -> None:
+    """Flush a directory's entries (renames, creations) to disk.
+
+    A no-op where the platform or file system refuses to open or fsync a directory.
+    """
+    with contextlib.suppress(OSError):
+        fd = os.open(directory or ".", os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def fsync_file(handle: IO[Any]) -> None:
+    """Flush ``handle``'s Python buffer and fsync its file descriptor."""
+    handle.flush()
+    os.fsync(handle.fileno())
+
+
+def temporary_name(path: str) -> str:
+    """The hidden sibling ``<dir>/.<name>.tmp-<pid>`` under which ``path`` is written."""
+    directory, name = os.path.split(path)
+    return os.path.join(directory, f".{name}.tmp-{os.getpid()}")
+
+
+def rename_durably(source: str, target: str) -> None:
+    """Rename ``source`` over ``target`` atomically, then fsync ``target``'s directory."""
+    os.replace(source, target)
+    fsync_directory(os.path.dirname(target))
+
+
+@overload
+def atomic_write(
+    path: str, mode: Literal["w"], *, temporary: str | None = ...
+) -> contextlib.AbstractContextManager[IO[str]]: ...
+
+
+@overload
+def atomic_write(
+    path: str, mode: Literal["wb"] = ..., *, temporary: str | None = ...
+) -> contextlib.AbstractContextManager[IO[bytes]]: ...
+
+
+def atomic_write(
+    path: str, mode: str = "wb", *, temporary: str | None = None
+) -> contextlib.AbstractContextManager[IO[Any]]:
+    """Context manager: write ``path`` whole or not at all.
+
+    Yields a handle on a temporary sibling (``temporary``, default
+    :func:`temporary_name`). On a clean exit the file is fsynced, renamed over ``path``
+    and the directory fsynced; on an exception the temporary file is removed and
+    ``path`` is untouched. Text mode writes UTF-8.
+    """
+    return _atomic_write(path, mode, temporary or temporary_name(path))
+
+
+@contextlib.contextmanager
+def _atomic_write(path: str, mode: str, temporary: str) -> Iterator[IO[Any]]:
+    encoding = None if "b" in mode else "utf-8"
+    try:
+        with open(temporary, mode, encoding=encoding) as handle:
+            yield handle
+            fsync_file(handle)
+        rename_durably(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def atomic_write_bytes(path: str, data: bytes, *, temporary: str | None = None) -> None:
+    """Write ``data`` to ``path`` atomically and durably (see :func:`atomic_write`)."""
+    with atomic_write(path, "wb", temporary=temporary) as handle:
+        handle.write(data)
+
+
+def file_sha256(path: str) -> str:
+    """Return the hex SHA-256 of the file at ``path`` (streamed, constant memory)."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()

@@ -1,0 +1,630 @@
+"""ShardedDocuments: a lazy, memory-mapped ``Sequence`` of documents over a store.
+
+Opening reads the manifest and the 32-byte header of every offsets file (plus file
+sizes) and nothing else. A shard's files are memory-mapped the first time one of its
+documents is read; at most ``max_open_shards`` shards stay mapped (CLOCK, an LRU
+approximation, picks the shard to unmap). ``docs[i]`` is a bisect over cumulative
+document counts, two offset reads and one slice: a zero-copy, read-only view.
+"""
+
+from __future__ import annotations
+
+import bisect
+import ctypes
+import mmap
+import operator
+import sys
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, overload
+
+import numpy as np
+
+from mixle._checks import exact_int, positive_int
+from mixle.corpus.format.manifest import parse_manifest
+from mixle.corpus.format.spec import HEADER_SIZE, check_offsets
+from mixle.corpus.format.verify import check_shard_files, verify_store
+from mixle.corpus.format.view import DocumentsView, as_index
+from mixle.errors import ArgumentTypeError, CorpusFormatError
+
+__all__ = ["DEFAULT_MAX_OPEN_SHARDS", "ShardedDocuments", "open_documents"]
+
+if TYPE_CHECKING:
+    from mixle.corpus.format.store import ShardStore
+
+#: Default bound on simultaneously mapped shards (two mappings each), far below the
+#: usual per-process limit of 65,530 mappings.
+DEFAULT_MAX_OPEN_SHARDS = 256
+_LITTLE_ENDIAN = sys.byteorder == "little"
+_PAGE = mmap.PAGESIZE
+_MADV_WILLNEED = getattr(mmap, "MADV_WILLNEED", None)
+# A prefetch call checks this many of its documents (spread over the call) with
+# mincore(2), each up to _SAMPLE_PAGES pages; when all are resident it issues no madvise.
+_RESIDENCY_SAMPLES = 4
+_SAMPLE_PAGES = 4
+_UNSET: Any = object()
+# take() of a list this short indexes document by document (see ShardedDocuments._take_each).
+_TAKE_LOOP_MAX = 256
+_mincore_function: Any = _UNSET
+
+
+def _mincore() -> Any:
+    """libc ``mincore`` through ctypes, or ``None`` where it is unavailable."""
+    global _mincore_function
+    if _mincore_function is _UNSET:
+        try:
+            function = ctypes.CDLL(None, use_errno=True).mincore
+            function.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+            function.restype = ctypes.c_int
+            _mincore_function = function
+        except (OSError, AttributeError, TypeError):  # pragma: no cover - no POSIX libc
+            _mincore_function = None
+    return _mincore_function
+
+
+def _all_resident(samples: list[tuple[int, int, int]]) -> bool:
+    """Whether every ``(address, begin, end)`` byte range is in the page cache (sampled).
+
+    ``address`` is a mapping's base, ``begin`` page-aligned. False when ``mincore`` is
+    unavailable or fails, so the caller then hints everything.
+    """
+    mincore = _mincore()
+    if mincore is None:
+        return False
+    vector = ctypes.create_string_buffer(_SAMPLE_PAGES)
+    for address, begin, end in samples:
+        length = min(end - begin, _SAMPLE_PAGES * _PAGE)
+        if length <= 0:
+            continue
+        if mincore(address + begin, length, vector) != 0:
+            return False
+        if not all(byte & 1 for byte in vector.raw[: -(-length // _PAGE)]):
+            return False
+    return True
+
+
+class _OpenShard:
+    """The mapped arrays of one shard (kept alive by the LRU and by returned views)."""
+
+    __slots__ = ("address", "mapping", "offsets", "offsets_array", "start", "stop", "tokens")
+
+    def __init__(
+        self,
+        start: int,
+        stop: int,
+        tokens: np.ndarray,
+        offsets_array: np.ndarray,
+        mapping: mmap.mmap | None,
+    ) -> None:
+        self.start = start
+        self.stop = stop
+        self.tokens = tokens
+        self.offsets_array = offsets_array
+        # memoryview item access returns Python ints, cheaper than numpy scalars.
+        self.offsets: Any = (
+            offsets_array.data.cast("B").cast("q") if _LITTLE_ENDIAN else offsets_array
+        )
+        self.mapping = mapping
+        # Base address of the token mapping, for mincore(2) residency checks.
+        self.address: int = tokens.__array_interface__["data"][0] if mapping is not None else 0
+
+
+_NO_SHARD = _OpenShard(0, 0, np.empty(0, np.uint16), np.zeros(1, np.int64), None)
+
+
+def _map(path: str, size: int) -> mmap.mmap | None:
+    if size == 0:
+        return None
+    with open(path, "rb") as handle:
+        mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    if len(mapping) != size:
+        actual = len(mapping)
+        mapping.close()
+        raise CorpusFormatError(f"{path}: {actual} bytes, the manifest says {size} (file changed).")
+    return mapping
+
+
+class ShardedDocuments(Sequence[np.ndarray]):
+    """A read-only sequence of documents stored in the shards of one corpus.
+
+    Obtain one with :func:`open_corpus`. ``docs[i]`` returns a read-only 1-D view of
+    the corpus dtype (negative indices allowed, :class:`IndexError` out of range);
+    ``docs[a:b:c]`` returns a lazy :class:`DocumentsView`. Offers the optional
+    :class:`mixle.data.DocumentSource` capabilities ``lengths``, ``fingerprint`` and
+    ``prefetch``, plus :meth:`take` for batched reads.
+
+    Pickles as its location, options and fingerprint (never token bytes); unpickling
+    re-reads the manifest and headers, checks the fingerprint is unchanged and maps
+    shards lazily again, so it can be handed to DataLoader workers (fork or spawn).
+
+    Notes
+    -----
+    Views keep their shard's mapping alive after it leaves the LRU; the mapping is
+    released when the last view is garbage collected. Truncating a shard file while
+    it is mapped is outside the contract (the OS raises SIGBUS); replace files by
+    rename instead.
+    """
+
+    def __init__(
+        self,
+        store: ShardStore,
+        manifest: dict[str, Any],
+        *,
+        max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS,
+    ) -> None:
+        self._store = store
+        self._manifest = manifest
+        self._max_open = positive_int("max_open_shards", max_open_shards)
+        self._entries: list[dict[str, Any]] = manifest["shards"]
+        starts = [0]
+        for entry in self._entries:
+            starts.append(starts[-1] + entry["num_documents"])
+        self._starts = starts
+        token_starts = [0]
+        for entry in self._entries:
+            token_starts.append(token_starts[-1] + entry["num_tokens"])
+        self._token_starts = token_starts
+        self._starts_array = np.asarray(starts, dtype=np.int64)
+        self._n: int = starts[-1]
+        self._dtype = np.dtype(manifest["dtype"]).newbyteorder("<")
+        # Mapped shards by number, and a CLOCK (second-chance) approximation of LRU:
+        # a hit only sets a flag, eviction sweeps the resident list. Cheaper on the
+        # hot path than reordering an OrderedDict.
+        self._slots: list[_OpenShard | None] = [None] * len(self._entries)
+        self._referenced = [False] * len(self._entries)
+        self._resident: list[int] = []
+        self._hand = 0
+        self._checked: set[int] = set()
+        self._last = _NO_SHARD
+        # (first token, end token, token array) of the shard read_tokens used last.
+        self._last_range: tuple[int, int, np.ndarray] = (0, 0, _NO_SHARD.tokens)
+        self._lengths: np.ndarray | None = None
+        self._lock = threading.Lock()
+
+    # -- the hot path -------------------------------------------------------------
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, index: int) -> np.ndarray: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> DocumentsView: ...
+
+    def __getitem__(self, index: int | slice) -> np.ndarray | DocumentsView:
+        if type(index) is not int:
+            if isinstance(index, slice):
+                return DocumentsView(self, range(self._n)[index])
+            index = as_index(index)
+        if index < 0:
+            index += self._n
+        shard = self._last
+        if not shard.start <= index < shard.stop:
+            if not 0 <= index < self._n:
+                raise IndexError(
+                    f"document index {index} is out of range for a corpus of {self._n} documents."
+                )
+            number = bisect.bisect_right(self._starts, index) - 1
+            shard = self._slots[number] or self._load(number)
+            self._referenced[number] = True
+            self._last = shard
+        local = index - shard.start
+        offsets = shard.offsets
+        return shard.tokens[offsets[local] : offsets[local + 1]]
+
+    def _shard(self, number: int) -> _OpenShard:
+        """The mapped shard ``number`` (mapping it if needed), marked as recently used."""
+        shard = self._slots[number] or self._load(number)
+        self._referenced[number] = True
+        return shard
+
+    # -- opening shards -------------------------------------------------------------
+    def _load(self, number: int) -> _OpenShard:
+        with self._lock:
+            shard = self._slots[number]
+            if shard is not None:
+                return shard
+            entry = self._entries[number]
+            tokens_path = self._store.local_path(entry["tokens"])
+            offsets_path = self._store.local_path(entry["offsets"])
+            mapping = _map(tokens_path, entry["tokens_bytes"])
+            tokens = (
+                np.empty(0, dtype=self._dtype)
+                if mapping is None
+                else np.frombuffer(mapping, dtype=self._dtype)
+            )
+            offsets_map = _map(offsets_path, entry["offsets_bytes"])
+            assert offsets_map is not None  # an offsets file is never empty
+            offsets = np.frombuffer(offsets_map, dtype="<i8", offset=HEADER_SIZE)
+            if number not in self._checked:
+                check_offsets(offsets, entry["num_tokens"], offsets_path)
+                self._checked.add(number)
+            start = self._starts[number]
+            shard = _OpenShard(start, start + entry["num_documents"], tokens, offsets, mapping)
+            self._admit(number)
+            self._slots[number] = shard
+            return shard
+
+    def _admit(self, number: int) -> None:
+        """Make room for shard ``number`` among the resident shards (CLOCK eviction)."""
+        resident = self._resident
+        if len(resident) < self._max_open:
+            resident.append(number)
+            return
+        while True:
+            hand = self._hand
+            candidate = resident[hand]
+            self._hand = (hand + 1) % len(resident)
+            if self._referenced[candidate]:
+                self._referenced[candidate] = False
+                continue
+            # Views handed out keep the old mapping alive until they are collected.
+            self._slots[candidate] = None
+            resident[hand] = number
+            return
+
+    def _read_offsets(self, number: int) -> np.ndarray:
+        """Offsets of shard ``number`` from its open mapping or a plain file read."""
+        shard = self._slots[number]
+        if shard is not None:
+            return shard.offsets_array
+        entry = self._entries[number]
+        path = self._store.local_path(entry["offsets"])
+        offsets = np.fromfile(path, dtype="<i8", offset=HEADER_SIZE)
+        if offsets.shape[0] != entry["num_documents"] + 1:
+            raise CorpusFormatError(f"{path}: offsets count changed since open.")
+        if number not in self._checked:
+            check_offsets(offsets, entry["num_tokens"], path)
+            self._checked.add(number)
+        return offsets
+
+    # -- capabilities -------------------------------------------------------------------
+    @property
+    def lengths(self) -> np.ndarray:
+        """Int64 length of every document (read-only). Computed once from the offsets files."""
+        if self._lengths is None:
+            parts = [np.diff(self._read_offsets(n)) for n in range(len(self._entries))]
+            lengths = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+            lengths = lengths.astype(np.int64, copy=False)
+            lengths.flags.writeable = False
+            self._lengths = lengths
+        return self._lengths
+
+    @property
+    def fingerprint(self) -> str:
+        """The manifest fingerprint: changes whenever any shard byte changes."""
+        return str(self._manifest["fingerprint"])
+
+    @property
+    def num_tokens(self) -> int:
+        """Total number of tokens in the corpus."""
+        return int(self._manifest["num_tokens"])
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """Token dtype of the returned arrays (little-endian uint16, uint32 or int64)."""
+        return self._dtype
+
+    @property
+    def vocab_size(self) -> int | None:
+        """Vocabulary size recorded by the writer, or ``None``."""
+        value = self._manifest["vocab_size"]
+        return None if value is None else int(value)
+
+    @property
+    def num_shards(self) -> int:
+        """Number of shards."""
+        return len(self._entries)
+
+    @property
+    def store(self) -> ShardStore:
+        """The :class:`~mixle.corpus.format.store.ShardStore` this reader reads through."""
+        return self._store
+
+    @property
+    def manifest(self) -> Mapping[str, Any]:
+        """The validated manifest (treat as read-only)."""
+        return self._manifest
+
+    @property
+    def location(self) -> str:
+        """Where the corpus lives (directory or URL)."""
+        return self._store.location
+
+    def _normalize(self, indices: Any) -> np.ndarray:
+        array = np.asarray(indices)
+        if array.dtype.kind not in "iu" or array.ndim != 1:
+            if array.size == 0:
+                return np.empty(0, dtype=np.int64)
+            raise ArgumentTypeError(
+                f"`indices` must be a 1-D sequence of integers. Got dtype {array.dtype}, "
+                f"shape {array.shape} instead."
+            )
+        array = array.astype(np.int64)
+        if array.size == 0:
+            return array
+        low, high = int(array.min()), int(array.max())
+        if low < 0:
+            array[array < 0] += self._n
+            low, high = int(array.min()), int(array.max())
+        if low < 0 or high >= self._n:
+            position = int(np.flatnonzero((array < 0) | (array >= self._n))[0])
+            raise IndexError(
+                f"`indices[{position}]` is out of range for a corpus of {self._n} documents."
+            )
+        return array
+
+    def _groups(self, indices: np.ndarray) -> list[tuple[int, np.ndarray | None]]:
+        """Return ``(shard number, positions into indices)`` per shard touched.
+
+        ``positions`` is ``None`` when every index falls in one shard (the common case
+        for a batch of a shuffled window), which skips the sort.
+        """
+        numbers = np.searchsorted(self._starts_array, indices, side="right") - 1
+        first = int(numbers[0])
+        if (numbers == first).all():
+            return [(first, None)]
+        order = np.argsort(numbers, kind="stable")
+        cuts = np.flatnonzero(np.diff(numbers[order])) + 1
+        return [(int(numbers[part[0]]), part) for part in np.split(order, cuts)]
+
+    def take(self, indices: Sequence[int] | np.ndarray) -> list[np.ndarray]:
+        """Return the documents at ``indices`` (in that order) as zero-copy views.
+
+        One vectorized offset lookup per shard touched instead of one per document, so
+        for batches of a few hundred documents or more it is cheaper per document than
+        ``[docs[i] for i in indices]``.
+
+        Raises
+        ------
+        IndexError
+            An index is out of range (names its position in ``indices``).
+        ArgumentTypeError
+            ``indices`` is not a 1-D integer sequence.
+        """
+        if type(indices) is list and len(indices) <= _TAKE_LOOP_MAX:
+            views = self._take_each(indices)
+            if views is not None:
+                return views
+        array = self._normalize(indices)
+        if array.size == 0:
+            return []
+        groups = self._groups(array)
+        pieces: list[np.ndarray] = []
+        for number, positions in groups:
+            shard = self._shard(number)
+            local = (array if positions is None else array[positions]) - shard.start
+            offsets = shard.offsets_array
+            begins = offsets[local].tolist()
+            ends = offsets[local + 1].tolist()
+            pieces.extend(map(shard.tokens.__getitem__, map(slice, begins, ends)))
+        if len(groups) == 1:
+            return pieces
+        order = np.concatenate([positions for _, positions in groups if positions is not None])
+        inverse = np.empty_like(order)
+        inverse[order] = np.arange(order.shape[0])
+        return list(map(pieces.__getitem__, inverse.tolist()))
+
+    def _sampled_resident(self, indices: Sequence[int] | np.ndarray) -> bool:
+        """Whether up to 4 documents spread over ``indices`` are wholly in the page cache.
+
+        Plain Python per sampled document (no pass over ``indices``): the cheap test that
+        lets a hint on a cached corpus return at once. False when a sampled index is
+        invalid or its shard is not mapped yet (the full path then handles it).
+        """
+        count = len(indices)
+        picks = min(count, _RESIDENCY_SAMPLES)
+        itemsize = self._dtype.itemsize
+        samples: list[tuple[int, int, int]] = []
+        for k in range(picks):
+            index = operator.index(indices[k * (count - 1) // max(picks - 1, 1)])
+            if index < 0:
+                index += self._n
+            if not 0 <= index < self._n:
+                return False
+            shard = self._slots[bisect.bisect_right(self._starts, index) - 1]
+            if shard is None or shard.mapping is None:
+                return False
+            local = index - shard.start
+            begin = shard.offsets[local] * itemsize
+            samples.append(
+                (shard.address, begin // _PAGE * _PAGE, shard.offsets[local + 1] * itemsize)
+            )
+        return _all_resident(samples)
+
+    def _take_each(self, indices: list[Any]) -> list[np.ndarray] | None:
+        """:meth:`take` for a short list of Python ints: one lookup per index, in a loop.
+
+        Cheaper than the grouped numpy path for the few dozen shuffled documents of a
+        training batch (no per-shard numpy calls). Returns ``None`` (use the general
+        path, which validates and names the problem) when an index is not an ``int``.
+        """
+        count, starts, slots, referenced = self._n, self._starts, self._slots, self._referenced
+        views: list[np.ndarray] = []
+        append = views.append
+        for position, index in enumerate(indices):
+            if type(index) is not int:
+                return None
+            if index < 0:
+                index += count
+            if not 0 <= index < count:
+                raise IndexError(
+                    f"`indices[{position}]` is out of range for a corpus of {count} documents."
+                )
+            number = bisect.bisect_right(starts, index) - 1
+            shard = slots[number] or self._load(number)
+            referenced[number] = True
+            offsets = shard.offsets
+            local = index - shard.start
+            append(shard.tokens[offsets[local] : offsets[local + 1]])
+        return views
+
+    def prefetch(self, indices: Sequence[int] | np.ndarray) -> None:
+        """Hint that ``indices`` will be read soon: ``madvise(WILLNEED)`` their byte ranges.
+
+        Asks the kernel to start reading the pages in the background and returns
+        without waiting for them. Maps at most ``max_open_shards`` shards (their
+        offsets are read to locate the documents); invalid indices are ignored, since
+        a hint must never fail a training step. A no-op where ``madvise`` is missing.
+
+        First, up to 4 documents spread over ``indices`` are checked with
+        ``mincore(2)``: when every sampled page is already in the page cache, the call
+        returns without issuing anything, so hinting a cached corpus costs a few
+        microseconds per call however many documents it names. Otherwise the byte
+        ranges are located per shard, merged when within a page of each other, and
+        each merged range gets one ``madvise``. A partly cached corpus may skip a hint
+        whose samples all hit; those pages are still read on demand.
+        """
+        if _MADV_WILLNEED is None:
+            return
+        try:
+            if self._sampled_resident(indices):
+                return
+            array = self._normalize(indices)
+        except (IndexError, TypeError, ValueError):
+            return
+        if array.size == 0:
+            return
+        itemsize = self._dtype.itemsize
+        for count, (number, positions) in enumerate(self._groups(array)):
+            if count >= self._max_open:
+                break
+            shard = self._shard(number)
+            if shard.mapping is None:
+                continue
+            local = (array if positions is None else array[positions]) - shard.start
+            offsets = shard.offsets_array
+            begins = offsets[local] * itemsize // _PAGE * _PAGE
+            ends = offsets[local + 1] * itemsize
+            order = np.argsort(begins, kind="stable")
+            madvise = shard.mapping.madvise
+            for begin, end in _merge(begins[order], ends[order]):
+                if end > begin:
+                    madvise(_MADV_WILLNEED, begin, end - begin)
+
+    def read_tokens(self, start: int, stop: int) -> np.ndarray:
+        """Return tokens ``start:stop`` of the corpus's concatenated token order.
+
+        Position ``p`` counts tokens across all documents in order, with nothing
+        between documents (``docs[0]`` holds positions ``0 .. len(docs[0]) - 1``, and so
+        on). A range inside one shard is a zero-copy read-only view of its mapping; a
+        range that crosses shards is copied into a new array. This is the range-read
+        capability :class:`mixle.data.stream_token_source.TokenStream` uses to read a
+        window in one call instead of one call per document.
+
+        Raises
+        ------
+        IndexError
+            Unless ``0 <= start <= stop <= num_tokens``.
+        ArgumentTypeError
+            ``start`` or ``stop`` is not an integer.
+        """
+        if type(start) is int and type(stop) is int:
+            begin, end, tokens = self._last_range
+            if begin <= start <= stop <= end:  # inside the shard of the previous read
+                return tokens[start - begin : stop - begin]
+            token_starts = self._token_starts
+            if 0 <= start <= stop <= token_starts[-1]:
+                number = bisect.bisect_right(token_starts, start) - 1
+                begin, end = token_starts[number], token_starts[number + 1]
+                if stop <= end:  # inside one shard: a view (start == total lands here too)
+                    shard = self._slots[number] or self._load(number)
+                    self._referenced[number] = True
+                    self._last_range = (begin, end, shard.tokens)
+                    return shard.tokens[start - begin : stop - begin]
+        start, stop = exact_int("start", start), exact_int("stop", stop)
+        total = self._token_starts[-1]
+        if not 0 <= start <= stop <= total:
+            raise IndexError(
+                f"token range [{start}, {stop}) is outside [0, {total}] of this corpus."
+            )
+        if start == stop:
+            return np.empty(0, dtype=self._dtype)
+        token_starts = self._token_starts
+        number = bisect.bisect_right(token_starts, start) - 1
+        pieces: list[np.ndarray] = []
+        position = start
+        while position < stop:
+            shard_begin, shard_end = token_starts[number], token_starts[number + 1]
+            if shard_end > position:
+                shard = self._shard(number)
+                self._last_range = (shard_begin, shard_end, shard.tokens)
+                pieces.append(
+                    shard.tokens[position - shard_begin : min(stop, shard_end) - shard_begin]
+                )
+                position = min(stop, shard_end)
+            number += 1
+        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+    # -- iteration and pickling ------------------------------------------------------
+    def __iter__(self) -> Iterator[np.ndarray]:
+        """Yield every document in order, shard by shard (views, created in bulk)."""
+        for number, entry in enumerate(self._entries):
+            if not entry["num_documents"]:
+                continue
+            shard = self._shard(number)
+            bounds = shard.offsets_array.tolist()
+            yield from map(shard.tokens.__getitem__, map(slice, bounds[:-1], bounds[1:]))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _reopen,
+            (self._store, self._max_open, self.fingerprint),
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"ShardedDocuments({self._store.location!r}, documents={self._n}, "
+            f"tokens={self.num_tokens}, shards={len(self._entries)}, dtype={self._dtype.name})"
+        )
+
+
+def _merge_arrays(begins: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Coalesce byte ranges (sorted by begin) that overlap or lie within a page of each other.
+
+    Vectorised: one pass of numpy over the ranges; returns the merged begins and ends.
+    """
+    if begins.shape[0] == 0:
+        return begins, ends
+    reach = np.maximum.accumulate(ends)
+    starts_group = np.empty(begins.shape[0], dtype=bool)
+    starts_group[0] = True
+    np.greater(begins[1:], reach[:-1] + _PAGE, out=starts_group[1:])
+    heads = np.flatnonzero(starts_group)
+    return begins[heads], np.maximum.reduceat(ends, heads)
+
+
+def _merge(begins: np.ndarray, ends: np.ndarray) -> Iterator[tuple[int, int]]:
+    """:func:`_merge_arrays` as ``(begin, end)`` pairs of Python ints."""
+    merged_begins, merged_ends = _merge_arrays(begins, ends)
+    return zip(merged_begins.tolist(), merged_ends.tolist(), strict=True)
+
+
+def open_documents(
+    store: ShardStore,
+    *,
+    verify: bool = False,
+    max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS,
+) -> ShardedDocuments:
+    """Open the corpus held by ``store``: read and check its manifest and every header.
+
+    The store-level half of :func:`mixle.corpus.open_corpus` (which first turns a path
+    or URL into a store); builds ``store.documents_type``. With ``verify``, also
+    recomputes every file's SHA-256 (:func:`~mixle.corpus.format.verify.verify_store`).
+    """
+    manifest = parse_manifest(store.read_manifest(), f"{store.location}/manifest.json")
+    for number, entry in enumerate(manifest["shards"]):
+        check_shard_files(store, manifest["dtype"], number, entry)
+    if verify:
+        verify_store(store, manifest).raise_first()
+    return store.documents_type(store, manifest, max_open_shards=max_open_shards)
+
+
+def _reopen(store: ShardStore, max_open_shards: int, fingerprint: str) -> ShardedDocuments:
+    documents = open_documents(store, max_open_shards=max_open_shards)
+    if documents.fingerprint != fingerprint:
+        raise CorpusFormatError(
+            f"{store.location}: the corpus changed since this reader was pickled "
+            f"(fingerprint then: {fingerprint} / now: {documents.fingerprint})."
+        )
+    return documents

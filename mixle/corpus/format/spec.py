@@ -1,0 +1,249 @@
+"""Byte-level layout of format version 1: dtypes, the offsets header, names, checksums.
+
+Everything here is pure (no directory walking, no manifest logic) so that the writer,
+the reader, the verifier and a future remote cache share one definition of the bytes.
+``docs/format.md`` is the normative description; this module implements it.
+
+Layout of a shard ``NAME``:
+
+``NAME.tokens``
+    ``num_tokens`` little-endian token ids of the corpus dtype, no header.
+``NAME.offsets``
+    A 32-byte header (see :data:`HEADER`) followed by ``num_documents + 1``
+    little-endian int64 offsets: ``offsets[0] == 0``, non-decreasing,
+    ``offsets[-1] == num_tokens``. Document ``j`` of the shard is
+    ``tokens[offsets[j]:offsets[j + 1]]``.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mixle.errors import ArgumentError, ArgumentTypeError, CorpusFormatError, UnsafePathError
+
+__all__ = [
+    "CHECKSUM_ALGORITHM",
+    "DTYPE_CODES",
+    "FORMAT_VERSION",
+    "HEADER",
+    "HEADER_SIZE",
+    "MAGIC",
+    "MANIFEST_NAME",
+    "OffsetsHeader",
+    "check_file_name",
+    "check_offsets",
+    "dtype_for_max_id",
+    "dtype_limit",
+    "normalize_dtype",
+    "offsets_file_size",
+    "read_header",
+    "resolve_dtype",
+    "shard_file_names",
+]
+
+#: The only entry point of a corpus; written last, atomically.
+MANIFEST_NAME = "manifest.json"
+#: Version of the on-disk layout written into every header and manifest.
+FORMAT_VERSION = 1
+#: First 8 bytes of every ``.offsets`` file.
+MAGIC = b"MIXLEOFS"
+#: ``<`` little-endian: magic (8s), version (u32), dtype code (u32), documents (u64), tokens (u64).
+HEADER = struct.Struct("<8sIIQQ")
+HEADER_SIZE = HEADER.size  # 32: keeps the int64 offsets that follow 8-byte aligned.
+#: Content checksum of every shard file and of the manifest itself.
+CHECKSUM_ALGORITHM = "sha256"
+
+#: Token dtypes of format version 1 and their header codes. Ids are never negative, so
+#: the unsigned types hold the most ids per byte; int64 (not uint64) is the widest so
+#: every id also fits the data layer's int64 token arrays.
+DTYPE_CODES: dict[str, int] = {"uint16": 1, "uint32": 2, "int64": 3}
+_CODE_TO_DTYPE = {code: name for name, code in DTYPE_CODES.items()}
+_LIMITS = {"uint16": 2**16, "uint32": 2**32, "int64": 2**63}
+
+
+def normalize_dtype(dtype: Any, what: str = "`dtype`") -> str:
+    """Return the format-1 name (``"uint16"``, ``"uint32"`` or ``"int64"``) of ``dtype``.
+
+    Raises
+    ------
+    ArgumentError
+        ``dtype`` is not one of the three token dtypes.
+    """
+    try:
+        name = np.dtype(dtype).name
+    except TypeError as exc:
+        raise ArgumentTypeError(
+            f"{what} must be one of uint16, uint32, int64. Got {dtype!r} instead."
+        ) from exc
+    if name not in DTYPE_CODES:
+        raise ArgumentError(f"{what} must be one of uint16, uint32, int64. Got {name} instead.")
+    return name
+
+
+def dtype_limit(dtype: str) -> int:
+    """Return one more than the largest token id ``dtype`` holds (ids are never negative)."""
+    return _LIMITS[dtype]
+
+
+def dtype_for_max_id(max_id: int) -> str:
+    """Return the smallest token dtype holding every id in ``[0, max_id]``."""
+    for name in ("uint16", "uint32", "int64"):
+        if max_id < _LIMITS[name]:
+            return name
+    raise ArgumentError(f"token id {max_id} does not fit in int64.")
+
+
+def resolve_dtype(vocab_size: int | None, dtype: Any) -> str | None:
+    """Combine the writer's ``vocab_size`` and ``dtype`` arguments into a dtype name.
+
+    Returns ``None`` when neither is given: the dtype is then chosen from the data.
+
+    Raises
+    ------
+    ArgumentError
+        ``dtype`` is not a token dtype, or it cannot hold id ``vocab_size - 1``.
+    """
+    name = None if dtype is None else normalize_dtype(dtype)
+    if vocab_size is None:
+        return name
+    # vocab_size - 1 is the largest id, e.g. 65536 ids fit uint16 exactly.
+    needed = dtype_for_max_id(max(vocab_size - 1, 0))
+    if name is None:
+        return needed
+    if vocab_size > _LIMITS[name]:
+        raise ArgumentError(
+            f"`dtype` {name} cannot hold token ids up to {vocab_size - 1} "
+            f"(`vocab_size` = {vocab_size}); use {needed} or wider."
+        )
+    return name
+
+
+def shard_file_names(index: int) -> tuple[str, str]:
+    """Return the conventional ``(tokens, offsets)`` file names of shard ``index``."""
+    stem = f"shard-{index:05d}"
+    return f"{stem}.tokens", f"{stem}.offsets"
+
+
+def check_file_name(name: Any, what: str) -> str:
+    """Return ``name`` if it is a plain file name inside the corpus directory.
+
+    Rejects non-strings, empty names, path separators (``/`` or ``\\``), any ``..``,
+    NUL bytes, drive letters and names starting with ``.`` or ``~``.
+
+    Raises
+    ------
+    UnsafePathError
+        The name could resolve outside the corpus directory (or is not a string).
+    """
+    if not isinstance(name, str):
+        raise UnsafePathError(f"{what} must be a plain file name string. Got {name!r} instead.")
+    bad = (
+        not name
+        or "/" in name
+        or "\\" in name
+        or "\x00" in name
+        or ".." in name
+        or ":" in name
+        or name[0] in ".~"
+        or os.path.isabs(name)
+    )
+    if bad:
+        raise UnsafePathError(
+            f"{what} must be a plain file name inside the corpus directory "
+            f"(no path separators, '..', ':', leading '.' or '~'). Got {name!r} instead."
+        )
+    return name
+
+
+def offsets_file_size(num_documents: int) -> int:
+    """Return the exact byte size of an ``.offsets`` file holding ``num_documents``."""
+    return HEADER_SIZE + 8 * (num_documents + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsHeader:
+    """The 32-byte header at the start of every ``.offsets`` file."""
+
+    dtype: str
+    num_documents: int
+    num_tokens: int
+    version: int = FORMAT_VERSION
+
+    def pack(self) -> bytes:
+        """Return the header's 32 bytes."""
+        return HEADER.pack(
+            MAGIC, self.version, DTYPE_CODES[self.dtype], self.num_documents, self.num_tokens
+        )
+
+    @classmethod
+    def unpack(cls, data: bytes, where: str) -> OffsetsHeader:
+        """Parse and validate header bytes read from ``where`` (named in errors).
+
+        Raises
+        ------
+        CorpusFormatError
+            Short read, wrong magic, unsupported version, unknown dtype code, or counts
+            outside the int64 range.
+        """
+        if len(data) < HEADER_SIZE:
+            raise CorpusFormatError(
+                f"{where}: offsets header is {len(data)} bytes, expected {HEADER_SIZE} (file truncated)."
+            )
+        magic, version, code, num_documents, num_tokens = HEADER.unpack(data[:HEADER_SIZE])
+        if magic != MAGIC:
+            raise CorpusFormatError(
+                f"{where}: not a mixle offsets file (magic {magic!r}, expected {MAGIC!r})."
+            )
+        if version != FORMAT_VERSION:
+            raise CorpusFormatError(
+                f"{where}: unsupported format version {version} (this reader knows {FORMAT_VERSION})."
+            )
+        if code not in _CODE_TO_DTYPE:
+            raise CorpusFormatError(
+                f"{where}: unknown dtype code {code} (expected one of {sorted(_CODE_TO_DTYPE)})."
+            )
+        if num_documents >= 2**63 or num_tokens >= 2**63:
+            raise CorpusFormatError(f"{where}: document or token count exceeds the int64 range.")
+        return cls(_CODE_TO_DTYPE[code], num_documents, num_tokens, version)
+
+
+def read_header(path: str) -> OffsetsHeader:
+    """Read and validate the header of the ``.offsets`` file at ``path``.
+
+    Raises
+    ------
+    CorpusFormatError
+        The file is missing, unreadable or its header is invalid.
+    """
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(HEADER_SIZE)
+    except OSError as exc:
+        raise CorpusFormatError(f"{path}: cannot read offsets header ({exc}).") from exc
+    return OffsetsHeader.unpack(data, path)
+
+
+def check_offsets(offsets: np.ndarray, num_tokens: int, where: str) -> None:
+    """Check that ``offsets`` starts at 0, never decreases and ends at ``num_tokens``.
+
+    O(documents), vectorized. Raises :class:`CorpusFormatError` naming the first bad
+    document.
+    """
+    if offsets.shape[0] == 0 or int(offsets[0]) != 0:
+        raise CorpusFormatError(f"{where}: offsets must start at 0.")
+    if int(offsets[-1]) != num_tokens:
+        raise CorpusFormatError(
+            f"{where}: last offset is {int(offsets[-1])}, expected the token count {num_tokens}."
+        )
+    decreasing = offsets[1:] < offsets[:-1]
+    if decreasing.any():
+        doc = int(np.flatnonzero(decreasing)[0])
+        raise CorpusFormatError(
+            f"{where}: offsets decrease at document {doc} "
+            f"({int(offsets[doc])} then {int(offsets[doc + 1])})."
+        )

@@ -1,0 +1,749 @@
+"""``ingest``: parallel, deterministic, crash-safe conversion of inputs into a corpus.
+
+How it works
+------------
+1. :func:`~mixle.corpus.ingestion.inputs.resolve_inputs` finds the files and
+   :func:`~mixle.corpus.ingestion.inputs.plan_units` cuts them into work units — a pure
+   function of the inputs and ``unit_size``, never of ``workers``.
+2. The plan is written to ``OUTPUT/.mixle-ingest/plan.json``. Each unit is converted
+   (in a ``spawn`` process pool, or in-process for one worker) into its own shards in
+   ``unit-NNNNNN/``; a unit is complete once its ``done.json`` exists. ``resume``
+   skips complete units.
+3. The dtype is fixed by ``vocab_size``/``dtype``, or else is the widest any unit
+   needed; units written narrower are rewritten (streamed, in place).
+4. :func:`~mixle.corpus.ingestion.publishing.publish` renames the unit shards to
+   ``shard-NNNNN`` in input order and writes the manifest last.
+
+So every manifest and shard byte depends only on the inputs and options; peak
+memory is O(workers x batch); token bytes are written once by a worker and then
+only renamed (or widened).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as futures
+import contextlib
+import dataclasses
+import hashlib
+import json
+import multiprocessing
+import os
+import shutil
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mixle._io import atomic_write, file_sha256
+from mixle._version import __version__
+from mixle.corpus.format.manifest import commit_manifest, parse_manifest
+from mixle.corpus.format.shard import rewrite_shard_dtype
+from mixle.corpus.format.spec import MANIFEST_NAME
+from mixle.corpus.format.writer import DEFAULT_SHARD_MAX_BYTES
+from mixle.corpus.ingestion.input_readers import ReadOptions, describe_location, make_tokenizer
+from mixle.corpus.ingestion.inputs import WorkUnit, plan_units, resolve_inputs
+from mixle.corpus.ingestion.options import DEFAULT_UNIT_BYTES, IngestOptions
+from mixle.corpus.ingestion.publishing import (
+    discard_work_dir,
+    make_publish_plan,
+    publish,
+    read_publish_plan,
+)
+from mixle.corpus.ingestion.workers import (
+    DONE_NAME,
+    REJECTS_NAME,
+    UnitJob,
+    convert_unit,
+    init_worker,
+    write_json_atomic,
+)
+from mixle.corpus.storage.cache import default_cache_dir
+from mixle.corpus.storage.open import is_url, open_corpus
+from mixle.corpus.storage.publish import destination_holds_corpus, publish_corpus
+from mixle.errors import ArgumentError, CorpusExistsError, IngestError
+
+__all__ = [
+    "DEFAULT_UNIT_BYTES",
+    "WORK_DIR_NAME",
+    "IngestOptions",
+    "IngestSummary",
+    "ingest",
+    "run_ingest",
+]
+
+#: Hidden directory inside the output holding an ingest in progress.
+WORK_DIR_NAME = ".mixle-ingest"
+_PLAN_NAME = "plan.json"
+
+
+@dataclass(frozen=True, slots=True)
+class IngestSummary:
+    """What an :func:`ingest` run produced."""
+
+    output: str
+    documents: int
+    tokens: int
+    shards: int
+    bytes: int
+    dtype: str
+    seconds: float
+    skipped: int
+    rejects: str | None
+    units: int
+    resumed_units: int
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Tokens written per wall-clock second of this run."""
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+    def format(self) -> str:
+        """Return the human-readable summary the CLI prints."""
+        lines = [
+            f"ingested {self.documents:,} documents, {self.tokens:,} tokens into {self.output}",
+            f"  shards: {self.shards}   bytes: {self.bytes:,}   dtype: {self.dtype}",
+            f"  time: {self.seconds:.2f} s   throughput: {self.tokens_per_second:,.0f} tokens/s",
+            f"  skipped: {self.skipped}" + (f" (see {self.rejects})" if self.rejects else ""),
+        ]
+        if self.resumed_units:
+            lines.append(
+                f"  resumed: {self.resumed_units} of {self.units} work units were already done"
+            )
+        return "\n".join(lines)
+
+
+def _load_done(work: str, unit: WorkUnit) -> dict[str, Any] | None:
+    """Return a complete unit's statistics and shard entries, or ``None`` to redo it."""
+    unit_dir = os.path.join(work, _unit_name(unit))
+    try:
+        with open(os.path.join(unit_dir, DONE_NAME), encoding="utf-8") as handle:
+            done: dict[str, Any] = json.load(handle)
+        with open(os.path.join(unit_dir, MANIFEST_NAME), "rb") as handle:
+            manifest = parse_manifest(handle.read(), unit_dir)
+        for entry in manifest["shards"]:
+            for key in ("tokens", "offsets"):
+                if os.path.getsize(os.path.join(unit_dir, entry[key])) != entry[f"{key}_bytes"]:
+                    return None
+    except (OSError, ValueError):
+        return None
+    if manifest["dtype"] != done["dtype"]:
+        return None
+    done["shards"] = manifest["shards"]
+    return done
+
+
+def _unit_name(unit: WorkUnit) -> str:
+    return f"unit-{unit.index:06d}"
+
+
+class _Progress:
+    """tqdm bar over input bytes with documents/tokens in the postfix (or nothing)."""
+
+    def __init__(self, enabled: bool, total: int, counters: Any) -> None:
+        self.counters = counters
+        self.bar: Any = None
+        self.shown = 0
+        self.last = 0.0
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="B", unit_scale=True, desc="ingest", file=sys.stderr)
+
+    def update(self, force: bool = False) -> None:
+        if self.bar is None:
+            return
+        now = time.monotonic()
+        if not force and now - self.last < 0.2:
+            return
+        self.last = now
+        documents, tokens, done = list(self.counters)
+        self.bar.update(done - self.shown)
+        self.shown = done
+        self.bar.set_postfix(documents=f"{documents:,}", tokens=f"{tokens:,}", refresh=False)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.update(force=True)
+            self.bar.close()
+
+
+def _run_units(
+    units: Sequence[WorkUnit], job: UnitJob, work: str, workers: int, progress: _Progress
+) -> dict[int, dict[str, Any]]:
+    """Convert ``units``; return each one's result (stopping early after a failure)."""
+    results: dict[int, dict[str, Any]] = {}
+    if workers == 1 or len(units) <= 1:
+        init_worker(progress.counters, progress.update)
+        try:
+            for unit in units:
+                result = convert_unit(unit, job, os.path.join(work, _unit_name(unit)))
+                results[unit.index] = result
+                if "failed" in result:
+                    break
+        finally:
+            init_worker(None)
+        return results
+    context = multiprocessing.get_context("spawn")
+    with futures.ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=context,
+        initializer=init_worker,
+        initargs=(progress.counters, None, True),
+    ) as pool:
+        pending = {
+            pool.submit(convert_unit, unit, job, os.path.join(work, _unit_name(unit))): unit.index
+            for unit in units
+        }
+        first_failure: int | None = None
+        try:
+            while pending:
+                done, _ = futures.wait(pending, timeout=0.25, return_when=futures.FIRST_COMPLETED)
+                progress.update()
+                for future in done:
+                    index = pending.pop(future)
+                    if future.cancelled():
+                        continue
+                    result = future.result()
+                    results[index] = result
+                    if "failed" in result and (first_failure is None or index < first_failure):
+                        first_failure = index
+                        for other, other_index in list(pending.items()):
+                            if other_index > index and other.cancel():
+                                pending.pop(other)
+        except BaseException:
+            for future in pending:
+                future.cancel()
+            raise
+    return results
+
+
+def _failure_message(
+    units: Sequence[WorkUnit], results: dict[int, dict[str, Any]], failed: WorkUnit
+) -> str:
+    failure = results[failed.index]["failed"]
+    if failure["location"] is None:
+        return str(failure["reason"])
+    base = _line_base(units, results, failed)
+    where = describe_location(failed, tuple(failure["location"]), base)
+    return f"{where}: {failure['reason']}."
+
+
+def _line_base(
+    units: Sequence[WorkUnit], results: dict[int, dict[str, Any]], unit: WorkUnit
+) -> int:
+    return sum(
+        results[other.index]["lines"]
+        for other in units[: unit.index]
+        if other.input == unit.input and other.path == unit.path
+    )
+
+
+def _write_rejects(
+    path: str, work: str, units: Sequence[WorkUnit], results: dict[int, dict[str, Any]]
+) -> None:
+    with atomic_write(path, "w") as out:
+        for unit in units:
+            source = os.path.join(work, _unit_name(unit), REJECTS_NAME)
+            if not results[unit.index]["skipped"]:
+                continue
+            base = _line_base(units, results, unit)
+            with open(source, encoding="utf-8") as handle:
+                for line in handle:
+                    record = json.loads(line)
+                    where = describe_location(unit, tuple(record["location"]), base)
+                    out.write(json.dumps({"where": where, "reason": record["reason"]}) + "\n")
+
+
+def ingest(
+    inputs: Any,
+    output: str | os.PathLike[str],
+    *,
+    input_format: str | None = None,
+    field: str | None = None,
+    tokenizer: str | None = None,
+    split: str = "none",
+    append_eos: int | None = None,
+    shard_size: int = DEFAULT_SHARD_MAX_BYTES,
+    vocab_size: int | None = None,
+    dtype: str = "auto",
+    workers: int = 1,
+    on_error: str = "raise",
+    rejects: str | os.PathLike[str] | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    unit_size: int = DEFAULT_UNIT_BYTES,
+    progress: bool | None = None,
+    layout: str = "raw",
+    storage_options: Mapping[str, Any] | None = None,
+    staging_dir: str | os.PathLike[str] | None = None,
+) -> IngestSummary:
+    """Convert tokenized (or raw text) inputs into a sharded corpus (directory or URL).
+
+    Parameters
+    ----------
+    inputs
+        A path, directory, glob or fsspec URL, or a list of them (order is kept;
+        directories and globs are sorted). See :mod:`mixle.corpus.ingestion.inputs`.
+    output
+        Corpus directory to write (created if missing), or an fsspec URL
+        (``s3://bucket/prefix``): then the corpus is built in ``staging_dir`` and
+        published with :func:`mixle.corpus.publish_corpus` — shards first, the
+        manifest last, so readers never see a partial corpus.
+    input_format
+        Force ``jsonl``, ``parquet``, ``npy``, ``npz``, ``megatron`` or ``text``
+        instead of detecting it from extensions.
+    field
+        JSONL key / Parquet column holding the ids (default ``input_ids``, then
+        ``tokens``) or, with ``tokenizer``, the text (default ``text``).
+    tokenizer
+        ``"bytes"`` (UTF-8 bytes, ids 0..255) or a Hugging Face ``tokenizer.json``
+        path (needs ``tokenizers``). Text files default to ``"bytes"``.
+    split
+        Text files: ``"none"`` (a file is a document) or ``"paragraphs"``.
+    append_eos
+        Id appended to every document.
+    shard_size
+        Maximum bytes of a ``.tokens`` file. Work units never share a shard.
+    vocab_size, dtype
+        Fix the token dtype (``dtype="auto"`` picks it from ``vocab_size``, else from
+        the data); ids ``>= vocab_size`` are errors.
+    workers
+        Processes converting units in parallel; the output does not depend on it.
+    on_error
+        ``"raise"``: the first bad record (in input order) stops the run, nothing is
+        committed; ``"skip"``: bad records are left out and listed in ``rejects``.
+    rejects
+        Where ``on_error="skip"`` writes one JSON line per skipped record
+        (default ``OUTPUT/rejects.jsonl``).
+    resume
+        Continue an interrupted ingest of the same inputs and options.
+    overwrite
+        Replace an existing corpus (and discard an interrupted ingest).
+    unit_size
+        Input bytes per work unit (affects shard boundaries, so it is recorded). Flat
+        inputs (``npz``, ``megatron``) use units of ``max(unit_size, shard_size)``
+        bytes of ids, so each unit fills one shard.
+    progress
+        Show a tqdm bar; ``None`` means "when stderr is a terminal".
+
+    layout
+        ``"raw"`` (the memory-mappable format) or ``"zarr"`` (compressed zarr v3 group,
+        for storage and transfer; readers decode it into their local cache).
+    storage_options
+        fsspec options for a URL ``output`` (credentials come from the usual cloud
+        configuration when omitted).
+    staging_dir
+        Where a URL or zarr ``output`` is built before publishing. Default: a
+        directory named after ``output`` under ``default_cache_dir()/../staging``, so
+        ``resume`` finds it again; removed once published.
+
+    Returns
+    -------
+    IngestSummary
+
+    Raises
+    ------
+    IngestError
+        A bad record (names file, line or record, and position), an unreadable input
+        or a missing optional dependency (with an install hint). Nothing is committed.
+    CorpusExistsError
+        ``output`` holds a corpus (pass ``overwrite``) or an interrupted ingest (pass
+        ``resume`` or ``overwrite``).
+    ArgumentError
+        An option is invalid, or ``resume`` is asked with different inputs/options
+        (the message lists both sides).
+
+    Notes
+    -----
+    Killing the process at any moment leaves the previous manifest (or none) and a
+    work directory from which ``resume=True`` produces exactly the corpus an
+    uninterrupted run would have. Memory is O(workers x 4 Mi ids) plus 8 bytes per
+    document of each open shard.
+    """
+    options = IngestOptions(
+        input_format=input_format,
+        field=field,
+        tokenizer=tokenizer,
+        split=split,
+        append_eos=append_eos,
+        shard_size=shard_size,
+        vocab_size=vocab_size,
+        dtype=dtype,
+        workers=workers,
+        on_error=on_error,
+        rejects=rejects,
+        resume=resume,
+        overwrite=overwrite,
+        unit_size=unit_size,
+        progress=progress,
+        layout=layout,
+        storage_options=storage_options,
+        staging_dir=staging_dir,
+    )
+    return run_ingest(inputs, output, options)
+
+
+def run_ingest(
+    inputs: Any, output: str | os.PathLike[str], options: IngestOptions
+) -> IngestSummary:
+    """:func:`ingest` with its options already validated (see there for the contract)."""
+    started = time.perf_counter()
+    destination = os.fspath(output)
+    staged = options.layout != "raw" or is_url(destination)
+    out = _output_directory(destination, options, staged)
+    input_list = [
+        os.fspath(item) for item in ([inputs] if isinstance(inputs, str | os.PathLike) else inputs)
+    ]
+    source_options = _recorded_options(options)
+    files = resolve_inputs(input_list, options.input_format)
+    # Ids of flat inputs go to disk as they are, so a unit of one shard's worth of ids
+    # yields one full shard (fewer, larger shards; fewer fsyncs).
+    units = plan_units(files, options.unit_size, max(options.unit_size, options.shard_size))
+    source = {
+        "tool": "mixle ingest",
+        "version": __version__,
+        "inputs": input_list,
+        "options": source_options,
+    }
+    plan = {
+        "source": source,
+        "files": [item.to_dict() for item in files],
+        "units": [unit.to_dict() for unit in units],
+    }
+    work = os.path.join(out, WORK_DIR_NAME)
+    finished = _prepare_output(out, work, plan, resume=options.resume, overwrite=options.overwrite)
+    if finished is not None:  # --resume of an ingest that had already published
+        summary = _finished_summary(finished, out, options, len(units), started)
+    else:
+        publish_plan = read_publish_plan(work)
+        resumed = 0
+        if publish_plan is None:
+            publish_plan, resumed = _convert_units(files, units, work, out, options, source)
+        publish(out, work, publish_plan)
+        summary = _published_summary(publish_plan, out, len(units), resumed, started)
+    if not staged:
+        return summary
+    return _deliver(
+        summary, destination, options.layout, options.storage_options, options.overwrite
+    )
+
+
+def _output_directory(destination: str, options: IngestOptions, staged: bool) -> str:
+    """The local directory the corpus is built in (the staging directory when staged)."""
+    if not staged:
+        return os.path.abspath(destination)
+    if not (options.resume or options.overwrite) and destination_holds_corpus(
+        destination, options.layout, options.storage_options
+    ):
+        raise CorpusExistsError(
+            f"{destination} already holds a corpus; pass overwrite=True (--overwrite) "
+            "to replace it."
+        )
+    staging = options.staging_dir or _default_staging(destination, options.layout)
+    return os.path.abspath(os.fspath(staging))
+
+
+def _recorded_options(options: IngestOptions) -> dict[str, Any]:
+    """The options that shape the output, as recorded in the plan and the manifest.
+
+    Checks the tokenizer first (fails fast on a missing package or unreadable file).
+    """
+    tokenizer_id: Any = options.tokenizer
+    tokenizer = options.tokenizer
+    if tokenizer is not None and tokenizer != "bytes":
+        if not os.path.isfile(tokenizer):
+            raise ArgumentError(
+                f"`tokenizer` must be 'bytes' or a tokenizer.json file. {tokenizer!r} does not exist."
+            )
+        make_tokenizer(tokenizer)  # fail fast: missing package or unreadable file
+        tokenizer_id = {"file": os.path.basename(tokenizer), "sha256": file_sha256(tokenizer)}
+    return {
+        "input_format": options.input_format,
+        "field": list(options.fields),
+        "tokenizer": tokenizer_id,
+        "split": options.split,
+        "append_eos": options.append_eos,
+        "shard_size": options.shard_size,
+        "vocab_size": options.vocab_size,
+        "dtype": options.dtype,
+        "on_error": options.on_error,
+        "unit_size": options.unit_size,
+    }
+
+
+def _rejects_path(options: IngestOptions, out: str) -> str | None:
+    """Where skipped records are listed (``None`` unless ``on_error="skip"``)."""
+    if options.on_error != "skip":
+        return None
+    if options.rejects:
+        return os.path.abspath(os.fspath(options.rejects))
+    return os.path.join(out, "rejects.jsonl")
+
+
+def _finished_summary(
+    finished: dict[str, Any], out: str, options: IngestOptions, units: int, started: float
+) -> IngestSummary:
+    """The summary of an ingest that had already published before this ``resume``."""
+    return IngestSummary(
+        output=out,
+        documents=finished["num_documents"],
+        tokens=finished["num_tokens"],
+        shards=len(finished["shards"]),
+        bytes=sum(e["tokens_bytes"] + e["offsets_bytes"] for e in finished["shards"]),
+        dtype=finished["dtype"],
+        seconds=time.perf_counter() - started,
+        skipped=int(finished["metadata"]["source"].get("skipped_documents", 0)),
+        rejects=_rejects_path(options, out),
+        units=units,
+        resumed_units=units,
+    )
+
+
+def _convert_units(
+    files: Sequence[Any],
+    units: Sequence[WorkUnit],
+    work: str,
+    out: str,
+    options: IngestOptions,
+    source: dict[str, Any],
+) -> tuple[dict[str, Any], int]:
+    """Convert every unit not already done; return the publish plan and the resumed count.
+
+    Raises :class:`IngestError` (after removing the work directory) when a unit failed.
+    """
+    fixed = options.fixed_dtype
+    job = UnitJob(
+        ReadOptions(options.fields, options.tokenizer, options.split),
+        options.append_eos,
+        options.vocab_size,
+        fixed,
+        options.shard_size,
+        options.on_error,
+    )
+    results: dict[int, dict[str, Any]] = {}
+    todo = []
+    for unit in units:
+        done = _load_done(work, unit) if options.resume else None
+        if done is None:
+            todo.append(unit)
+        else:
+            results[unit.index] = done
+    resumed = len(units) - len(todo)
+    counters = multiprocessing.get_context("spawn").Array("q", 3)
+    for done in results.values():
+        counters[0] += done["documents"]
+        counters[1] += done["tokens"]
+        counters[2] += done["input_bytes"]
+    enabled = sys.stderr.isatty() if options.progress is None else bool(options.progress)
+    bar = _Progress(enabled, sum(item.size for item in files), counters)
+    try:
+        results.update(_run_units(todo, job, work, options.workers, bar))
+    finally:
+        bar.close()
+    failed = [unit for unit in units if "failed" in results.get(unit.index, {})]
+    if failed:
+        message = _failure_message(units, results, failed[0])
+        shutil.rmtree(work, ignore_errors=True)
+        _remove_if_empty(out)
+        raise IngestError(
+            f"{message} Nothing was committed; fix the input or pass --on-error skip."
+        )
+    for unit in units:  # every unit is complete now; re-read its shard entries
+        done = _load_done(work, unit)
+        if done is None:
+            raise IngestError(
+                f"work unit {unit.index} ({unit.path}) did not complete; run again with --resume."
+            )
+        results[unit.index] = done
+    rejects_path = _rejects_path(options, out)
+    plan = _plan_publish(work, units, results, fixed, options.vocab_size, source, rejects_path)
+    return plan, resumed
+
+
+def _published_summary(
+    publish_plan: dict[str, Any], out: str, units: int, resumed: int, started: float
+) -> IngestSummary:
+    """The summary of a corpus just published from ``publish_plan``."""
+    summary = publish_plan["summary"]
+    entries = publish_plan["entries"]
+    return IngestSummary(
+        output=out,
+        documents=sum(entry["num_documents"] for entry in entries),
+        tokens=sum(entry["num_tokens"] for entry in entries),
+        shards=len(entries),
+        bytes=sum(entry["tokens_bytes"] + entry["offsets_bytes"] for entry in entries),
+        dtype=publish_plan["dtype"],
+        seconds=time.perf_counter() - started,
+        skipped=summary["skipped"],
+        rejects=summary["rejects"],
+        units=units,
+        resumed_units=resumed,
+    )
+
+
+def _same_corpus(staged: str, destination: str, storage_options: Mapping[str, Any] | None) -> bool:
+    """Whether ``destination`` already holds the staged corpus (an earlier publish that
+    finished before the crash that preceded this ``resume``)."""
+    published = open_corpus(destination, storage_options=storage_options)
+    return bool(published.fingerprint == open_corpus(staged).fingerprint)
+
+
+def _default_staging(destination: str, layout: str) -> str:
+    """A stable staging directory for ``destination`` (so ``resume`` finds it again)."""
+    key = hashlib.sha256(f"{layout}\0{destination}".encode()).hexdigest()[:20]
+    return os.path.join(os.path.dirname(default_cache_dir()), "staging", key)
+
+
+def _deliver(
+    summary: IngestSummary,
+    destination: str,
+    layout: str,
+    storage_options: Mapping[str, Any] | None,
+    overwrite: bool,
+) -> IngestSummary:
+    """Publish the staged corpus ``summary.output`` to ``destination``, then drop it.
+
+    A crash here leaves the staged corpus complete: ``resume`` publishes it again
+    (shards are re-uploaded; the manifest still goes last).
+    """
+    if overwrite or not destination_holds_corpus(destination, layout, storage_options):
+        publish_corpus(
+            summary.output,
+            destination,
+            layout=layout,
+            storage_options=storage_options,
+            overwrite=overwrite,
+        )
+    elif not _same_corpus(summary.output, destination, storage_options):
+        raise CorpusExistsError(
+            f"{destination} already holds a different corpus; pass overwrite=True "
+            "(--overwrite) to replace it."
+        )
+    shutil.rmtree(summary.output, ignore_errors=True)
+    return dataclasses.replace(summary, output=destination)
+
+
+def _remove_if_empty(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
+
+
+def _finished_manifest(out: str, plan: dict[str, Any]) -> dict[str, Any] | None:
+    """Return the manifest in ``out`` if an ingest of exactly ``plan``'s source wrote it."""
+    try:
+        with open(os.path.join(out, MANIFEST_NAME), "rb") as handle:
+            manifest = parse_manifest(handle.read(), out)
+    except (OSError, ValueError):
+        return None
+    source = dict(manifest["metadata"].get("source") or {})
+    source.pop("skipped_documents", None)
+    return manifest if source == json.loads(json.dumps(plan["source"])) else None
+
+
+def _prepare_output(
+    out: str, work: str, plan: dict[str, Any], *, resume: bool, overwrite: bool
+) -> dict[str, Any] | None:
+    """Check ``out`` may be written and set up the work directory with ``plan``.
+
+    Returns the existing manifest when ``resume`` finds the ingest already finished
+    (killed after publishing, while cleaning up), else ``None``.
+    """
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise CorpusExistsError(f"{out} exists and is not a directory.")
+    has_manifest = os.path.exists(os.path.join(out, MANIFEST_NAME))
+    plan_path = os.path.join(work, _PLAN_NAME)
+    previous: dict[str, Any] | None = None
+    if os.path.exists(plan_path):
+        with open(plan_path, encoding="utf-8") as handle:
+            previous = json.load(handle)
+    shutil.rmtree(f"{work}-done", ignore_errors=True)  # a finished run killed while cleaning up
+    if resume and has_manifest:
+        finished = _finished_manifest(out, plan)
+        if finished is not None:
+            discard_work_dir(work)
+            return finished
+    if resume and previous is not None:
+        _check_same_plan(previous, plan)
+        allowed = overwrite or previous.get("overwrite") or read_publish_plan(work) is not None
+        if has_manifest and not allowed:
+            raise CorpusExistsError(
+                f"{out} already holds a corpus; pass --overwrite to replace it."
+            )
+        return None
+    if has_manifest and not overwrite:
+        raise CorpusExistsError(f"{out} already holds a corpus; pass --overwrite to replace it.")
+    if os.path.exists(work):
+        if not overwrite and not resume:
+            raise CorpusExistsError(
+                f"{out} holds an interrupted ingest ({WORK_DIR_NAME}/); pass --resume to continue "
+                "it or --overwrite to start over."
+            )
+        shutil.rmtree(work)
+    os.makedirs(work)
+    write_json_atomic(plan_path, dict(plan, overwrite=overwrite))
+    return None
+
+
+def _check_same_plan(previous: dict[str, Any], plan: dict[str, Any]) -> None:
+    differences = []
+    for key, value in plan["source"]["options"].items():
+        old = previous["source"]["options"].get(key)
+        if old != value:
+            differences.append(f"{key} in interrupted ingest: {old!r} / now: {value!r}")
+    if previous["source"]["inputs"] != plan["source"]["inputs"]:
+        differences.append(
+            f"inputs in interrupted ingest: {previous['source']['inputs']} / now: {plan['source']['inputs']}"
+        )
+    elif previous["files"] != plan["files"]:
+        changed = [
+            new["path"]
+            for old, new in zip(previous["files"], plan["files"], strict=False)
+            if old != new
+        ] or ["(number of files)"]
+        differences.append(f"input files changed since the interrupted ingest: {changed[:5]}")
+    if not differences and previous["units"] != plan["units"]:
+        differences.append("work units differ (mixle version changed?)")
+    if differences:
+        raise ArgumentError(
+            "cannot --resume: the interrupted ingest used different inputs or options; "
+            + "; ".join(differences)
+            + ". Use the same command, or --overwrite to start over."
+        )
+
+
+def _plan_publish(
+    work: str,
+    units: Sequence[WorkUnit],
+    results: dict[int, dict[str, Any]],
+    fixed: str | None,
+    vocab: int | None,
+    source: dict[str, Any],
+    rejects_path: str | None,
+) -> dict[str, Any]:
+    """Widen narrower units, write the rejects file, and write the publish plan."""
+    order = ("uint16", "uint32", "int64")
+    used = [results[u.index]["dtype"] for u in units if results[u.index]["tokens"]]
+    dtype = fixed or max(used, key=order.index, default="uint16")
+    shards: list[tuple[str, dict[str, Any]]] = []
+    for unit in units:
+        result = results[unit.index]
+        unit_dir = os.path.join(work, _unit_name(unit))
+        entries = result["shards"]
+        if result["dtype"] != dtype:
+            entries = [
+                rewrite_shard_dtype(unit_dir, entry, from_dtype=result["dtype"], to_dtype=dtype)
+                for entry in entries
+            ]
+            commit_manifest(unit_dir, entries, dtype=dtype, vocab_size=vocab)
+            done = {k: v for k, v in result.items() if k != "shards"}
+            write_json_atomic(os.path.join(unit_dir, DONE_NAME), dict(done, dtype=dtype))
+        shards.extend((_unit_name(unit), entry) for entry in entries)
+    skipped = sum(results[u.index]["skipped"] for u in units)
+    if rejects_path is not None:
+        _write_rejects(rejects_path, work, units, results)
+    metadata = {"source": dict(source, skipped_documents=skipped)}
+    summary = {"skipped": skipped, "rejects": rejects_path}
+    return make_publish_plan(
+        work, shards, dtype=dtype, vocab_size=vocab, metadata=metadata, summary=summary
+    )

@@ -1,0 +1,137 @@
+"""Publish completed ingest units as one corpus: rename shards, write the manifest.
+
+This is the single step that makes an ingest visible, and it is idempotent so a
+``--resume`` after a crash at any instruction finishes it:
+
+1. The plan (final shard names and entries, dtype, metadata, and which unit file
+   becomes which shard) is written once to ``<work>/publish.json``; from then on the
+   plan, not the unit directories, is the source of truth.
+2. An old manifest (``--overwrite``) is removed, so readers see no corpus while old
+   shard names are being reused.
+3. Each unit shard is *renamed* to its final name (``shard-NNNNN``): no token byte is
+   copied. A source that no longer exists was renamed by an earlier attempt.
+4. Shard files of an old corpus that the new one does not use are deleted.
+5. :func:`mixle.corpus.commit_manifest` writes ``manifest.json`` last, atomically.
+6. The work directory is renamed away and removed.
+
+A remote publisher (issue #7) can take the same plan and target a staging prefix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import json
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mixle._io import fsync_directory
+from mixle.corpus.format.manifest import commit_manifest, compute_fingerprint
+from mixle.corpus.format.spec import MANIFEST_NAME, shard_file_names
+from mixle.corpus.ingestion.workers import write_json_atomic
+
+__all__ = [
+    "PUBLISH_NAME",
+    "discard_work_dir",
+    "make_publish_plan",
+    "publish",
+    "read_publish_plan",
+]
+
+PUBLISH_NAME = "publish.json"
+
+
+def make_publish_plan(
+    work_dir: str,
+    shards: Sequence[tuple[str, Mapping[str, Any]]],
+    *,
+    dtype: str,
+    vocab_size: int | None,
+    metadata: Mapping[str, Any],
+    summary: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Write and return the publish plan for ``shards`` (``(unit dir name, entry)`` pairs
+    in corpus order). Shard ``g`` of the corpus is named ``shard-{g:05d}``."""
+    entries = []
+    moves = []
+    for index, (unit_name, entry) in enumerate(shards):
+        tokens, offsets = shard_file_names(index)
+        moves.append([unit_name, entry["tokens"], tokens])
+        moves.append([unit_name, entry["offsets"], offsets])
+        entries.append(dict(entry, tokens=tokens, offsets=offsets))
+    plan = {
+        "entries": entries,
+        "moves": moves,
+        "dtype": dtype,
+        "vocab_size": vocab_size,
+        "metadata": dict(metadata),
+        "summary": dict(summary),
+        "fingerprint": compute_fingerprint(dtype, entries),
+    }
+    write_json_atomic(os.path.join(work_dir, PUBLISH_NAME), plan)
+    # Return what a resumed run would read back (sorted keys), so the manifest bytes
+    # are the same whether or not the publish was interrupted.
+    result: dict[str, Any] = json.loads(json.dumps(plan, sort_keys=True))
+    return result
+
+
+def read_publish_plan(work_dir: str) -> dict[str, Any] | None:
+    """Return the publish plan an interrupted run left in ``work_dir``, or ``None``."""
+    try:
+        with open(os.path.join(work_dir, PUBLISH_NAME), encoding="utf-8") as handle:
+            plan: dict[str, Any] = json.load(handle)
+    except FileNotFoundError:
+        return None
+    return plan
+
+
+def _already_published(output: str, plan: Mapping[str, Any]) -> bool:
+    try:
+        with open(os.path.join(output, MANIFEST_NAME), encoding="utf-8") as handle:
+            return bool(json.load(handle).get("fingerprint") == plan["fingerprint"])
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def discard_work_dir(work_dir: str) -> None:
+    """Remove ``work_dir``: renamed away first (atomic), then deleted, so a kill while
+    deleting never leaves a half-removed work directory that looks resumable."""
+    trash = f"{work_dir}-done"
+    shutil.rmtree(trash, ignore_errors=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.replace(work_dir, trash)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def publish(output: str, work_dir: str, plan: Mapping[str, Any]) -> None:
+    """Carry out ``plan``: move unit shards into ``output`` and commit the manifest.
+
+    Safe to call again after a crash at any point (see the module docstring).
+    """
+    if _already_published(output, plan):
+        discard_work_dir(work_dir)
+        return
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(output, MANIFEST_NAME))
+    fsync_directory(output)
+    for unit_name, source, target in plan["moves"]:
+        path = os.path.join(work_dir, unit_name, source)
+        if os.path.exists(path):
+            os.replace(path, os.path.join(output, target))
+    fsync_directory(output)
+    keep = {entry[key] for entry in plan["entries"] for key in ("tokens", "offsets")}
+    for name in os.listdir(output):
+        stale = fnmatch.fnmatch(name, "shard-*.tokens") or fnmatch.fnmatch(name, "shard-*.offsets")
+        if stale and name not in keep:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(output, name))
+    commit_manifest(
+        output,
+        plan["entries"],
+        dtype=plan["dtype"],
+        vocab_size=plan["vocab_size"],
+        metadata=plan["metadata"],
+    )
+    discard_work_dir(work_dir)

@@ -1,0 +1,241 @@
+"""A local shard cache shared by every process on a machine.
+
+Files are stored content-addressed by their manifest SHA-256 under
+``<cache_dir>/objects/<sha256>``, so a name in the cache always means "these exact
+bytes": a cached file never goes stale, and two corpora sharing a shard share the
+file. Three kinds of POSIX ``flock`` on small files under ``<cache_dir>/locks/``
+make the cache safe across processes (ranks, DataLoader workers):
+
+``<sha256>.pin`` (shared while in use)
+    A process holds a shared lock while a file is open in a reader or about to be
+    read (a prefetch in flight). Eviction takes an exclusive non-blocking lock, so it
+    skips pinned files instead of deleting them from under a reader.
+``<sha256>.dl`` (exclusive while downloading)
+    Only one process downloads a given file; the others wait, then find it present.
+``evict.lock`` (exclusive while evicting)
+    One evictor at a time, so two processes do not both delete the same files.
+
+A download goes to ``<cache_dir>/tmp/`` under a unique name, is checked (size and
+SHA-256 against the manifest) and only then renamed into ``objects/``: a file in
+``objects/`` is always complete and valid, and a checksum failure is never cached.
+
+With ``limit`` set, least-recently-used files (by mtime, touched on every use) are
+evicted before a download so that the cache stays within ``limit`` bytes, except
+for pinned files: it never exceeds the limit by more than the files in use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+
+from mixle.errors import ArgumentError
+
+__all__ = ["ShardCache", "default_cache_dir"]
+
+
+def default_cache_dir() -> str:
+    """``$MIXLE_CACHE_DIR``, else ``$XDG_CACHE_HOME/mixle/shards`` (``~/.cache`` by default)."""
+    explicit = os.environ.get("MIXLE_CACHE_DIR")
+    if explicit:
+        return os.path.abspath(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "mixle", "shards")
+
+
+@contextlib.contextmanager
+def _flock(path: str, operation: int) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, operation)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+class ShardCache:
+    """Content-addressed, lock-protected, size-bounded local file cache.
+
+    Parameters
+    ----------
+    directory
+        Cache root (created if missing). Share it between processes to share files.
+    limit
+        Soft bound in bytes on ``objects/``; ``None`` for unbounded.
+
+    Notes
+    -----
+    Instances are cheap and pickle as ``(directory, limit)``. Pins are per process:
+    a forked child starts with none of its own (descriptors inherited from the parent
+    still hold the parent's shared locks, which only makes eviction more careful).
+    """
+
+    def __init__(self, directory: str, limit: int | None = None) -> None:
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
+        ):
+            raise ArgumentError(
+                f"`cache_limit` must be None or a nonnegative integer (bytes). Got {limit!r} instead."
+            )
+        self.directory = os.path.abspath(os.fspath(directory))
+        self.limit = limit
+        self._objects = os.path.join(self.directory, "objects")
+        self._locks = os.path.join(self.directory, "locks")
+        self._tmp = os.path.join(self.directory, "tmp")
+        self._made = False  # directories are created on first use, not by construction
+        self._guard = threading.Lock()
+        self._pins: dict[str, list[int]] = {}  # digest -> [fd, count]
+        self._pid = os.getpid()
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (ShardCache, (self.directory, self.limit))
+
+    def _ensure(self) -> None:
+        if not self._made:
+            for path in (self._objects, self._locks, self._tmp):
+                os.makedirs(path, exist_ok=True)
+            self._made = True
+
+    def path(self, digest: str) -> str:
+        """Where the file with SHA-256 ``digest`` lives once cached."""
+        return os.path.join(self._objects, digest)
+
+    # -- pins -----------------------------------------------------------------------
+    def _lock(self) -> threading.Lock:
+        """This process's guard. After a fork the parent's pins are not ours to
+        release, and its lock may have been held by a thread that does not exist
+        here: start afresh (checked before taking the lock, never under it)."""
+        if self._pid != os.getpid():
+            self._pins = {}
+            self._guard = threading.Lock()
+            self._pid = os.getpid()
+        return self._guard
+
+    def _pin_table(self) -> dict[str, list[int]]:
+        return self._pins
+
+    def pin(self, digest: str) -> None:
+        """Mark ``digest`` in use by this process (reference counted); eviction skips it."""
+        with self._lock():
+            table = self._pin_table()
+            slot = table.get(digest)
+            if slot is not None:
+                slot[1] += 1
+                return
+            self._ensure()
+            fd = os.open(os.path.join(self._locks, f"{digest}.pin"), os.O_RDWR | os.O_CREAT, 0o644)
+            # Blocks only while an evictor holds the exclusive lock (a few unlinks).
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            table[digest] = [fd, 1]
+
+    def release(self, digest: str) -> None:
+        """Drop one pin of ``digest``; the last one makes the file evictable again."""
+        with self._lock():
+            table = self._pin_table()
+            slot = table.get(digest)
+            if slot is None:
+                return
+            slot[1] -= 1
+            if slot[1] <= 0:
+                del table[digest]
+                os.close(slot[0])
+
+    def pinned(self) -> set[str]:
+        """Digests this process currently pins."""
+        with self._lock():
+            return set(self._pin_table())
+
+    # -- fetching -------------------------------------------------------------------
+    def get(
+        self,
+        digest: str,
+        size: int,
+        fetch: Callable[[str], None],
+        *,
+        pin: bool = True,
+    ) -> str:
+        """Return the local path of the file with SHA-256 ``digest``, fetching it if needed.
+
+        ``fetch(temporary_path)`` must write the complete file there (it owns
+        retries and the checksum check; see :func:`download_checked`). Exactly one
+        process fetches a missing file; the others wait for it. With ``pin`` the file
+        stays pinned until :meth:`release`.
+        """
+        self._ensure()
+        if pin:
+            self.pin(digest)
+        try:
+            final = self.path(digest)
+            if not self._present(final, size):
+                with _flock(os.path.join(self._locks, f"{digest}.dl"), fcntl.LOCK_EX):
+                    if not self._present(final, size):
+                        self._make_room(size, digest)
+                        temporary = os.path.join(self._tmp, f"{digest}.{uuid.uuid4().hex}")
+                        try:
+                            fetch(temporary)
+                            os.replace(temporary, final)
+                        finally:
+                            with contextlib.suppress(FileNotFoundError):
+                                os.unlink(temporary)
+            with contextlib.suppress(OSError):
+                os.utime(final)  # LRU clock, shared by every process
+            return final
+        except BaseException:
+            if pin:
+                self.release(digest)
+            raise
+
+    @staticmethod
+    def _present(path: str, size: int) -> bool:
+        try:
+            return os.stat(path).st_size == size
+        except FileNotFoundError:
+            return False
+
+    # -- eviction -------------------------------------------------------------------
+    def usage(self) -> int:
+        """Bytes currently held in ``objects/``."""
+        total = 0
+        if not os.path.isdir(self._objects):
+            return 0
+        with os.scandir(self._objects) as entries:
+            for entry in entries:
+                with contextlib.suppress(FileNotFoundError):
+                    total += entry.stat().st_size
+        return total
+
+    def _make_room(self, incoming: int, keep: str) -> None:
+        if self.limit is None:
+            return
+        with _flock(os.path.join(self._locks, "evict.lock"), fcntl.LOCK_EX):
+            files: list[tuple[float, int, str]] = []
+            with os.scandir(self._objects) as entries:
+                for entry in entries:
+                    with contextlib.suppress(FileNotFoundError):
+                        stat = entry.stat()
+                        files.append((stat.st_mtime, stat.st_size, entry.name))
+            total = sum(size for _, size, _ in files)
+            files.sort()
+            for _, size, name in files:
+                if total + incoming <= self.limit:
+                    break
+                if name != keep and self._evict(name):
+                    total -= size
+
+    def _evict(self, digest: str) -> bool:
+        """Delete ``digest`` unless some process pins it; return whether it was deleted."""
+        fd = os.open(os.path.join(self._locks, f"{digest}.pin"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False  # in use or about to be read
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path(digest))
+            return True
+        finally:
+            os.close(fd)

@@ -1,0 +1,501 @@
+"""Corpora behind fsspec URLs: lazy per-process filesystems, retries, the remote store.
+
+:class:`RemoteStore` implements :class:`~mixle.corpus.format.store.ShardStore` for any
+fsspec URL (``s3://``, ``gs://``, ``az://``, ``https://``, ``memory://`` ...);
+:func:`mixle.corpus.storage.open.open_store` builds it for those schemes. Files reach the reader through a
+:class:`~mixle.corpus.storage.cache.ShardCache` (``mode="cache"``, the default) or, in
+``mode="range"``, documents are fetched by byte ranges (:mod:`mixle.corpus.storage.range_documents`).
+
+Fork safety: a store holds no filesystem when it is created or unpickled;
+:func:`mixle.corpus.storage.fs.filesystem` builds one on first use, per process id.
+
+Faults: every remote call goes through :func:`~mixle.corpus.storage.fs.call_with_retries` (bounded
+exponential backoff with jitter on transient errors: connection resets, timeouts,
+HTTP 5xx, 408, 429, throttling). Bodies are checked: range reads by length, whole
+files by size and SHA-256 against the manifest, and a bad body is refetched. What
+still fails raises :class:`~mixle.errors.RemoteError` (or
+:class:`~mixle.errors.ChecksumError` for content that is consistently wrong) naming
+the URL, the shard and the number of attempts.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from mixle._io import file_sha256
+from mixle.corpus.format.documents import ShardedDocuments
+from mixle.corpus.format.manifest import parse_manifest
+from mixle.corpus.format.spec import HEADER_SIZE, MANIFEST_NAME, OffsetsHeader
+from mixle.corpus.format.store import ShardStore
+from mixle.corpus.storage.cache import ShardCache, default_cache_dir
+from mixle.corpus.storage.cached_documents import CachedDocuments
+from mixle.corpus.storage.fs import (
+    DEFAULT_BACKOFF,
+    DEFAULT_RETRIES,
+    BadResult,
+    call_with_retries,
+    filesystem,
+)
+from mixle.corpus.storage.range_documents import RangeDocuments
+from mixle.errors import (
+    ArgumentError,
+    ChecksumError,
+    CorpusError,
+    CorpusFormatError,
+    CorpusNotFoundError,
+    RemoteError,
+)
+
+__all__ = ["MODES", "PREFETCH_SHARDS", "RemoteStore", "check_mode"]
+
+T = TypeVar("T")
+
+MODES = ("cache", "range")
+#: Shards a prefetch hint may start downloading ahead of the reader.
+PREFETCH_SHARDS = 8
+
+
+def check_mode(mode: Any) -> str:
+    if mode is None:
+        return "cache"
+    if mode not in MODES:
+        raise ArgumentError(f"`mode` must be one of {MODES}. Got {mode!r} instead.")
+    return str(mode)
+
+
+def _retries(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ArgumentError(f"`retries` must be a positive integer. Got {value!r} instead.")
+    return value
+
+
+def _backoff(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 3600:
+        raise ArgumentError(f"`backoff` must be a number of seconds >= 0. Got {value!r} instead.")
+    return float(value)
+
+
+class RemoteStore(ShardStore):
+    """A corpus under an fsspec URL, read through the shared cache or by ranges.
+
+    Parameters
+    ----------
+    url
+        ``scheme://...`` prefix of the corpus (``manifest.json`` directly under it).
+    storage_options
+        Passed to the fsspec filesystem (endpoint, anonymous access, ...).
+    cache_dir, cache_limit
+        The :class:`ShardCache` root (default :func:`default_cache_dir`) and its
+        bound in bytes (default unbounded).
+    mode
+        ``"cache"`` (download shards on first touch, then mmap) or ``"range"``
+        (byte-range reads, no local copy of token data).
+    retries, backoff
+        Attempts per remote operation and the first backoff delay in seconds.
+    """
+
+    supports_prefetch = True
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | None = None,
+        mode: str | None = None,
+        retries: int = DEFAULT_RETRIES,
+        backoff: float = DEFAULT_BACKOFF,
+    ) -> None:
+        if "://" not in url:
+            raise ArgumentError(f"`url` must be a URL with a scheme. Got {url!r} instead.")
+        if storage_options is not None and not isinstance(storage_options, Mapping):
+            raise ArgumentError(
+                f"`storage_options` must be a mapping. Got {type(storage_options).__name__}."
+            )
+        self.url = url.rstrip("/")
+        self.protocol = url.split("://", 1)[0].lower()
+        self.storage_options = dict(storage_options or {})
+        self.mode = check_mode(mode)
+        self.retries = _retries(retries)
+        self.backoff = _backoff(backoff)
+        self.cache = ShardCache(
+            os.fspath(cache_dir) if cache_dir is not None else default_cache_dir(), cache_limit
+        )
+        self.bytes_fetched = 0  # token/offsets bytes fetched by this process (benchmarks)
+        self._manifest_bytes: bytes | None = None
+        self._entries: dict[
+            str, tuple[int, str, dict[str, Any]]
+        ] = {}  # name -> (shard, key, entry)
+        self._sizes: dict[str, int] | None = None
+        self._prefixes: dict[str, bytes] = {}
+        self._prefetching: dict[str, concurrent.futures.Future[str]] = {}
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pid = os.getpid()
+        self._guard = threading.Lock()
+
+    # -- identity and pickling --------------------------------------------------------
+    @property
+    def location(self) -> str:
+        return self.url
+
+    @property
+    def options(self) -> Mapping[str, Any]:
+        """Keyword arguments of ``open_corpus`` that recreate this store."""
+        return {
+            "storage_options": dict(self.storage_options),
+            "cache_dir": self.cache.directory,
+            "cache_limit": self.cache.limit,
+            "mode": self.mode,
+            "retries": self.retries,
+            "backoff": self.backoff,
+        }
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.url, dict(self.options)))
+
+    @property
+    def documents_type(self) -> type[ShardedDocuments]:
+        """The reader class ``open_corpus`` builds over this store."""
+        return RangeDocuments if self.mode == "range" else CachedDocuments
+
+    @property
+    def fs(self) -> Any:
+        """This process's filesystem (created lazily, never shared across fork)."""
+        return filesystem(self.protocol, self.storage_options)
+
+    def url_of(self, name: str) -> str:
+        return f"{self.url}/{name}"
+
+    def describe(self, name: str) -> str:
+        """``"shard 3 (shard-00003.tokens)"`` for a shard file, else the name."""
+        found = self._entries.get(name)
+        return name if found is None else f"shard {found[0]} ({name})"
+
+    def _retry(self, operation: Callable[[], T], name: str, **kwargs: Any) -> T:
+        return call_with_retries(
+            operation,
+            url=self.url_of(name),
+            what=self.describe(name),
+            attempts=self.retries,
+            backoff=self.backoff,
+            **kwargs,
+        )
+
+    # -- ShardStore -------------------------------------------------------------------
+    def read_manifest(self) -> bytes:
+        if self._manifest_bytes is not None:
+            return self._manifest_bytes
+        where = self.url_of(MANIFEST_NAME)
+
+        def invalid(data: bytes) -> BadResult | None:
+            try:
+                parse_manifest(data, where)
+            except CorpusFormatError as exc:
+                return BadResult(f"manifest body invalid ({exc})", CorpusFormatError)
+            return None
+
+        try:
+            data = self._retry(
+                lambda: bytes(self.fs.cat_file(where)), MANIFEST_NAME, validate=invalid
+            )
+        except FileNotFoundError as exc:
+            raise CorpusNotFoundError(
+                f"no corpus at {self.url}: {MANIFEST_NAME} is missing "
+                "(an interrupted upload leaves no manifest)."
+            ) from exc
+        except RemoteError as exc:
+            if exc.result_error is None:
+                raise
+            data = bytes(self.fs.cat_file(where))  # consistently bad: let the reader say why
+        self._remember(data)
+        return data
+
+    def _remember(self, data: bytes) -> None:
+        self._manifest_bytes = data
+        try:
+            manifest = parse_manifest(data, self.url_of(MANIFEST_NAME))
+        except CorpusError:
+            return
+        for number, entry in enumerate(manifest["shards"]):
+            for key in ("tokens", "offsets"):
+                self._entries[entry[key]] = (number, key, entry)
+
+    def _entry(self, name: str) -> tuple[int, str, dict[str, Any]]:
+        found = self._entries.get(name)
+        if found is None:
+            self.read_manifest()
+            found = self._entries.get(name)
+        if found is None:
+            raise CorpusFormatError(f"{self.url_of(name)}: not a file of this corpus's manifest.")
+        return found
+
+    def _manifest_header(self, name: str) -> bytes:
+        """The header a shard's offsets file must have, from its manifest entry."""
+        _, key, entry = self._entry(name)
+        if key != "offsets":
+            raise CorpusFormatError(f"{self.url_of(name)}: only offsets files have a header.")
+        dtype = json.loads(self.read_manifest())["dtype"]
+        return OffsetsHeader(dtype, entry["num_documents"], entry["num_tokens"]).pack()
+
+    def read_prefix(self, name: str, size: int) -> bytes:
+        if self.mode == "cache":
+            # Opening reads only the manifest: every file's size and SHA-256 (which
+            # covers the header) are checked when it is downloaded, before any use.
+            return self._manifest_header(name)[:size]
+        cached = self._prefixes.pop(name, None)
+        if cached is not None and len(cached) >= size:
+            return cached[:size]
+        if size == HEADER_SIZE and self._entries and not self._prefixes:
+            # First header read of an open: fetch every offsets header concurrently.
+            names = [
+                n for n, (_, key, _) in self._entries.items() if key == "offsets" and n != name
+            ]
+            if names:
+                try:
+                    self._prefixes.update(
+                        zip(
+                            names,
+                            self.read_ranges(names, [0] * len(names), [size] * len(names)),
+                            strict=True,
+                        )
+                    )
+                except (CorpusError, FileNotFoundError):
+                    self._prefixes.clear()  # fall back to one read per file: precise errors
+        try:
+            return self.read_range(name, 0, size, exact=False)
+        except FileNotFoundError as exc:
+            raise CorpusFormatError(f"{self.url_of(name)}: shard file missing.") from exc
+
+    def file_size(self, name: str) -> int:
+        if self.mode == "cache":  # checked on download (see read_prefix)
+            _, key, entry = self._entry(name)
+            return int(entry[f"{key}_bytes"])
+        if self._sizes is None:
+            self._sizes = self._list_sizes()
+        if name in self._sizes:
+            return self._sizes[name]
+        try:
+            size = int(self._retry(lambda: self.fs.size(self.url_of(name)), name))
+        except FileNotFoundError as exc:
+            raise CorpusFormatError(f"{self.url_of(name)}: shard file missing.") from exc
+        self._sizes[name] = size
+        return size
+
+    def _list_sizes(self) -> dict[str, int]:
+        """Sizes of every manifest file: one listing where the store offers sizes
+        (S3, GCS, Azure: one LIST request), else concurrent HEADs (HTTP)."""
+        names = sorted(self._entries)
+        if not names:
+            return {}
+        found: dict[str, int] = {}
+        if self.protocol not in ("http", "https"):
+            try:
+                listing = self._retry(
+                    lambda: self.fs.ls(self.url, detail=True, refresh=True), "listing"
+                )
+            except (FileNotFoundError, CorpusError):
+                listing = []
+            for item in listing:
+                base = str(item.get("name", "")).rstrip("/").rsplit("/", 1)[-1]
+                if base in self._entries and item.get("size") is not None:
+                    found[base] = int(item["size"])
+        missing = [n for n in names if n not in found]
+        if missing:
+            urls = [self.url_of(n) for n in missing]
+            try:
+                sizes = self._retry(lambda: list(self.fs.sizes(urls)), "file sizes")
+                found.update(zip(missing, (int(s) for s in sizes), strict=True))
+            except FileNotFoundError:
+                pass  # file_size asks one by one and names the missing file
+        return found
+
+    def local_path(self, name: str) -> str:
+        """Path of ``name`` in the shared cache, downloading it first if needed; pins it."""
+        with self._lock():
+            future = self._prefetching.pop(name, None)
+        if future is not None:
+            try:
+                return future.result()  # its pin passes to the caller
+            except BaseException:
+                pass  # fetch again below, for this caller's own error
+        return self._fetch(name)
+
+    def release(self, name: str) -> None:
+        """Drop the pin that :meth:`local_path` took on ``name``."""
+        _, key, entry = self._entry(name)
+        self.cache.release(entry[f"{key}_sha256"])
+
+    def _fetch(self, name: str) -> str:
+        _number, key, entry = self._entry(name)
+        digest, size = entry[f"{key}_sha256"], entry[f"{key}_bytes"]
+        return self.cache.get(
+            digest, size, lambda temporary: self._download(name, temporary, size, digest)
+        )
+
+    def _download(self, name: str, temporary: str, size: int, digest: str) -> None:
+        """Copy ``name`` to ``temporary``; refetch on a transient error or a bad body.
+
+        Uses the backend's streaming ``get_file`` (never ``fs.open()``), then checks
+        size and SHA-256. Streaming to disk and hashing the (page-cached) file after
+        measured faster than hashing in flight through ``cat_file``, which s3fs
+        buffers slowly (about 2x slower on loopback).
+        """
+        url = self.url_of(name)
+
+        def fetch() -> str:
+            self.fs.get_file(url, temporary)
+            return temporary
+
+        def invalid(path: str) -> BadResult | None:
+            actual = os.stat(path).st_size
+            if actual != size:  # consistently the wrong size: the file changed
+                return BadResult(
+                    f"body is {actual} bytes, the manifest says {size} (truncated)",
+                    CorpusFormatError,
+                )
+            if file_sha256(path) != digest:
+                return BadResult(
+                    f"body SHA-256 differs from the manifest's {digest} (corrupted)", ChecksumError
+                )
+            return None
+
+        self._fetch_checked(fetch, name, invalid, lambda exc: f"{url}: shard file missing.")
+        self.bytes_fetched += size
+
+    def _fetch_checked(
+        self,
+        fetch: Callable[[], T],
+        name: str,
+        validate: Callable[[T], BadResult | None],
+        missing: Callable[[FileNotFoundError], str],
+    ) -> T:
+        """Retry ``fetch`` until ``validate`` passes; a result still bad after every
+        attempt raises its :attr:`BadResult.error` (checksum, format) rather than a
+        plain :class:`RemoteError`, and an absent file a :class:`CorpusFormatError`."""
+        try:
+            return self._retry(fetch, name, validate=validate)
+        except FileNotFoundError as exc:
+            raise CorpusFormatError(missing(exc)) from exc
+        except RemoteError as exc:
+            if exc.result_error is not None:
+                raise exc.result_error(str(exc)) from exc
+            raise
+
+    # -- ranges -----------------------------------------------------------------------
+    def read_range(self, name: str, start: int, end: int, *, exact: bool = True) -> bytes:
+        """Bytes ``[start, end)`` of ``name`` (one request; never a default-block ``open``)."""
+        if end <= start:
+            return b""
+        url = self.url_of(name)
+
+        def invalid(data: bytes) -> BadResult | None:
+            if len(data) == end - start or (not exact and len(data) < end - start):
+                return None
+            return BadResult(
+                f"range [{start}, {end}) returned {len(data)} bytes (truncated or ignored)"
+            )
+
+        data = self._retry(
+            lambda: bytes(self.fs.cat_file(url, start=start, end=end)), name, validate=invalid
+        )
+        self.bytes_fetched += len(data)
+        return data
+
+    def read_ranges(
+        self, names: Sequence[str], starts: Sequence[int], ends: Sequence[int]
+    ) -> list[bytes]:
+        """Several ranges in one concurrent batch (``cat_ranges``); each length is checked."""
+        if not names:
+            return []
+        urls = [self.url_of(name) for name in names]
+
+        def fetch() -> list[Any]:
+            return list(self.fs.cat_ranges(urls, list(starts), list(ends), on_error="return"))
+
+        def invalid(results: list[Any]) -> BadResult | None:
+            for position, item in enumerate(results):
+                if isinstance(item, FileNotFoundError):
+                    raise item
+                if isinstance(item, BaseException):
+                    return BadResult(
+                        f"range {position} of {names[position]} failed: "
+                        f"{type(item).__name__}: {item}"
+                    )
+                if len(item) != ends[position] - starts[position]:
+                    return BadResult(
+                        f"range [{starts[position]}, {ends[position]}) of {names[position]} "
+                        f"returned {len(item)} bytes (truncated)"
+                    )
+            return None
+
+        results = self._retry(
+            fetch, names[0] if len(set(names)) == 1 else f"{len(names)} ranges", validate=invalid
+        )
+        out = [bytes(item) for item in results]
+        self.bytes_fetched += sum(map(len, out))
+        return out
+
+    # -- prefetch ---------------------------------------------------------------------
+    def prefetch_files(self, names: Sequence[str]) -> None:
+        """Start downloading ``names`` in the background; pins them until read.
+
+        Never blocks on the network and never raises for a remote problem (the read
+        itself will). At most ``2 * PREFETCH_SHARDS`` files are outstanding, taken
+        in hint order; finished prefetches that are no longer hinted make room.
+        """
+        with self._lock():
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=PREFETCH_SHARDS, thread_name_prefix="mixle-prefetch"
+                )
+            hinted = set(names)
+            for name in names:
+                if name in self._prefetching or name not in self._entries:
+                    continue
+                if len(self._prefetching) >= 2 * PREFETCH_SHARDS:
+                    # Full: make room only by dropping finished prefetches that are no
+                    # longer hinted; the hint's order is its priority.
+                    stale = next(
+                        (n for n, f in self._prefetching.items() if n not in hinted and f.done()),
+                        None,
+                    )
+                    if stale is None:
+                        break
+                    self._prefetching.pop(stale).add_done_callback(self._unpin_after(stale))
+                self._prefetching[name] = self._executor.submit(self._fetch, name)
+
+    def _lock(self) -> threading.Lock:
+        """This process's guard; after a fork, drop the parent's prefetches and pool
+        (their threads do not exist here) before taking it."""
+        if self._pid != os.getpid():
+            self._prefetching, self._executor = {}, None
+            self._guard = threading.Lock()
+            self._pid = os.getpid()
+        return self._guard
+
+    def _unpin_after(self, name: str) -> Callable[[concurrent.futures.Future[str]], None]:
+        def done(future: concurrent.futures.Future[str]) -> None:
+            if future.exception() is None:
+                self.release(name)
+
+        return done
+
+    def close(self) -> None:
+        """Stop background prefetching and drop its pins (the reader's pins are kept)."""
+        with self._lock():
+            pending, self._prefetching = self._prefetching, {}
+            executor, self._executor = self._executor, None
+        for name, future in pending.items():
+            future.add_done_callback(self._unpin_after(name))
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _rebuild(cls: type, url: str, options: dict[str, Any]) -> Any:
+    return cls(url, **options)
