@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from mixle._checks import as_token_ids, exact_int, nonnegative_int, positive_int
-from mixle.errors import ArgumentError, ArgumentTypeError
+from mixle.errors import ArgumentError
 from mixle.models._inputs import as_contexts, positive_float
 from mixle.stats.base import DistributionSampler
 
@@ -27,13 +27,8 @@ class StreamingTransformerSampler(DistributionSampler):
     """
 
     def __init__(self, dist: StreamingTransformer, seed: int | None = None) -> None:
-        # imported here: the leaf module imports this one to build its sampler
-        from mixle.models.streaming_transformer_leaf import StreamingTransformer
-
-        if not isinstance(dist, StreamingTransformer):
-            raise ArgumentTypeError(
-                f"`dist` must be a StreamingTransformer. Got {type(dist).__name__}."
-            )
+        # Built only by ``StreamingTransformer.sampler``, which passes itself: no type
+        # check here (the leaf module imports this one, so it cannot import the leaf).
         self.dist = dist
         self.seed = None if seed is None else exact_int("seed", seed)
         self.rng = np.random.default_rng(self.seed)
