@@ -97,7 +97,7 @@ def test_make_corpus_has_exactly_the_requested_tokens_and_documents(tmp_path: Pa
     assert len(lengths) == 2_001 and sum(lengths) == 1_000_003 and min(lengths) >= 1
     assert corpus.num_tokens == 1_000_003
     again = make_corpus(1_000_003, 2_001, seed=0, work=tmp_path)
-    assert all(np.array_equal(a, b) for a, b in zip(corpus.documents, again.documents))
+    assert all(np.array_equal(a, b) for a, b in zip(corpus.documents, again.documents, strict=True))
 
 
 def test_rows_from_documents_cuts_the_concatenated_stream_into_overlapping_rows() -> None:
