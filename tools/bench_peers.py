@@ -113,14 +113,17 @@ def measure_memory(run: Callable[[], object]) -> tuple[float, float]:
 
 
 # -- running -------------------------------------------------------------------------------
-def run_rounds(methods: list[Method], rounds: int, count: int, budget: float) -> None:
+def run_rounds(
+    methods: list[Method], rounds: int, count: int, budget: float, *, warm_up: bool = True
+) -> None:
     """Interleaved rounds: each method does ``count`` units or stops after ``budget`` s.
 
     The order rotates every round, so no method always runs right after the same one.
     """
     for method in methods:  # build, then warm up: page cache, lazy opens, index builds
         method.step = method.make()
-        timed(method.step, max(1, count // 10), budget)
+        if warm_up:
+            timed(method.step, max(1, count // 10), budget)
     for round_number in range(rounds):
         shift = round_number % len(methods)
         for method in methods[shift:] + methods[:shift]:
@@ -253,8 +256,8 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--write-rounds", type=int, default=3)
-    parser.add_argument("--batches", type=int, default=300, help="batches per timed measurement")
-    parser.add_argument("--reads", type=int, default=20_000, help="reads per timed measurement")
+    parser.add_argument("--batches", type=int, default=2000, help="batches per timed measurement")
+    parser.add_argument("--reads", type=int, default=200_000, help="reads per timed measurement")
     parser.add_argument("--budget", type=float, default=2.0, help="seconds cap per measurement")
     parser.add_argument("--peers", default="megatron,litdata,mds", help="comma-separated subset")
     parser.add_argument("--table", type=Path, default=Path("peers.md"))
@@ -284,7 +287,7 @@ def main() -> int:
             f"peers: {', '.join(sorted(peers)) or 'none'}"
         )
         methods = write_methods(corpus, peers)
-        run_rounds(methods, args.write_rounds, 1, float("inf"))
+        run_rounds(methods, args.write_rounds, 1, float("inf"), warm_up=False)
         measure_all_memory(methods, 1, float("inf"))
         print(f"writes done ({time.perf_counter() - started:.0f} s)")
         corpus.documents = []  # the readers below see files only

@@ -10,44 +10,31 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.tools._run import run_tool
 from tools import _peer_methods
 from tools._peer_methods import MODULES, installed, rows_from_documents
 from tools.bench_peers import make_corpus
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def test_quick_run_writes_table_json_and_png_with_positive_ratios(tmp_path: Path) -> None:
     table, figures, png = tmp_path / "peers.md", tmp_path / "peers.json", tmp_path / "peers.png"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "tools" / "bench_peers.py"),
-            "--quick",
-            "--workdir",
-            str(tmp_path / "work"),
-            "--table",
-            str(table),
-            "--json",
-            str(figures),
-            "--png",
-            str(png),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        check=False,
+    result = run_tool(
+        "bench_peers.py",
+        "--quick",
+        "--workdir",
+        str(tmp_path / "work"),
+        "--table",
+        str(table),
+        "--json",
+        str(figures),
+        "--png",
+        str(png),
     )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     rows = json.loads(figures.read_text())["rows"]
     names = {row["method"] for row in rows}
     assert {

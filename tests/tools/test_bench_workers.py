@@ -9,33 +9,16 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.tools._run import run_tool
 
 
 def test_quick_run_reports_every_configuration(tmp_path: Path) -> None:
     figures = tmp_path / "workers.json"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "tools" / "bench_workers.py"),
-            "--quick",
-            "--workdir",
-            str(tmp_path / "work"),
-            "--json",
-            str(figures),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        check=False,
+    result = run_tool(
+        "bench_workers.py", "--quick", "--workdir", str(tmp_path / "work"), "--json", str(figures)
     )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads(figures.read_text())
     configs = report["configs"]
     assert {"corpus, 0 workers", "corpus, 1 worker", "corpus, 2 workers"} <= set(configs)
