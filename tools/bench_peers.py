@@ -24,7 +24,7 @@ replacing the pinned CPU torch. Results: a markdown table (printed and written t
 ``--table``), the same figures as JSON (``--json``) and a bar chart (``--png``).
 
     python tools/bench_peers.py                    # 100M tokens / 200k documents, a few minutes
-    python tools/bench_peers.py --quick            # seconds: the CI smoke run
+    python tools/bench_peers.py --quick            # the CI smoke run (under a minute)
     python tools/bench_peers.py --png docs/peers.png --table /tmp/peers.md
 """
 
@@ -264,7 +264,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--png", type=Path, default=Path("peers.png"))
     parser.add_argument("--keep", action="store_true", help="keep the written corpora")
-    parser.add_argument("--quick", action="store_true", help="2M tokens, 2 rounds: seconds")
+    parser.add_argument("--quick", action="store_true", help="2M tokens, 2 rounds: the CI smoke run")
     args = parser.parse_args()
     if args.quick:
         args.tokens, args.documents, args.rounds, args.write_rounds = 2_000_000, 4_000, 2, 1

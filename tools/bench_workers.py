@@ -52,7 +52,12 @@ from tools.bench_stream import generate
 
 
 class ReadyBatches(IterableDataset[tuple[torch.Tensor, ...]]):
-    """Transport only: yields the same ready-made batch forever (no corpus work)."""
+    """Transport only: yields fresh copies of one ready-made batch (no corpus work).
+
+    Copies, because a tensor already in shared memory is not moved again: re-sending
+    the same tensors would leave out the per-batch shared-memory allocation that every
+    new batch pays.
+    """
 
     def __init__(self, batch: tuple[torch.Tensor, ...]) -> None:
         super().__init__()
@@ -60,7 +65,7 @@ class ReadyBatches(IterableDataset[tuple[torch.Tensor, ...]]):
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, ...]]:
         while True:
-            yield self.batch
+            yield tuple(part.clone() for part in self.batch)
 
 
 DEFAULT_STRATEGY = torch.multiprocessing.get_sharing_strategy()
