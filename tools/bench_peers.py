@@ -264,7 +264,9 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--png", type=Path, default=Path("peers.png"))
     parser.add_argument("--keep", action="store_true", help="keep the written corpora")
-    parser.add_argument("--quick", action="store_true", help="2M tokens, 2 rounds: the CI smoke run")
+    parser.add_argument(
+        "--quick", action="store_true", help="2M tokens, 2 rounds: the CI smoke run"
+    )
     args = parser.parse_args()
     if args.quick:
         args.tokens, args.documents, args.rounds, args.write_rounds = 2_000_000, 4_000, 2, 1
