@@ -1,0 +1,24 @@
+"""Run a script of ``tools/`` the way a user does: a fresh interpreter, this checkout."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_tool(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``tools/<script>`` with ``args``; fail the test with its output if it fails."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result

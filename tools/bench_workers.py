@@ -1,0 +1,232 @@
+"""DataLoader scaling of ``StreamingDataset``: 2 workers against 1 (issue #17, item 5).
+
+Writes a corpus with ``CorpusWriter`` under ``--workdir`` and measures, in interleaved
+rounds (order rotated every round, medians), batches per second of
+``DataLoader(StreamingDataset(StreamingCorpus(...)), batch_size=None, num_workers=n)``
+for n = 0 (in-process reference), 1 and 2, timed from the first batch (worker start-up
+excluded). Target: 2 workers >= 1.6x 1 worker on 2 cores.
+
+Three same-run references say what stands between the figure and the target:
+
+* the machine's ceiling: a pure-Python CPU burn in 1 vs 2 processes (other jobs share
+  the cores, so no program can scale past it);
+* transport alone: the same DataLoader over a dataset that yields ready-made tensors of
+  the same shapes (no corpus work), 1 vs 2 workers;
+* a CPU-time profile per batch: ``corpus.batch_at`` in-process (the work a worker
+  does), and for each worker count the main process's CPU seconds (receiving,
+  unpickling and mapping the shared-memory tensors) and the workers' (from
+  ``RUSAGE_CHILDREN`` once they exit).
+
+With per-batch worker CPU ``W`` and main-process CPU ``M`` on 2 cores, 2 workers can be
+at most ``min(2 / (W + M), 1 / M)`` batches/s against ``1 / max(W, M)`` for one, so
+1.6x needs ``M <= W / 4``.
+
+    python tools/bench_workers.py            # 64M tokens, block 2048, batch 8
+    python tools/bench_workers.py --quick    # a smoke run (under a minute)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from mixle.corpus import open_corpus
+from mixle.data import StreamingCorpus
+from mixle.data.torch import StreamingDataset
+from tools.bench_ingest import cpu_ceiling
+from tools.bench_stream import generate
+
+
+class ReadyBatches(IterableDataset[tuple[torch.Tensor, ...]]):
+    """Transport only: yields fresh copies of one ready-made batch (no corpus work).
+
+    Copies, because a tensor already in shared memory is not moved again: re-sending
+    the same tensors would leave out the per-batch shared-memory allocation that every
+    new batch pays.
+    """
+
+    def __init__(self, batch: tuple[torch.Tensor, ...]) -> None:
+        super().__init__()
+        self.batch = batch
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, ...]]:
+        while True:
+            yield tuple(part.clone() for part in self.batch)
+
+
+DEFAULT_STRATEGY = torch.multiprocessing.get_sharing_strategy()
+
+
+def children_cpu() -> float:
+    """User + system CPU seconds of this process's exited (joined) children."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return children.ru_utime + children.ru_stime
+
+
+def run_loader(dataset: Any, workers: int, batches: int, strategy: str) -> dict[str, float]:
+    """Batches/s from the first batch on, and main/worker CPU seconds per batch.
+
+    Worker CPU includes the workers' start-up (fork, first batch); :func:`startup_cpu`
+    measures that part so the report can take it out.
+    """
+    torch.multiprocessing.set_sharing_strategy(strategy)  # inherited by forked workers
+    try:
+        loader = DataLoader(dataset, batch_size=None, num_workers=workers)
+        children_before = children_cpu()
+        iterator = iter(loader)
+        next(iterator)  # workers started and producing
+        started = time.perf_counter()
+        main_started = time.process_time()
+        for _ in range(batches):
+            next(iterator)
+        seconds = time.perf_counter() - started
+        main_cpu = time.process_time() - main_started
+        del iterator  # shuts the workers down (joined), so RUSAGE_CHILDREN counts them
+    finally:
+        torch.multiprocessing.set_sharing_strategy(DEFAULT_STRATEGY)
+    return {
+        "rate": batches / seconds if batches else float("nan"),
+        "main_cpu_us": main_cpu / batches * 1e6 if batches else float("nan"),
+        "worker_cpu_s": children_cpu() - children_before,
+    }
+
+
+def batch_cost_us(corpus: StreamingCorpus, batches: int) -> float:
+    """CPU microseconds of ``corpus.batch_at`` per batch, in this process."""
+    total = corpus.num_batches(0)
+    start = time.process_time()
+    for index in range(batches):
+        corpus.batch_at(0, index % total)
+    return (time.process_time() - start) / batches * 1e6
+
+
+def measure(path: Path, args: argparse.Namespace) -> dict[str, Any]:
+    corpus = StreamingCorpus(
+        open_corpus(path), rank=0, world_size=1, block=args.block, batch_size=args.batch_size
+    )
+    parts = tuple(torch.from_numpy(part) for part in corpus.batch_at(0, 0))
+    rows = torch.cat([parts[0], parts[1][:, -1:]], dim=1)  # the (b, block + 1) token rows
+    three, one = ReadyBatches(parts), ReadyBatches((rows,))
+    fd, fs = DEFAULT_STRATEGY, "file_system"
+    configs: dict[str, tuple[Any, int, str]] = {
+        "corpus, 0 workers": (StreamingDataset(corpus), 0, fd),
+        "corpus, 1 worker": (StreamingDataset(corpus), 1, fd),
+        "corpus, 2 workers": (StreamingDataset(corpus), 2, fd),
+        f"corpus, 1 worker, {fs}": (StreamingDataset(corpus), 1, fs),
+        f"corpus, 2 workers, {fs}": (StreamingDataset(corpus), 2, fs),
+        "transport of 3 tensors, 1 worker": (three, 1, fd),
+        "transport of 3 tensors, 2 workers": (three, 2, fd),
+        "transport of 1 tensor, 1 worker": (one, 1, fd),
+        "transport of 1 tensor, 2 workers": (one, 2, fd),
+    }
+    startup = {
+        n: statistics.median(
+            run_loader(StreamingDataset(corpus), n, 0, fd)["worker_cpu_s"] for _ in range(3)
+        )
+        for n in (1, 2)
+    }
+    samples: dict[str, list[dict[str, float]]] = {name: [] for name in configs}
+    ceilings, costs = [], []
+    names = list(configs)
+    for round_number in range(args.rounds):
+        shift = round_number % len(names)
+        for name in names[shift:] + names[:shift]:
+            dataset, workers, strategy = configs[name]
+            figures = run_loader(dataset, workers, args.batches, strategy)
+            if workers:
+                spent = figures["worker_cpu_s"] - startup[workers]
+                figures["worker_cpu_us"] = max(spent, 0.0) / args.batches * 1e6
+            samples[name].append(figures)
+        ceilings.append(cpu_ceiling())
+        costs.append(batch_cost_us(corpus, args.batches))
+    medians = {
+        name: {key: statistics.median(s[key] for s in runs) for key in runs[0]}
+        for name, runs in samples.items()
+    }
+
+    def speedup(prefix: str) -> float:
+        return medians[f"{prefix}, 2 workers"]["rate"] / medians[f"{prefix}, 1 worker"]["rate"]
+
+    return {
+        "configs": medians,
+        "speedup": speedup("corpus"),
+        "transport_speedup": speedup("transport of 3 tensors"),
+        "startup_cpu_s": startup,
+        "cpu_ceiling": statistics.median(ceilings),
+        "batch_at_us": statistics.median(costs),
+    }
+
+
+def report(result: dict[str, Any], args: argparse.Namespace, load: str) -> str:
+    lines = [
+        f"block {args.block}, batch {args.batch_size}, {args.batches} batches per run, "
+        f"{args.rounds} rounds, medians; load average {load} on {os.cpu_count()} cores; "
+        f"torch {torch.__version__}, default sharing strategy {DEFAULT_STRATEGY}",
+        "",
+        "| DataLoader over | batches/s | main CPU µs/batch | worker CPU µs/batch |",
+        "|---|---:|---:|---:|",
+    ]
+    for name, figures in result["configs"].items():
+        workers = "—" if name.endswith("0 workers") else f"{figures['worker_cpu_us']:.0f}"
+        lines.append(
+            f"| {name} | {figures['rate']:,.0f} | {figures['main_cpu_us']:.0f} | {workers} |"
+        )
+    met = "met" if result["speedup"] >= 1.6 else "NOT met"
+    lines += [
+        "",
+        f"2 workers / 1 worker: **{result['speedup']:.2f}x** (target >= 1.6x: {met}); "
+        f"transport alone {result['transport_speedup']:.2f}x; same-run CPU-burn ceiling "
+        f"{result['cpu_ceiling']:.2f}x; `corpus.batch_at` in-process "
+        f"{result['batch_at_us']:.0f} µs CPU per batch. Worker CPU excludes start-up "
+        f"(1 worker {result['startup_cpu_s'][1]:.2f} s, 2 workers "
+        f"{result['startup_cpu_s'][2]:.2f} s, measured alone).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/workers-bench"))
+    parser.add_argument("--tokens", type=int, default=64_000_000, help="uint16 tokens")
+    parser.add_argument("--mean-length", type=float, default=512)
+    parser.add_argument("--block", type=int, default=2048)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--batches", type=int, default=600, help="batches per timed run")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--quick", action="store_true", help="2M tokens, 40 batches, 1 round")
+    args = parser.parse_args()
+    if args.quick:
+        args.tokens, args.batches, args.rounds = 2_000_000, 40, 1
+    load_before = os.getloadavg()[0]
+    shutil.rmtree(args.workdir, ignore_errors=True)
+    try:
+        generate(args.workdir / "corpus", args.tokens, args.mean_length, seed=0)
+        result = measure(args.workdir / "corpus", args)
+    finally:
+        shutil.rmtree(args.workdir, ignore_errors=True)
+    text = report(result, args, f"{load_before:.1f} -> {os.getloadavg()[0]:.1f}")
+    print(text)
+    if args.json is not None:
+        args.json.write_text(json.dumps({"text": text, **result}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
