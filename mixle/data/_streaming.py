@@ -9,25 +9,26 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from types import BuiltinFunctionType, FunctionType, MethodType
 from typing import Any
 
 import numpy as np
 
 from mixle._checks import exact_int, nonnegative_int, positive_int
-from mixle.data._documents import document_lengths, documents_fingerprint, prefetch_hint
+from mixle.data._cursor import Cursor
+from mixle.data._documents import as_documents, supports_prefetch
 from mixle.data._order import SequenceSelector, global_document_order
 from mixle.data._packing import StreamLayout, rows_for_stream, stream_segment
-from mixle.data._state import check_state
-from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
+from mixle.errors import ArgumentError, ArgumentTypeError
 
 __all__ = ["StreamingCorpus"]
 
-_STATE_VERSION = 1
 Batch = tuple[np.ndarray, ...]
 # Prefetch hints cover this many batches per call, issued while at least half of the
 # previous window is still ahead: one call (and one vectorised pass in the corpus) per
 # window instead of one per batch, and every document is hinted once.
 _HINT_BATCHES = 32
+_NAMED_CALLABLES = (FunctionType, BuiltinFunctionType, MethodType, type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,10 +68,11 @@ def _flag(name: str, value: Any) -> bool:
 
 
 def _callable_name(function: Any) -> str | None:
+    """``module.qualname`` of a function, method or class; of its type for other callables."""
     if function is None:
         return None
-    module = getattr(function, "__module__", "?")
-    return f"{module}.{getattr(function, '__qualname__', type(function).__qualname__)}"
+    named = function if isinstance(function, _NAMED_CALLABLES) else type(function)
+    return f"{named.__module__}.{named.__qualname__}"
 
 
 def _env_int(name: str) -> int | None:
@@ -209,14 +211,12 @@ class StreamingCorpus:
         self.sequence_selector = sequence_selector
         self.even_batches = _flag("even_batches", even_batches)
         self.document_ids = _flag("document_ids", document_ids)
-        self.documents = documents
-        self._lengths = document_lengths(documents)
+        self.documents = as_documents(documents)
+        self._lengths = np.asarray(self.documents.lengths, dtype=np.int64)
         self.prefetch = _flag("prefetch", prefetch)
-        self._supports_prefetch = self.prefetch and callable(getattr(documents, "prefetch", None))
+        self._supports_prefetch = self.prefetch and supports_prefetch(self.documents)
         self._plans: dict[int, _EpochPlan] = {}
-        self._fingerprint: str | None = None
-        self._epoch = 0
-        self._batch = 0
+        self._cursor = Cursor("StreamingCorpus")
         self.last_packing_efficiency: float | None = None
 
     @classmethod
@@ -376,7 +376,7 @@ class StreamingCorpus:
         # hinted with the previous window, or is being read by the starting batch.
         low += 1
         if low < high:
-            prefetch_hint(self.documents, layout.indices[low:high].tolist())
+            self.documents.prefetch(layout.indices[low:high].tolist())
 
     def epoch_batches(self, epoch: int, *, start_batch: int = 0) -> Iterator[Batch]:
         """Yield this rank's batches of ``epoch`` from batch ``start_batch`` on.
@@ -435,34 +435,31 @@ class StreamingCorpus:
         The cursor moves before each batch is handed out, so ``state_dict()`` taken after
         receiving ``k`` batches resumes with batch ``k + 1``. One iteration at a time.
         """
+        cursor = self._cursor
         while True:
-            epoch, start = self._epoch, self._batch
+            epoch, start = cursor.position
             total = self.num_batches(epoch)
             if total == 0:
                 return
             for index, batch in enumerate(self.epoch_batches(epoch, start_batch=start), start):
-                self._epoch, self._batch = (
-                    (epoch, index + 1) if index + 1 < total else (epoch + 1, 0)
-                )
+                cursor.move(*((epoch, index + 1) if index + 1 < total else (epoch + 1, 0)))
                 yield batch
-            if (self._epoch, self._batch) == (epoch, start):  # start == total: nothing left
-                self._epoch, self._batch = epoch + 1, 0
+            if cursor.position == (epoch, start):  # start == total: nothing left
+                cursor.move(epoch + 1, 0)
 
     @property
     def cursor(self) -> tuple[int, int]:
         """``(epoch, batch)`` of the next batch iteration yields."""
-        return self._epoch, self._batch
+        return self._cursor.position
 
     def stream_identity(self) -> dict[str, Any]:
         """Everything that defines this rank's stream, as saved in ``state_dict``.
 
-        The corpus fingerprint comes from ``documents.fingerprint`` when offered (O(1)),
-        otherwise it hashes every document once (O(corpus)) and is cached.
+        The corpus fingerprint is ``documents.fingerprint``: O(1) for a sharded corpus;
+        an in-memory sequence hashes every document once (O(corpus)) and caches it.
         """
-        if self._fingerprint is None:
-            self._fingerprint = documents_fingerprint(self.documents)
         return {
-            "fingerprint": self._fingerprint,
+            "fingerprint": self.documents.fingerprint,
             "num_documents": len(self._lengths),
             "seed": self.seed,
             "block": self.block,
@@ -477,12 +474,7 @@ class StreamingCorpus:
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-serialisable cursor: ``{"version", "epoch", "batch", "stream"}``."""
-        return {
-            "version": _STATE_VERSION,
-            "epoch": self._epoch,
-            "batch": self._batch,
-            "stream": self.stream_identity(),
-        }
+        return self._cursor.state_dict(self.stream_identity())
 
     def load_state_dict(self, state: Any) -> None:
         """Move the cursor to a saved ``(epoch, batch)``; the next batch is the saved one.
@@ -495,18 +487,4 @@ class StreamingCorpus:
             ``state`` is malformed, of another version, from a different stream (each
             differing field named with both values), or points past the epoch's end.
         """
-        check_state(
-            state,
-            kind="StreamingCorpus",
-            version=_STATE_VERSION,
-            stream=self.stream_identity(),
-            cursor_fields=("epoch", "batch"),
-        )
-        epoch, batch = int(state["epoch"]), int(state["batch"])
-        total = self.num_batches(epoch)
-        if batch > total:
-            raise StateMismatchError(
-                f"StreamingCorpus state points at batch {batch} of epoch {epoch}, which has "
-                f"only {total} batches."
-            )
-        self._epoch, self._batch = (epoch, batch) if batch < total else (epoch + 1, 0)
+        self._cursor.load(state, self.stream_identity(), epoch_size=self.num_batches)

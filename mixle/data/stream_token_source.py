@@ -25,15 +25,14 @@ from typing import Any
 import numpy as np
 
 from mixle._checks import as_token_ids, exact_int, nonnegative_int, positive_int
-from mixle.data._documents import document_lengths, documents_fingerprint
+from mixle.data._cursor import Cursor
+from mixle.data._documents import DocumentSource, SequenceDocuments, as_documents
 from mixle.data._permutation import FeistelPermutation
-from mixle.data._state import check_state
 from mixle.data._token_windows import TokenWindows, checked_document
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError, TokenIdError
 
 __all__ = ["TokenStream", "stream_token_source"]
 
-_STATE_VERSION = 1
 # Window positions are permuted this many at a time (rounded to whole batches): the
 # vectorised Feistel costs a fixed overhead per call, so per-batch calls would be slow
 # for small batches, while the chunk itself is only a few tens of KB.
@@ -64,13 +63,13 @@ def _token_array(token_ids: Any) -> np.ndarray:
 def _is_document_sequence(value: Any) -> bool:
     """Whether ``value`` is a sequence of documents rather than one token-id array.
 
-    A numpy array is always token ids (the seed behaviour). Anything offering
-    ``lengths`` (a sharded corpus) is documents, and so is a list/tuple whose first
-    element is itself 1-D (a list of arrays); a flat list of numbers is token ids.
+    A numpy array is always token ids (the seed behaviour). A :class:`DocumentSource`
+    (a sharded corpus) is documents, and so is a list/tuple whose first element is
+    itself 1-D (a list of arrays); a flat list of numbers is token ids.
     """
     if isinstance(value, np.ndarray):
         return False
-    if hasattr(value, "lengths"):
+    if isinstance(value, DocumentSource):
         return True
     return isinstance(value, list | tuple) and len(value) > 0 and np.ndim(value[0]) == 1
 
@@ -264,7 +263,8 @@ class TokenStream:
                 "`documents` must be a sequence of 1-D token arrays. Got "
                 f"{type(documents).__name__} instead; wrap one token array as [token_ids]."
             )
-        lengths = document_lengths(documents)
+        source = as_documents(documents)
+        lengths = np.asarray(source.lengths, dtype=np.int64)
         if lengths.ndim != 1 or lengths.shape[0] != len(documents):
             raise ArgumentError(
                 f"`documents.lengths` must have one entry per document ({len(documents)}). "
@@ -275,15 +275,13 @@ class TokenStream:
             raise ArgumentError(
                 f"document {bad} has negative length {int(lengths[bad])} in `documents.lengths`."
             )
-        if isinstance(documents, list | tuple):
+        if isinstance(source, SequenceDocuments) and isinstance(source.items, list | tuple):
             # In memory: check every id now, as the array form does, rather than mid-epoch.
-            for index in range(len(documents)):
-                checked_document(documents, index, int(lengths[index]))
-        self.documents = documents
-        self._windows = TokenWindows(documents, lengths, self.block, self.boundary_id)
-        self._fingerprint: str | None = None
-        self._epoch = 0
-        self._position = 0
+            for index in range(len(source)):
+                checked_document(source, index, int(lengths[index]))
+        self.documents = source
+        self._windows = TokenWindows(source, lengths, self.block, self.boundary_id)
+        self._cursor = Cursor("TokenStream", index_key="position")
 
     @property
     def num_tokens(self) -> int:
@@ -359,16 +357,16 @@ class TokenStream:
                 offset += size
 
     def __iter__(self) -> Iterator[Batch]:
-        while self._epoch < self.epochs:
-            epoch = self._epoch
-            start = self._position // self.batch_size
+        cursor = self._cursor
+        while cursor.epoch < self.epochs:
+            epoch = cursor.epoch
+            start = cursor.index // self.batch_size
             for context, target in self.epoch_batches(epoch, start_batch=start):
-                self._position += target.shape[0]
-                if self._position >= self.num_windows:
-                    self._epoch, self._position = epoch + 1, 0
+                position = cursor.index + target.shape[0]
+                cursor.move(*((epoch, position) if position < self.num_windows else (epoch + 1, 0)))
                 yield context, target
-            if self._epoch == epoch:  # an epoch without windows
-                self._epoch, self._position = epoch + 1, 0
+            if cursor.epoch == epoch:  # an epoch without windows
+                cursor.move(epoch + 1, 0)
 
     def advance(self, num_batches: int) -> None:
         """Move the cursor forward by ``num_batches`` batches without reading them (O(1)).
@@ -377,21 +375,21 @@ class TokenStream:
         workers iterate copies of this stream. Stops at the end of the last epoch.
         """
         num_batches = nonnegative_int("num_batches", num_batches)
+        cursor = self._cursor
         per_epoch = self.num_batches()
         if per_epoch == 0:
-            self._epoch, self._position = self.epochs, 0
+            cursor.move(self.epochs, 0)
             return
-        index = self._epoch * per_epoch + self._position // self.batch_size + num_batches
+        index = cursor.epoch * per_epoch + cursor.index // self.batch_size + num_batches
         epoch, batch = divmod(index, per_epoch)
         if epoch >= self.epochs:
             epoch, batch = self.epochs, 0
-        self._epoch, self._position = epoch, batch * self.batch_size
+        cursor.move(epoch, batch * self.batch_size)
 
-    def _identity(self) -> dict[str, Any]:
-        if self._fingerprint is None:
-            self._fingerprint = documents_fingerprint(self.documents)
+    def stream_identity(self) -> dict[str, Any]:
+        """The fields that define the stream, as saved under ``"stream"`` in ``state_dict``."""
         return {
-            "fingerprint": self._fingerprint,
+            "fingerprint": self.documents.fingerprint,
             "num_tokens": self.num_tokens,
             "block": self.block,
             "batch_size": self.batch_size,
@@ -409,12 +407,7 @@ class TokenStream:
         batch size, shuffle, seed, boundary id). ``epochs`` is not among them, so a
         run may be extended with more epochs.
         """
-        return {
-            "version": _STATE_VERSION,
-            "epoch": self._epoch,
-            "position": self._position,
-            "stream": self._identity(),
-        }
+        return self._cursor.state_dict(self.stream_identity())
 
     def load_state_dict(self, state: Any) -> None:
         """Move the cursor to ``state`` (from :meth:`state_dict`); O(1), no replay.
@@ -426,14 +419,7 @@ class TokenStream:
             (each differing field named with both values), or its cursor lies outside
             this stream (epoch beyond ``epochs``, position not at a batch start).
         """
-        check_state(
-            state,
-            kind="TokenStream",
-            version=_STATE_VERSION,
-            stream=self._identity(),
-            cursor_fields=("epoch", "position"),
-        )
-        epoch, position = state["epoch"], state["position"]
+        epoch, position = self._cursor.check(state, self.stream_identity())
         if epoch > self.epochs or (epoch == self.epochs and position != 0):
             raise StateMismatchError(
                 f"TokenStream state is at epoch {epoch}, position {position}; "
@@ -444,7 +430,7 @@ class TokenStream:
                 f"TokenStream state position {position} is not the start of a batch "
                 f"of this stream ({self.num_windows} windows, batch_size {self.batch_size})."
             )
-        self._epoch, self._position = epoch, position
+        self._cursor.move(epoch, position)
 
     def __repr__(self) -> str:
         return (

@@ -37,14 +37,12 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from mixle._checks import positive_int
-from mixle.data._state import check_state
+from mixle.data._cursor import Cursor
 from mixle.data._streaming import StreamingCorpus
 from mixle.data.stream_token_source import TokenStream
-from mixle.errors import ArgumentTypeError, StateMismatchError
+from mixle.errors import ArgumentTypeError
 
 __all__ = ["StreamingDataset", "TokenStreamDataset"]
-
-_STATE_VERSION = 1
 
 
 def _worker() -> tuple[int, int]:
@@ -70,6 +68,7 @@ class _WorkerSplitDataset(IterableDataset[tuple[torch.Tensor, ...]]):
         self._started = False
         self._next: tuple[int, int] | None = None
         self._loaded = False
+        self._cursor = Cursor(self._kind, extra=("done",))
 
     # -- what subclasses define ------------------------------------------------------
     def _advance(self, position: tuple[int, int], steps: int) -> tuple[int, int] | None:
@@ -84,8 +83,8 @@ class _WorkerSplitDataset(IterableDataset[tuple[torch.Tensor, ...]]):
         """The number of batches in ``epoch``."""
         raise NotImplementedError
 
-    def _stream_identity(self) -> dict[str, Any]:
-        """The fields that define the underlying stream (see ``check_state``)."""
+    def stream_identity(self) -> dict[str, Any]:
+        """The fields that define the underlying stream."""
         raise NotImplementedError
 
     def _exhausted(self, position: tuple[int, int]) -> bool:
@@ -114,7 +113,7 @@ class _WorkerSplitDataset(IterableDataset[tuple[torch.Tensor, ...]]):
 
     def _identity(self, worker: int, workers: int) -> dict[str, Any]:
         return {
-            **self._stream_identity(),
+            **self.stream_identity(),
             "origin": list(self._origin),
             "worker": worker,
             "num_workers": workers,
@@ -128,14 +127,8 @@ class _WorkerSplitDataset(IterableDataset[tuple[torch.Tensor, ...]]):
         """
         worker, workers = _worker()
         position = self._next if self._started else self._first(worker)
-        epoch, index = (0, 0) if position is None else position
-        return {
-            "version": _STATE_VERSION,
-            "epoch": epoch,
-            "batch": index,
-            "done": int(position is None),
-            "stream": self._identity(worker, workers),
-        }
+        self._cursor.move(*((0, 0) if position is None else position))
+        return self._cursor.state_dict(self._identity(worker, workers), done=int(position is None))
 
     def load_state_dict(self, state: Any) -> None:
         """Resume this process at a saved next batch (call before iterating).
@@ -146,22 +139,12 @@ class _WorkerSplitDataset(IterableDataset[tuple[torch.Tensor, ...]]):
             The state is malformed or from another stream, worker or worker count.
         """
         worker, workers = _worker()
-        check_state(
-            state,
-            kind=self._kind,
-            version=_STATE_VERSION,
-            stream=self._identity(worker, workers),
-            cursor_fields=("epoch", "batch", "done"),
-        )
+        epoch, index = self._cursor.check(state, self._identity(worker, workers))
         position: tuple[int, int] | None = None
         if not state["done"]:
-            epoch, index = int(state["epoch"]), int(state["batch"])
             total = self._epoch_size(epoch)
             if index > total:
-                raise StateMismatchError(
-                    f"{self._kind} state points at batch {index} of epoch {epoch}, which "
-                    f"has only {total} batches."
-                )
+                raise self._cursor.past_end(epoch, index, total, "batches")
             position = (epoch, index)
         self._next = position
         self._loaded = True
@@ -210,7 +193,7 @@ class StreamingDataset(_WorkerSplitDataset):
     def _exhausted(self, position: tuple[int, int]) -> bool:
         return self.num_epochs is not None and position[0] >= self.num_epochs
 
-    def _stream_identity(self) -> dict[str, Any]:
+    def stream_identity(self) -> dict[str, Any]:
         return {**self.corpus.stream_identity(), "num_epochs": self.num_epochs}
 
 
@@ -255,5 +238,5 @@ class TokenStreamDataset(_WorkerSplitDataset):
     def _epoch_size(self, epoch: int) -> int:
         return self.stream.num_batches()
 
-    def _stream_identity(self) -> dict[str, Any]:
-        return {**self.stream.state_dict()["stream"], "epochs": self.stream.epochs}
+    def stream_identity(self) -> dict[str, Any]:
+        return {**self.stream.stream_identity(), "epochs": self.stream.epochs}

@@ -157,8 +157,9 @@ class TrainConfig:
                 f"`objective` must be one of {', '.join(OBJECTIVES)}. Got {self.objective!r} instead."
             )
         _optional("vocab", self.vocab, positive_int)
+        fields = self._values()
         for name in ("d_model", "n_layer", "n_head", "block", "batch_size", "eval_batches"):
-            positive_int(name, getattr(self, name))
+            positive_int(name, fields[name])
         if self.d_model % self.n_head:
             raise ArgumentError(
                 f"`d_model` must be divisible by `n_head`. Got d_model={self.d_model}, "
@@ -180,7 +181,7 @@ class TrainConfig:
                 f"`boundary_id` must be a nonnegative token id. Got {self.boundary_id} instead."
             )
         for name in ("holdout_documents", "eval_every", "checkpoint_every", "log_every"):
-            nonnegative_int(name, getattr(self, name))
+            nonnegative_int(name, fields[name])
         positive_int("keep_last", self.keep_last)
         _optional("threads", self.threads, positive_int)
         if self.eval_every and not self.holdout_documents:
@@ -189,7 +190,7 @@ class TrainConfig:
                 "some documents (e.g. --holdout 16) to evaluate on."
             )
         for name in ("checkpoint_dir", "metrics", "plot"):
-            _optional_str(name, getattr(self, name))
+            _optional_str(name, fields[name])
         if not isinstance(self.device, str) or not self.device:
             raise ArgumentTypeError(f"`device` must be a device string. Got {self.device!r}.")
         if self.resume and self.checkpoint_dir is None:
@@ -200,6 +201,10 @@ class TrainConfig:
             )
         if self.progress is not None:
             _flag("progress", self.progress)
+
+    def _values(self) -> dict[str, Any]:
+        # Shallow: dataclasses.asdict would deep-copy every value.
+        return {field.name: self.__getattribute__(field.name) for field in dataclasses.fields(self)}
 
     @property
     def metrics_path(self) -> str | None:
@@ -212,7 +217,8 @@ class TrainConfig:
 
     def identity(self) -> dict[str, Any]:
         """The fields that define the trajectory (a resume must match every one)."""
-        return {name: getattr(self, name) for name in _IDENTITY_FIELDS}
+        fields = self._values()
+        return {name: fields[name] for name in _IDENTITY_FIELDS}
 
     def replace(self, **changes: Any) -> TrainConfig:
         """A copy with ``changes`` applied (validated again)."""

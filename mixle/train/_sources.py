@@ -25,10 +25,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from mixle._checks import nonnegative_int, positive_int
-from mixle.data._state import check_state
+from mixle.data._cursor import Cursor
 from mixle.data.stream_token_source import TokenStream
 from mixle.data.streaming_corpus import StreamingCorpus
-from mixle.errors import ArgumentError, StateMismatchError
+from mixle.errors import ArgumentError
 
 __all__ = [
     "BatchSource",
@@ -43,7 +43,6 @@ __all__ = [
 
 Batch = tuple[np.ndarray, ...]
 BatchId = tuple[int, int]
-_WINDOW_STATE_VERSION = 1
 
 
 class BatchSource(Protocol):
@@ -190,38 +189,36 @@ class WindowBatches:
             raise ArgumentError(
                 f"`rank` must be in [0, world_size={self.world_size}). Got {self.rank} instead."
             )
-        self._epoch = 0
-        self._index = 0
+        self._cursor = Cursor("WindowBatches")
         self._identity: dict[str, Any] | None = None
 
     @property
     def cursor(self) -> BatchId:
-        return self._epoch, self._index
+        return self._cursor.position
 
     def steps_in_epoch(self, epoch: int) -> int:
         nonnegative_int("epoch", epoch)
         return self.stream.num_batches() // self.world_size
 
     def __iter__(self) -> Iterator[tuple[Batch, BatchId]]:
+        cursor = self._cursor
         per_epoch = self.steps_in_epoch(0)
         while per_epoch:
-            epoch, start = self._epoch, self._index
+            epoch, start = cursor.position
             batches = self.stream.epoch_batches(
                 epoch, start_batch=start * self.world_size + self.rank, step=self.world_size
             )
             for index in range(start, per_epoch):
                 batch = next(batches)
-                self._epoch, self._index = (
-                    (epoch, index + 1) if index + 1 < per_epoch else (epoch + 1, 0)
-                )
+                cursor.move(*((epoch, index + 1) if index + 1 < per_epoch else (epoch + 1, 0)))
                 yield batch, (epoch, index)
-            self._epoch, self._index = epoch + 1, 0
+            cursor.move(epoch + 1, 0)
 
-    def identity(self) -> dict[str, Any]:
+    def stream_identity(self) -> dict[str, Any]:
         """The stream's identity fields plus ``rank`` and ``world_size``."""
         if self._identity is None:
             self._identity = {
-                **self.stream.state_dict()["stream"],
+                **self.stream.stream_identity(),
                 "rank": self.rank,
                 "world_size": self.world_size,
             }
@@ -229,12 +226,7 @@ class WindowBatches:
 
     def state_dict(self) -> dict[str, Any]:
         """``{"version": 1, "epoch", "batch", "stream": {...}}`` (JSON-able)."""
-        return {
-            "version": _WINDOW_STATE_VERSION,
-            "epoch": self._epoch,
-            "batch": self._index,
-            "stream": self.identity(),
-        }
+        return self._cursor.state_dict(self.stream_identity())
 
     def load_state_dict(self, state: Any) -> None:
         """Restore a cursor from :meth:`state_dict`; O(1).
@@ -245,21 +237,9 @@ class WindowBatches:
             Malformed, another version, another stream (each field named), or a batch
             index beyond the epoch.
         """
-        check_state(
-            state,
-            kind="WindowBatches",
-            version=_WINDOW_STATE_VERSION,
-            stream=self.identity(),
-            cursor_fields=("epoch", "batch"),
+        self._cursor.load(
+            state, self.stream_identity(), epoch_size=self.steps_in_epoch, unit="batches per rank"
         )
-        epoch, index = int(state["epoch"]), int(state["batch"])
-        per_epoch = self.steps_in_epoch(epoch)
-        if index > per_epoch:
-            raise StateMismatchError(
-                f"WindowBatches state points at batch {index} of epoch {epoch}, which has "
-                f"only {per_epoch} batches per rank."
-            )
-        self._epoch, self._index = (epoch, index) if index < per_epoch else (epoch + 1, 0)
 
 
 def make_source(

@@ -20,7 +20,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -59,6 +59,14 @@ from mixle.train.metrics import MetricsLog, plot_losses, require_plotting
 __all__ = ["train"]
 
 
+@runtime_checkable
+class _RecordsVocab(Protocol):
+    """A corpus that records its vocabulary size (``None`` when it does not know it)."""
+
+    @property
+    def vocab_size(self) -> int | None: ...
+
+
 def _optimizer_state(leaf: StreamingTransformer) -> dict[str, Any] | None:
     # The leaf exposes its AdamW state only through to_dict (as a weights-only blob).
     blob = leaf.to_dict()["optimizer_state"]
@@ -76,7 +84,9 @@ class _Trainer:
     ) -> None:
         self.config, self.ctx, self.stop = config, ctx, stop
         self._log = log
-        vocab = config.vocab if config.vocab is not None else getattr(documents, "vocab_size", None)
+        vocab = config.vocab
+        if vocab is None and isinstance(documents, _RecordsVocab):
+            vocab = documents.vocab_size
         if vocab is None:
             raise ArgumentError(
                 f"the corpus {config.corpus} records no vocab_size; pass `vocab` (--vocab)."
