@@ -17,9 +17,10 @@ from typing import Any
 from mixle._checks import exact_int, nonnegative_int, positive_int
 from mixle.errors import ArgumentError, ArgumentTypeError
 
-__all__ = ["OBJECTIVES", "TrainConfig"]
+__all__ = ["LAYOUTS", "OBJECTIVES", "TrainConfig"]
 
 OBJECTIVES = ("packed", "windows")
+LAYOUTS = ("global", "per-rank")
 _CONFIG_VERSION = 1
 
 # Fields that define the training trajectory; a resume must match them exactly.
@@ -32,6 +33,7 @@ _IDENTITY_FIELDS = (
     "block",
     "tie_head",
     "batch_size",
+    "layout",
     "lr",
     "seed",
     "boundary_id",
@@ -77,7 +79,16 @@ class TrainConfig:
         Transformer shape (see :class:`~mixle.models.CausalTransformerLM`). ``block``
         is also the context length of the batches.
     batch_size
-        Rows (packed) or windows per step *per rank*.
+        Rows (packed) or windows per step *per rank*. With the global layout it may
+        change between a run and its resumption (the stream continues at the same row).
+    layout
+        How the packed stream is split over ranks: ``"global"`` (the default for
+        ``objective="packed"``): one row stream, global batch ``k`` is rows
+        ``[k * G, (k + 1) * G)`` with ``G = world_size * batch_size``, and the run
+        resumes with any number of processes and any batch size; ``"per-rank"``: each
+        rank packs its own round-robin share (resumes only with the same shape).
+        ``None`` picks the objective's default (``"per-rank"`` for ``"windows"``, the
+        only layout the windows objective has).
     lr
         Constant AdamW learning rate.
     steps, epochs
@@ -130,6 +141,7 @@ class TrainConfig:
     block: int = 64
     tie_head: bool = True
     batch_size: int = 16
+    layout: str | None = None
     lr: float = 3.0e-3
     steps: int | None = None
     epochs: int | None = None
@@ -157,6 +169,19 @@ class TrainConfig:
                 f"`objective` must be one of {', '.join(OBJECTIVES)}. Got {self.objective!r} instead."
             )
         _optional("vocab", self.vocab, positive_int)
+        if self.layout is None:
+            object.__setattr__(
+                self, "layout", "global" if self.objective == "packed" else "per-rank"
+            )
+        if self.layout not in LAYOUTS:
+            raise ArgumentError(
+                f"`layout` must be one of {', '.join(LAYOUTS)}. Got {self.layout!r} instead."
+            )
+        if self.objective == "windows" and self.layout != "per-rank":
+            raise ArgumentError(
+                "`layout` 'global' is available for objective 'packed' only; the windows "
+                "objective splits its batches per rank (layout 'per-rank')."
+            )
         fields = self._values()
         for name in ("d_model", "n_layer", "n_head", "block", "batch_size", "eval_batches"):
             positive_int(name, fields[name])
@@ -216,9 +241,14 @@ class TrainConfig:
         return None
 
     def identity(self) -> dict[str, Any]:
-        """The fields that define the trajectory (a resume must match every one)."""
+        """The fields that define the trajectory (a resume must match every one).
+
+        ``batch_size`` is among them only in the per-rank layout: the global layout's
+        row cursor continues at the same row with another batch size.
+        """
         fields = self._values()
-        return {name: fields[name] for name in _IDENTITY_FIELDS}
+        names = [n for n in _IDENTITY_FIELDS if n != "batch_size" or self.layout == "per-rank"]
+        return {name: fields[name] for name in names}
 
     def replace(self, **changes: Any) -> TrainConfig:
         """A copy with ``changes`` applied (validated again)."""

@@ -57,6 +57,10 @@ class BatchSource(Protocol):
         """How many batches this rank takes in ``epoch`` (equal on every rank)."""
         ...
 
+    def steps_left(self, epoch: int, index: int) -> int:
+        """Batches from cursor ``(epoch, index)`` to the end of ``epoch``."""
+        ...
+
     def __iter__(self) -> Iterator[tuple[Batch, BatchId]]: ...
 
     def state_dict(self) -> dict[str, Any]: ...
@@ -109,9 +113,11 @@ class PackedBatches:
     ----------
     documents
         Training documents (any sequence of 1-D token arrays).
-    rank, world_size, block, batch_size, seed, boundary_id
-        As for :class:`StreamingCorpus`; ``even_batches`` is always on so that every
-        rank takes the same number of steps per epoch.
+    rank, world_size, block, batch_size, seed, boundary_id, layout
+        As for :class:`StreamingCorpus`; ``even_batches`` is always on (per-rank
+        layout) so that every rank takes the same number of steps per epoch, as the
+        global layout guarantees by construction. In the global layout the cursor and
+        the batch ids are ``(epoch, first global row)``.
     """
 
     def __init__(
@@ -124,6 +130,7 @@ class PackedBatches:
         batch_size: int,
         seed: int,
         boundary_id: int | None,
+        layout: str = "per-rank",
     ) -> None:
         self.corpus = StreamingCorpus(
             documents,
@@ -134,6 +141,7 @@ class PackedBatches:
             seed=seed,
             boundary_id=boundary_id,
             even_batches=True,
+            layout=layout,
         )
 
     @property
@@ -142,6 +150,9 @@ class PackedBatches:
 
     def steps_in_epoch(self, epoch: int) -> int:
         return self.corpus.num_batches(epoch)
+
+    def steps_left(self, epoch: int, index: int) -> int:
+        return self.corpus.steps_left(epoch, index)
 
     def __iter__(self) -> Iterator[tuple[Batch, BatchId]]:
         batches = iter(self.corpus)
@@ -200,6 +211,9 @@ class WindowBatches:
         nonnegative_int("epoch", epoch)
         return self.stream.num_batches() // self.world_size
 
+    def steps_left(self, epoch: int, index: int) -> int:
+        return max(self.steps_in_epoch(epoch) - index, 0)
+
     def __iter__(self) -> Iterator[tuple[Batch, BatchId]]:
         cursor = self._cursor
         per_epoch = self.steps_in_epoch(0)
@@ -252,10 +266,21 @@ def make_source(
     batch_size: int,
     seed: int,
     boundary_id: int | None,
+    layout: str = "per-rank",
 ) -> PackedBatches | WindowBatches:
     """The batch source for ``objective`` (``"packed"`` or ``"windows"``)."""
-    cls = PackedBatches if objective == "packed" else WindowBatches
-    return cls(
+    if objective == "packed":
+        return PackedBatches(
+            documents,
+            rank=rank,
+            world_size=world_size,
+            block=block,
+            batch_size=batch_size,
+            seed=seed,
+            boundary_id=boundary_id,
+            layout=layout,
+        )
+    return WindowBatches(
         documents,
         rank=rank,
         world_size=world_size,

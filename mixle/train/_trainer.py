@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
 import torch
 
 from mixle.data._documents import documents_fingerprint
@@ -103,8 +104,15 @@ class _Trainer:
             "seed": config.seed,
             "boundary_id": config.boundary_id,
         }
+        assert config.layout is not None  # TrainConfig resolves the default
+        self.layout = config.layout
         self.source: BatchSource = make_source(
-            config.objective, train_docs, rank=ctx.rank, world_size=ctx.world_size, **stream
+            config.objective,
+            train_docs,
+            rank=ctx.rank,
+            world_size=ctx.world_size,
+            layout=self.layout,
+            **stream,
         )
         if self.source.steps_in_epoch(0) == 0:
             raise ArgumentError(
@@ -124,14 +132,17 @@ class _Trainer:
             tie_head=config.tie_head,
             lr=config.lr,
         )
-        self.identity = {
+        self.identity: dict[str, Any] = {
             "run": {**config.identity(), "vocab": self.vocab},
             "corpus": {
                 "fingerprint": documents_fingerprint(documents),
                 "num_documents": len(documents),
             },
-            "world_size": ctx.world_size,
         }
+        if self.layout == "per-rank":
+            # Per-rank cursors are tied to the shape; the global row cursor is not.
+            self.identity["world_size"] = ctx.world_size
+        self.changes: dict[str, list[int]] = {}
         self.metrics = MetricsLog(config.metrics_path if ctx.is_main else None)
         self.step = 0
         self.total_tokens = 0
@@ -171,7 +182,16 @@ class _Trainer:
             world_size=self.ctx.world_size,
             identity=self.identity,
             map_location=self.ctx.device,
+            elastic=self.layout == "global",
         )
+        self.changes = {
+            name: [before, now]
+            for name, before, now in (
+                ("world_size", int(ckpt.meta["world_size"]), self.ctx.world_size),
+                ("batch_size", int(ckpt.meta["config"]["batch_size"]), self.config.batch_size),
+            )
+            if before != now
+        }
         try:
             self.leaf.module.load_state_dict(ckpt.tensors["model"], strict=True)
         except RuntimeError as exc:
@@ -268,6 +288,16 @@ class _Trainer:
             self.leaf = estimator.estimate(None, combined)
         return loss_sum, weight, stops > 0
 
+    def global_digest(self, batch: Batch) -> str:
+        """:func:`batch_digest` of this step's batch concatenated over ranks (rank order):
+        the same for every ``(world_size, batch_size)`` with the same product."""
+        parts = []
+        for array in batch:
+            as_int = torch.from_numpy(np.ascontiguousarray(array).astype(np.int64, copy=False))
+            gathered = self.ctx.all_gather_concat(as_int).numpy()
+            parts.append(gathered.astype(array.dtype, copy=False))
+        return batch_digest(tuple(parts))
+
     def evaluate(self) -> float | None:
         """Mean held-out loss over the fixed evaluation batches (shared over ranks)."""
         if not self.eval_set:
@@ -296,8 +326,11 @@ class _Trainer:
             return config.steps
         epochs = 1 if config.epochs is None else config.epochs
         epoch, index = self.source.cursor
-        remaining = sum(self.source.steps_in_epoch(e) for e in range(epoch, epochs)) - index
-        return self.step + max(remaining, 0)
+        if epoch >= epochs:
+            return self.step
+        remaining = self.source.steps_left(epoch, index)
+        remaining += sum(self.source.steps_in_epoch(e) for e in range(epoch + 1, epochs))
+        return self.step + remaining
 
     def run(self) -> TrainSummary:
         config, ctx = self.config, self.ctx
@@ -309,11 +342,21 @@ class _Trainer:
                 "step": self.step,
                 "world_size": ctx.world_size,
                 "resumed_from": self.resumed_from,
+                "changed": self.changes,
+                "cursor": list(self.source.cursor),
                 "config": config.to_dict(),
             }
         )
         if self.resumed_from is not None:
-            self.log(f"resumed from {self.resumed_from} at step {self.step}")
+            changed = "".join(
+                f"; {name} {before} -> {now}" for name, (before, now) in self.changes.items()
+            )
+            unit = "row" if self.layout == "global" else "batch"
+            epoch, index = self.source.cursor
+            self.log(
+                f"resumed from {self.resumed_from} at step {self.step} "
+                f"(epoch {epoch}, {unit} {index}){changed}"
+            )
         total = self._planned_total()
         show_bar = config.progress if config.progress is not None else sys.stderr.isatty()
         from tqdm import tqdm
@@ -350,6 +393,9 @@ class _Trainer:
                     break
                 loss_sum, weight, stop = self.train_step(batch, self.stop.signal is not None)
                 ids = ctx.all_gather_int64([epoch, index, int(batch_digest(batch), 16) >> 1])
+                extra: dict[str, str] = {}
+                if self.layout == "global":
+                    extra["global_batch"] = self.global_digest(batch)
                 elapsed = time.perf_counter() - began
                 self.step += 1
                 step_tokens = int(weight)
@@ -366,6 +412,7 @@ class _Trainer:
                         "total_tokens": self.total_tokens,
                         "tokens_per_s": step_tokens / elapsed if elapsed > 0 else None,
                         "batches": [[e, i, f"{h:016x}"] for e, i, h in ids],
+                        **extra,
                     }
                 )
                 window.append(loss)

@@ -103,7 +103,7 @@ def _expected_targets(documents: Sequence[np.ndarray], seed: int) -> Counter[tup
 def _targets(steps: list[list[Batch]]) -> Counter[tuple[int, int]]:
     seen: Counter[tuple[int, int]] = Counter()
     for step in steps:
-        for _context, _targets_, mask, doc_ids, pos_ids in step:
+        for *_arrays, mask, doc_ids, pos_ids in step:
             seen.update(zip(doc_ids[mask].tolist(), pos_ids[mask].tolist(), strict=True))
     return seen
 
@@ -259,9 +259,9 @@ def test_global_state_into_a_per_rank_stream_and_the_reverse_are_refused() -> No
     documents = [np.arange(40)] * 5
     per_rank = StreamingCorpus(documents, rank=0, world_size=1, block=4, batch_size=2)
     global_ = _corpus(documents, 0, 1, 2)
-    with pytest.raises(StateMismatchError, match="version-2 \\(global layout\\).*'per-rank'"):
+    with pytest.raises(StateMismatchError, match=r"version-2 \(global layout\).*'per-rank'"):
         per_rank.load_state_dict(global_.state_dict())
-    with pytest.raises(StateMismatchError, match="version-1 \\(per-rank layout\\).*'global'"):
+    with pytest.raises(StateMismatchError, match=r"version-1 \(per-rank layout\).*'global'"):
         global_.load_state_dict(per_rank.state_dict())
 
 
@@ -270,7 +270,7 @@ def test_per_rank_state_of_another_shape_points_at_the_global_layout() -> None:
     saved = StreamingCorpus(documents, rank=0, world_size=2, block=4, batch_size=2).state_dict()
     other = StreamingCorpus(documents, rank=0, world_size=1, block=4, batch_size=2)
     with pytest.raises(
-        StateMismatchError, match="world_size in checkpoint: 2 / in stream: 1.*layout='global'"
+        StateMismatchError, match=r"world_size in checkpoint: 2 / in stream: 1.*layout='global'"
     ):
         other.load_state_dict(saved)
     same = StreamingCorpus(documents, rank=0, world_size=2, block=4, batch_size=2)
