@@ -46,10 +46,10 @@ def register(subparsers: Any) -> None:
     data.add_argument(
         "--layout",
         choices=("global", "per-rank"),
-        default=None,
-        help="packed objective: 'global' (default) cuts global batches from one row stream, "
-        "so --resume works with another --nproc_per_node or --batch-size; 'per-rank' packs "
-        "each rank's round-robin share (resume with the same shape only)",
+        default="global",
+        help="'global' (default): global batches cut from one stream, so --resume works "
+        "with another --nproc_per_node or --batch-size; 'per-rank': each rank's own share "
+        "(resume with the same shape only)",
     )
     data.add_argument("--block", type=int, default=64, help="context length (default 64)")
     data.add_argument(

@@ -451,6 +451,12 @@ class TokenStream:
             if cursor.position == (epoch, start):  # an epoch without windows left
                 cursor.move(epoch + 1, 0)
 
+    @property
+    def cursor(self) -> tuple[int, int]:
+        """``(epoch, position)``: the next batch starts at window position ``position``
+        (a global window position with ``world_size``)."""
+        return self._cursor.position
+
     def advance(self, num_batches: int) -> None:
         """Move the cursor forward by ``num_batches`` batches without reading them (O(1)).
 

@@ -82,13 +82,14 @@ class TrainConfig:
         Rows (packed) or windows per step *per rank*. With the global layout it may
         change between a run and its resumption (the stream continues at the same row).
     layout
-        How the packed stream is split over ranks: ``"global"`` (the default for
-        ``objective="packed"``): one row stream, global batch ``k`` is rows
-        ``[k * G, (k + 1) * G)`` with ``G = world_size * batch_size``, and the run
-        resumes with any number of processes and any batch size; ``"per-rank"``: each
-        rank packs its own round-robin share (resumes only with the same shape).
-        ``None`` picks the objective's default (``"per-rank"`` for ``"windows"``, the
-        only layout the windows objective has).
+        How the stream is split over ranks. ``"global"`` (default): one stream of rows
+        (packed) or windows; global batch ``k`` is items ``[k * G, (k + 1) * G)`` with
+        ``G = world_size * batch_size``, rank ``r`` takes its contiguous
+        ``batch_size``; the checkpoint holds one cursor counting global items, and
+        the run resumes with any number of processes and any batch size.
+        ``"per-rank"``: packed — each rank packs its round-robin share of documents;
+        windows — rank ``r`` takes every ``world_size``-th batch; resumes only with
+        the same number of processes and batch size.
     lr
         Constant AdamW learning rate.
     steps, epochs
@@ -141,7 +142,7 @@ class TrainConfig:
     block: int = 64
     tie_head: bool = True
     batch_size: int = 16
-    layout: str | None = None
+    layout: str = "global"
     lr: float = 3.0e-3
     steps: int | None = None
     epochs: int | None = None
@@ -169,18 +170,9 @@ class TrainConfig:
                 f"`objective` must be one of {', '.join(OBJECTIVES)}. Got {self.objective!r} instead."
             )
         _optional("vocab", self.vocab, positive_int)
-        if self.layout is None:
-            object.__setattr__(
-                self, "layout", "global" if self.objective == "packed" else "per-rank"
-            )
         if self.layout not in LAYOUTS:
             raise ArgumentError(
                 f"`layout` must be one of {', '.join(LAYOUTS)}. Got {self.layout!r} instead."
-            )
-        if self.objective == "windows" and self.layout != "per-rank":
-            raise ArgumentError(
-                "`layout` 'global' is available for objective 'packed' only; the windows "
-                "objective splits its batches per rank (layout 'per-rank')."
             )
         fields = self._values()
         for name in ("d_model", "n_layer", "n_head", "block", "batch_size", "eval_batches"):

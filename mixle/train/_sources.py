@@ -32,6 +32,7 @@ from mixle.errors import ArgumentError
 
 __all__ = [
     "BatchSource",
+    "GlobalWindowBatches",
     "PackedBatches",
     "WindowBatches",
     "batch_digest",
@@ -172,6 +173,71 @@ class PackedBatches:
         self.corpus.load_state_dict(state)
 
 
+class GlobalWindowBatches:
+    """A rank's part of every global batch of :class:`TokenStream` windows.
+
+    The stream is built with ``rank``/``world_size`` (global-batch semantics): step
+    ``k`` is global windows ``[p, p + world_size * batch_size)`` from the cursor ``p``,
+    and rank ``r`` takes its contiguous ``batch_size`` of them (fewer, or none, at the
+    end of an epoch, so every rank takes the same steps). The cursor and the batch ids
+    are ``(epoch, global window position)``; the state is the stream's version-2
+    cursor, which resumes with any world size and batch size.
+    """
+
+    # The trainer decides when to stop; the stream itself runs on.
+    _EPOCHS = 2**31
+
+    def __init__(
+        self,
+        documents: Sequence[Any],
+        *,
+        rank: int,
+        world_size: int,
+        block: int,
+        batch_size: int,
+        seed: int,
+        boundary_id: int | None,
+    ) -> None:
+        self.stream = TokenStream(
+            documents,
+            block,
+            batch_size,
+            epochs=self._EPOCHS,
+            shuffle=True,
+            seed=seed,
+            boundary_id=boundary_id,
+            rank=rank,
+            world_size=world_size,
+        )
+
+    @property
+    def cursor(self) -> BatchId:
+        return self.stream.cursor
+
+    def steps_in_epoch(self, epoch: int) -> int:
+        nonnegative_int("epoch", epoch)
+        return self.stream.num_batches()
+
+    def steps_left(self, epoch: int, index: int) -> int:
+        size = self.stream.global_batch_size
+        return max(-(-(self.stream.num_windows - index) // size), 0)
+
+    def __iter__(self) -> Iterator[tuple[Batch, BatchId]]:
+        batches = iter(self.stream)
+        while True:
+            batch_id = self.stream.cursor  # the stream moves its cursor as it yields
+            batch = next(batches, None)
+            if batch is None:
+                return
+            yield batch, batch_id
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.stream.state_dict()
+
+    def load_state_dict(self, state: Any) -> None:
+        self.stream.load_state_dict(state)
+
+
 class WindowBatches:
     """A rank's share of :class:`TokenStream` windows, resumable, even across ranks.
 
@@ -267,8 +333,8 @@ def make_source(
     seed: int,
     boundary_id: int | None,
     layout: str = "per-rank",
-) -> PackedBatches | WindowBatches:
-    """The batch source for ``objective`` (``"packed"`` or ``"windows"``)."""
+) -> PackedBatches | WindowBatches | GlobalWindowBatches:
+    """The batch source for ``objective`` (``"packed"`` or ``"windows"``) and ``layout``."""
     if objective == "packed":
         return PackedBatches(
             documents,
@@ -280,7 +346,8 @@ def make_source(
             boundary_id=boundary_id,
             layout=layout,
         )
-    return WindowBatches(
+    cls = GlobalWindowBatches if layout == "global" else WindowBatches
+    return cls(
         documents,
         rank=rank,
         world_size=world_size,

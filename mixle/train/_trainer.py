@@ -104,7 +104,6 @@ class _Trainer:
             "seed": config.seed,
             "boundary_id": config.boundary_id,
         }
-        assert config.layout is not None  # TrainConfig resolves the default
         self.layout = config.layout
         self.source: BatchSource = make_source(
             config.objective,
@@ -291,11 +290,17 @@ class _Trainer:
     def global_digest(self, batch: Batch) -> str:
         """:func:`batch_digest` of this step's batch concatenated over ranks (rank order):
         the same for every ``(world_size, batch_size)`` with the same product."""
+        size, world = self.config.batch_size, self.ctx.world_size
+        # A rank's part of the last global batch of windows may be short: pad every part
+        # to batch_size rows for the collective, then keep each rank's real rows.
+        counts = [c[0] for c in self.ctx.all_gather_int64([len(batch[0])])]
         parts = []
         for array in batch:
-            as_int = torch.from_numpy(np.ascontiguousarray(array).astype(np.int64, copy=False))
-            gathered = self.ctx.all_gather_concat(as_int).numpy()
-            parts.append(gathered.astype(array.dtype, copy=False))
+            padded = np.zeros((size, *array.shape[1:]), dtype=np.int64)
+            padded[: len(array)] = array
+            gathered = self.ctx.all_gather_concat(torch.from_numpy(padded)).numpy()
+            pieces = [gathered[r * size : r * size + counts[r]] for r in range(world)]
+            parts.append(np.concatenate(pieces).astype(array.dtype, copy=False))
         return batch_digest(tuple(parts))
 
     def evaluate(self) -> float | None:
@@ -351,7 +356,9 @@ class _Trainer:
             changed = "".join(
                 f"; {name} {before} -> {now}" for name, (before, now) in self.changes.items()
             )
-            unit = "row" if self.layout == "global" else "batch"
+            unit = "batch"
+            if self.layout == "global":
+                unit = "row" if self.config.objective == "packed" else "window"
             epoch, index = self.source.cursor
             self.log(
                 f"resumed from {self.resumed_from} at step {self.step} "

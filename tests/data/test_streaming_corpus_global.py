@@ -171,6 +171,7 @@ class _RecordingDocuments:
     def __init__(self, documents: list[np.ndarray]) -> None:
         self._documents = documents
         self.read: list[int] = []
+        self.hinted: list[int] = []
 
     def __len__(self) -> int:
         return len(self._documents)
@@ -187,7 +188,7 @@ class _RecordingDocuments:
         return [self[index] for index in indices]
 
     def prefetch(self, indices: Sequence[int]) -> None:
-        del indices
+        self.hinted.extend(int(i) for i in indices)
 
 
 def test_a_rank_reads_only_the_documents_its_rows_overlap() -> None:
@@ -289,3 +290,16 @@ def test_batch_at_row_starts_anywhere() -> None:
     np.testing.assert_array_equal(context[0], np.arange(20, 24))  # row 3 + 1 * 2 = row 5
     with pytest.raises(ArgumentError, match="`row` must be smaller than num_rows"):
         corpus.batch_at_row(0, corpus.num_rows(0))
+
+
+def test_prefetch_hints_the_documents_of_the_coming_rows_once_in_read_order() -> None:
+    rng = np.random.default_rng(2)
+    documents = _RecordingDocuments([np.arange(int(n)) for n in rng.integers(1, 30, size=300)])
+    corpus = _corpus(documents, 2, 3, 2, block=8)
+    batches = iter(corpus)
+    for _ in range(corpus.num_batches(0)):
+        next(batches)
+    hinted, read = documents.hinted, list(dict.fromkeys(documents.read))
+    assert len(hinted) == len(set(hinted))  # each document hinted once
+    assert set(read) - set(hinted) <= set(read[:5])  # only the first batch goes unhinted
+    assert hinted == [d for d in read if d in set(hinted)]  # in read order

@@ -102,3 +102,19 @@ def test_resume_with_another_batch_size_continues_at_the_same_row(
     corpus = open_corpus(str(text_corpus))
     end = [r for r in records if r["type"] == "end"][-1]
     assert end["summary"]["total_tokens"] == sum(int(n) for n in corpus.lengths) - 1
+
+
+def test_windows_objective_resumes_with_another_batch_size_at_the_same_window(
+    text_corpus: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    config = {"objective": "windows", "checkpoint_dir": str(run)}
+    train(tiny_config(text_corpus, steps=3, batch_size=4, **config), log=_quiet)
+    lines: list[str] = []
+    train(
+        tiny_config(text_corpus, steps=6, batch_size=7, resume=True, **config), log=lines.append
+    )
+    assert any("(epoch 0, window 12); batch_size 4 -> 7" in line for line in lines)
+    records = read_metrics(str(run / "metrics.jsonl"))
+    positions = [r["batches"][0][1] for r in records if r["type"] == "step"]
+    assert positions == [0, 4, 8, 12, 19, 26]  # global windows: none repeated or skipped
