@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from mixle.data import StreamingCorpus, global_document_order
 from mixle.errors import ArgumentError, StateMismatchError
+from tests.data.test_streaming_corpus import IndexOnlyDocuments
 
 Batch = tuple[np.ndarray, ...]
 
@@ -162,30 +163,12 @@ def test_every_rank_takes_the_same_number_of_steps() -> None:
     assert counts[0] == _corpus(documents, 0, 4, 3).num_batches(0)
 
 
-class _RecordingDocuments:
-    """A DocumentSource that records which documents are read."""
-
-    fingerprint = "recording"
-    dtype = None
+class _RecordingDocuments(IndexOnlyDocuments):
+    """Also records the prefetch hints it receives."""
 
     def __init__(self, documents: list[np.ndarray]) -> None:
-        self._documents = documents
-        self.read: list[int] = []
+        super().__init__(documents)
         self.hinted: list[int] = []
-
-    def __len__(self) -> int:
-        return len(self._documents)
-
-    def __getitem__(self, index: int) -> np.ndarray:
-        self.read.append(int(index))
-        return self._documents[index]
-
-    @property
-    def lengths(self) -> np.ndarray:
-        return np.array([len(d) for d in self._documents], dtype=np.int64)
-
-    def take(self, indices: Sequence[int]) -> list[np.ndarray]:
-        return [self[index] for index in indices]
 
     def prefetch(self, indices: Sequence[int]) -> None:
         self.hinted.extend(int(i) for i in indices)
