@@ -235,12 +235,14 @@ class TrainConfig:
     def identity(self) -> dict[str, Any]:
         """The fields that define the trajectory (a resume must match every one).
 
-        ``batch_size`` is among them only in the per-rank layout: the global layout's
+        Per-rank layout: exactly the fields of checkpoints written before layouts
+        existed (``batch_size`` included, no ``layout``), so those resume with
+        ``layout="per-rank"``. Global layout: ``layout`` instead of ``batch_size``, whose
         row cursor continues at the same row with another batch size.
         """
         fields = self._values()
-        names = [n for n in _IDENTITY_FIELDS if n != "batch_size" or self.layout == "per-rank"]
-        return {name: fields[name] for name in names}
+        drop = "layout" if self.layout == "per-rank" else "batch_size"
+        return {name: fields[name] for name in _IDENTITY_FIELDS if name != drop}
 
     def replace(self, **changes: Any) -> TrainConfig:
         """A copy with ``changes`` applied (validated again)."""
