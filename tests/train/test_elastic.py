@@ -111,9 +111,7 @@ def test_windows_objective_resumes_with_another_batch_size_at_the_same_window(
     config = {"objective": "windows", "checkpoint_dir": str(run)}
     train(tiny_config(text_corpus, steps=3, batch_size=4, **config), log=_quiet)
     lines: list[str] = []
-    train(
-        tiny_config(text_corpus, steps=6, batch_size=7, resume=True, **config), log=lines.append
-    )
+    train(tiny_config(text_corpus, steps=6, batch_size=7, resume=True, **config), log=lines.append)
     assert any("(epoch 0, window 12); batch_size 4 -> 7" in line for line in lines)
     records = read_metrics(str(run / "metrics.jsonl"))
     positions = [r["batches"][0][1] for r in records if r["type"] == "step"]
