@@ -39,6 +39,14 @@ def register(subparsers: Any) -> None:
         help="packed: StreamingCorpus rows, dense masked loss (default); "
         "windows: TokenStream windows, next-token loss",
     )
+    data.add_argument(
+        "--layout",
+        choices=("global", "per-rank"),
+        default="global",
+        help="'global' (default): global batches cut from one stream, so --resume works "
+        "with another --nproc_per_node or --batch-size; 'per-rank': each rank's own share "
+        "(resume with the same shape only)",
+    )
     data.add_argument("--block", type=int, default=64, help="context length (default 64)")
     data.add_argument(
         "--batch-size", type=int, default=16, help="rows or windows per step per rank (16)"
@@ -104,6 +112,7 @@ def run_command(args: argparse.Namespace) -> int:
         config = TrainConfig(
             corpus=args.corpus,
             objective=args.objective,
+            layout=args.layout,
             vocab=args.vocab,
             d_model=args.d_model,
             n_layer=args.n_layer,

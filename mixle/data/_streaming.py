@@ -9,25 +9,30 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from types import BuiltinFunctionType, FunctionType, MethodType
 from typing import Any
 
 import numpy as np
 
 from mixle._checks import exact_int, nonnegative_int, positive_int
-from mixle.data._documents import document_lengths, documents_fingerprint, prefetch_hint
+from mixle.data._cursor import Cursor, identity_differences
+from mixle.data._documents import as_documents, supports_prefetch
 from mixle.data._order import SequenceSelector, global_document_order
 from mixle.data._packing import StreamLayout, rows_for_stream, stream_segment
-from mixle.data._state import check_state
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
 
-__all__ = ["StreamingCorpus"]
+__all__ = ["LAYOUTS", "StreamingCorpus"]
 
-_STATE_VERSION = 1
+LAYOUTS = ("per-rank", "global")
+# Identity fields that tie a per-rank state to its shape: a global-layout state has none.
+_SHAPE_FIELDS = ("rank", "world_size", "batch_size")
+
 Batch = tuple[np.ndarray, ...]
 # Prefetch hints cover this many batches per call, issued while at least half of the
 # previous window is still ahead: one call (and one vectorised pass in the corpus) per
 # window instead of one per batch, and every document is hinted once.
 _HINT_BATCHES = 32
+_NAMED_CALLABLES = (FunctionType, BuiltinFunctionType, MethodType, type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,10 +72,11 @@ def _flag(name: str, value: Any) -> bool:
 
 
 def _callable_name(function: Any) -> str | None:
+    """``module.qualname`` of a function, method or class; of its type for other callables."""
     if function is None:
         return None
-    module = getattr(function, "__module__", "?")
-    return f"{module}.{getattr(function, '__qualname__', type(function).__qualname__)}"
+    named = function if isinstance(function, _NAMED_CALLABLES) else type(function)
+    return f"{named.__module__}.{named.__qualname__}"
 
 
 def _env_int(name: str) -> int | None:
@@ -159,6 +165,20 @@ class StreamingCorpus:
         or more hinted batches are still ahead (``mixle.data._documents.prefetch_hint``),
         so a cold or remote corpus reads ahead. Each document is hinted once; the
         batches are the same with or without hints.
+    layout
+        ``"per-rank"`` (default): rank ``r`` packs its own round-robin share of the
+        order, as described above; the cursor is ``(epoch, batch)`` and resumes only
+        with the same ``(world_size, batch_size)``. ``"global"``: the epoch's whole
+        order is packed into one row stream; global batch ``k`` is rows
+        ``[k * G, (k + 1) * G)`` with ``G = world_size * batch_size``, and rank ``r``
+        reads rows ``[k * G + r * batch_size, k * G + (r + 1) * batch_size)``, reading
+        only the documents those rows overlap. The last global batch is completed
+        with fully masked rows, so every batch has ``batch_size`` rows, every rank
+        takes ``ceil(rows / G)`` steps and every real target of the epoch is trained
+        on exactly once (``even_batches`` does not apply). The concatenation over
+        ranks of step ``k`` is bitwise the same for every factorisation of ``G``; the
+        cursor counts global rows (``{"version": 2, "epoch", "row", "stream"}``) and
+        resumes with any ``world_size`` and ``batch_size``.
 
     Raises
     ------
@@ -189,7 +209,13 @@ class StreamingCorpus:
         even_batches: bool = True,
         document_ids: bool = False,
         prefetch: bool = True,
+        layout: str = "per-rank",
     ) -> None:
+        if layout not in LAYOUTS:
+            raise ArgumentError(
+                f"`layout` must be one of {', '.join(map(repr, LAYOUTS))}. Got {layout!r} instead."
+            )
+        self.layout = layout
         self.world_size = positive_int("world_size", world_size)
         self.rank = nonnegative_int("rank", rank)
         if self.rank >= self.world_size:
@@ -209,14 +235,16 @@ class StreamingCorpus:
         self.sequence_selector = sequence_selector
         self.even_batches = _flag("even_batches", even_batches)
         self.document_ids = _flag("document_ids", document_ids)
-        self.documents = documents
-        self._lengths = document_lengths(documents)
+        self.documents = as_documents(documents)
+        self._lengths = np.asarray(self.documents.lengths, dtype=np.int64)
         self.prefetch = _flag("prefetch", prefetch)
-        self._supports_prefetch = self.prefetch and callable(getattr(documents, "prefetch", None))
+        self._supports_prefetch = self.prefetch and supports_prefetch(self.documents)
         self._plans: dict[int, _EpochPlan] = {}
-        self._fingerprint: str | None = None
-        self._epoch = 0
-        self._batch = 0
+        self._cursor = (
+            Cursor("StreamingCorpus", index_key="row", version=2)
+            if layout == "global"
+            else Cursor("StreamingCorpus")
+        )
         self.last_packing_efficiency: float | None = None
 
     @classmethod
@@ -255,8 +283,14 @@ class StreamingCorpus:
         )
         # One random gather of the lengths serves this rank's layout and every rank's total.
         ordered_lengths = self._lengths[order]
-        own = order[self.rank :: self.world_size]
         has_boundary = self.boundary_id is not None
+        if self.layout == "global":
+            # One row stream for all ranks: global batch k is rows [kG, (k+1)G).
+            layout = StreamLayout.build(order, ordered_lengths, has_boundary)
+            rows = rows_for_stream(layout.stream_tokens, self.block)
+            plan = _EpochPlan(layout, rows, int(_ceil_div(rows, self.global_batch_size)))
+            return self._keep(epoch, plan)
+        own = order[self.rank :: self.world_size]
         layout = StreamLayout.build(
             own, ordered_lengths[self.rank :: self.world_size], has_boundary
         )
@@ -266,14 +300,35 @@ class StreamingCorpus:
             batches = _even_batch_count(
                 ordered_lengths, self.world_size, has_boundary, self.block, self.batch_size
             )
-        plan = _EpochPlan(layout, rows, batches)
+        return self._keep(epoch, _EpochPlan(layout, rows, batches))
+
+    def _keep(self, epoch: int, plan: _EpochPlan) -> _EpochPlan:
         if len(self._plans) >= 2:  # keep the current and the next epoch
             self._plans.pop(next(iter(self._plans)))
         self._plans[epoch] = plan
         return plan
 
+    @property
+    def global_batch_size(self) -> int:
+        """Rows of one step over all ranks: ``world_size * batch_size``."""
+        return self.world_size * self.batch_size
+
+    def num_rows(self, epoch: int) -> int:
+        """Rows of the epoch's row stream (the rank's stream in the per-rank layout)."""
+        return self._plan(nonnegative_int("epoch", epoch)).rows
+
+    def _first_row(self, index: int) -> int:
+        """This rank's first row of batch ``index`` of an epoch (counted from row 0)."""
+        if self.layout == "global":
+            return index * self.global_batch_size + self.rank * self.batch_size
+        return index * self.batch_size
+
     def rank_document_indices(self, epoch: int) -> np.ndarray:
-        """This rank's document indices for ``epoch``, in packing order (int64 copy)."""
+        """This rank's document indices for ``epoch``, in packing order (int64 copy).
+
+        In the global layout this is the whole epoch order: every rank's rows are cut
+        from the one stream of all documents.
+        """
         return self._plan(nonnegative_int("epoch", epoch)).layout.indices.copy()
 
     def num_batches(self, epoch: int) -> int:
@@ -281,13 +336,21 @@ class StreamingCorpus:
         return self._plan(nonnegative_int("epoch", epoch)).num_batches
 
     # ------------------------------------------------------------------ batches
-    def _make_batch(self, plan: _EpochPlan, index: int) -> tuple[Batch, int]:
+    def _make_batch(self, plan: _EpochPlan, first_row: int) -> tuple[Batch, int]:
+        """This rank's batch whose first row is ``first_row``, and its real target count.
+
+        Per-rank layout: up to ``batch_size`` rows (fewer at the end of the stream).
+        Global layout: always ``batch_size`` rows; rows past the stream's last row are
+        fully masked padding, which completes the epoch's last global batch.
+        """
         layout, block = plan.layout, self.block
-        first_row = index * self.batch_size
-        n_rows = min(first_row + self.batch_size, plan.rows) - first_row
+        if self.layout == "global":
+            n_rows = self.batch_size
+        else:
+            n_rows = min(first_row + self.batch_size, plan.rows) - first_row
         begin = first_row * block
         end = begin + n_rows * block + 1
-        stream_end = min(end, layout.stream_tokens)
+        stream_end = max(min(end, layout.stream_tokens), begin)
         buffer = np.empty(end - begin, dtype=np.int64)
         stream_segment(
             self.documents,
@@ -300,7 +363,7 @@ class StreamingCorpus:
         buffer[stream_end - begin :] = self.pad_id
         context = buffer[:-1].reshape(n_rows, block)
         targets = buffer[1:].reshape(n_rows, block)
-        real = min(layout.stream_tokens - begin - 1, n_rows * block)
+        real = min(max(layout.stream_tokens - begin - 1, 0), n_rows * block)
         mask = np.zeros(n_rows * block, dtype=np.bool_)
         mask[:real] = True
         batch: Batch = (context, targets, mask.reshape(n_rows, block))
@@ -339,7 +402,32 @@ class StreamingCorpus:
                 f"`index` must be smaller than num_batches({epoch}) = {plan.num_batches}. "
                 f"Got {index} instead."
             )
-        batch, _ = self._make_batch(plan, index)
+        batch, _ = self._make_batch(plan, self._first_row(index))
+        return batch
+
+    def batch_at_row(self, epoch: int, row: int) -> Batch:
+        """Global layout: this rank's part of the global batch that starts at ``row``.
+
+        Rows ``[row + rank * batch_size, row + (rank + 1) * batch_size)`` of the epoch's
+        row stream; rows past its end are fully masked. Any ``0 <= row < num_rows(epoch)``
+        is valid (a resumed run's global batches need not start at a multiple of the
+        global batch size).
+
+        Raises
+        ------
+        ArgumentError
+            The corpus uses the per-rank layout, or ``row`` is outside the epoch.
+        """
+        if self.layout != "global":
+            raise ArgumentError("`batch_at_row` needs layout='global'; use batch_at.")
+        epoch = nonnegative_int("epoch", epoch)
+        row = nonnegative_int("row", row)
+        plan = self._plan(epoch)
+        if row >= plan.rows:
+            raise ArgumentError(
+                f"`row` must be smaller than num_rows({epoch}) = {plan.rows}. Got {row} instead."
+            )
+        batch, _ = self._make_batch(plan, row + self.rank * self.batch_size)
         return batch
 
     def advance(self, epoch: int, batch: int, steps: int) -> tuple[int, int] | None:
@@ -350,6 +438,8 @@ class StreamingCorpus:
         ``(epoch + 1, 0)``.
         """
         steps = nonnegative_int("steps", steps)
+        if self.layout == "global":
+            return self._advance_rows(epoch, batch, steps)
         while True:
             total = self.num_batches(epoch)
             if total == 0:
@@ -358,6 +448,19 @@ class StreamingCorpus:
                 return epoch, batch + steps
             steps -= total - batch
             epoch, batch = epoch + 1, 0
+
+    def _advance_rows(self, epoch: int, row: int, steps: int) -> tuple[int, int] | None:
+        """Global layout: the row cursor ``steps`` global batches after ``(epoch, row)``."""
+        size = self.global_batch_size
+        while True:
+            total = self.num_rows(epoch)
+            if total == 0:
+                return None
+            left = int(_ceil_div(total - row, size)) if row < total else 0
+            if steps < left:
+                return epoch, row + steps * size
+            steps -= left
+            epoch, row = epoch + 1, 0
 
     def _prefetch(self, plan: _EpochPlan, first: int, stop: int) -> None:
         """Hint the documents of batches ``[first, stop)`` to ``documents.prefetch``.
@@ -368,6 +471,9 @@ class StreamingCorpus:
         stop = min(stop, plan.num_batches)
         if first >= stop:
             return
+        if self.layout == "global":
+            self._prefetch_rows(plan, [self._first_row(index) for index in range(first, stop)])
+            return
         layout, tokens_per_batch = plan.layout, self.batch_size * self.block
         begin = first * tokens_per_batch
         end = min(stop * tokens_per_batch + 1, layout.stream_tokens)
@@ -376,7 +482,28 @@ class StreamingCorpus:
         # hinted with the previous window, or is being read by the starting batch.
         low += 1
         if low < high:
-            prefetch_hint(self.documents, layout.indices[low:high].tolist())
+            self.documents.prefetch(layout.indices[low:high].tolist())
+
+    def _prefetch_rows(self, plan: _EpochPlan, first_rows: list[int]) -> None:
+        """Hint the documents of this rank's batches starting at ``first_rows``, in order.
+
+        Vectorised: one ``searchsorted`` pair for all the batches' token ranges; a
+        document shared by two consecutive ranges is hinted once.
+        """
+        layout, span = plan.layout, self.batch_size * self.block
+        begins = np.asarray(first_rows, dtype=np.int64) * self.block
+        low = np.maximum(layout.starts.searchsorted(begins, side="right") - 1, 0)
+        high = np.minimum(
+            layout.starts.searchsorted(begins + span + 1, side="left"), len(layout.indices)
+        )
+        counts = np.maximum(high - low, 0)
+        if not counts.sum():
+            return
+        ends = np.cumsum(counts)
+        where = np.arange(int(ends[-1])) - np.repeat(ends - counts - low, counts)
+        keep = np.ones(where.shape[0], dtype=np.bool_)
+        keep[1:] = where[1:] != where[:-1]
+        self.documents.prefetch(layout.indices[where[keep]].tolist())
 
     def epoch_batches(self, epoch: int, *, start_batch: int = 0) -> Iterator[Batch]:
         """Yield this rank's batches of ``epoch`` from batch ``start_batch`` on.
@@ -422,7 +549,7 @@ class StreamingCorpus:
             if self._supports_prefetch and hinted - index <= _HINT_BATCHES // 2:
                 self._prefetch(plan, hinted, hinted + _HINT_BATCHES)
                 hinted += _HINT_BATCHES
-            batch, real = self._make_batch(plan, index)
+            batch, real = self._make_batch(plan, self._first_row(index))
             real_total += real
             target_total += batch[0].size
             self.last_packing_efficiency = real_total / target_total if target_total else 0.0
@@ -435,34 +562,77 @@ class StreamingCorpus:
         The cursor moves before each batch is handed out, so ``state_dict()`` taken after
         receiving ``k`` batches resumes with batch ``k + 1``. One iteration at a time.
         """
+        if self.layout == "global":
+            yield from self._iterate_rows()
+            return
+        cursor = self._cursor
         while True:
-            epoch, start = self._epoch, self._batch
+            epoch, start = cursor.position
             total = self.num_batches(epoch)
             if total == 0:
                 return
             for index, batch in enumerate(self.epoch_batches(epoch, start_batch=start), start):
-                self._epoch, self._batch = (
-                    (epoch, index + 1) if index + 1 < total else (epoch + 1, 0)
-                )
+                cursor.move(*((epoch, index + 1) if index + 1 < total else (epoch + 1, 0)))
                 yield batch
-            if (self._epoch, self._batch) == (epoch, start):  # start == total: nothing left
-                self._epoch, self._batch = epoch + 1, 0
+            if cursor.position == (epoch, start):  # start == total: nothing left
+                cursor.move(epoch + 1, 0)
+
+    def _iterate_rows(self) -> Iterator[Batch]:
+        """Global layout: global batches from the row cursor on, across epochs."""
+        cursor, size = self._cursor, self.global_batch_size
+        offset = self.rank * self.batch_size
+        while True:
+            epoch, start = cursor.position
+            plan = self._plan(epoch)
+            if plan.rows == 0:
+                return
+            firsts = range(start, plan.rows, size)
+            hinted = 1  # positions in `firsts` before this one are hinted (or being read)
+            for position, first in enumerate(firsts):
+                if self._supports_prefetch and hinted - position <= _HINT_BATCHES // 2:
+                    window = firsts[hinted : hinted + _HINT_BATCHES]
+                    self._prefetch_rows(plan, [row + offset for row in window])
+                    hinted += _HINT_BATCHES
+                batch, _ = self._make_batch(plan, first + offset)
+                following = first + size
+                cursor.move(*((epoch, following) if following < plan.rows else (epoch + 1, 0)))
+                yield batch
+            if cursor.position == (epoch, start):  # start == rows: nothing left
+                cursor.move(epoch + 1, 0)
 
     @property
     def cursor(self) -> tuple[int, int]:
-        """``(epoch, batch)`` of the next batch iteration yields."""
-        return self._epoch, self._batch
+        """``(epoch, batch)`` of the next batch iteration yields; ``(epoch, row)`` (its
+        first global row) in the global layout."""
+        return self._cursor.position
+
+    def steps_left(self, epoch: int, index: int) -> int:
+        """Batches from cursor ``(epoch, index)`` to the end of ``epoch`` (index as in
+        :attr:`cursor`: a batch, or a global row in the global layout)."""
+        if self.layout == "global":
+            return max(int(_ceil_div(self.num_rows(epoch) - index, self.global_batch_size)), 0)
+        return max(self.num_batches(epoch) - index, 0)
 
     def stream_identity(self) -> dict[str, Any]:
         """Everything that defines this rank's stream, as saved in ``state_dict``.
 
-        The corpus fingerprint comes from ``documents.fingerprint`` when offered (O(1)),
-        otherwise it hashes every document once (O(corpus)) and is cached.
+        The corpus fingerprint is ``documents.fingerprint``: O(1) for a sharded corpus;
+        an in-memory sequence hashes every document once (O(corpus)) and caches it.
         """
-        if self._fingerprint is None:
-            self._fingerprint = documents_fingerprint(self.documents)
+        if self.layout == "global":
+            # Rank, world size and batch size are not part of it: any shape resumes it.
+            return {
+                "fingerprint": self.documents.fingerprint,
+                "num_documents": len(self._lengths),
+                "seed": self.seed,
+                "block": self.block,
+                "pad_id": self.pad_id,
+                "boundary_id": self.boundary_id,
+                "sequence_selector": _callable_name(self.sequence_selector),
+                "layout": "global",
+            }
         return {
-            "fingerprint": self._fingerprint,
+            "fingerprint": self.documents.fingerprint,
             "num_documents": len(self._lengths),
             "seed": self.seed,
             "block": self.block,
@@ -476,13 +646,15 @@ class StreamingCorpus:
         }
 
     def state_dict(self) -> dict[str, Any]:
-        """JSON-serialisable cursor: ``{"version", "epoch", "batch", "stream"}``."""
-        return {
-            "version": _STATE_VERSION,
-            "epoch": self._epoch,
-            "batch": self._batch,
-            "stream": self.stream_identity(),
-        }
+        """JSON-serialisable cursor.
+
+        Per-rank layout: ``{"version": 1, "epoch", "batch", "stream"}`` (tied to this
+        rank, world size and batch size). Global layout: the row cursor
+        ``{"version": 2, "epoch", "row", "stream"}``, where ``row`` counts global rows
+        consumed in the epoch; it is the same on every rank and loads into any
+        ``(world_size, batch_size)``.
+        """
+        return self._cursor.state_dict(self.stream_identity())
 
     def load_state_dict(self, state: Any) -> None:
         """Move the cursor to a saved ``(epoch, batch)``; the next batch is the saved one.
@@ -495,18 +667,33 @@ class StreamingCorpus:
             ``state`` is malformed, of another version, from a different stream (each
             differing field named with both values), or points past the epoch's end.
         """
-        check_state(
-            state,
-            kind="StreamingCorpus",
-            version=_STATE_VERSION,
-            stream=self.stream_identity(),
-            cursor_fields=("epoch", "batch"),
-        )
-        epoch, batch = int(state["epoch"]), int(state["batch"])
-        total = self.num_batches(epoch)
-        if batch > total:
+        identity = self.stream_identity()
+        self._check_layout(state, identity)
+        if self.layout == "global":
+            self._cursor.load(state, identity, epoch_size=self.num_rows, unit="rows")
+        else:
+            self._cursor.load(state, identity, epoch_size=self.num_batches)
+
+    def _check_layout(self, state: Any, identity: dict[str, Any]) -> None:
+        """Refuse a state of the other layout, or a per-rank state of another shape,
+        with a message that names the global layout as the way to resume elastically."""
+        if not isinstance(state, dict):
+            return
+        version, expected = state.get("version"), self._cursor.version
+        if version in (1, 2) and version != expected:
+            saved_layout = "global" if version == 2 else "per-rank"
             raise StateMismatchError(
-                f"StreamingCorpus state points at batch {batch} of epoch {epoch}, which has "
-                f"only {total} batches."
+                f"StreamingCorpus state is a version-{version} ({saved_layout} layout) state; "
+                f"this stream uses layout={self.layout!r} and reads version {expected}. "
+                f"layout in checkpoint: {saved_layout!r} / in stream: {self.layout!r}."
             )
-        self._epoch, self._batch = (epoch, batch) if batch < total else (epoch + 1, 0)
+        saved = state.get("stream")
+        if self.layout == "per-rank" and version == 1 and isinstance(saved, dict):
+            differences = identity_differences(saved, identity)
+            if differences and all(d.split(" ", 1)[0] in _SHAPE_FIELDS for d in differences):
+                raise StateMismatchError(
+                    "StreamingCorpus per-rank state resumes only with the same rank, "
+                    "world_size and batch_size: " + "; ".join(differences) + ". Build the "
+                    "stream with layout='global' to resume on another number of ranks or "
+                    "with another batch size."
+                )

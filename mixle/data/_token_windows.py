@@ -9,19 +9,26 @@ documents it overlaps, whichever shard they live in.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from mixle._checks import as_token_ids
-from mixle.data._documents import prefetch_hint
+from mixle.data._documents import (
+    DocumentSource,
+    RangeReadableSource,
+    range_reader,
+    supports_prefetch,
+)
 from mixle.errors import ArgumentError, TokenIdError
 
 __all__ = ["TokenWindows", "checked_document"]
 
 
-def checked_document(documents: Sequence[Any], index: int, length: int) -> np.ndarray:
+def checked_document(
+    documents: Sequence[Any] | DocumentSource, index: int, length: int
+) -> np.ndarray:
     """Return ``documents[index]`` as a 1-D integer array whose values copy exactly to int64.
 
     Signed integer arrays and unsigned ones of up to 32 bits are returned as they are
@@ -105,7 +112,7 @@ class TokenWindows:
     """
 
     def __init__(
-        self, documents: Sequence[Any], lengths: np.ndarray, block: int, boundary_id: int | None
+        self, documents: DocumentSource, lengths: np.ndarray, block: int, boundary_id: int | None
     ) -> None:
         self.documents = documents
         self.block = block
@@ -123,17 +130,15 @@ class TokenWindows:
         self.num_windows = max(self.num_tokens - block, 0)
         # A corpus that declares an integer dtype of up to 32 bits (or int64) holds only
         # ids that copy exactly into int64: its documents need no per-read check.
-        dtype = getattr(documents, "dtype", None)
-        self._trusted = isinstance(dtype, np.dtype) and (
+        dtype = documents.dtype
+        self._trusted = dtype is not None and (
             dtype.kind == "i" or (dtype.kind == "u" and dtype.itemsize < 8)
         )
         # Optional capability: read_tokens(a, b) returns tokens a..b of the plain
         # concatenation of all documents (no boundaries) in one call, so a window costs
         # one slice instead of one per document it overlaps.
-        read_tokens = getattr(documents, "read_tokens", None)
-        self._read_tokens: Callable[[int, int], Any] | None = (
-            read_tokens if callable(read_tokens) else None
-        )
+        self._ranges: RangeReadableSource | None = range_reader(documents)
+        self._supports_prefetch = supports_prefetch(documents)
 
     def documents_of(self, window_starts: np.ndarray) -> list[int]:
         """Indices of the documents the windows at ``window_starts`` overlap.
@@ -215,9 +220,8 @@ class TokenWindows:
 
     def _fetch(self, docs: list[int]) -> list[Any]:
         documents = self.documents
-        take = getattr(documents, "take", None)
-        if callable(take) and len(docs) >= _TAKE_MIN:
-            return list(take(docs))
+        if len(docs) >= _TAKE_MIN:
+            return list(documents.take(docs))
         return [documents[d] for d in docs]
 
     def _copy_ranges(
@@ -230,8 +234,8 @@ class TokenWindows:
         boundary_dest: np.ndarray,
     ) -> None:
         """Copy the runs with ``documents.read_tokens``: one call per run, any document count."""
-        read_tokens = self._read_tokens
-        assert read_tokens is not None
+        assert self._ranges is not None
+        read_tokens = self._ranges.read_tokens
         token_first = (first - before).tolist()
         token_stop = (stop - self._boundaries_before(stop)).tolist()
         chunks = [
@@ -252,15 +256,19 @@ class TokenWindows:
         Without boundary ids a window is one contiguous token range, so no planning,
         merging or final gather is needed: the cheapest path, used whenever it applies.
         """
-        read_tokens = self._read_tokens
-        assert read_tokens is not None
+        assert self._ranges is not None
+        read_tokens = self._ranges.read_tokens
         block = self.block
         span = block + 1
         context = np.empty((window_starts.shape[0], block), dtype=np.int64)
         target = np.empty(window_starts.shape[0], dtype=np.int64)
         for row, start in enumerate(window_starts.tolist()):
             chunk = read_tokens(start, start + span)
-            if getattr(chunk, "dtype", None) not in _EXACT_DTYPES or chunk.shape != (span,):
+            if (
+                not isinstance(chunk, np.ndarray)
+                or chunk.dtype not in _EXACT_DTYPES
+                or chunk.shape != (span,)
+            ):
                 chunk = _safe_chunk(chunk, start, start + span)
             context[row] = chunk[:block]
             target[row] = chunk[block]
@@ -334,9 +342,9 @@ class TokenWindows:
         count = window_starts.shape[0]
         if count == 0:
             return np.empty((0, self.block), dtype=np.int64), np.empty(0, dtype=np.int64)
-        if self._read_tokens is not None and self.boundary_id is None:
+        if self._ranges is not None and self.boundary_id is None:
             return self._read_each(window_starts)
-        if scattered and self._read_tokens is None:
+        if scattered and self._ranges is None:
             return self._read_scattered(window_starts)
         order = np.argsort(window_starts, kind="stable")
         ordered = window_starts[order]
@@ -350,7 +358,7 @@ class TokenWindows:
         run_sizes = run_stop - run_first
         run_base = np.zeros(heads.shape[0], dtype=np.int64)
         np.cumsum(run_sizes[:-1], out=run_base[1:])
-        if self._read_tokens is None:
+        if self._ranges is None:
             buffer = self._concatenate_pieces(run_first, run_stop)
         else:
             buffer = np.empty(int(run_base[-1] + run_sizes[-1]), dtype=np.int64)
@@ -378,6 +386,6 @@ class TokenWindows:
         return windows[local], buffer[local + self.block]
 
     def prefetch(self, window_starts: np.ndarray) -> None:
-        """Pass the documents of ``window_starts`` to ``documents.prefetch`` if it exists."""
-        if callable(getattr(self.documents, "prefetch", None)):
-            prefetch_hint(self.documents, self.documents_of(window_starts))
+        """Pass the documents of ``window_starts`` to ``documents.prefetch`` (if it reads ahead)."""
+        if self._supports_prefetch:
+            self.documents.prefetch(self.documents_of(window_starts))

@@ -25,15 +25,14 @@ from typing import Any
 import numpy as np
 
 from mixle._checks import as_token_ids, exact_int, nonnegative_int, positive_int
-from mixle.data._documents import document_lengths, documents_fingerprint
+from mixle.data._cursor import Cursor
+from mixle.data._documents import DocumentSource, SequenceDocuments, as_documents
 from mixle.data._permutation import FeistelPermutation
-from mixle.data._state import check_state
 from mixle.data._token_windows import TokenWindows, checked_document
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError, TokenIdError
 
 __all__ = ["TokenStream", "stream_token_source"]
 
-_STATE_VERSION = 1
 # Window positions are permuted this many at a time (rounded to whole batches): the
 # vectorised Feistel costs a fixed overhead per call, so per-batch calls would be slow
 # for small batches, while the chunk itself is only a few tens of KB.
@@ -64,13 +63,13 @@ def _token_array(token_ids: Any) -> np.ndarray:
 def _is_document_sequence(value: Any) -> bool:
     """Whether ``value`` is a sequence of documents rather than one token-id array.
 
-    A numpy array is always token ids (the seed behaviour). Anything offering
-    ``lengths`` (a sharded corpus) is documents, and so is a list/tuple whose first
-    element is itself 1-D (a list of arrays); a flat list of numbers is token ids.
+    A numpy array is always token ids (the seed behaviour). A :class:`DocumentSource`
+    (a sharded corpus) is documents, and so is a list/tuple whose first element is
+    itself 1-D (a list of arrays); a flat list of numbers is token ids.
     """
     if isinstance(value, np.ndarray):
         return False
-    if hasattr(value, "lengths"):
+    if isinstance(value, DocumentSource):
         return True
     return isinstance(value, list | tuple) and len(value) > 0 and np.ndim(value[0]) == 1
 
@@ -216,6 +215,17 @@ class TokenStream:
         shards). Worth it when the corpus is not in the page cache — the normal case
         for corpora larger than RAM; it costs CPU per document when it is cached. Not
         part of the stream's identity: it never changes the batches.
+    rank, world_size
+        ``world_size=None`` (default): one consumer, batches of ``batch_size`` windows,
+        a version-1 cursor tied to ``batch_size``. With ``world_size`` (``1`` included)
+        the stream has global-batch semantics: global batch ``k`` is window positions
+        ``[k * G, (k + 1) * G)``, ``G = world_size * batch_size``, and rank ``rank``
+        takes its contiguous ``batch_size`` of them (at the end of an epoch a rank's
+        part may be smaller or empty, so every rank takes the same number of steps).
+        The concatenation over ranks of a step is the same for every factorisation of
+        ``G``; the cursor counts global windows (``{"version": 2, "epoch",
+        "position", "stream"}``) and resumes with any ``world_size`` and
+        ``batch_size``: nothing repeated, nothing skipped.
 
     Raises
     ------
@@ -251,9 +261,18 @@ class TokenStream:
         seed: int = 0,
         boundary_id: int | None = None,
         prefetch: bool = True,
+        rank: int = 0,
+        world_size: int | None = None,
     ) -> None:
         self.block = positive_int("block", block)
         self.batch_size = positive_int("batch_size", batch_size)
+        self.rank = nonnegative_int("rank", rank)
+        self.world_size = None if world_size is None else positive_int("world_size", world_size)
+        if self.rank >= (self.world_size or 1):
+            raise ArgumentError(
+                f"`rank` must be smaller than `world_size` ({self.world_size or 1}). "
+                f"Got {self.rank} instead."
+            )
         self.epochs = nonnegative_int("epochs", epochs)
         self.seed = nonnegative_int("seed", seed)
         self.shuffle = _check_flag("shuffle", shuffle)
@@ -264,7 +283,8 @@ class TokenStream:
                 "`documents` must be a sequence of 1-D token arrays. Got "
                 f"{type(documents).__name__} instead; wrap one token array as [token_ids]."
             )
-        lengths = document_lengths(documents)
+        source = as_documents(documents)
+        lengths = np.asarray(source.lengths, dtype=np.int64)
         if lengths.ndim != 1 or lengths.shape[0] != len(documents):
             raise ArgumentError(
                 f"`documents.lengths` must have one entry per document ({len(documents)}). "
@@ -275,15 +295,17 @@ class TokenStream:
             raise ArgumentError(
                 f"document {bad} has negative length {int(lengths[bad])} in `documents.lengths`."
             )
-        if isinstance(documents, list | tuple):
+        if isinstance(source, SequenceDocuments) and isinstance(source.items, list | tuple):
             # In memory: check every id now, as the array form does, rather than mid-epoch.
-            for index in range(len(documents)):
-                checked_document(documents, index, int(lengths[index]))
-        self.documents = documents
-        self._windows = TokenWindows(documents, lengths, self.block, self.boundary_id)
-        self._fingerprint: str | None = None
-        self._epoch = 0
-        self._position = 0
+            for index in range(len(source)):
+                checked_document(source, index, int(lengths[index]))
+        self.documents = source
+        self._windows = TokenWindows(source, lengths, self.block, self.boundary_id)
+        self._cursor = (
+            Cursor("TokenStream", index_key="position")
+            if self.world_size is None
+            else Cursor("TokenStream", index_key="position", version=2)
+        )
 
     @property
     def num_tokens(self) -> int:
@@ -296,8 +318,41 @@ class TokenStream:
         return self._windows.num_windows
 
     def num_batches(self) -> int:
-        """Batches per epoch: ``ceil(num_windows / batch_size)``."""
-        return -(-self.num_windows // self.batch_size)
+        """Batches per epoch: ``ceil(num_windows / batch_size)``; with ``world_size``,
+        global batches (steps) per epoch, ``ceil(num_windows / global_batch_size)``."""
+        return -(-self.num_windows // self.global_batch_size)
+
+    @property
+    def global_batch_size(self) -> int:
+        """Windows of one step over all ranks: ``world_size * batch_size``."""
+        return (self.world_size or 1) * self.batch_size
+
+    def batch_at_position(self, epoch: int, position: int) -> Batch:
+        """This rank's part of the global batch that starts at window ``position``.
+
+        Positions ``[position + rank * batch_size, position + (rank + 1) * batch_size)``
+        of epoch ``epoch``, clipped to the epoch (at its end a rank's part may be
+        smaller, or empty: ``(0, block)``), so every rank takes the same steps.
+        """
+        epoch = nonnegative_int("epoch", epoch)
+        position = nonnegative_int("position", position)
+        first = min(position + self.rank * self.batch_size, self.num_windows)
+        last = min(first + self.batch_size, self.num_windows)
+        return self._windows.read(
+            self.window_indices(epoch, np.arange(first, last)), scattered=self.shuffle
+        )
+
+    def advance_position(self, epoch: int, position: int, steps: int) -> tuple[int, int] | None:
+        """The cursor ``steps`` global batches after ``(epoch, position)``; ``None`` once
+        past the last epoch (or when an epoch has no windows)."""
+        size, total = self.global_batch_size, self.num_windows
+        while total and epoch < self.epochs:
+            left = -(-(total - position) // size) if position < total else 0
+            if steps < left:
+                return epoch, position + steps * size
+            steps -= left
+            epoch, position = epoch + 1, 0
+        return None
 
     def window_indices(self, epoch: int, positions: np.ndarray) -> np.ndarray:
         """Window starts (stream offsets) visited at ``positions`` of epoch ``epoch``."""
@@ -318,6 +373,8 @@ class TokenStream:
         index = nonnegative_int("index", index)
         if index >= self.num_batches():
             raise IndexError(f"batch {index} is out of range: an epoch has {self.num_batches()}.")
+        if self.world_size is not None:
+            return self.batch_at_position(epoch, index * self.global_batch_size)
         first = index * self.batch_size
         last = min(first + self.batch_size, self.num_windows)
         return self._windows.read(
@@ -334,6 +391,10 @@ class TokenStream:
         epoch = nonnegative_int("epoch", epoch)
         start_batch = nonnegative_int("start_batch", start_batch)
         step = positive_int("step", step)
+        if self.world_size is not None:  # this rank's parts of global batches
+            for index in range(start_batch, self.num_batches(), step):
+                yield self.batch(epoch, index)
+            return
         indices = range(start_batch, self.num_batches(), step)
         permutation = (
             FeistelPermutation(self.num_windows, self.seed, epoch) if self.shuffle else None
@@ -359,16 +420,42 @@ class TokenStream:
                 offset += size
 
     def __iter__(self) -> Iterator[Batch]:
-        while self._epoch < self.epochs:
-            epoch = self._epoch
-            start = self._position // self.batch_size
+        if self.world_size is not None:
+            yield from self._iterate_global()
+            return
+        cursor = self._cursor
+        while cursor.epoch < self.epochs:
+            epoch = cursor.epoch
+            start = cursor.index // self.batch_size
             for context, target in self.epoch_batches(epoch, start_batch=start):
-                self._position += target.shape[0]
-                if self._position >= self.num_windows:
-                    self._epoch, self._position = epoch + 1, 0
+                position = cursor.index + target.shape[0]
+                cursor.move(*((epoch, position) if position < self.num_windows else (epoch + 1, 0)))
                 yield context, target
-            if self._epoch == epoch:  # an epoch without windows
-                self._epoch, self._position = epoch + 1, 0
+            if cursor.epoch == epoch:  # an epoch without windows
+                cursor.move(epoch + 1, 0)
+
+    def _iterate_global(self) -> Iterator[Batch]:
+        """Global batches from the cursor on; the cursor counts global windows."""
+        cursor, size, total = self._cursor, self.global_batch_size, self.num_windows
+        while cursor.epoch < self.epochs:
+            epoch, start = cursor.position
+            permutation = FeistelPermutation(total, self.seed, epoch) if self.shuffle else None
+            for position in range(start, total, size):
+                first = min(position + self.rank * self.batch_size, total)
+                positions = np.arange(first, min(first + self.batch_size, total), dtype=np.int64)
+                starts = permutation(positions) if permutation is not None else positions
+                batch = self._windows.read(starts, scattered=self.shuffle)
+                following = position + size
+                cursor.move(*((epoch, following) if following < total else (epoch + 1, 0)))
+                yield batch
+            if cursor.position == (epoch, start):  # an epoch without windows left
+                cursor.move(epoch + 1, 0)
+
+    @property
+    def cursor(self) -> tuple[int, int]:
+        """``(epoch, position)``: the next batch starts at window position ``position``
+        (a global window position with ``world_size``)."""
+        return self._cursor.position
 
     def advance(self, num_batches: int) -> None:
         """Move the cursor forward by ``num_batches`` batches without reading them (O(1)).
@@ -377,21 +464,38 @@ class TokenStream:
         workers iterate copies of this stream. Stops at the end of the last epoch.
         """
         num_batches = nonnegative_int("num_batches", num_batches)
+        cursor = self._cursor
+        if self.world_size is not None:
+            cursor.move(*(self.advance_position(*cursor.position, num_batches) or (self.epochs, 0)))
+            return
         per_epoch = self.num_batches()
         if per_epoch == 0:
-            self._epoch, self._position = self.epochs, 0
+            cursor.move(self.epochs, 0)
             return
-        index = self._epoch * per_epoch + self._position // self.batch_size + num_batches
+        index = cursor.epoch * per_epoch + cursor.index // self.batch_size + num_batches
         epoch, batch = divmod(index, per_epoch)
         if epoch >= self.epochs:
             epoch, batch = self.epochs, 0
-        self._epoch, self._position = epoch, batch * self.batch_size
+        cursor.move(epoch, batch * self.batch_size)
 
-    def _identity(self) -> dict[str, Any]:
-        if self._fingerprint is None:
-            self._fingerprint = documents_fingerprint(self.documents)
+    def stream_identity(self) -> dict[str, Any]:
+        """The fields that define the stream, as saved under ``"stream"`` in ``state_dict``.
+
+        With ``world_size`` the batch size is not among them (nor rank or world size):
+        the global-window cursor resumes with any of them.
+        """
+        if self.world_size is not None:
+            return {
+                "fingerprint": self.documents.fingerprint,
+                "num_tokens": self.num_tokens,
+                "block": self.block,
+                "shuffle": self.shuffle,
+                "seed": self.seed,
+                "boundary_id": self.boundary_id,
+                "layout": "global",
+            }
         return {
-            "fingerprint": self._fingerprint,
+            "fingerprint": self.documents.fingerprint,
             "num_tokens": self.num_tokens,
             "block": self.block,
             "batch_size": self.batch_size,
@@ -409,12 +513,7 @@ class TokenStream:
         batch size, shuffle, seed, boundary id). ``epochs`` is not among them, so a
         run may be extended with more epochs.
         """
-        return {
-            "version": _STATE_VERSION,
-            "epoch": self._epoch,
-            "position": self._position,
-            "stream": self._identity(),
-        }
+        return self._cursor.state_dict(self.stream_identity())
 
     def load_state_dict(self, state: Any) -> None:
         """Move the cursor to ``state`` (from :meth:`state_dict`); O(1), no replay.
@@ -426,14 +525,30 @@ class TokenStream:
             (each differing field named with both values), or its cursor lies outside
             this stream (epoch beyond ``epochs``, position not at a batch start).
         """
-        check_state(
-            state,
-            kind="TokenStream",
-            version=_STATE_VERSION,
-            stream=self._identity(),
-            cursor_fields=("epoch", "position"),
+        version, expected = (
+            state.get("version") if isinstance(state, dict) else None,
+            self._cursor.version,
         )
-        epoch, position = state["epoch"], state["position"]
+        if version in (1, 2) and version != expected:
+            raise StateMismatchError(
+                f"TokenStream state is a version-{version} state; this stream reads version "
+                f"{expected} (version 2: global windows, from a stream built with world_size). "
+                f"world_size in checkpoint: {'set' if version == 2 else None} / in stream: "
+                f"{self.world_size}."
+            )
+        epoch, position = self._cursor.check(state, self.stream_identity())
+        if self.world_size is not None:
+            if epoch > self.epochs or (epoch == self.epochs and position != 0):
+                raise StateMismatchError(
+                    f"TokenStream state is at epoch {epoch}, position {position}; "
+                    f"this stream has only {self.epochs} epoch(s)."
+                )
+            if position > self.num_windows:
+                raise self._cursor.past_end(epoch, position, self.num_windows, "windows")
+            self._cursor.move(
+                *((epoch, position) if position < self.num_windows else (epoch + 1, 0))
+            )
+            return
         if epoch > self.epochs or (epoch == self.epochs and position != 0):
             raise StateMismatchError(
                 f"TokenStream state is at epoch {epoch}, position {position}; "
@@ -444,7 +559,7 @@ class TokenStream:
                 f"TokenStream state position {position} is not the start of a batch "
                 f"of this stream ({self.num_windows} windows, batch_size {self.batch_size})."
             )
-        self._epoch, self._position = epoch, position
+        self._cursor.move(epoch, position)
 
     def __repr__(self) -> str:
         return (

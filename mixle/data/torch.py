@@ -20,8 +20,13 @@ supported order is::
     for batch in loader: ...           # ... THEN create the iterator
 
 Calling ``iter(loader)`` before ``load_state_dict`` creates an iterator that has already
-read its (empty) state: that iterator starts from the beginning, silently. The state
-also pins the worker count: restore with the same ``num_workers``.
+read its (empty) state: that iterator starts from the beginning, silently.
+``StatefulDataLoader`` itself refuses a state saved with another ``num_workers``;
+``dataset.loader_state_for(saved, num_workers=m)`` rewrites a state saved with any
+worker count (0 included) for ``m`` workers, continuing at the same next batch::
+
+    loader = StatefulDataLoader(dataset, batch_size=None, num_workers=m)
+    loader.load_state_dict(dataset.loader_state_for(saved, num_workers=m))
 
 Worker processes may be forked or spawned; the corpus (and its ``documents``) must be
 picklable for spawn.
@@ -29,22 +34,30 @@ picklable for spawn.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from mixle._checks import positive_int
-from mixle.data._state import check_state
+from mixle._checks import nonnegative_int, positive_int
+from mixle.data._cursor import Cursor
 from mixle.data._streaming import StreamingCorpus
 from mixle.data.stream_token_source import TokenStream
 from mixle.errors import ArgumentTypeError, StateMismatchError
 
 __all__ = ["StreamingDataset", "TokenStreamDataset"]
 
-_STATE_VERSION = 1
+
+# Keys of the StatefulDataLoader main-process state that carry over to any worker count.
+_MAIN_KEYS = (
+    "_sampler_iter_state",
+    "_index_sampler_state",
+    "_sampler_iter_yielded",
+    "_IterableDataset_len_called",
+    "_shared_seed",
+)
 
 
 def _worker() -> tuple[int, int]:
@@ -70,6 +83,7 @@ class _WorkerSplitDataset(IterableDataset[tuple[torch.Tensor, ...]]):
         self._started = False
         self._next: tuple[int, int] | None = None
         self._loaded = False
+        self._cursor = Cursor(self._kind, extra=("done",))
 
     # -- what subclasses define ------------------------------------------------------
     def _advance(self, position: tuple[int, int], steps: int) -> tuple[int, int] | None:
@@ -84,8 +98,8 @@ class _WorkerSplitDataset(IterableDataset[tuple[torch.Tensor, ...]]):
         """The number of batches in ``epoch``."""
         raise NotImplementedError
 
-    def _stream_identity(self) -> dict[str, Any]:
-        """The fields that define the underlying stream (see ``check_state``)."""
+    def stream_identity(self) -> dict[str, Any]:
+        """The fields that define the underlying stream."""
         raise NotImplementedError
 
     def _exhausted(self, position: tuple[int, int]) -> bool:
@@ -114,7 +128,7 @@ class _WorkerSplitDataset(IterableDataset[tuple[torch.Tensor, ...]]):
 
     def _identity(self, worker: int, workers: int) -> dict[str, Any]:
         return {
-            **self._stream_identity(),
+            **self.stream_identity(),
             "origin": list(self._origin),
             "worker": worker,
             "num_workers": workers,
@@ -128,14 +142,8 @@ class _WorkerSplitDataset(IterableDataset[tuple[torch.Tensor, ...]]):
         """
         worker, workers = _worker()
         position = self._next if self._started else self._first(worker)
-        epoch, index = (0, 0) if position is None else position
-        return {
-            "version": _STATE_VERSION,
-            "epoch": epoch,
-            "batch": index,
-            "done": int(position is None),
-            "stream": self._identity(worker, workers),
-        }
+        self._cursor.move(*((0, 0) if position is None else position))
+        return self._cursor.state_dict(self._identity(worker, workers), done=int(position is None))
 
     def load_state_dict(self, state: Any) -> None:
         """Resume this process at a saved next batch (call before iterating).
@@ -146,26 +154,92 @@ class _WorkerSplitDataset(IterableDataset[tuple[torch.Tensor, ...]]):
             The state is malformed or from another stream, worker or worker count.
         """
         worker, workers = _worker()
-        check_state(
-            state,
-            kind=self._kind,
-            version=_STATE_VERSION,
-            stream=self._identity(worker, workers),
-            cursor_fields=("epoch", "batch", "done"),
-        )
+        epoch, index = self._cursor.check(state, self._identity(worker, workers))
         position: tuple[int, int] | None = None
         if not state["done"]:
-            epoch, index = int(state["epoch"]), int(state["batch"])
             total = self._epoch_size(epoch)
             if index > total:
-                raise StateMismatchError(
-                    f"{self._kind} state points at batch {index} of epoch {epoch}, which "
-                    f"has only {total} batches."
-                )
+                raise self._cursor.past_end(epoch, index, total, "batches")
             position = (epoch, index)
         self._next = position
         self._loaded = True
         self._started = False
+
+    def loader_state_for(self, state: Any, num_workers: int) -> dict[str, Any]:
+        """A ``StatefulDataLoader`` state for ``num_workers`` workers from one saved with any.
+
+        In-order round robin hands batches out in sequence, so the loader's next batch
+        is the earliest next position over the saved workers; worker ``w`` of the new
+        loader starts ``w`` batches after it. Every saved worker state is validated
+        against this dataset first (nothing is changed when one fails).
+
+        Raises
+        ------
+        StateMismatchError
+            ``state`` is not a ``StatefulDataLoader`` state of this dataset.
+        """
+        workers = nonnegative_int("num_workers", num_workers)
+        if not isinstance(state, Mapping):
+            raise StateMismatchError(
+                f"{self._kind} loader state must be a dict. Got {type(state).__name__} instead."
+            )
+        try:
+            if "_snapshot" in state:
+                main = dict(state["_snapshot"]["_main_snapshot"])
+                saved = [
+                    s["dataset_state"] for s in state["_snapshot"]["_worker_snapshots"].values()
+                ]
+            else:
+                main = {key: state[key] for key in _MAIN_KEYS}
+                saved = [state["dataset_state"]]
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise StateMismatchError(
+                f"{self._kind} loader state is not a StatefulDataLoader state_dict: {exc!r} missing."
+            ) from None
+        positions: list[tuple[int, int]] = []
+        for item in saved:
+            stream = item.get("stream", {}) if isinstance(item, Mapping) else {}
+            origin = (int(stream.get("worker", 0)), int(stream.get("num_workers", 1)))
+            position = self._cursor.check(item, self._identity(*origin))
+            if not item["done"]:
+                positions.append(position)
+        following = min(positions) if positions else None
+        yielded = int(main["_sampler_iter_yielded"])
+
+        def worker_state(worker: int, count: int) -> dict[str, Any]:
+            start = None if following is None else self._advance(following, worker)
+            self._cursor.move(*((0, 0) if start is None else start))
+            return self._cursor.state_dict(self._identity(worker, count), done=int(start is None))
+
+        if workers == 0:
+            return {
+                **{key: main[key] for key in _MAIN_KEYS},
+                "_num_yielded": yielded,
+                "fetcher_state": {"dataset_iter_state": None, "fetcher_ended": False},
+                "dataset_state": worker_state(0, 1),
+                "_iterator_finished": False,
+            }
+        return {
+            "_snapshot": {
+                "_snapshot_step": yielded,
+                "_last_yielded_worker_id": workers - 1,
+                "_main_snapshot": {
+                    **{key: main[key] for key in _MAIN_KEYS},
+                    "_num_workers": workers,
+                    "_base_seed": main.get("_base_seed", 0),
+                },
+                "_worker_snapshots": {
+                    f"worker_{w}": {
+                        "worker_id": w,
+                        "dataset_state": worker_state(w, workers),
+                        "fetcher_state": {"fetcher_ended": False, "dataset_iter_state": None},
+                    }
+                    for w in range(workers)
+                },
+            },
+            "_steps_since_snapshot": 0,
+            "_iterator_finished": False,
+        }
 
 
 class StreamingDataset(_WorkerSplitDataset):
@@ -202,15 +276,19 @@ class StreamingDataset(_WorkerSplitDataset):
         return self.corpus.advance(*position, steps)
 
     def _batch(self, position: tuple[int, int]) -> tuple[np.ndarray, ...]:
+        if self.corpus.layout == "global":  # positions are (epoch, first global row)
+            return self.corpus.batch_at_row(*position)
         return self.corpus.batch_at(*position)
 
     def _epoch_size(self, epoch: int) -> int:
+        if self.corpus.layout == "global":
+            return self.corpus.num_rows(epoch)
         return self.corpus.num_batches(epoch)
 
     def _exhausted(self, position: tuple[int, int]) -> bool:
         return self.num_epochs is not None and position[0] >= self.num_epochs
 
-    def _stream_identity(self) -> dict[str, Any]:
+    def stream_identity(self) -> dict[str, Any]:
         return {**self.corpus.stream_identity(), "num_epochs": self.num_epochs}
 
 
@@ -240,9 +318,14 @@ class TokenStreamDataset(_WorkerSplitDataset):
             )
         self.stream = stream
         state = stream.state_dict()
-        super().__init__((int(state["epoch"]), int(state["position"]) // stream.batch_size))
+        epoch, index = int(state["epoch"]), int(state["position"])
+        # A global stream's positions are (epoch, first global window) as in its cursor.
+        self._global = stream.world_size is not None
+        super().__init__((epoch, index if self._global else index // stream.batch_size))
 
     def _advance(self, position: tuple[int, int], steps: int) -> tuple[int, int] | None:
+        if self._global:
+            return self.stream.advance_position(*position, steps)
         per_epoch = self.stream.num_batches()
         if per_epoch == 0:
             return None
@@ -250,10 +333,12 @@ class TokenStreamDataset(_WorkerSplitDataset):
         return None if epoch >= self.stream.epochs else (epoch, index)
 
     def _batch(self, position: tuple[int, int]) -> tuple[np.ndarray, ...]:
+        if self._global:
+            return self.stream.batch_at_position(*position)
         return self.stream.batch(*position)
 
     def _epoch_size(self, epoch: int) -> int:
-        return self.stream.num_batches()
+        return self.stream.num_windows if self._global else self.stream.num_batches()
 
-    def _stream_identity(self) -> dict[str, Any]:
-        return {**self.stream.state_dict()["stream"], "epochs": self.stream.epochs}
+    def stream_identity(self) -> dict[str, Any]:
+        return {**self.stream.stream_identity(), "epochs": self.stream.epochs}

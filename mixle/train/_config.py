@@ -17,9 +17,10 @@ from typing import Any
 from mixle._checks import exact_int, nonnegative_int, positive_int
 from mixle.errors import ArgumentError, ArgumentTypeError
 
-__all__ = ["OBJECTIVES", "TrainConfig"]
+__all__ = ["LAYOUTS", "OBJECTIVES", "TrainConfig"]
 
 OBJECTIVES = ("packed", "windows")
+LAYOUTS = ("global", "per-rank")
 _CONFIG_VERSION = 1
 
 # Fields that define the training trajectory; a resume must match them exactly.
@@ -32,6 +33,7 @@ _IDENTITY_FIELDS = (
     "block",
     "tie_head",
     "batch_size",
+    "layout",
     "lr",
     "seed",
     "boundary_id",
@@ -77,7 +79,17 @@ class TrainConfig:
         Transformer shape (see :class:`~mixle.models.CausalTransformerLM`). ``block``
         is also the context length of the batches.
     batch_size
-        Rows (packed) or windows per step *per rank*.
+        Rows (packed) or windows per step *per rank*. With the global layout it may
+        change between a run and its resumption (the stream continues at the same row).
+    layout
+        How the stream is split over ranks. ``"global"`` (default): one stream of rows
+        (packed) or windows; global batch ``k`` is items ``[k * G, (k + 1) * G)`` with
+        ``G = world_size * batch_size``, rank ``r`` takes its contiguous
+        ``batch_size``; the checkpoint holds one cursor counting global items, and
+        the run resumes with any number of processes and any batch size.
+        ``"per-rank"``: packed — each rank packs its round-robin share of documents;
+        windows — rank ``r`` takes every ``world_size``-th batch; resumes only with
+        the same number of processes and batch size.
     lr
         Constant AdamW learning rate.
     steps, epochs
@@ -130,6 +142,7 @@ class TrainConfig:
     block: int = 64
     tie_head: bool = True
     batch_size: int = 16
+    layout: str = "global"
     lr: float = 3.0e-3
     steps: int | None = None
     epochs: int | None = None
@@ -157,8 +170,13 @@ class TrainConfig:
                 f"`objective` must be one of {', '.join(OBJECTIVES)}. Got {self.objective!r} instead."
             )
         _optional("vocab", self.vocab, positive_int)
+        if self.layout not in LAYOUTS:
+            raise ArgumentError(
+                f"`layout` must be one of {', '.join(LAYOUTS)}. Got {self.layout!r} instead."
+            )
+        fields = self._values()
         for name in ("d_model", "n_layer", "n_head", "block", "batch_size", "eval_batches"):
-            positive_int(name, getattr(self, name))
+            positive_int(name, fields[name])
         if self.d_model % self.n_head:
             raise ArgumentError(
                 f"`d_model` must be divisible by `n_head`. Got d_model={self.d_model}, "
@@ -180,7 +198,7 @@ class TrainConfig:
                 f"`boundary_id` must be a nonnegative token id. Got {self.boundary_id} instead."
             )
         for name in ("holdout_documents", "eval_every", "checkpoint_every", "log_every"):
-            nonnegative_int(name, getattr(self, name))
+            nonnegative_int(name, fields[name])
         positive_int("keep_last", self.keep_last)
         _optional("threads", self.threads, positive_int)
         if self.eval_every and not self.holdout_documents:
@@ -189,7 +207,7 @@ class TrainConfig:
                 "some documents (e.g. --holdout 16) to evaluate on."
             )
         for name in ("checkpoint_dir", "metrics", "plot"):
-            _optional_str(name, getattr(self, name))
+            _optional_str(name, fields[name])
         if not isinstance(self.device, str) or not self.device:
             raise ArgumentTypeError(f"`device` must be a device string. Got {self.device!r}.")
         if self.resume and self.checkpoint_dir is None:
@@ -201,6 +219,10 @@ class TrainConfig:
         if self.progress is not None:
             _flag("progress", self.progress)
 
+    def _values(self) -> dict[str, Any]:
+        # Shallow: dataclasses.asdict would deep-copy every value.
+        return {field.name: self.__getattribute__(field.name) for field in dataclasses.fields(self)}
+
     @property
     def metrics_path(self) -> str | None:
         """Where the JSONL metrics log goes (see ``metrics``)."""
@@ -211,8 +233,16 @@ class TrainConfig:
         return None
 
     def identity(self) -> dict[str, Any]:
-        """The fields that define the trajectory (a resume must match every one)."""
-        return {name: getattr(self, name) for name in _IDENTITY_FIELDS}
+        """The fields that define the trajectory (a resume must match every one).
+
+        Per-rank layout: exactly the fields of checkpoints written before layouts
+        existed (``batch_size`` included, no ``layout``), so those resume with
+        ``layout="per-rank"``. Global layout: ``layout`` instead of ``batch_size``, whose
+        row cursor continues at the same row with another batch size.
+        """
+        fields = self._values()
+        drop = "layout" if self.layout == "per-rank" else "batch_size"
+        return {name: fields[name] for name in _IDENTITY_FIELDS if name != drop}
 
     def replace(self, **changes: Any) -> TrainConfig:
         """A copy with ``changes`` applied (validated again)."""

@@ -73,6 +73,16 @@ class DistributedContext:
         dist.all_gather(gathered, local)
         return [t.cpu().tolist() for t in gathered]
 
+    def all_gather_concat(self, array: torch.Tensor) -> torch.Tensor:
+        """Every rank's ``array`` (same shape and dtype on every rank), concatenated
+        along the first axis in rank order."""
+        if self.world_size == 1:
+            return array
+        local = array.to(self.device).contiguous()
+        gathered = [torch.empty_like(local) for _ in range(self.world_size)]
+        dist.all_gather(gathered, local)
+        return torch.cat(gathered).cpu()
+
     def close(self) -> None:
         """Destroy the process group if this context created it."""
         if self.owns_group and dist.is_initialized():

@@ -25,13 +25,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from mixle._checks import nonnegative_int, positive_int
-from mixle.data._state import check_state
+from mixle.data._cursor import Cursor
 from mixle.data.stream_token_source import TokenStream
 from mixle.data.streaming_corpus import StreamingCorpus
-from mixle.errors import ArgumentError, StateMismatchError
+from mixle.errors import ArgumentError
 
 __all__ = [
     "BatchSource",
+    "GlobalWindowBatches",
     "PackedBatches",
     "WindowBatches",
     "batch_digest",
@@ -43,7 +44,6 @@ __all__ = [
 
 Batch = tuple[np.ndarray, ...]
 BatchId = tuple[int, int]
-_WINDOW_STATE_VERSION = 1
 
 
 class BatchSource(Protocol):
@@ -56,6 +56,10 @@ class BatchSource(Protocol):
 
     def steps_in_epoch(self, epoch: int) -> int:
         """How many batches this rank takes in ``epoch`` (equal on every rank)."""
+        ...
+
+    def steps_left(self, epoch: int, index: int) -> int:
+        """Batches from cursor ``(epoch, index)`` to the end of ``epoch``."""
         ...
 
     def __iter__(self) -> Iterator[tuple[Batch, BatchId]]: ...
@@ -110,9 +114,11 @@ class PackedBatches:
     ----------
     documents
         Training documents (any sequence of 1-D token arrays).
-    rank, world_size, block, batch_size, seed, boundary_id
-        As for :class:`StreamingCorpus`; ``even_batches`` is always on so that every
-        rank takes the same number of steps per epoch.
+    rank, world_size, block, batch_size, seed, boundary_id, layout
+        As for :class:`StreamingCorpus`; ``even_batches`` is always on (per-rank
+        layout) so that every rank takes the same number of steps per epoch, as the
+        global layout guarantees by construction. In the global layout the cursor and
+        the batch ids are ``(epoch, first global row)``.
     """
 
     def __init__(
@@ -125,6 +131,7 @@ class PackedBatches:
         batch_size: int,
         seed: int,
         boundary_id: int | None,
+        layout: str = "per-rank",
     ) -> None:
         self.corpus = StreamingCorpus(
             documents,
@@ -135,6 +142,7 @@ class PackedBatches:
             seed=seed,
             boundary_id=boundary_id,
             even_batches=True,
+            layout=layout,
         )
 
     @property
@@ -143,6 +151,9 @@ class PackedBatches:
 
     def steps_in_epoch(self, epoch: int) -> int:
         return self.corpus.num_batches(epoch)
+
+    def steps_left(self, epoch: int, index: int) -> int:
+        return self.corpus.steps_left(epoch, index)
 
     def __iter__(self) -> Iterator[tuple[Batch, BatchId]]:
         batches = iter(self.corpus)
@@ -160,6 +171,71 @@ class PackedBatches:
 
     def load_state_dict(self, state: Any) -> None:
         self.corpus.load_state_dict(state)
+
+
+class GlobalWindowBatches:
+    """A rank's part of every global batch of :class:`TokenStream` windows.
+
+    The stream is built with ``rank``/``world_size`` (global-batch semantics): step
+    ``k`` is global windows ``[p, p + world_size * batch_size)`` from the cursor ``p``,
+    and rank ``r`` takes its contiguous ``batch_size`` of them (fewer, or none, at the
+    end of an epoch, so every rank takes the same steps). The cursor and the batch ids
+    are ``(epoch, global window position)``; the state is the stream's version-2
+    cursor, which resumes with any world size and batch size.
+    """
+
+    # The trainer decides when to stop; the stream itself runs on.
+    _EPOCHS = 2**31
+
+    def __init__(
+        self,
+        documents: Sequence[Any],
+        *,
+        rank: int,
+        world_size: int,
+        block: int,
+        batch_size: int,
+        seed: int,
+        boundary_id: int | None,
+    ) -> None:
+        self.stream = TokenStream(
+            documents,
+            block,
+            batch_size,
+            epochs=self._EPOCHS,
+            shuffle=True,
+            seed=seed,
+            boundary_id=boundary_id,
+            rank=rank,
+            world_size=world_size,
+        )
+
+    @property
+    def cursor(self) -> BatchId:
+        return self.stream.cursor
+
+    def steps_in_epoch(self, epoch: int) -> int:
+        nonnegative_int("epoch", epoch)
+        return self.stream.num_batches()
+
+    def steps_left(self, epoch: int, index: int) -> int:
+        size = self.stream.global_batch_size
+        return max(-(-(self.stream.num_windows - index) // size), 0)
+
+    def __iter__(self) -> Iterator[tuple[Batch, BatchId]]:
+        batches = iter(self.stream)
+        while True:
+            batch_id = self.stream.cursor  # the stream moves its cursor as it yields
+            batch = next(batches, None)
+            if batch is None:
+                return
+            yield batch, batch_id
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.stream.state_dict()
+
+    def load_state_dict(self, state: Any) -> None:
+        self.stream.load_state_dict(state)
 
 
 class WindowBatches:
@@ -190,38 +266,39 @@ class WindowBatches:
             raise ArgumentError(
                 f"`rank` must be in [0, world_size={self.world_size}). Got {self.rank} instead."
             )
-        self._epoch = 0
-        self._index = 0
+        self._cursor = Cursor("WindowBatches")
         self._identity: dict[str, Any] | None = None
 
     @property
     def cursor(self) -> BatchId:
-        return self._epoch, self._index
+        return self._cursor.position
 
     def steps_in_epoch(self, epoch: int) -> int:
         nonnegative_int("epoch", epoch)
         return self.stream.num_batches() // self.world_size
 
+    def steps_left(self, epoch: int, index: int) -> int:
+        return max(self.steps_in_epoch(epoch) - index, 0)
+
     def __iter__(self) -> Iterator[tuple[Batch, BatchId]]:
+        cursor = self._cursor
         per_epoch = self.steps_in_epoch(0)
         while per_epoch:
-            epoch, start = self._epoch, self._index
+            epoch, start = cursor.position
             batches = self.stream.epoch_batches(
                 epoch, start_batch=start * self.world_size + self.rank, step=self.world_size
             )
             for index in range(start, per_epoch):
                 batch = next(batches)
-                self._epoch, self._index = (
-                    (epoch, index + 1) if index + 1 < per_epoch else (epoch + 1, 0)
-                )
+                cursor.move(*((epoch, index + 1) if index + 1 < per_epoch else (epoch + 1, 0)))
                 yield batch, (epoch, index)
-            self._epoch, self._index = epoch + 1, 0
+            cursor.move(epoch + 1, 0)
 
-    def identity(self) -> dict[str, Any]:
+    def stream_identity(self) -> dict[str, Any]:
         """The stream's identity fields plus ``rank`` and ``world_size``."""
         if self._identity is None:
             self._identity = {
-                **self.stream.state_dict()["stream"],
+                **self.stream.stream_identity(),
                 "rank": self.rank,
                 "world_size": self.world_size,
             }
@@ -229,12 +306,7 @@ class WindowBatches:
 
     def state_dict(self) -> dict[str, Any]:
         """``{"version": 1, "epoch", "batch", "stream": {...}}`` (JSON-able)."""
-        return {
-            "version": _WINDOW_STATE_VERSION,
-            "epoch": self._epoch,
-            "batch": self._index,
-            "stream": self.identity(),
-        }
+        return self._cursor.state_dict(self.stream_identity())
 
     def load_state_dict(self, state: Any) -> None:
         """Restore a cursor from :meth:`state_dict`; O(1).
@@ -245,21 +317,9 @@ class WindowBatches:
             Malformed, another version, another stream (each field named), or a batch
             index beyond the epoch.
         """
-        check_state(
-            state,
-            kind="WindowBatches",
-            version=_WINDOW_STATE_VERSION,
-            stream=self.identity(),
-            cursor_fields=("epoch", "batch"),
+        self._cursor.load(
+            state, self.stream_identity(), epoch_size=self.steps_in_epoch, unit="batches per rank"
         )
-        epoch, index = int(state["epoch"]), int(state["batch"])
-        per_epoch = self.steps_in_epoch(epoch)
-        if index > per_epoch:
-            raise StateMismatchError(
-                f"WindowBatches state points at batch {index} of epoch {epoch}, which has "
-                f"only {per_epoch} batches per rank."
-            )
-        self._epoch, self._index = (epoch, index) if index < per_epoch else (epoch + 1, 0)
 
 
 def make_source(
@@ -272,9 +332,21 @@ def make_source(
     batch_size: int,
     seed: int,
     boundary_id: int | None,
-) -> PackedBatches | WindowBatches:
-    """The batch source for ``objective`` (``"packed"`` or ``"windows"``)."""
-    cls = PackedBatches if objective == "packed" else WindowBatches
+    layout: str = "per-rank",
+) -> PackedBatches | WindowBatches | GlobalWindowBatches:
+    """The batch source for ``objective`` (``"packed"`` or ``"windows"``) and ``layout``."""
+    if objective == "packed":
+        return PackedBatches(
+            documents,
+            rank=rank,
+            world_size=world_size,
+            block=block,
+            batch_size=batch_size,
+            seed=seed,
+            boundary_id=boundary_id,
+            layout=layout,
+        )
+    cls = GlobalWindowBatches if layout == "global" else WindowBatches
     return cls(
         documents,
         rank=rank,

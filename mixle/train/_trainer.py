@@ -20,8 +20,9 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
 import torch
 
 from mixle.corpus import open_corpus
@@ -60,6 +61,14 @@ from mixle.train.metrics import MetricsLog, plot_losses, require_plotting
 __all__ = ["train"]
 
 
+@runtime_checkable
+class _RecordsVocab(Protocol):
+    """A corpus that records its vocabulary size (``None`` when it does not know it)."""
+
+    @property
+    def vocab_size(self) -> int | None: ...
+
+
 def _optimizer_state(leaf: StreamingTransformer) -> dict[str, Any] | None:
     # The leaf exposes its AdamW state only through to_dict (as a weights-only blob).
     blob = leaf.to_dict()["optimizer_state"]
@@ -77,7 +86,9 @@ class _Trainer:
     ) -> None:
         self.config, self.ctx, self.stop = config, ctx, stop
         self._log = log
-        vocab = config.vocab if config.vocab is not None else getattr(documents, "vocab_size", None)
+        vocab = config.vocab
+        if vocab is None and isinstance(documents, _RecordsVocab):
+            vocab = documents.vocab_size
         if vocab is None:
             raise ArgumentError(
                 f"the corpus {config.corpus} records no vocab_size; pass `vocab` (--vocab)."
@@ -94,8 +105,14 @@ class _Trainer:
             "seed": config.seed,
             "boundary_id": config.boundary_id,
         }
+        self.layout = config.layout
         self.source: BatchSource = make_source(
-            config.objective, train_docs, rank=ctx.rank, world_size=ctx.world_size, **stream
+            config.objective,
+            train_docs,
+            rank=ctx.rank,
+            world_size=ctx.world_size,
+            layout=self.layout,
+            **stream,
         )
         if self.source.steps_in_epoch(0) == 0:
             raise ArgumentError(
@@ -115,14 +132,17 @@ class _Trainer:
             tie_head=config.tie_head,
             lr=config.lr,
         )
-        self.identity = {
+        self.identity: dict[str, Any] = {
             "run": {**config.identity(), "vocab": self.vocab},
             "corpus": {
                 "fingerprint": documents_fingerprint(documents),
                 "num_documents": len(documents),
             },
-            "world_size": ctx.world_size,
         }
+        if self.layout == "per-rank":
+            # Per-rank cursors are tied to the shape; the global row cursor is not.
+            self.identity["world_size"] = ctx.world_size
+        self.changes: dict[str, list[int]] = {}
         self.metrics = MetricsLog(config.metrics_path if ctx.is_main else None)
         self.step = 0
         self.total_tokens = 0
@@ -162,7 +182,16 @@ class _Trainer:
             world_size=self.ctx.world_size,
             identity=self.identity,
             map_location=self.ctx.device,
+            elastic=self.layout == "global",
         )
+        self.changes = {
+            name: [before, now]
+            for name, before, now in (
+                ("world_size", int(ckpt.meta["world_size"]), self.ctx.world_size),
+                ("batch_size", int(ckpt.meta["config"]["batch_size"]), self.config.batch_size),
+            )
+            if before != now
+        }
         try:
             self.leaf.module.load_state_dict(ckpt.tensors["model"], strict=True)
         except RuntimeError as exc:
@@ -259,6 +288,22 @@ class _Trainer:
             self.leaf = estimator.estimate(None, combined)
         return loss_sum, weight, stops > 0
 
+    def global_digest(self, batch: Batch) -> str:
+        """:func:`batch_digest` of this step's batch concatenated over ranks (rank order):
+        the same for every ``(world_size, batch_size)`` with the same product."""
+        size, world = self.config.batch_size, self.ctx.world_size
+        # A rank's part of the last global batch of windows may be short: pad every part
+        # to batch_size rows for the collective, then keep each rank's real rows.
+        counts = [c[0] for c in self.ctx.all_gather_int64([len(batch[0])])]
+        parts = []
+        for array in batch:
+            padded = np.zeros((size, *array.shape[1:]), dtype=np.int64)
+            padded[: len(array)] = array
+            gathered = self.ctx.all_gather_concat(torch.from_numpy(padded)).numpy()
+            pieces = [gathered[r * size : r * size + counts[r]] for r in range(world)]
+            parts.append(np.concatenate(pieces).astype(array.dtype, copy=False))
+        return batch_digest(tuple(parts))
+
     def evaluate(self) -> float | None:
         """Mean held-out loss over the fixed evaluation batches (shared over ranks)."""
         if not self.eval_set:
@@ -287,8 +332,11 @@ class _Trainer:
             return config.steps
         epochs = 1 if config.epochs is None else config.epochs
         epoch, index = self.source.cursor
-        remaining = sum(self.source.steps_in_epoch(e) for e in range(epoch, epochs)) - index
-        return self.step + max(remaining, 0)
+        if epoch >= epochs:
+            return self.step
+        remaining = self.source.steps_left(epoch, index)
+        remaining += sum(self.source.steps_in_epoch(e) for e in range(epoch + 1, epochs))
+        return self.step + remaining
 
     def run(self) -> TrainSummary:
         config, ctx = self.config, self.ctx
@@ -300,11 +348,23 @@ class _Trainer:
                 "step": self.step,
                 "world_size": ctx.world_size,
                 "resumed_from": self.resumed_from,
+                "changed": self.changes,
+                "cursor": list(self.source.cursor),
                 "config": config.to_dict(),
             }
         )
         if self.resumed_from is not None:
-            self.log(f"resumed from {self.resumed_from} at step {self.step}")
+            changed = "".join(
+                f"; {name} {before} -> {now}" for name, (before, now) in self.changes.items()
+            )
+            unit = "batch"
+            if self.layout == "global":
+                unit = "row" if self.config.objective == "packed" else "window"
+            epoch, index = self.source.cursor
+            self.log(
+                f"resumed from {self.resumed_from} at step {self.step} "
+                f"(epoch {epoch}, {unit} {index}){changed}"
+            )
         total = self._planned_total()
         show_bar = config.progress if config.progress is not None else sys.stderr.isatty()
         from tqdm import tqdm
@@ -341,6 +401,9 @@ class _Trainer:
                     break
                 loss_sum, weight, stop = self.train_step(batch, self.stop.signal is not None)
                 ids = ctx.all_gather_int64([epoch, index, int(batch_digest(batch), 16) >> 1])
+                extra: dict[str, str] = {}
+                if self.layout == "global":
+                    extra["global_batch"] = self.global_digest(batch)
                 elapsed = time.perf_counter() - began
                 self.step += 1
                 step_tokens = int(weight)
@@ -357,6 +420,7 @@ class _Trainer:
                         "total_tokens": self.total_tokens,
                         "tokens_per_s": step_tokens / elapsed if elapsed > 0 else None,
                         "batches": [[e, i, f"{h:016x}"] for e, i, h in ids],
+                        **extra,
                     }
                 )
                 window.append(loss)

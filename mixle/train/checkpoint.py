@@ -266,11 +266,17 @@ def read_checkpoint(
     world_size: int,
     identity: Mapping[str, Any] | None = None,
     map_location: Any = "cpu",
+    elastic: bool = False,
 ) -> Checkpoint:
     """Read and validate one checkpoint directory for ``rank`` of ``world_size``.
 
     Parameters
     ----------
+    elastic
+        The run's data cursor is the same on every rank (global layout): a checkpoint
+        written by another number of ranks is accepted, and a run of another size
+        reads rank 0's state (its cursor, and its RNG states).
+
     identity
         The current run's identity; compared field by field with the saved one.
     map_location
@@ -284,7 +290,9 @@ def read_checkpoint(
         mismatch (file named), or a tensor file that is not weights-only loadable.
     """
     meta = _read_meta(path)
-    if meta["world_size"] != world_size:
+    if elastic and meta["world_size"] != world_size:
+        rank = 0
+    elif meta["world_size"] != world_size:
         raise CheckpointError(
             f"{path} was written by {meta['world_size']} rank(s); this run has {world_size}. "
             "Resume with the same number of processes."

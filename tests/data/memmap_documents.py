@@ -37,7 +37,7 @@ def write_memmap_corpus(
 class MemmapDocuments(Sequence[np.ndarray]):
     def __init__(self, directory: Path, dtype: str) -> None:
         self.directory = Path(directory)
-        self.dtype = dtype
+        self.dtype = np.dtype(dtype)
         self._offsets = np.load(self.directory / "offsets.npy")
         self._tokens: np.memmap | None = None
         self.prefetched: list[list[int]] = []
@@ -82,6 +82,9 @@ class MemmapDocuments(Sequence[np.ndarray]):
         digest = hashlib.sha256(self._offsets.tobytes())
         digest.update(np.asarray(self._open()).tobytes())
         return digest.hexdigest()
+
+    def take(self, indices: Sequence[int]) -> list[np.ndarray]:
+        return [self[index] for index in indices]
 
     def prefetch(self, indices: Sequence[int]) -> None:
         self.prefetched.append(list(indices))

@@ -485,13 +485,23 @@ def test_invalid_ids_in_lazy_documents_raise_when_read() -> None:
 
 def test_lengths_that_disagree_with_documents_raise() -> None:
     class Liar(Sequence[np.ndarray]):
+        """A full DocumentSource whose declared lengths are wrong."""
+
         lengths = np.array([5, 5])
+        fingerprint = "liar"
+        dtype = None
 
         def __len__(self) -> int:
             return 2
 
         def __getitem__(self, index: Any) -> Any:
             return np.arange(4)
+
+        def take(self, indices: Sequence[int]) -> list[np.ndarray]:
+            return [self[i] for i in indices]
+
+        def prefetch(self, indices: Sequence[int]) -> None:
+            del indices
 
     with pytest.raises(
         ArgumentError, match="document 0 has shape \\(4,\\), but the document lengths say 5"
@@ -576,11 +586,12 @@ def test_resume_soak(
 def test_scattered_and_grouped_reads_agree_for_any_window_set(
     docs: list[np.ndarray], block: int, boundary: int | None, picks: list[int]
 ) -> None:
+    from mixle.data._documents import as_documents
     from mixle.data._token_windows import TokenWindows
 
     stream = _stream_of(docs, boundary)
     lengths = np.array([len(d) for d in docs], dtype=np.int64)
-    windows = TokenWindows(docs, lengths, block, boundary)
+    windows = TokenWindows(as_documents(docs), lengths, block, boundary)
     if windows.num_windows == 0:
         return
     starts = np.array([p % windows.num_windows for p in picks], dtype=np.int64)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,10 @@ documents_strategy = st.lists(
 
 
 class IndexOnlyDocuments:
-    """A lazy sequence that records which documents are read and refuses bulk access."""
+    """A lazy DocumentSource that records which documents are read and refuses bulk access."""
+
+    fingerprint = "index-only"
+    dtype = None
 
     def __init__(self, documents: list[np.ndarray]) -> None:
         self._documents = documents
@@ -50,6 +53,12 @@ class IndexOnlyDocuments:
     @property
     def lengths(self) -> np.ndarray:
         return np.array([len(d) for d in self._documents], dtype=np.int64)
+
+    def take(self, indices: Sequence[int]) -> list[np.ndarray]:
+        return [self[index] for index in indices]
+
+    def prefetch(self, indices: Sequence[int]) -> None:
+        del indices
 
 
 # ---------------------------------------------------------------- global order

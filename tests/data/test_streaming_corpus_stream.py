@@ -376,7 +376,7 @@ class _ForgetfulCorpus(StreamingCorpus):
 
     def load_state_dict(self, state: Any) -> None:
         super().load_state_dict(state)
-        self._epoch, self._batch = 0, 0
+        self._cursor.move(0, 0)
 
 
 def test_resume_helper_detects_an_iterator_that_ignores_its_state() -> None:

@@ -85,3 +85,19 @@ def test_metrics_path_defaults_to_checkpoint_dir() -> None:
     assert TrainConfig("c", checkpoint_dir="runs/a").metrics_path == "runs/a/metrics.jsonl"
     assert TrainConfig("c", metrics="m.jsonl").metrics_path == "m.jsonl"
     assert TrainConfig("c").metrics_path is None
+
+
+def test_per_rank_identity_has_the_fields_of_checkpoints_from_before_layouts() -> None:
+    before_layouts = {
+        "objective", "vocab", "d_model", "n_layer", "n_head", "block", "tie_head",
+        "batch_size", "lr", "seed", "boundary_id", "holdout_documents",
+    }  # fmt: skip
+    assert set(TrainConfig(corpus="c", layout="per-rank").identity()) == before_layouts
+    elastic = TrainConfig(corpus="c").identity()
+    assert elastic["layout"] == "global" and "batch_size" not in elastic
+    assert TrainConfig(corpus="c", batch_size=3).identity() == elastic
+
+
+def test_unknown_layout_is_refused() -> None:
+    with pytest.raises(ArgumentError, match="`layout` must be one of global, per-rank"):
+        TrainConfig(corpus="c", layout="ring")

@@ -44,4 +44,4 @@ def test_checkpoint_rank_file_holds_cursor_and_rng_states(
     assert path is not None
     state = json.loads((Path(path) / "rank-00000.json").read_text())
     assert set(state["rng"]) >= {"python", "numpy", "torch"}
-    assert state["stream"]["epoch"] == 0 and state["stream"]["batch"] == 2
+    assert state["stream"]["epoch"] == 0 and state["stream"]["row"] == 2 * 4  # global rows

@@ -46,6 +46,8 @@ def _torchrun(corpus: Path, run: Path, objective: str) -> list[str]:
         *("--steps", str(STEPS), "--checkpoint-dir", str(run), "--checkpoint-every", "3"),
         *("--holdout", "8", "--eval-every", "12", "--eval-batches", "4"),
         *("--objective", objective),
+        # The per-rank layout: each rank's own cursor (the global layout is in test_elastic).
+        *("--layout", "per-rank"),
         "--resume",
     ]
 

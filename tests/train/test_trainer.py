@@ -64,7 +64,7 @@ def test_resume_across_epoch_boundary_consumes_every_batch_once(
         )
     records = step_records(run / "metrics.jsonl")
     ids = [tuple(r[4][0][:2]) for r in records]
-    expected = [(0, i) for i in range(per_epoch)] + [(1, 0), (1, 1)]
+    expected = [(0, 4 * i) for i in range(per_epoch)] + [(1, 0), (1, 4)]
     assert ids == expected
 
 
@@ -93,9 +93,15 @@ def test_checkpoint_from_other_model_shape_is_refused(text_corpus: Path, tmp_pat
 
 def test_checkpoint_from_other_stream_config_is_refused(text_corpus: Path, tmp_path: Path) -> None:
     run = str(tmp_path / "run")
-    train(tiny_config(text_corpus, steps=2, checkpoint_dir=run), log=_quiet)
+    train(tiny_config(text_corpus, steps=2, checkpoint_dir=run, layout="per-rank"), log=_quiet)
     config = tiny_config(
-        text_corpus, steps=4, batch_size=8, seed=3, checkpoint_dir=run, resume=True
+        text_corpus,
+        steps=4,
+        batch_size=8,
+        seed=3,
+        checkpoint_dir=run,
+        resume=True,
+        layout="per-rank",
     )
     with pytest.raises(CheckpointError) as info:
         train(config, log=_quiet)
@@ -170,7 +176,8 @@ def test_metrics_log_records_every_step_and_batch(text_corpus: Path, tmp_path: P
     assert kinds[0] == "start" and kinds[-1] == "end"
     steps = [r for r in records if r["type"] == "step"]
     assert [r["step"] for r in steps] == [1, 2, 3, 4, 5]
-    assert [r["batches"][0][:2] for r in steps] == [[0, i] for i in range(5)]
+    # Global layout: a batch is named by its epoch and first global row.
+    assert [r["batches"][0][:2] for r in steps] == [[0, 4 * i] for i in range(5)]
     assert len({r["batches"][0][2] for r in steps}) == 5
     assert [r["step"] for r in records if r["type"] == "checkpoint"] == [2, 4, 5]
     assert all(np.isfinite(r["loss"]) and r["tokens"] > 0 for r in steps)
