@@ -1,0 +1,62 @@
+"""Fixtures for the export tests: small real corpora and the real peer readers."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mixle.corpus import CorpusWriter
+
+_INSTALL_HINT = "install the interop extra: pip install -e '.[interop]'"
+
+
+def documents(seed: int, count: int, max_len: int = 300, vocab: int = 50_000) -> list[np.ndarray]:
+    """Deterministic documents of random lengths (some empty) and ids below ``vocab``."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, max_len, size=count)
+    lengths[rng.integers(0, count, size=max(count // 20, 1))] = 0
+    return [rng.integers(0, vocab, size=int(n), dtype=np.int64) for n in lengths]
+
+
+@pytest.fixture
+def make_corpus(tmp_path: Path) -> Callable[..., Path]:
+    """Write ``docs`` to a fresh corpus under ``tmp_path`` and return its path."""
+    counter = iter(range(10**6))
+
+    def make(docs: Sequence[Any], **options: Any) -> Path:
+        path = tmp_path / f"corpus-{next(counter)}"
+        with CorpusWriter(path, **options) as writer:
+            writer.add_many(docs)
+        return path
+
+    return make
+
+
+def megatron() -> Any:
+    """``megatron.core.datasets`` (imported quietly: it warns that Apex is absent), or skip."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            import megatron.core.datasets.blended_megatron_dataset_builder
+            import megatron.core.datasets.gpt_dataset
+            import megatron.core.datasets.indexed_dataset
+            import megatron.core.tokenizers.text.libraries.null_tokenizer
+        except ImportError as exc:
+            pytest.skip(f"megatron-core is not importable ({exc}); {_INSTALL_HINT}")
+    return megatron.core
+
+
+def litdata() -> Any:
+    """The ``litdata`` package, or skip with the install hint."""
+    try:
+        import litdata as module
+        import litdata.streaming.item_loader
+    except ImportError as exc:
+        pytest.skip(f"litdata is not importable ({exc}); {_INSTALL_HINT}")
+    return module
+
