@@ -30,7 +30,7 @@ class ExportSummary:
     format
         ``"megatron"`` or ``"litdata"``.
     files
-        File names in ``output``, sorted (``mixle-export.json`` included).
+        File names in ``output``, sorted (``.mixle-export.json`` included).
     prefixes
         Megatron: the absolute ``PREFIX`` of each ``.bin/.idx`` pair, in document
         order (what ``--data-path`` takes); LitData: empty.

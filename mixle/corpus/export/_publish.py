@@ -2,7 +2,7 @@
 
 An export is one directory. It is built under a hidden temporary name next to the
 output (same filesystem, so the final step is a ``rename``), every written file is
-fsynced, a small ``mixle-export.json`` records what the export holds, and only then
+fsynced, a small ``.mixle-export.json`` records what the export holds, and only then
 is the directory renamed to the output name. A reader (Megatron, LitData, a later
 ``--overwrite``) therefore sees no output, the previous one, or the complete new one;
 a failed or killed export leaves at most the hidden staging directory
@@ -25,7 +25,7 @@ from mixle.errors import ArgumentError, CorpusExistsError
 __all__ = ["MARKER_NAME", "check_output", "make_marker", "staging_directory", "write_file"]
 
 #: The file every export carries; ``--overwrite`` replaces only directories holding it.
-MARKER_NAME = "mixle-export.json"
+MARKER_NAME = ".mixle-export.json"
 MARKER_FORMAT = "mixle-export"
 MARKER_VERSION = 1
 
@@ -102,7 +102,7 @@ def staging_directory(output: str, marker: dict[str, Any]) -> Iterator[str]:
 
 
 def make_marker(target: str, source: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``mixle-export.json`` content (without ``files``, added when publishing)."""
+    """The ``.mixle-export.json`` content (without ``files``, added when publishing)."""
     return {
         "format": MARKER_FORMAT,
         "version": MARKER_VERSION,

@@ -95,7 +95,7 @@ def test_single_prefix_concatenates_every_shard(
     summary = export_corpus(corpus, tmp_path / "out", "megatron", single=True)
     assert [os.path.basename(p) for p in summary.prefixes] == ["corpus"]
     assert summary.copied_bytes == open_corpus(corpus).num_tokens * 2
-    assert summary.files == ("corpus.bin", "corpus.idx", "mixle-export.json")
+    assert summary.files == (".mixle-export.json", "corpus.bin", "corpus.idx")
     _, lengths, _, _ = read_idx(summary.prefixes[0] + ".idx")
     np.testing.assert_array_equal(lengths, [len(doc) for doc in docs])
     np.testing.assert_array_equal(np.fromfile(summary.prefixes[0] + ".bin", "<u2"), np.concatenate(docs))
@@ -122,7 +122,7 @@ def test_export_is_deterministic(make_corpus: Callable[..., Path], tmp_path: Pat
     first = export_corpus(corpus, tmp_path / "a", "megatron", single=True)
     second = export_corpus(corpus, tmp_path / "b", "megatron", single=True)
     for name in first.files:
-        if name != "mixle-export.json":
+        if name != ".mixle-export.json":
             assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 
 
