@@ -66,9 +66,7 @@ def register(subparsers: Any) -> None:
         default=DEFAULT_CHUNK_BYTES,
         help="litdata: target token bytes per chunk (default 64MiB, at most 1GiB)",
     )
-    parser.add_argument(
-        "--cache-dir", default=None, help="shard cache for a remote or zarr CORPUS"
-    )
+    parser.add_argument("--cache-dir", default=None, help="shard cache for a remote or zarr CORPUS")
     parser.set_defaults(func=run)
 
 

@@ -7,10 +7,10 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from mixle._checks import positive_int
 from mixle.corpus.export import litdata, megatron
 from mixle.corpus.export._publish import check_output, make_marker, staging_directory
 from mixle.corpus.export._source import CorpusSource
-from mixle._checks import positive_int
 from mixle.errors import ArgumentError, ArgumentTypeError
 
 __all__ = ["EXPORT_FORMATS", "ExportSummary", "export_corpus"]
@@ -191,4 +191,3 @@ def export_corpus(
         index_bytes=placed["index"],
         seconds=time.perf_counter() - started,
     )
-

@@ -101,7 +101,9 @@ def staging_directory(output: str, marker: dict[str, Any]) -> Iterator[str]:
         raise
 
 
-def make_marker(target: str, source: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+def make_marker(
+    target: str, source: Mapping[str, Any], options: Mapping[str, Any]
+) -> dict[str, Any]:
     """The ``.mixle-export.json`` content (without ``files``, added when publishing)."""
     return {
         "format": MARKER_FORMAT,

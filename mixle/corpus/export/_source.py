@@ -29,8 +29,8 @@ __all__ = [
     "MEGATRON_DTYPES",
     "MEGATRON_MAGIC",
     "CorpusSource",
-    "ShardedDocuments",
     "Shard",
+    "ShardedDocuments",
     "fsync_directory",
     "new_file",
     "write_all",
@@ -168,7 +168,9 @@ class CorpusSource:
         """
         step = max(_BLOCK_BYTES // self.itemsize, 1)
         for block_start in range(0, self.num_tokens, step):
-            block = self.documents.read_tokens(block_start, min(block_start + step, self.num_tokens))
+            block = self.documents.read_tokens(
+                block_start, min(block_start + step, self.num_tokens)
+            )
             if int(block.max()) < limit:
                 continue
             where = block_start + int(np.flatnonzero(block >= limit)[0])
@@ -225,8 +227,8 @@ def new_file(path: str) -> Iterator[int]:
 
 def write_all(fd: int, data: bytes | np.ndarray) -> None:
     """Write all of ``data`` (bytes or a contiguous array's buffer) to ``fd``."""
-    view = memoryview(np.ascontiguousarray(data) if isinstance(data, np.ndarray) else data)
-    view = view.cast("B")
+    raw: Any = np.ascontiguousarray(data) if isinstance(data, np.ndarray) else data
+    view = memoryview(raw).cast("B")
     while view:
         view = view[os.write(fd, view) :]
 

@@ -147,7 +147,9 @@ def write_megatron(
             placed["copy"] += nbytes
         first = prefix.shards[0].first_document if prefix.shards else 0
         index_path = os.path.join(directory, prefix.name + ".idx")
-        placed["index"] += _write_index(source, index_path, first, first + prefix.num_documents, dtype)
+        placed["index"] += _write_index(
+            source, index_path, first, first + prefix.num_documents, dtype
+        )
     return placed
 
 

@@ -12,7 +12,10 @@ import pytest
 
 from mixle.corpus import CorpusWriter
 
-_INSTALL_HINT = "install the interop extra: pip install -e '.[interop]'"
+_MEGATRON_HINT = "install the interop extra: pip install -e '.[interop]'"
+# litdata requires torchvision, whose wheels do not load with the CPU torch: .ci/run
+# installs it without dependencies.
+_LITDATA_HINT = "pip install -e '.[interop]' && pip install --no-deps 'litdata>=0.2.76'"
 
 
 def documents(seed: int, count: int, max_len: int = 300, vocab: int = 50_000) -> list[np.ndarray]:
@@ -47,7 +50,7 @@ def megatron() -> Any:
             import megatron.core.datasets.indexed_dataset
             import megatron.core.tokenizers.text.libraries.null_tokenizer
         except ImportError as exc:
-            pytest.skip(f"megatron-core is not importable ({exc}); {_INSTALL_HINT}")
+            pytest.skip(f"megatron-core is not importable ({exc}); {_MEGATRON_HINT}")
     return megatron.core
 
 
@@ -57,6 +60,5 @@ def litdata() -> Any:
         import litdata as module
         import litdata.streaming.item_loader
     except ImportError as exc:
-        pytest.skip(f"litdata is not importable ({exc}); {_INSTALL_HINT}")
+        pytest.skip(f"litdata is not importable ({exc}); {_LITDATA_HINT}")
     return module
-

@@ -115,7 +115,10 @@ def test_output_must_be_a_local_directory_other_than_the_corpus(
         ({"format": "megatron", "block_size": 128}, "`block_size` applies to format='litdata'"),
         ({"format": "litdata", "single": True}, "`single` applies to format='megatron'"),
         ({"format": "litdata", "block_size": 0}, "`block_size` must be a positive integer"),
-        ({"format": "litdata", "chunk_bytes": 2**31}, r"`chunk_bytes` must be in \[1, 1073741824\]"),
+        (
+            {"format": "litdata", "chunk_bytes": 2**31},
+            r"`chunk_bytes` must be in \[1, 1073741824\]",
+        ),
         ({"format": "megatron", "single": 1}, "`single` must be a bool"),
     ],
 )
@@ -135,7 +138,9 @@ def test_uint32_id_above_int32_is_refused_before_writing(
     docs = [np.array([1, 2, 3]), np.array([7, 2**31 - 1]), np.array([4, 5, 2**31, 6])]
     corpus = make_corpus(docs, dtype="uint32", vocab_size=vocab_size, shard_max_bytes=12)
     before = entries_in(tmp_path)
-    with pytest.raises(ExportError, match=r"token id 2147483648 \(document 2, position 2\)") as caught:
+    with pytest.raises(
+        ExportError, match=r"token id 2147483648 \(document 2, position 2\)"
+    ) as caught:
         export_corpus(corpus, tmp_path / "out", "megatron")
     assert "shard-00002.tokens" in str(caught.value) and isinstance(caught.value, ValueError)
     assert entries_in(tmp_path) == before
@@ -159,7 +164,7 @@ def test_single_prefix_over_int32_documents_is_refused(tmp_path: Path) -> None:
 
 def test_document_longer_than_int32_tokens_is_refused(tmp_path: Path) -> None:
     corpus = sparse_corpus(tmp_path / "c", [(1, 2**31)])
-    with pytest.raises(ExportError, match="document 0 .* 2,147,483,648 tokens"):
+    with pytest.raises(ExportError, match=r"document 0 .* 2,147,483,648 tokens"):
         export_corpus(corpus, tmp_path / "out", "megatron")
     assert entries_in(tmp_path) == ["c"]
 

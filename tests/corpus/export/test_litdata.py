@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +29,7 @@ def read_chunks(directory: Path) -> tuple[dict, list[list[np.ndarray]]]:
         offsets = np.frombuffer(raw, "<u4", count + 1, 4)
         assert count == chunk["chunk_size"] and offsets[0] == 4 * (count + 2)
         assert offsets[-1] == len(raw) == chunk["chunk_bytes"]
-        items = [np.frombuffer(raw[a:b], dtype) for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+        items = [np.frombuffer(raw[a:b], dtype) for a, b in itertools.pairwise(offsets)]
         assert sum(item.shape[0] for item in items) == chunk["dim"]
         chunks.append(items)
     return index, chunks
@@ -44,7 +45,9 @@ def streaming_blocks(directory: Path, block_size: int) -> list[np.ndarray]:
     return [np.asarray(dataset[i]) for i in range(len(dataset))]
 
 
-@pytest.mark.parametrize(("dtype", "vocab"), [("uint16", 50_000), ("uint32", 100_000), ("int64", 2**40)])
+@pytest.mark.parametrize(
+    ("dtype", "vocab"), [("uint16", 50_000), ("uint32", 100_000), ("int64", 2**40)]
+)
 def test_streaming_dataset_reads_every_block_of_the_token_stream(
     make_corpus: Callable[..., Path], tmp_path: Path, dtype: str, vocab: int
 ) -> None:
@@ -52,7 +55,10 @@ def test_streaming_dataset_reads_every_block_of_the_token_stream(
     corpus = make_corpus(docs, dtype=dtype, shard_max_bytes=9000)
     block = 129
     summary = export_corpus(corpus, tmp_path / "out", "litdata", block_size=block, chunk_bytes=5000)
-    assert summary.dtype == dtype and summary.copied_bytes == open_corpus(corpus).num_tokens * np.dtype(dtype).itemsize
+    assert (
+        summary.dtype == dtype
+        and summary.copied_bytes == open_corpus(corpus).num_tokens * np.dtype(dtype).itemsize
+    )
     stream = np.concatenate(docs)
     blocks = streaming_blocks(tmp_path / "out", block)
     assert len(blocks) == stream.shape[0] // block  # only the final partial block is dropped
@@ -66,7 +72,7 @@ def test_every_chunk_but_the_last_holds_whole_blocks(
 ) -> None:
     corpus = make_corpus(documents(1, 300), vocab_size=50_257)
     export_corpus(corpus, tmp_path / "out", "litdata", block_size=100, chunk_bytes=3000)
-    index, chunks = read_chunks(tmp_path / "out")
+    index, _ = read_chunks(tmp_path / "out")
     dims = [chunk["dim"] for chunk in index["chunks"]]
     assert len(dims) > 5 and all(dim == 1500 for dim in dims[:-1]) and 0 < dims[-1] <= 1500
     assert index["config"]["item_loader"] == "TokensLoader"

@@ -35,7 +35,12 @@ def read_idx(path: str) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
     [("uint16", 50_000, 8, 2), ("uint32", 100_000, 4, 4), ("int64", 2**40, 5, 8)],
 )
 def test_idx_layout_matches_megatron_spec(
-    make_corpus: Callable[..., Path], tmp_path: Path, dtype: str, vocab: int, code: int, itemsize: int
+    make_corpus: Callable[..., Path],
+    tmp_path: Path,
+    dtype: str,
+    vocab: int,
+    code: int,
+    itemsize: int,
 ) -> None:
     docs = documents(0, 200, vocab=vocab)
     corpus = make_corpus(docs, dtype=dtype, shard_max_bytes=4000)
@@ -46,7 +51,9 @@ def test_idx_layout_matches_megatron_spec(
         got_code, lengths, pointers, doc_idx = read_idx(prefix + ".idx")
         assert got_code == code
         np.testing.assert_array_equal(doc_idx, np.arange(lengths.shape[0] + 1))
-        expected_pointers = np.concatenate(([0], np.cumsum(lengths[:-1], dtype=np.int64))) * itemsize
+        expected_pointers = (
+            np.concatenate(([0], np.cumsum(lengths[:-1], dtype=np.int64))) * itemsize
+        )
         np.testing.assert_array_equal(pointers, expected_pointers)
         tokens = np.fromfile(prefix + ".bin", dtype=np.dtype(summary.dtype).newbyteorder("<"))
         assert tokens.shape[0] == int(lengths.sum())
@@ -98,7 +105,9 @@ def test_single_prefix_concatenates_every_shard(
     assert summary.files == (".mixle-export.json", "corpus.bin", "corpus.idx")
     _, lengths, _, _ = read_idx(summary.prefixes[0] + ".idx")
     np.testing.assert_array_equal(lengths, [len(doc) for doc in docs])
-    np.testing.assert_array_equal(np.fromfile(summary.prefixes[0] + ".bin", "<u2"), np.concatenate(docs))
+    np.testing.assert_array_equal(
+        np.fromfile(summary.prefixes[0] + ".bin", "<u2"), np.concatenate(docs)
+    )
 
 
 def test_single_prefix_of_a_one_shard_corpus_is_linked(
@@ -120,7 +129,7 @@ def test_shards_without_documents_get_no_prefix(tmp_path: Path) -> None:
 def test_export_is_deterministic(make_corpus: Callable[..., Path], tmp_path: Path) -> None:
     corpus = make_corpus(documents(4, 200), vocab_size=50_257, shard_max_bytes=5000)
     first = export_corpus(corpus, tmp_path / "a", "megatron", single=True)
-    second = export_corpus(corpus, tmp_path / "b", "megatron", single=True)
+    export_corpus(corpus, tmp_path / "b", "megatron", single=True)
     for name in first.files:
         if name != ".mixle-export.json":
             assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
@@ -151,7 +160,9 @@ def test_every_document_is_exported_once_in_order(
         np.testing.assert_array_equal(have, want)
 
 
-@pytest.mark.parametrize(("dtype", "vocab"), [("uint16", 50_000), ("uint32", 100_000), ("int64", 2**40)])
+@pytest.mark.parametrize(
+    ("dtype", "vocab"), [("uint16", 50_000), ("uint32", 100_000), ("int64", 2**40)]
+)
 def test_megatron_core_indexed_dataset_reads_every_document(
     make_corpus: Callable[..., Path], tmp_path: Path, dtype: str, vocab: int
 ) -> None:
@@ -164,9 +175,7 @@ def test_megatron_core_indexed_dataset_reads_every_document(
         for prefix in summary.prefixes:
             dataset = core.datasets.indexed_dataset.IndexedDataset(prefix)
             assert dataset.index.dtype == np.dtype(summary.dtype)
-            np.testing.assert_array_equal(
-                dataset.document_indices, np.arange(len(dataset) + 1)
-            )
+            np.testing.assert_array_equal(dataset.document_indices, np.arange(len(dataset) + 1))
             for position in range(len(dataset)):
                 np.testing.assert_array_equal(dataset[position], docs[index])
                 index += 1
