@@ -37,16 +37,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_ingest import _rss_anon_kb  # noqa: E402  (tools/ is on sys.path for scripts)
+
 from mixle.corpus import CorpusWriter, open_corpus  # noqa: E402
 from mixle.corpus.export import export_corpus  # noqa: E402
-
-
-def _rss_anon_kb() -> int:
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1])
-    return 0
 
 
 def make_corpus(path: Path, tokens: int, seed: int) -> None:
@@ -109,9 +103,7 @@ def main() -> None:
     jobs: dict[str, Callable[[Path], object]] = {
         "copy": lambda out: copy_tokens(corpus, out),
         "megatron": lambda out: export_corpus(corpus, out, "megatron"),
-        "litdata": lambda out: export_corpus(
-            corpus, out, "litdata", block_size=args.block_size
-        ),
+        "litdata": lambda out: export_corpus(corpus, out, "litdata", block_size=args.block_size),
         "single": lambda out: export_corpus(corpus, out, "megatron", single=True),
     }
     for round_number in range(args.rounds):
