@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from mixle._checks import positive_int
@@ -59,12 +59,6 @@ class ExportSummary:
     copied_bytes: int
     index_bytes: int
     seconds: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able form (lists for tuples)."""
-        result = asdict(self)
-        result["files"], result["prefixes"] = list(self.files), list(self.prefixes)
-        return result
 
 
 def export_corpus(

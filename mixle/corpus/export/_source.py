@@ -12,6 +12,7 @@ and written from memory. Both give the same bytes.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 from collections.abc import Iterator
@@ -122,6 +123,7 @@ class CorpusSource:
             first_document += entry["num_documents"]
             first_token += entry["num_tokens"]
         self.shards: tuple[Shard, ...] = tuple(shards)
+        self._token_starts = [shard.first_token for shard in shards]
 
     def lengths(self, first_document: int, stop_document: int) -> np.ndarray:
         """Int64 lengths of documents ``first_document .. stop_document - 1``."""
@@ -174,7 +176,7 @@ class CorpusSource:
             if int(block.max()) < limit:
                 continue
             where = block_start + int(np.flatnonzero(block >= limit)[0])
-            shard = next(s for s in self.shards if where < s.first_token + s.num_tokens)
+            shard, _, _ = next(self._pieces(where, where + 1))
             ends = np.cumsum(self.lengths(0, self.num_documents), dtype=np.int64)
             document = int(np.searchsorted(ends, where, side="right"))
             start = int(ends[document - 1]) if document else 0
@@ -183,7 +185,10 @@ class CorpusSource:
 
     def _pieces(self, start: int, stop: int) -> Iterator[tuple[Shard, int, int]]:
         """``(shard, begin, end)`` for each shard that tokens ``start .. stop - 1`` touch."""
-        for shard in self.shards:
+        number = bisect.bisect_right(self._token_starts, start) - 1
+        for shard in self.shards[max(number, 0) :]:
+            if shard.first_token >= stop:
+                break
             begin = max(start, shard.first_token)
             end = min(stop, shard.first_token + shard.num_tokens)
             if begin < end:

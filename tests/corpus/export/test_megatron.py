@@ -238,3 +238,24 @@ def test_megatron_core_gpt_dataset_samples_are_the_exported_tokens(
         expected = source[int(train.dataset_sample_index[position])]
         assert int(sample["dataset_id"]) == int(train.dataset_index[position])
         assert torch.equal(sample["tokens"], expected["tokens"])
+
+
+def test_corpus_without_local_token_files_is_exported_through_the_reader(
+    make_corpus: Callable[..., Path], tmp_path: Path
+) -> None:
+    """A zarr corpus has no raw .tokens files: its shards are decoded and copied."""
+    from mixle.corpus import convert_corpus
+
+    corpus = make_corpus(documents(7, 200), vocab_size=50_257, shard_max_bytes=6000)
+    convert_corpus(corpus, tmp_path / "zarr", layout="zarr")
+    raw = export_corpus(corpus, tmp_path / "from-raw", "megatron")
+    zarr = export_corpus(
+        tmp_path / "zarr", tmp_path / "from-zarr", "megatron", cache_dir=tmp_path / "cache"
+    )
+    assert zarr.linked_bytes == 0 and zarr.copied_bytes == raw.linked_bytes > 0
+    assert zarr.files == raw.files
+    for name in raw.files:
+        if name != ".mixle-export.json":
+            assert (tmp_path / "from-raw" / name).read_bytes() == (
+                tmp_path / "from-zarr" / name
+            ).read_bytes()
