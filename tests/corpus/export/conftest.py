@@ -1,16 +1,13 @@
-"""Fixtures for the export tests: small real corpora and the real peer readers."""
+"""Helpers for the export tests: small real corpora (``make_corpus`` comes from
+``tests/corpus/conftest.py``) and the real peer readers."""
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-
-from mixle.corpus import CorpusWriter
 
 _MEGATRON_HINT = "install the interop extra: pip install -e '.[interop]'"
 # litdata requires torchvision, whose wheels do not load with the CPU torch: .ci/run
@@ -24,20 +21,6 @@ def documents(seed: int, count: int, max_len: int = 300, vocab: int = 50_000) ->
     lengths = rng.integers(0, max_len, size=count)
     lengths[rng.integers(0, count, size=max(count // 20, 1))] = 0
     return [rng.integers(0, vocab, size=int(n), dtype=np.int64) for n in lengths]
-
-
-@pytest.fixture
-def make_corpus(tmp_path: Path) -> Callable[..., Path]:
-    """Write ``docs`` to a fresh corpus under ``tmp_path`` and return its path."""
-    counter = iter(range(10**6))
-
-    def make(docs: Sequence[Any], **options: Any) -> Path:
-        path = tmp_path / f"corpus-{next(counter)}"
-        with CorpusWriter(path, **options) as writer:
-            writer.add_many(docs)
-        return path
-
-    return make
 
 
 def megatron() -> Any:
