@@ -19,6 +19,7 @@ __all__ = [
     "CorpusExistsError",
     "CorpusFormatError",
     "CorpusNotFoundError",
+    "ExportError",
     "IngestError",
     "MissingBackendError",
     "RemoteError",
@@ -84,6 +85,11 @@ class ChecksumError(CorpusFormatError):
 
 class IngestError(CorpusError, ValueError):
     """An input record cannot be converted; names file, line or record and position."""
+
+
+class ExportError(CorpusError, ValueError):
+    """A corpus cannot be written in an export format (an id, a count or a length the
+    target cannot hold); names the file, document and position, and what fits."""
 
 
 class RemoteError(CorpusError, OSError):

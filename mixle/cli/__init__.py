@@ -21,6 +21,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
         "mixle.cli._convert",
         "Write a corpus as zarr (compressed) or raw, to a directory or URL.",
     ),
+    "export": ("mixle.cli._export", "Write a corpus as Megatron .bin/.idx or LitData chunks."),
     "ingest": ("mixle.cli._ingest", "Convert token files or text into a sharded corpus."),
     "inspect": (
         "mixle.cli._inspect",

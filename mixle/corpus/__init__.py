@@ -28,6 +28,7 @@ commit_manifest
 
 from __future__ import annotations
 
+from mixle.corpus.export import DEFAULT_CHUNK_BYTES, EXPORT_FORMATS, ExportSummary, export_corpus
 from mixle.corpus.format.documents import DEFAULT_MAX_OPEN_SHARDS, ShardedDocuments
 from mixle.corpus.format.manifest import commit_manifest
 from mixle.corpus.format.shard import ShardWriter, write_shard
@@ -81,3 +82,4 @@ __all__ = [
     "write_shard",
 ]
 __all__ += ["IngestOptions", "IngestSummary", "ingest"]
+__all__ += ["DEFAULT_CHUNK_BYTES", "EXPORT_FORMATS", "ExportSummary", "export_corpus"]
