@@ -47,9 +47,7 @@ def install_hint(feature: str) -> str:
     return f"pip install 'mixle[{EXTRAS[feature]}]'"
 
 
-def import_optional(
-    module: str, feature: str, *, error: type[CorpusError] = IngestError
-) -> Any:
+def import_optional(module: str, feature: str, *, error: type[CorpusError] = IngestError) -> Any:
     """Import an optional dependency or raise ``error`` (default :class:`IngestError`)
     with the install hint of ``feature``."""
     try:

@@ -30,8 +30,8 @@ state loads into either object, with any ``(world_size, batch_size)``, in O(1) s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -103,7 +103,8 @@ class GlobalRowDataset(IterableDataset[Row]):
         # Rank 0 of 1 with one global batch per batch: batch_at_row(e, r) is global batch
         # [r, r + G) whole, padded past the epoch's end exactly as every rank pads it.
         self._rows = StreamingCorpus(
-            corpus.documents,
+            # A DocumentSource is used as is (as_documents), not wrapped again.
+            cast("Sequence[Any]", corpus.documents),
             rank=0,
             world_size=1,
             block=corpus.block,

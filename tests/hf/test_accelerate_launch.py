@@ -59,7 +59,11 @@ def test_each_process_gets_its_global_layout_batches(launched: Path, mode: str) 
                 for name, value in zip(FIELDS, batch, strict=True):
                     np.testing.assert_array_equal(got[f"{name}-{step}"], value, err_msg=name)
                 mask = got[f"loss_mask-{step}"]
-                pairs = zip(got[f"document_ids-{step}"][mask], got[f"position_ids-{step}"][mask])
+                pairs = zip(
+                    got[f"document_ids-{step}"][mask],
+                    got[f"position_ids-{step}"][mask],
+                    strict=True,
+                )
                 seen.extend((int(d), int(p)) for d, p in pairs)
     # Every target of the epoch once: each input position of the packed stream, no repeats.
     lengths = [len(d) for d in global_corpus(rank=0).documents]

@@ -31,8 +31,13 @@ FIELDS = ("context", "targets", "loss_mask", "document_ids", "position_ids")
 
 
 def _process_batches(
-    dataset: Any, process: int, *, world: int = WORLD_SIZE, batch: int = BATCH_SIZE,
-    split: bool = False, workers: int = 0,
+    dataset: Any,
+    process: int,
+    *,
+    world: int = WORLD_SIZE,
+    batch: int = BATCH_SIZE,
+    split: bool = False,
+    workers: int = 0,
 ) -> list[dict[str, torch.Tensor]]:
     """What accelerate's process ``process`` of ``world`` receives (IterableDatasetShard)."""
     size = batch * world if split else batch
@@ -49,7 +54,9 @@ def _process_batches(
     return list(loader)
 
 
-def _assert_rank_batches(got: list[dict[str, torch.Tensor]], expected: list[tuple[Any, ...]]) -> None:
+def _assert_rank_batches(
+    got: list[dict[str, torch.Tensor]], expected: list[tuple[Any, ...]]
+) -> None:
     assert len(got) == len(expected) > 0
     for batch, reference in zip(got, expected, strict=True):
         for name, value in zip(FIELDS, reference, strict=True):
@@ -61,7 +68,13 @@ def _targets(batches: list[dict[str, torch.Tensor]]) -> list[tuple[int, int]]:
     pairs: list[tuple[int, int]] = []
     for batch in batches:
         mask = batch["loss_mask"]
-        pairs.extend(zip(batch["document_ids"][mask].tolist(), batch["position_ids"][mask].tolist()))
+        pairs.extend(
+            zip(
+                batch["document_ids"][mask].tolist(),
+                batch["position_ids"][mask].tolist(),
+                strict=True,
+            )
+        )
     return pairs
 
 
@@ -115,15 +128,22 @@ def test_per_rank_dataset_handed_to_accelerate_loses_data() -> None:
     seen: list[tuple[int, int]] = []
     for process in range(WORLD_SIZE):
         per_rank = StreamingCorpus(
-            documents(), rank=process, world_size=WORLD_SIZE, batch_size=BATCH_SIZE,
-            block=8, seed=5, boundary_id=0, document_ids=True, even_batches=False,
+            documents(),
+            rank=process,
+            world_size=WORLD_SIZE,
+            batch_size=BATCH_SIZE,
+            block=8,
+            seed=5,
+            boundary_id=0,
+            document_ids=True,
+            even_batches=False,
         )
         # Each per-rank item is one batch; accelerate re-batches and re-shards them.
         got = _process_batches(StreamingDataset(per_rank, num_epochs=1), process, batch=1)
         seen += [
             pair
             for item in got
-            for pair in zip(item[3][item[2]].tolist(), item[4][item[2]].tolist())
+            for pair in zip(item[3][item[2]].tolist(), item[4][item[2]].tolist(), strict=True)
         ]
     total = _epoch_target_count(documents())
     assert len(set(seen)) < 0.6 * total  # about half is lost ...
