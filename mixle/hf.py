@@ -162,8 +162,8 @@ class GlobalRowDataset(IterableDataset[Row]):
         """The row cursor after ``steps`` global batches from the start; O(epochs crossed).
 
         Every process of an accelerate run computes the same value from its step count,
-        so rank 0 alone may save it. Past the end of the stream (or ``num_epochs``) it is
-        the first row of the epoch after the last row.
+        so rank 0 alone may save it. ``num_epochs`` does not bound it; past the end of
+        the stream it is row 0 of the first epoch without rows.
         """
         steps = nonnegative_int("steps", steps)
         cursor = Cursor("GlobalRowDataset", index_key="row", version=2)
