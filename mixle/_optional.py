@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from mixle.errors import IngestError
+from mixle.errors import CorpusError, IngestError
 
 __all__ = ["EXTRAS", "PROTOCOL_EXTRAS", "import_optional", "install_hint"]
 
@@ -24,6 +24,8 @@ EXTRAS = {
     "parquet": "parquet",
     "tokenizers": "tokenizers",
     "plot": "plot",
+    "datasets": "hf",
+    "accelerate": "hf",
 }
 
 #: fsspec URL scheme -> the extra that provides its filesystem.
@@ -45,12 +47,13 @@ def install_hint(feature: str) -> str:
     return f"pip install 'mixle[{EXTRAS[feature]}]'"
 
 
-def import_optional(module: str, feature: str) -> Any:
-    """Import an optional dependency of ingestion or raise :class:`IngestError` with a hint."""
+def import_optional(module: str, feature: str, *, error: type[CorpusError] = IngestError) -> Any:
+    """Import an optional dependency or raise ``error`` (default :class:`IngestError`)
+    with the install hint of ``feature``."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise IngestError(
-            f"reading this input needs the optional package `{module.split('.')[0]}`; "
+        raise error(
+            f"this needs the optional package `{module.split('.')[0]}`; "
             f"install it with: {install_hint(feature)}"
         ) from exc
