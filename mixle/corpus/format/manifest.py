@@ -6,7 +6,11 @@ its own SHA-256 over a canonical serialization, so any edit or corruption of any
 byte that changes its content is detected on open.
 
 :func:`commit_manifest` is the one way to publish a corpus; the streaming
-:class:`~mixle.corpus.CorpusWriter` and the parallel ingest both end with it.
+:class:`~mixle.corpus.CorpusWriter` and the parallel ingest both end with it (or with
+its two halves, :meth:`Manifest.build` and :func:`write_manifest`).
+
+:func:`parse_manifest` validates a manifest once into the typed, frozen
+:class:`Manifest` / :class:`ShardEntry`; everything downstream reads attributes.
 """
 
 from __future__ import annotations
@@ -149,9 +153,9 @@ def _check_keys(entry: Any, expected: frozenset[str], where: str) -> None:
 class ShardEntry:
     """One shard of a manifest: its two file names, counts, byte sizes and checksums.
 
-    Built only by :meth:`from_dict` (which validates) or by :meth:`Manifest.build`;
-    :meth:`to_dict` returns the JSON object in the key order it was read or written
-    with, so re-serializing a manifest is byte-identical.
+    :meth:`from_dict` validates; the plain constructor does not (it is for values
+    already checked). :meth:`to_dict` returns the JSON object in the key order it was
+    read or written with, so re-serializing a manifest is byte-identical.
     """
 
     tokens: str
@@ -197,17 +201,8 @@ class ShardEntry:
                 raise CorpusFormatError(
                     f"{where}: `{key}` must be 64 lowercase hex digits. Got {entry[key]!r} instead."
                 )
-        return cls(
-            tokens=entry["tokens"],
-            offsets=entry["offsets"],
-            num_documents=num_documents,
-            num_tokens=num_tokens,
-            tokens_bytes=entry["tokens_bytes"],
-            offsets_bytes=entry["offsets_bytes"],
-            tokens_sha256=entry["tokens_sha256"],
-            offsets_sha256=entry["offsets_sha256"],
-            key_order=tuple(entry),
-        )
+        # Every value is checked above; the key set is exactly the field names.
+        return cls(**{key: entry[key] for key in SHARD_KEY_ORDER}, key_order=tuple(entry))
 
     def to_dict(self) -> dict[str, Any]:
         """The entry as a JSON object, keys in the order it was read or written with."""
