@@ -36,7 +36,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Convert and print the sizes; exit 0 on success, 1 on a corpus error."""
-    from mixle.corpus import convert_corpus, stored_bytes
+    from mixle.corpus import Manifest, convert_corpus, stored_bytes
     from mixle.errors import CorpusError
 
     source_options = {} if args.cache_dir is None else {"cache_dir": args.cache_dir}
@@ -52,11 +52,12 @@ def run(args: argparse.Namespace) -> int:
     except CorpusError as exc:
         print(f"mixle convert: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    raw = sum(entry["tokens_bytes"] + entry["offsets_bytes"] for entry in manifest["shards"])
+    parsed = Manifest.from_dict(manifest, args.out)
+    raw = sum(entry.tokens_bytes + entry.offsets_bytes for entry in parsed.shards)
     ratio = written / raw if raw else 1.0
     print(
-        f"{args.out}: {args.layout} layout, {len(manifest['shards'])} shards, "
-        f"{manifest['num_documents']:,} documents, {manifest['num_tokens']:,} tokens; "
+        f"{args.out}: {args.layout} layout, {len(parsed.shards)} shards, "
+        f"{parsed.num_documents:,} documents, {parsed.num_tokens:,} tokens; "
         f"{written:,} bytes stored for {raw:,} bytes of shard data (ratio {ratio:.3f})"
     )
     return 0

@@ -24,13 +24,15 @@ ShardWriter, write_shard
     Write one shard crash-safely (temporary name, fsync, rename); return its entry.
 commit_manifest
     Publish a list of shard entries as a corpus (totals, fingerprint, atomic write).
+Manifest, ShardEntry
+    The typed, validated manifest (``ShardedDocuments.parsed_manifest``) and its shards.
 """
 
 from __future__ import annotations
 
 from mixle.corpus.export import DEFAULT_CHUNK_BYTES, EXPORT_FORMATS, ExportSummary, export_corpus
 from mixle.corpus.format.documents import DEFAULT_MAX_OPEN_SHARDS, ShardedDocuments
-from mixle.corpus.format.manifest import commit_manifest
+from mixle.corpus.format.manifest import Manifest, ShardEntry, commit_manifest
 from mixle.corpus.format.shard import ShardWriter, write_shard
 from mixle.corpus.format.spec import FORMAT_VERSION, MANIFEST_NAME
 from mixle.corpus.format.store import ShardStore
@@ -60,10 +62,12 @@ __all__ = [
     "CorpusError",
     "CorpusWriter",
     "DocumentsView",
+    "Manifest",
     "RangeDocuments",
     "RemoteError",
     "RemoteStore",
     "ShardCache",
+    "ShardEntry",
     "ShardReport",
     "ShardStore",
     "ShardWriter",

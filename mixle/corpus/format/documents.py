@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, overload
 import numpy as np
 
 from mixle._checks import exact_int, positive_int
-from mixle.corpus.format.manifest import parse_manifest
+from mixle.corpus.format.manifest import Manifest, ShardEntry, parse_manifest
 from mixle.corpus.format.spec import HEADER_SIZE, check_offsets
 from mixle.corpus.format.verify import check_shard_files, verify_store
 from mixle.corpus.format.view import DocumentsView, as_index
@@ -148,25 +148,25 @@ class ShardedDocuments(Sequence[np.ndarray]):
     def __init__(
         self,
         store: ShardStore,
-        manifest: dict[str, Any],
+        manifest: Manifest,
         *,
         max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS,
     ) -> None:
         self._store = store
         self._manifest = manifest
         self._max_open = positive_int("max_open_shards", max_open_shards)
-        self._entries: list[dict[str, Any]] = manifest["shards"]
+        self._entries: tuple[ShardEntry, ...] = manifest.shards
         starts = [0]
         for entry in self._entries:
-            starts.append(starts[-1] + entry["num_documents"])
+            starts.append(starts[-1] + entry.num_documents)
         self._starts = starts
         token_starts = [0]
         for entry in self._entries:
-            token_starts.append(token_starts[-1] + entry["num_tokens"])
+            token_starts.append(token_starts[-1] + entry.num_tokens)
         self._token_starts = token_starts
         self._starts_array = np.asarray(starts, dtype=np.int64)
         self._n: int = starts[-1]
-        self._dtype = np.dtype(manifest["dtype"]).newbyteorder("<")
+        self._dtype = np.dtype(manifest.dtype).newbyteorder("<")
         # Mapped shards by number, and a CLOCK (second-chance) approximation of LRU:
         # a hit only sets a flag, eviction sweeps the resident list. Cheaper on the
         # hot path than reordering an OrderedDict.
@@ -225,22 +225,22 @@ class ShardedDocuments(Sequence[np.ndarray]):
             if shard is not None:
                 return shard
             entry = self._entries[number]
-            tokens_path = self._store.local_path(entry["tokens"])
-            offsets_path = self._store.local_path(entry["offsets"])
-            mapping = _map(tokens_path, entry["tokens_bytes"])
+            tokens_path = self._store.local_path(entry.tokens)
+            offsets_path = self._store.local_path(entry.offsets)
+            mapping = _map(tokens_path, entry.tokens_bytes)
             tokens = (
                 np.empty(0, dtype=self._dtype)
                 if mapping is None
                 else np.frombuffer(mapping, dtype=self._dtype)
             )
-            offsets_map = _map(offsets_path, entry["offsets_bytes"])
+            offsets_map = _map(offsets_path, entry.offsets_bytes)
             assert offsets_map is not None  # an offsets file is never empty
             offsets = np.frombuffer(offsets_map, dtype="<i8", offset=HEADER_SIZE)
             if number not in self._checked:
-                check_offsets(offsets, entry["num_tokens"], offsets_path)
+                check_offsets(offsets, entry.num_tokens, offsets_path)
                 self._checked.add(number)
             start = self._starts[number]
-            shard = _OpenShard(start, start + entry["num_documents"], tokens, offsets, mapping)
+            shard = _OpenShard(start, start + entry.num_documents, tokens, offsets, mapping)
             self._admit(number)
             self._slots[number] = shard
             return shard
@@ -269,12 +269,12 @@ class ShardedDocuments(Sequence[np.ndarray]):
         if shard is not None:
             return shard.offsets_array
         entry = self._entries[number]
-        path = self._store.local_path(entry["offsets"])
+        path = self._store.local_path(entry.offsets)
         offsets = np.fromfile(path, dtype="<i8", offset=HEADER_SIZE)
-        if offsets.shape[0] != entry["num_documents"] + 1:
+        if offsets.shape[0] != entry.num_documents + 1:
             raise CorpusFormatError(f"{path}: offsets count changed since open.")
         if number not in self._checked:
-            check_offsets(offsets, entry["num_tokens"], path)
+            check_offsets(offsets, entry.num_tokens, path)
             self._checked.add(number)
         return offsets
 
@@ -293,12 +293,12 @@ class ShardedDocuments(Sequence[np.ndarray]):
     @property
     def fingerprint(self) -> str:
         """The manifest fingerprint: changes whenever any shard byte changes."""
-        return str(self._manifest["fingerprint"])
+        return self._manifest.fingerprint
 
     @property
     def num_tokens(self) -> int:
         """Total number of tokens in the corpus."""
-        return int(self._manifest["num_tokens"])
+        return self._manifest.num_tokens
 
     @property
     def dtype(self) -> np.dtype[Any]:
@@ -308,8 +308,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
     @property
     def vocab_size(self) -> int | None:
         """Vocabulary size recorded by the writer, or ``None``."""
-        value = self._manifest["vocab_size"]
-        return None if value is None else int(value)
+        return self._manifest.vocab_size
 
     @property
     def num_shards(self) -> int:
@@ -323,7 +322,12 @@ class ShardedDocuments(Sequence[np.ndarray]):
 
     @property
     def manifest(self) -> Mapping[str, Any]:
-        """The validated manifest (treat as read-only)."""
+        """The validated manifest as a fresh JSON object (as in ``manifest.json``)."""
+        return self._manifest.to_dict()
+
+    @property
+    def parsed_manifest(self) -> Manifest:
+        """The validated manifest, typed (:class:`~mixle.corpus.Manifest`)."""
         return self._manifest
 
     @property
@@ -560,7 +564,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
     def __iter__(self) -> Iterator[np.ndarray]:
         """Yield every document in order, shard by shard (views, created in bulk)."""
         for number, entry in enumerate(self._entries):
-            if not entry["num_documents"]:
+            if not entry.num_documents:
                 continue
             shard = self._shard(number)
             bounds = shard.offsets_array.tolist()
@@ -613,8 +617,8 @@ def open_documents(
     recomputes every file's SHA-256 (:func:`~mixle.corpus.format.verify.verify_store`).
     """
     manifest = parse_manifest(store.read_manifest(), f"{store.location}/manifest.json")
-    for number, entry in enumerate(manifest["shards"]):
-        check_shard_files(store, manifest["dtype"], number, entry)
+    for number, entry in enumerate(manifest.shards):
+        check_shard_files(store, manifest.dtype, number, entry)
     if verify:
         verify_store(store, manifest).raise_first()
     return store.documents_type(store, manifest, max_open_shards=max_open_shards)

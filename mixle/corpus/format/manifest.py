@@ -6,7 +6,11 @@ its own SHA-256 over a canonical serialization, so any edit or corruption of any
 byte that changes its content is detected on open.
 
 :func:`commit_manifest` is the one way to publish a corpus; the streaming
-:class:`~mixle.corpus.CorpusWriter` and the parallel ingest both end with it.
+:class:`~mixle.corpus.CorpusWriter` and the parallel ingest both end with it (or with
+its two halves, :meth:`Manifest.build` and :func:`write_manifest`).
+
+:func:`parse_manifest` validates a manifest once into the typed, frozen
+:class:`Manifest` / :class:`ShardEntry`; everything downstream reads attributes.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 import numpy as np
 
@@ -35,40 +40,44 @@ from mixle.errors import ArgumentError, CorpusFormatError
 __all__ = [
     "MANIFEST_KEYS",
     "SHARD_KEYS",
+    "Manifest",
+    "ShardEntry",
     "canonical_json",
     "commit_manifest",
     "compute_fingerprint",
     "parse_manifest",
+    "write_manifest",
 ]
 
 FORMAT_NAME = "mixle-corpus"
-MANIFEST_KEYS = frozenset(
-    {
-        "format",
-        "format_version",
-        "dtype",
-        "vocab_size",
-        "num_documents",
-        "num_tokens",
-        "checksum_algorithm",
-        "fingerprint",
-        "shards",
-        "metadata",
-        "manifest_sha256",
-    }
+# The key orders the writer uses (json.dumps keeps insertion order).
+MANIFEST_KEY_ORDER = (
+    "format",
+    "format_version",
+    "dtype",
+    "vocab_size",
+    "num_documents",
+    "num_tokens",
+    "checksum_algorithm",
+    "fingerprint",
+    "shards",
+    "metadata",
+    "manifest_sha256",
 )
-SHARD_KEYS = frozenset(
-    {
-        "tokens",
-        "offsets",
-        "num_documents",
-        "num_tokens",
-        "tokens_bytes",
-        "offsets_bytes",
-        "tokens_sha256",
-        "offsets_sha256",
-    }
+SHARD_KEY_ORDER = (
+    "tokens",
+    "offsets",
+    "num_documents",
+    "num_tokens",
+    "tokens_bytes",
+    "offsets_bytes",
+    "tokens_sha256",
+    "offsets_sha256",
 )
+MANIFEST_KEYS = frozenset(MANIFEST_KEY_ORDER)
+SHARD_KEYS = frozenset(SHARD_KEY_ORDER)
+ShardFile = Literal["tokens", "offsets"]
+SHARD_FILES: tuple[ShardFile, ShardFile] = ("tokens", "offsets")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -79,7 +88,7 @@ def canonical_json(value: Any) -> bytes:
     )
 
 
-def compute_fingerprint(dtype: str, shards: Sequence[Mapping[str, Any]]) -> str:
+def compute_fingerprint(dtype: str, shards: Iterable[ShardEntry]) -> str:
     """Return the corpus fingerprint: SHA-256 over the dtype and every shard's checksums.
 
     The hashed text is ``"mixle-corpus-v1\\n" + dtype + "\\n"`` followed by one line
@@ -89,7 +98,7 @@ def compute_fingerprint(dtype: str, shards: Sequence[Mapping[str, Any]]) -> str:
     """
     digest = hashlib.sha256(f"mixle-corpus-v1\n{dtype}\n".encode("ascii"))
     for shard in shards:
-        digest.update(f"{shard['tokens_sha256']} {shard['offsets_sha256']}\n".encode("ascii"))
+        digest.update(f"{shard.tokens_sha256} {shard.offsets_sha256}\n".encode("ascii"))
     return digest.hexdigest()
 
 
@@ -140,39 +149,91 @@ def _check_keys(entry: Any, expected: frozenset[str], where: str) -> None:
         raise CorpusFormatError(f"{where}: missing keys {missing}, unknown keys {unknown}.")
 
 
-def validate_shard_entry(entry: Any, dtype: str, where: str) -> dict[str, Any]:
-    """Check one shard entry against the schema and the dtype; return it.
+@dataclass(frozen=True, slots=True)
+class ShardEntry:
+    """One shard of a manifest: its two file names, counts, byte sizes and checksums.
 
-    Raises
-    ------
-    CorpusFormatError
-        A key is missing or unknown, a count is not a nonnegative integer, a byte size
-        disagrees with its count, or a checksum is not 64 lowercase hex digits.
-    UnsafePathError
-        A file name could resolve outside the corpus directory.
+    :meth:`from_dict` validates; the plain constructor does not (it is for values
+    already checked). :meth:`to_dict` returns the JSON object in the key order it was
+    read or written with, so re-serializing a manifest is byte-identical.
     """
-    _check_keys(entry, SHARD_KEYS, where)
-    check_file_name(entry["tokens"], f"{where} `tokens`")
-    check_file_name(entry["offsets"], f"{where} `offsets`")
-    num_documents = _count(entry, "num_documents", where)
-    num_tokens = _count(entry, "num_tokens", where)
-    itemsize = np.dtype(dtype).itemsize
-    if _count(entry, "tokens_bytes", where) != num_tokens * itemsize:
-        raise CorpusFormatError(
-            f"{where}: `tokens_bytes` is {entry['tokens_bytes']}, expected "
-            f"{num_tokens * itemsize} ({num_tokens} {dtype} tokens)."
-        )
-    if _count(entry, "offsets_bytes", where) != offsets_file_size(num_documents):
-        raise CorpusFormatError(
-            f"{where}: `offsets_bytes` is {entry['offsets_bytes']}, expected "
-            f"{offsets_file_size(num_documents)} ({num_documents} documents)."
-        )
-    for key in ("tokens_sha256", "offsets_sha256"):
-        if not isinstance(entry[key], str) or not _HEX64.fullmatch(entry[key]):
+
+    tokens: str
+    offsets: str
+    num_documents: int
+    num_tokens: int
+    tokens_bytes: int
+    offsets_bytes: int
+    tokens_sha256: str
+    offsets_sha256: str
+    key_order: tuple[str, ...] = field(default=SHARD_KEY_ORDER, compare=False, repr=False)
+
+    @classmethod
+    def from_dict(cls, entry: Any, dtype: str, where: str) -> ShardEntry:
+        """Check one shard entry against the schema and the dtype; return it typed.
+
+        Raises
+        ------
+        CorpusFormatError
+            A key is missing or unknown, a count is not a nonnegative integer, a byte
+            size disagrees with its count, or a checksum is not 64 lowercase hex digits.
+        UnsafePathError
+            A file name could resolve outside the corpus directory.
+        """
+        _check_keys(entry, SHARD_KEYS, where)
+        check_file_name(entry["tokens"], f"{where} `tokens`")
+        check_file_name(entry["offsets"], f"{where} `offsets`")
+        num_documents = _count(entry, "num_documents", where)
+        num_tokens = _count(entry, "num_tokens", where)
+        itemsize = np.dtype(dtype).itemsize
+        if _count(entry, "tokens_bytes", where) != num_tokens * itemsize:
             raise CorpusFormatError(
-                f"{where}: `{key}` must be 64 lowercase hex digits. Got {entry[key]!r} instead."
+                f"{where}: `tokens_bytes` is {entry['tokens_bytes']}, expected "
+                f"{num_tokens * itemsize} ({num_tokens} {dtype} tokens)."
             )
-    return dict(entry)
+        if _count(entry, "offsets_bytes", where) != offsets_file_size(num_documents):
+            raise CorpusFormatError(
+                f"{where}: `offsets_bytes` is {entry['offsets_bytes']}, expected "
+                f"{offsets_file_size(num_documents)} ({num_documents} documents)."
+            )
+        for key in ("tokens_sha256", "offsets_sha256"):
+            if not isinstance(entry[key], str) or not _HEX64.fullmatch(entry[key]):
+                raise CorpusFormatError(
+                    f"{where}: `{key}` must be 64 lowercase hex digits. Got {entry[key]!r} instead."
+                )
+        # Every value is checked above; the key set is exactly the field names.
+        return cls(**{key: entry[key] for key in SHARD_KEY_ORDER}, key_order=tuple(entry))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry as a JSON object, keys in the order it was read or written with."""
+        values = {
+            "tokens": self.tokens,
+            "offsets": self.offsets,
+            "num_documents": self.num_documents,
+            "num_tokens": self.num_tokens,
+            "tokens_bytes": self.tokens_bytes,
+            "offsets_bytes": self.offsets_bytes,
+            "tokens_sha256": self.tokens_sha256,
+            "offsets_sha256": self.offsets_sha256,
+        }
+        return {key: values[key] for key in self.key_order}
+
+    @property
+    def files(self) -> tuple[str, str]:
+        """The shard's file names, ``(tokens, offsets)``."""
+        return (self.tokens, self.offsets)
+
+    def file_bytes(self, kind: ShardFile) -> int:
+        """Byte size of the ``"tokens"`` or ``"offsets"`` file."""
+        return self.tokens_bytes if kind == "tokens" else self.offsets_bytes
+
+    def file_sha256(self, kind: ShardFile) -> str:
+        """SHA-256 (hex) of the ``"tokens"`` or ``"offsets"`` file."""
+        return self.tokens_sha256 if kind == "tokens" else self.offsets_sha256
+
+    def file_name(self, kind: ShardFile) -> str:
+        """Name of the ``"tokens"`` or ``"offsets"`` file."""
+        return self.tokens if kind == "tokens" else self.offsets
 
 
 def _reject_constant(name: str) -> Any:
@@ -188,18 +249,205 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def parse_manifest(data: bytes, where: str) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """A corpus manifest, parsed and validated once (see :func:`parse_manifest`).
+
+    ``format`` and ``checksum_algorithm`` are fixed by the format and not stored.
+    ``metadata`` is the free-form JSON object; treat it as read-only (:meth:`to_dict`
+    returns a copy). :meth:`to_dict` keeps the key order the manifest was read or
+    written with, so ``json.dumps(Manifest.from_dict(d).to_dict())`` equals
+    ``json.dumps(d)`` byte for byte.
+    """
+
+    format_version: int
+    dtype: str
+    vocab_size: int | None
+    num_documents: int
+    num_tokens: int
+    fingerprint: str
+    shards: tuple[ShardEntry, ...]
+    metadata: dict[str, Any]
+    manifest_sha256: str
+    key_order: tuple[str, ...] = field(default=MANIFEST_KEY_ORDER, compare=False, repr=False)
+
+    @classmethod
+    def from_dict(cls, manifest: Any, where: str) -> Manifest:
+        """Fully validate a decoded manifest JSON object read from ``where``.
+
+        Checks the exact key set, format name and version, dtype, vocab size, every
+        shard entry (see :meth:`ShardEntry.from_dict`), unique file names, totals, the
+        fingerprint and the manifest's own ``manifest_sha256``. O(shards).
+
+        Raises
+        ------
+        CorpusFormatError
+            Anything above is wrong; the message names ``where`` and the field.
+        """
+        if isinstance(manifest, dict) and manifest.get("format") == FORMAT_NAME:
+            version = manifest.get("format_version")
+            if version != FORMAT_VERSION:
+                raise CorpusFormatError(
+                    f"{where}: unsupported format version {version!r} "
+                    f"(this reader knows {FORMAT_VERSION})."
+                )
+        _check_keys(manifest, MANIFEST_KEYS, where)
+        if manifest["format"] != FORMAT_NAME:
+            raise CorpusFormatError(
+                f"{where}: `format` must be {FORMAT_NAME!r}. Got {manifest['format']!r} instead."
+            )
+        if manifest["checksum_algorithm"] != CHECKSUM_ALGORITHM:
+            raise CorpusFormatError(
+                f"{where}: unsupported `checksum_algorithm` {manifest['checksum_algorithm']!r}."
+            )
+        try:
+            dtype = normalize_dtype(manifest["dtype"], f"{where}: `dtype`")
+        except ArgumentError as exc:
+            raise CorpusFormatError(str(exc)) from exc
+        if manifest["dtype"] != dtype:
+            raise CorpusFormatError(f"{where}: `dtype` must be spelled {dtype!r}.")
+        vocab_size = manifest["vocab_size"]
+        if vocab_size is not None and (
+            isinstance(vocab_size, bool)
+            or not isinstance(vocab_size, int)
+            or not 0 < vocab_size <= dtype_limit(dtype)
+        ):
+            raise CorpusFormatError(
+                f"{where}: `vocab_size` must be null or a positive integer that {dtype} "
+                f"holds. Got {vocab_size!r} instead."
+            )
+        if not isinstance(manifest["metadata"], dict):
+            raise CorpusFormatError(f"{where}: `metadata` must be a JSON object.")
+        if not isinstance(manifest["shards"], list):
+            raise CorpusFormatError(f"{where}: `shards` must be a JSON list.")
+        shards = tuple(
+            ShardEntry.from_dict(entry, dtype, f"{where} shard {index}")
+            for index, entry in enumerate(manifest["shards"])
+        )
+        names = [name for shard in shards for name in shard.files]
+        if len(set(names)) != len(names) or MANIFEST_NAME in names:
+            raise CorpusFormatError(
+                f"{where}: shard file names must be unique and not {MANIFEST_NAME}."
+            )
+        totals = {
+            "num_documents": sum(shard.num_documents for shard in shards),
+            "num_tokens": sum(shard.num_tokens for shard in shards),
+        }
+        for key, total in totals.items():
+            if _count(manifest, key, where) != total:
+                raise CorpusFormatError(
+                    f"{where}: `{key}` is {manifest[key]}, but the shards add up to {total}."
+                )
+        if manifest["fingerprint"] != compute_fingerprint(dtype, shards):
+            raise CorpusFormatError(
+                f"{where}: `fingerprint` does not match the shard checksums "
+                f"(manifest edited or corrupt)."
+            )
+        if manifest["manifest_sha256"] != _manifest_sha256(manifest):
+            raise CorpusFormatError(
+                f"{where}: `manifest_sha256` does not match the manifest content "
+                f"(edited or corrupt)."
+            )
+        return cls(
+            format_version=manifest["format_version"],
+            dtype=dtype,
+            vocab_size=vocab_size,
+            num_documents=totals["num_documents"],
+            num_tokens=totals["num_tokens"],
+            fingerprint=manifest["fingerprint"],
+            shards=shards,
+            metadata=manifest["metadata"],
+            manifest_sha256=manifest["manifest_sha256"],
+            key_order=tuple(manifest),
+        )
+
+    @classmethod
+    def build(
+        cls,
+        shards: Sequence[Mapping[str, Any] | ShardEntry],
+        *,
+        dtype: Any,
+        vocab_size: int | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Manifest:
+        """Return a complete, validated manifest for ``shards`` (no I/O).
+
+        Totals, fingerprint and ``manifest_sha256`` are computed here; ``shards`` are
+        entry dicts (as :meth:`ShardWriter.commit` returns) or :class:`ShardEntry`.
+
+        Raises
+        ------
+        ArgumentError
+            ``vocab_size`` is not a positive integer the dtype holds, or ``metadata``
+            is not canonical JSON.
+        CorpusFormatError
+            A shard entry is malformed.
+        """
+        name = normalize_dtype(dtype)
+        if vocab_size is not None and (
+            isinstance(vocab_size, bool)
+            or not isinstance(vocab_size, int | np.integer)
+            or not 0 < int(vocab_size) <= dtype_limit(name)
+        ):
+            raise ArgumentError(
+                f"`vocab_size` must be a positive integer that {name} holds. "
+                f"Got {vocab_size!r} instead."
+            )
+        metadata_dict = dict(metadata or {})
+        _check_json_value(metadata_dict, "`metadata`")
+        entries = tuple(
+            ShardEntry.from_dict(
+                entry.to_dict() if isinstance(entry, ShardEntry) else dict(entry),
+                name,
+                f"shard entry {index}",
+            )
+            for index, entry in enumerate(shards)
+        )
+        body = cls(
+            format_version=FORMAT_VERSION,
+            dtype=name,
+            vocab_size=None if vocab_size is None else int(vocab_size),
+            num_documents=sum(entry.num_documents for entry in entries),
+            num_tokens=sum(entry.num_tokens for entry in entries),
+            fingerprint=compute_fingerprint(name, entries),
+            shards=entries,
+            metadata=json.loads(json.dumps(metadata_dict)),
+            manifest_sha256="",
+        )
+        return replace(body, manifest_sha256=_manifest_sha256(body.to_dict()))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The manifest as a fresh JSON object, keys in the order read or written."""
+        values = {
+            "format": FORMAT_NAME,
+            "format_version": self.format_version,
+            "dtype": self.dtype,
+            "vocab_size": self.vocab_size,
+            "num_documents": self.num_documents,
+            "num_tokens": self.num_tokens,
+            "checksum_algorithm": CHECKSUM_ALGORITHM,
+            "fingerprint": self.fingerprint,
+            "shards": [entry.to_dict() for entry in self.shards],
+            "metadata": json.loads(json.dumps(self.metadata)),
+            "manifest_sha256": self.manifest_sha256,
+        }
+        return {key: values[key] for key in self.key_order}
+
+    def to_json(self) -> bytes:
+        """The bytes :func:`commit_manifest` writes to ``manifest.json``."""
+        return json.dumps(self.to_dict(), indent=1).encode("utf-8")
+
+
+def parse_manifest(data: bytes, where: str) -> Manifest:
     """Parse and fully validate manifest bytes read from ``where``; return the manifest.
 
-    Checks, in order: strict JSON (UTF-8, no NaN, no duplicate keys), the exact key set,
-    format name and version, dtype, vocab size, every shard entry (see
-    :func:`validate_shard_entry`), unique file names, totals, the fingerprint and the
-    manifest's own ``manifest_sha256``. O(shards); touches no shard file.
+    Strict JSON (UTF-8, no NaN, no duplicate keys), then :meth:`Manifest.from_dict`.
+    O(shards); touches no shard file.
 
     Raises
     ------
     CorpusFormatError
-        Anything above is wrong; the message names ``where`` and the field.
+        Anything is wrong; the message names ``where`` and the field.
     """
     try:
         manifest = json.loads(
@@ -209,97 +457,31 @@ def parse_manifest(data: bytes, where: str) -> dict[str, Any]:
         )
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise CorpusFormatError(f"{where}: not valid UTF-8 JSON ({exc}).") from exc
-    if isinstance(manifest, dict) and manifest.get("format") == FORMAT_NAME:
-        version = manifest.get("format_version")
-        if version != FORMAT_VERSION:
-            raise CorpusFormatError(
-                f"{where}: unsupported format version {version!r} "
-                f"(this reader knows {FORMAT_VERSION})."
-            )
-    _check_keys(manifest, MANIFEST_KEYS, where)
-    if manifest["format"] != FORMAT_NAME:
-        raise CorpusFormatError(
-            f"{where}: `format` must be {FORMAT_NAME!r}. Got {manifest['format']!r} instead."
-        )
-    if manifest["checksum_algorithm"] != CHECKSUM_ALGORITHM:
-        raise CorpusFormatError(
-            f"{where}: unsupported `checksum_algorithm` {manifest['checksum_algorithm']!r}."
-        )
-    try:
-        dtype = normalize_dtype(manifest["dtype"], f"{where}: `dtype`")
-    except ArgumentError as exc:
-        raise CorpusFormatError(str(exc)) from exc
-    if manifest["dtype"] != dtype:
-        raise CorpusFormatError(f"{where}: `dtype` must be spelled {dtype!r}.")
-    vocab_size = manifest["vocab_size"]
-    if vocab_size is not None and (
-        isinstance(vocab_size, bool)
-        or not isinstance(vocab_size, int)
-        or not 0 < vocab_size <= dtype_limit(dtype)
-    ):
-        raise CorpusFormatError(
-            f"{where}: `vocab_size` must be null or a positive integer that {dtype} holds. "
-            f"Got {vocab_size!r} instead."
-        )
-    if not isinstance(manifest["metadata"], dict):
-        raise CorpusFormatError(f"{where}: `metadata` must be a JSON object.")
-    if not isinstance(manifest["shards"], list):
-        raise CorpusFormatError(f"{where}: `shards` must be a JSON list.")
-    shards = [
-        validate_shard_entry(entry, dtype, f"{where} shard {index}")
-        for index, entry in enumerate(manifest["shards"])
-    ]
-    names = [name for shard in shards for name in (shard["tokens"], shard["offsets"])]
-    if len(set(names)) != len(names) or MANIFEST_NAME in names:
-        raise CorpusFormatError(
-            f"{where}: shard file names must be unique and not {MANIFEST_NAME}."
-        )
-    for key in ("num_documents", "num_tokens"):
-        total = sum(shard[key] for shard in shards)
-        if _count(manifest, key, where) != total:
-            raise CorpusFormatError(
-                f"{where}: `{key}` is {manifest[key]}, but the shards add up to {total}."
-            )
-    if manifest["fingerprint"] != compute_fingerprint(dtype, shards):
-        raise CorpusFormatError(
-            f"{where}: `fingerprint` does not match the shard checksums (manifest edited or corrupt)."
-        )
-    if manifest["manifest_sha256"] != _manifest_sha256(manifest):
-        raise CorpusFormatError(
-            f"{where}: `manifest_sha256` does not match the manifest content (edited or corrupt)."
-        )
-    return manifest
+    return Manifest.from_dict(manifest, where)
 
 
-def build_manifest(
-    shards: Sequence[Mapping[str, Any]],
-    *,
-    dtype: Any,
-    vocab_size: int | None = None,
-    metadata: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Return a complete, validated manifest dict for ``shards`` (no I/O)."""
-    name = normalize_dtype(dtype)
-    metadata_dict = dict(metadata or {})
-    _check_json_value(metadata_dict, "`metadata`")
-    entries = [
-        validate_shard_entry(dict(entry), name, f"shard entry {index}")
-        for index, entry in enumerate(shards)
-    ]
-    manifest: dict[str, Any] = {
-        "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
-        "dtype": name,
-        "vocab_size": vocab_size,
-        "num_documents": sum(entry["num_documents"] for entry in entries),
-        "num_tokens": sum(entry["num_tokens"] for entry in entries),
-        "checksum_algorithm": CHECKSUM_ALGORITHM,
-        "fingerprint": compute_fingerprint(name, entries),
-        "shards": entries,
-        "metadata": json.loads(json.dumps(metadata_dict)),
-    }
-    manifest["manifest_sha256"] = _manifest_sha256(manifest)
-    return manifest
+def write_manifest(directory: str | os.PathLike[str], manifest: Manifest) -> None:
+    """Check every shard file of ``manifest`` is in ``directory`` with its size, then
+    write ``manifest.json`` atomically (temp, fsync, rename, directory fsync).
+
+    Raises
+    ------
+    CorpusFormatError
+        A shard file is missing or has the wrong size.
+    """
+    path = os.fspath(directory)
+    for entry in manifest.shards:
+        for kind in SHARD_FILES:
+            file_path = os.path.join(path, entry.file_name(kind))
+            try:
+                size = os.stat(file_path).st_size
+            except OSError as exc:
+                raise CorpusFormatError(f"{file_path}: shard file missing ({exc}).") from exc
+            if size != entry.file_bytes(kind):
+                raise CorpusFormatError(
+                    f"{file_path}: {size} bytes on disk, entry says {entry.file_bytes(kind)}."
+                )
+    atomic_write_bytes(os.path.join(path, MANIFEST_NAME), manifest.to_json())
 
 
 def commit_manifest(
@@ -344,33 +526,6 @@ def commit_manifest(
     ``manifest.json`` and the directory fsynced, so readers see the old manifest or
     the new one, never a partial one.
     """
-    path = os.fspath(directory)
-    name = normalize_dtype(dtype)
-    if vocab_size is not None and (
-        isinstance(vocab_size, bool)
-        or not isinstance(vocab_size, int | np.integer)
-        or not 0 < int(vocab_size) <= dtype_limit(name)
-    ):
-        raise ArgumentError(
-            f"`vocab_size` must be a positive integer that {name} holds. Got {vocab_size!r} instead."
-        )
-    manifest = build_manifest(
-        shards,
-        dtype=name,
-        vocab_size=None if vocab_size is None else int(vocab_size),
-        metadata=metadata,
-    )
-    for entry in manifest["shards"]:
-        for key in ("tokens", "offsets"):
-            file_path = os.path.join(path, entry[key])
-            try:
-                size = os.stat(file_path).st_size
-            except OSError as exc:
-                raise CorpusFormatError(f"{file_path}: shard file missing ({exc}).") from exc
-            if size != entry[f"{key}_bytes"]:
-                raise CorpusFormatError(
-                    f"{file_path}: {size} bytes on disk, entry says {entry[f'{key}_bytes']}."
-                )
-    data = json.dumps(manifest, indent=1).encode("utf-8")
-    atomic_write_bytes(os.path.join(path, MANIFEST_NAME), data)
-    return manifest
+    manifest = Manifest.build(shards, dtype=dtype, vocab_size=vocab_size, metadata=metadata)
+    write_manifest(directory, manifest)
+    return manifest.to_dict()

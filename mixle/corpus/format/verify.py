@@ -14,6 +14,7 @@ from mixle.errors import ChecksumError, CorpusError, CorpusFormatError
 __all__ = ["ShardReport", "VerifyReport", "check_shard_files", "verify_store"]
 
 if TYPE_CHECKING:
+    from mixle.corpus.format.manifest import Manifest, ShardEntry, ShardFile
     from mixle.corpus.format.store import ShardStore
 
 
@@ -78,51 +79,53 @@ class VerifyReport:
         }
 
 
-def check_shard_files(store: ShardStore, dtype: str, number: int, entry: dict[str, Any]) -> None:
+def check_shard_files(store: ShardStore, dtype: str, number: int, entry: ShardEntry) -> None:
     """Cheap per-shard checks: header fields and file sizes against the manifest."""
-    where = f"{store.location}/{entry['offsets']}"
-    header = OffsetsHeader.unpack(store.read_prefix(entry["offsets"], HEADER_SIZE), where)
-    expected = (dtype, entry["num_documents"], entry["num_tokens"])
+    where = f"{store.location}/{entry.offsets}"
+    header = OffsetsHeader.unpack(store.read_prefix(entry.offsets, HEADER_SIZE), where)
+    expected = (dtype, entry.num_documents, entry.num_tokens)
     actual = (header.dtype, header.num_documents, header.num_tokens)
     if actual != expected:
         raise CorpusFormatError(
             f"{where}: header says dtype {header.dtype}, {header.num_documents} documents, "
             f"{header.num_tokens} tokens; manifest shard {number} says {dtype}, "
-            f"{entry['num_documents']} documents, {entry['num_tokens']} tokens."
+            f"{entry.num_documents} documents, {entry.num_tokens} tokens."
         )
-    for key in ("offsets", "tokens"):
-        size = store.file_size(entry[key])
-        if size != entry[f"{key}_bytes"]:
+    kinds: tuple[ShardFile, ...] = ("offsets", "tokens")
+    for kind in kinds:
+        size = store.file_size(entry.file_name(kind))
+        if size != entry.file_bytes(kind):
             raise CorpusFormatError(
-                f"{store.location}/{entry[key]}: {size} bytes on disk, expected "
-                f"{entry[f'{key}_bytes']} (truncated, extended or replaced)."
+                f"{store.location}/{entry.file_name(kind)}: {size} bytes on disk, expected "
+                f"{entry.file_bytes(kind)} (truncated, extended or replaced)."
             )
 
 
-def _verify_shard(store: ShardStore, dtype: str, number: int, entry: dict[str, Any]) -> None:
+def _verify_shard(store: ShardStore, dtype: str, number: int, entry: ShardEntry) -> None:
     check_shard_files(store, dtype, number, entry)
-    offsets_path = store.local_path(entry["offsets"])
-    tokens_path = store.local_path(entry["tokens"])
+    offsets_path = store.local_path(entry.offsets)
+    tokens_path = store.local_path(entry.tokens)
     with open(offsets_path, "rb") as handle:
         data = handle.read()
     OffsetsHeader.unpack(data[:HEADER_SIZE], offsets_path)
     offsets = np.frombuffer(data, dtype="<i8", offset=HEADER_SIZE)
-    check_offsets(offsets, entry["num_tokens"], offsets_path)
-    for key, path in (("offsets", offsets_path), ("tokens", tokens_path)):
+    check_offsets(offsets, entry.num_tokens, offsets_path)
+    checks: tuple[tuple[ShardFile, str], ...] = (("offsets", offsets_path), ("tokens", tokens_path))
+    for kind, path in checks:
         actual = file_sha256(path)
-        if actual != entry[f"{key}_sha256"]:
+        if actual != entry.file_sha256(kind):
             raise ChecksumError(
-                f"{path}: SHA-256 is {actual}, the manifest says {entry[f'{key}_sha256']}."
+                f"{path}: SHA-256 is {actual}, the manifest says {entry.file_sha256(kind)}."
             )
 
 
-def verify_store(store: ShardStore, manifest: dict[str, Any]) -> VerifyReport:
+def verify_store(store: ShardStore, manifest: Manifest) -> VerifyReport:
     """Verify every shard of an already parsed manifest; collect, do not raise."""
     reports = []
-    for number, entry in enumerate(manifest["shards"]):
+    for number, entry in enumerate(manifest.shards):
         error: CorpusError | None = None
         try:
-            _verify_shard(store, manifest["dtype"], number, entry)
+            _verify_shard(store, manifest.dtype, number, entry)
         except CorpusError as exc:
             error = exc
         except OSError as exc:
@@ -130,11 +133,11 @@ def verify_store(store: ShardStore, manifest: dict[str, Any]) -> VerifyReport:
         reports.append(
             ShardReport(
                 number,
-                entry["tokens"],
-                entry["offsets"],
-                entry["num_documents"],
-                entry["num_tokens"],
+                entry.tokens,
+                entry.offsets,
+                entry.num_documents,
+                entry.num_tokens,
                 error,
             )
         )
-    return VerifyReport(store.location, manifest["fingerprint"], tuple(reports))
+    return VerifyReport(store.location, manifest.fingerprint, tuple(reports))

@@ -13,6 +13,7 @@ from mixle.errors import ArgumentTypeError
 
 if TYPE_CHECKING:
     from mixle.corpus.format.documents import ShardedDocuments
+    from mixle.corpus.format.manifest import Manifest
 
 __all__ = ["DocumentsView", "as_index"]
 
@@ -88,6 +89,11 @@ class DocumentsView(Sequence[np.ndarray]):
     def manifest(self) -> Mapping[str, Any]:
         """The base corpus's manifest."""
         return self._base.manifest
+
+    @property
+    def parsed_manifest(self) -> Manifest:
+        """The base corpus's manifest, typed."""
+        return self._base.parsed_manifest
 
     def take(self, indices: Sequence[int] | np.ndarray) -> list[np.ndarray]:
         """Batched read of view positions ``indices`` (see :meth:`ShardedDocuments.take`)."""

@@ -20,7 +20,7 @@ import numpy as np
 from mixle._checks import positive_int
 from mixle._io import fsync_directory
 from mixle.corpus.format.encode import as_integer_document, encode_documents, narrow, needed_dtype
-from mixle.corpus.format.manifest import commit_manifest
+from mixle.corpus.format.manifest import Manifest, write_manifest
 from mixle.corpus.format.shard import ShardWriter, rewrite_shard_dtype
 from mixle.corpus.format.spec import MANIFEST_NAME, dtype_limit, normalize_dtype, resolve_dtype
 from mixle.errors import ArgumentError, CorpusError, CorpusExistsError, TokenIdError
@@ -218,21 +218,21 @@ class CorpusWriter:
                 self._shard = None
             if self._replace_existing:
                 self._drop_old_manifest()
-            manifest = commit_manifest(
-                self.path,
+            manifest = Manifest.build(
                 self._entries,
                 dtype=self._dtype,
                 vocab_size=self.vocab_size,
                 metadata=self._metadata,
             )
+            write_manifest(self.path, manifest)
         except BaseException:
             self.abort()
             raise
         self._closed = True
         self._finalizer.detach()
         self._remove_stale_shards(manifest)
-        self._manifest = manifest
-        return manifest
+        self._manifest = manifest.to_dict()
+        return self._manifest
 
     def abort(self) -> None:
         """Discard everything written; no manifest appears. Idempotent."""
@@ -367,12 +367,10 @@ class CorpusWriter:
         fsync_directory(self.path)
         self._replace_existing = False
 
-    def _remove_stale_shards(self, manifest: Mapping[str, Any]) -> None:
+    def _remove_stale_shards(self, manifest: Manifest) -> None:
         """Delete shard files the new manifest does not list (an overwritten corpus's,
         or a crashed writer's) and temporary files left by crashed writers."""
-        keep = {
-            name for entry in manifest["shards"] for name in (entry["tokens"], entry["offsets"])
-        }
+        keep = {name for entry in manifest.shards for name in entry.files}
         for name in os.listdir(self.path):
             shard_file = fnmatch.fnmatch(name, "shard-*.tokens") or fnmatch.fnmatch(
                 name, "shard-*.offsets"

@@ -37,7 +37,7 @@ from typing import Any
 
 from mixle._io import atomic_write, file_sha256
 from mixle._version import __version__
-from mixle.corpus.format.manifest import commit_manifest, parse_manifest
+from mixle.corpus.format.manifest import SHARD_FILES, Manifest, commit_manifest, parse_manifest
 from mixle.corpus.format.shard import rewrite_shard_dtype
 from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.format.writer import DEFAULT_SHARD_MAX_BYTES
@@ -121,15 +121,16 @@ def _load_done(work: str, unit: WorkUnit) -> dict[str, Any] | None:
             done: dict[str, Any] = json.load(handle)
         with open(os.path.join(unit_dir, MANIFEST_NAME), "rb") as handle:
             manifest = parse_manifest(handle.read(), unit_dir)
-        for entry in manifest["shards"]:
-            for key in ("tokens", "offsets"):
-                if os.path.getsize(os.path.join(unit_dir, entry[key])) != entry[f"{key}_bytes"]:
+        for entry in manifest.shards:
+            for kind in SHARD_FILES:
+                path = os.path.join(unit_dir, entry.file_name(kind))
+                if os.path.getsize(path) != entry.file_bytes(kind):
                     return None
     except (OSError, ValueError):
         return None
-    if manifest["dtype"] != done["dtype"]:
+    if manifest.dtype != done["dtype"]:
         return None
-    done["shards"] = manifest["shards"]
+    done["shards"] = [entry.to_dict() for entry in manifest.shards]
     return done
 
 
@@ -482,18 +483,18 @@ def _rejects_path(options: IngestOptions, out: str) -> str | None:
 
 
 def _finished_summary(
-    finished: dict[str, Any], out: str, options: IngestOptions, units: int, started: float
+    finished: Manifest, out: str, options: IngestOptions, units: int, started: float
 ) -> IngestSummary:
     """The summary of an ingest that had already published before this ``resume``."""
     return IngestSummary(
         output=out,
-        documents=finished["num_documents"],
-        tokens=finished["num_tokens"],
-        shards=len(finished["shards"]),
-        bytes=sum(e["tokens_bytes"] + e["offsets_bytes"] for e in finished["shards"]),
-        dtype=finished["dtype"],
+        documents=finished.num_documents,
+        tokens=finished.num_tokens,
+        shards=len(finished.shards),
+        bytes=sum(e.tokens_bytes + e.offsets_bytes for e in finished.shards),
+        dtype=finished.dtype,
         seconds=time.perf_counter() - started,
-        skipped=int(finished["metadata"]["source"].get("skipped_documents", 0)),
+        skipped=int(finished.metadata["source"].get("skipped_documents", 0)),
         rejects=_rejects_path(options, out),
         units=units,
         resumed_units=units,
@@ -629,21 +630,21 @@ def _remove_if_empty(path: str) -> None:
         os.rmdir(path)
 
 
-def _finished_manifest(out: str, plan: dict[str, Any]) -> dict[str, Any] | None:
+def _finished_manifest(out: str, plan: dict[str, Any]) -> Manifest | None:
     """Return the manifest in ``out`` if an ingest of exactly ``plan``'s source wrote it."""
     try:
         with open(os.path.join(out, MANIFEST_NAME), "rb") as handle:
             manifest = parse_manifest(handle.read(), out)
     except (OSError, ValueError):
         return None
-    source = dict(manifest["metadata"].get("source") or {})
+    source = dict(manifest.metadata.get("source") or {})
     source.pop("skipped_documents", None)
     return manifest if source == json.loads(json.dumps(plan["source"])) else None
 
 
 def _prepare_output(
     out: str, work: str, plan: dict[str, Any], *, resume: bool, overwrite: bool
-) -> dict[str, Any] | None:
+) -> Manifest | None:
     """Check ``out`` may be written and set up the work directory with ``plan``.
 
     Returns the existing manifest when ``resume`` finds the ingest already finished

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mixle._io import fsync_directory
-from mixle.corpus.format.manifest import commit_manifest, compute_fingerprint
+from mixle.corpus.format.manifest import ShardEntry, commit_manifest, compute_fingerprint
 from mixle.corpus.format.spec import MANIFEST_NAME, shard_file_names
 from mixle.corpus.ingestion.workers import write_json_atomic
 
@@ -68,7 +68,9 @@ def make_publish_plan(
         "vocab_size": vocab_size,
         "metadata": dict(metadata),
         "summary": dict(summary),
-        "fingerprint": compute_fingerprint(dtype, entries),
+        "fingerprint": compute_fingerprint(
+            dtype, [ShardEntry.from_dict(entry, dtype, f"{work_dir} plan") for entry in entries]
+        ),
     }
     write_json_atomic(os.path.join(work_dir, PUBLISH_NAME), plan)
     # Return what a resumed run would read back (sorted keys), so the manifest bytes

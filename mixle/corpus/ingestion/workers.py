@@ -25,7 +25,7 @@ import numpy as np
 
 from mixle._io import atomic_write, fsync_file
 from mixle.corpus.format.encode import narrow, needed_dtype
-from mixle.corpus.format.manifest import commit_manifest
+from mixle.corpus.format.manifest import Manifest, write_manifest
 from mixle.corpus.format.shard import ShardWriter, rewrite_shard_dtype
 from mixle.corpus.format.spec import dtype_limit
 from mixle.corpus.ingestion.input_readers import Batch, ReadOptions, read_unit
@@ -196,11 +196,11 @@ class _UnitShards:
                 self.shard.abort()
             self.shard = None
 
-    def commit(self) -> dict[str, Any]:
+    def commit(self) -> Manifest:
         self._finish()
-        return commit_manifest(
-            self.directory, self.entries, dtype=self.dtype, vocab_size=self.vocab_size
-        )
+        manifest = Manifest.build(self.entries, dtype=self.dtype, vocab_size=self.vocab_size)
+        write_manifest(self.directory, manifest)
+        return manifest
 
     def abort(self) -> None:
         if self.shard is not None:
@@ -266,6 +266,6 @@ def convert_unit(unit: WorkUnit, job: UnitJob, unit_dir: str) -> dict[str, Any]:
             for location, reason in rejects:
                 handle.write(json.dumps({"location": list(location), "reason": reason}) + "\n")
             fsync_file(handle)
-    result = dict(stats, skipped=len(rejects), dtype=manifest["dtype"])
+    result = dict(stats, skipped=len(rejects), dtype=manifest.dtype)
     write_json_atomic(os.path.join(unit_dir, DONE_NAME), result)
     return result

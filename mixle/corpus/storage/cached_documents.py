@@ -34,8 +34,8 @@ class CachedDocuments(ShardedDocuments):
 
     def _release_shard(self, number: int) -> None:
         entry = self._entries[number]
-        self._store.release(entry["tokens"])
-        self._store.release(entry["offsets"])
+        self._store.release(entry.tokens)
+        self._store.release(entry.offsets)
 
     def _load(self, number: int) -> _OpenShard:
         if self._slots[number] is None:
@@ -75,15 +75,15 @@ class CachedDocuments(ShardedDocuments):
         if shard is not None:
             return shard.offsets_array
         entry = self._entries[number]
-        path = self._store.local_path(entry["offsets"])
+        path = self._store.local_path(entry.offsets)
         try:
             offsets = np.fromfile(path, dtype="<i8", offset=HEADER_SIZE)
         finally:
-            self._store.release(entry["offsets"])
-        if offsets.shape[0] != entry["num_documents"] + 1:
+            self._store.release(entry.offsets)
+        if offsets.shape[0] != entry.num_documents + 1:
             raise CorpusFormatError(f"{path}: offsets count changed since open.")
         if number not in self._checked:
-            check_offsets(offsets, entry["num_tokens"], path)
+            check_offsets(offsets, entry.num_tokens, path)
             self._checked.add(number)
         return offsets
 
@@ -108,8 +108,8 @@ class CachedDocuments(ShardedDocuments):
         )
         wanted: list[str] = []
         for number in ordered:
-            if self._slots[number] is None and self._entries[number]["num_documents"]:
-                wanted.extend((self._entries[number]["offsets"], self._entries[number]["tokens"]))
+            if self._slots[number] is None and self._entries[number].num_documents:
+                wanted.extend((self._entries[number].offsets, self._entries[number].tokens))
         self._store.prefetch_files(wanted)
         if is_open.any():
             super().prefetch(array[is_open])

@@ -31,7 +31,7 @@ def describe_corpus(corpus: str | os.PathLike[str] | ShardedDocuments) -> dict[s
     Reads the manifest, headers and offsets files only — never token data.
     """
     documents = corpus if isinstance(corpus, ShardedDocuments) else open_corpus(corpus)
-    manifest = documents.manifest
+    manifest = documents.parsed_manifest
     lengths = documents.lengths
     if lengths.shape[0]:
         values = np.percentile(lengths, PERCENTILES)
@@ -42,30 +42,30 @@ def describe_corpus(corpus: str | os.PathLike[str] | ShardedDocuments) -> dict[s
     shards = [
         {
             "index": number,
-            "tokens": entry["tokens"],
-            "offsets": entry["offsets"],
-            "num_documents": entry["num_documents"],
-            "num_tokens": entry["num_tokens"],
-            "bytes": entry["tokens_bytes"] + entry["offsets_bytes"],
+            "tokens": entry.tokens,
+            "offsets": entry.offsets,
+            "num_documents": entry.num_documents,
+            "num_tokens": entry.num_tokens,
+            "bytes": entry.tokens_bytes + entry.offsets_bytes,
         }
-        for number, entry in enumerate(manifest["shards"])
+        for number, entry in enumerate(manifest.shards)
     ]
-    tokens_bytes = sum(entry["tokens_bytes"] for entry in manifest["shards"])
-    offsets_bytes = sum(entry["offsets_bytes"] for entry in manifest["shards"])
+    tokens_bytes = sum(entry.tokens_bytes for entry in manifest.shards)
+    offsets_bytes = sum(entry.offsets_bytes for entry in manifest.shards)
     return {
         "location": documents.location,
-        "format_version": manifest["format_version"],
-        "dtype": manifest["dtype"],
-        "vocab_size": manifest["vocab_size"],
+        "format_version": manifest.format_version,
+        "dtype": manifest.dtype,
+        "vocab_size": manifest.vocab_size,
         "num_shards": len(shards),
-        "num_documents": manifest["num_documents"],
-        "num_tokens": manifest["num_tokens"],
+        "num_documents": manifest.num_documents,
+        "num_tokens": manifest.num_tokens,
         "empty_documents": int((lengths == 0).sum()),
         "tokens_bytes": tokens_bytes,
         "offsets_bytes": offsets_bytes,
         "total_bytes": tokens_bytes + offsets_bytes,
-        "fingerprint": manifest["fingerprint"],
-        "metadata": manifest["metadata"],
+        "fingerprint": manifest.fingerprint,
+        "metadata": manifest.metadata,
         "length": length,
         "shards": shards,
     }

@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mixle.corpus.format.manifest import commit_manifest
+from mixle.corpus.format.manifest import Manifest, write_manifest
 from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.storage.fs import BadResult
 from mixle.corpus.storage.local import LocalStore
@@ -158,7 +158,7 @@ def _is_local_raw(documents: Any) -> bool:
     if not isinstance(store, LocalStore):
         return False
     expected = {MANIFEST_NAME} | {
-        e[k] for e in documents.manifest["shards"] for k in ("tokens", "offsets")
+        name for entry in documents.parsed_manifest.shards for name in entry.files
     }
     return set(os.listdir(store.directory)) == expected
 
@@ -166,21 +166,16 @@ def _is_local_raw(documents: Any) -> bool:
 def _copy_raw(documents: Any, directory: str) -> dict[str, Any]:
     """Copy every shard file into ``directory`` and commit the same manifest there."""
     store = documents.store
-    manifest = documents.manifest
-    for entry in manifest["shards"]:
-        for key in ("tokens", "offsets"):
-            path = store.local_path(entry[key])
+    manifest: Manifest = documents.parsed_manifest
+    for entry in manifest.shards:
+        for name in entry.files:
+            path = store.local_path(name)
             try:
-                shutil.copyfile(path, os.path.join(directory, entry[key]))
+                shutil.copyfile(path, os.path.join(directory, name))
             finally:
-                store.release(entry[key])
-    return commit_manifest(
-        directory,
-        manifest["shards"],
-        dtype=manifest["dtype"],
-        vocab_size=manifest["vocab_size"],
-        metadata=manifest["metadata"],
-    )
+                store.release(name)
+    write_manifest(directory, manifest)
+    return manifest.to_dict()
 
 
 def _write_directory(

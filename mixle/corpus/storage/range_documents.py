@@ -93,15 +93,15 @@ class RangeDocuments(ShardedDocuments):
 
     def _fetch_offsets(self, number: int) -> np.ndarray:
         entry = self._entries[number]
-        name = entry["offsets"]
-        data = self._remote.read_range(name, 0, entry["offsets_bytes"])
+        name = entry.offsets
+        data = self._remote.read_range(name, 0, entry.offsets_bytes)
         where = f"{self._store.location}/{name}"
         OffsetsHeader.unpack(data[:HEADER_SIZE], where)
         offsets = np.frombuffer(data, dtype="<i8", offset=HEADER_SIZE)
-        if offsets.shape[0] != entry["num_documents"] + 1:
+        if offsets.shape[0] != entry.num_documents + 1:
             raise CorpusFormatError(f"{where}: offsets count changed since open.")
         if number not in self._checked:
-            check_offsets(offsets, entry["num_tokens"], where)
+            check_offsets(offsets, entry.num_tokens, where)
             self._checked.add(number)
         return offsets
 
@@ -112,11 +112,9 @@ class RangeDocuments(ShardedDocuments):
                 return shard
             entry = self._entries[number]
             offsets = self._fetch_offsets(number)
-            tokens: Any = _RangeTokens(
-                self._store, entry["tokens"], self._dtype, entry["tokens_bytes"]
-            )
+            tokens: Any = _RangeTokens(self._store, entry.tokens, self._dtype, entry.tokens_bytes)
             start = self._starts[number]
-            shard = _OpenShard(start, start + entry["num_documents"], tokens, offsets, None)
+            shard = _OpenShard(start, start + entry.num_documents, tokens, offsets, None)
             self._admit(number)
             self._slots[number] = shard
             return shard
@@ -142,7 +140,7 @@ class RangeDocuments(ShardedDocuments):
             begins = shard.offsets_array[local] * item
             ends = shard.offsets_array[local + 1] * item
             order = np.argsort(begins, kind="stable")
-            name = self._entries[number]["tokens"]
+            name = self._entries[number].tokens
             requests = coalesce(begins[order], ends[order])
             first = len(spans)
             names.extend([name] * len(requests))
@@ -177,14 +175,14 @@ class RangeDocuments(ShardedDocuments):
     def __iter__(self) -> Iterator[np.ndarray]:
         item = self._dtype.itemsize
         for number, entry in enumerate(self._entries):
-            if not entry["num_documents"]:
+            if not entry.num_documents:
                 continue
             bounds = self._read_offsets(number).tolist()
             block_start, block = 0, _empty(self._dtype)
             for begin, end in itertools.pairwise(bounds):
                 if end > block_start + block.shape[0]:
                     block_start = begin
-                    stop = max(end, min(begin + ITER_BLOCK // item, entry["num_tokens"]))
-                    data = self._remote.read_range(entry["tokens"], begin * item, stop * item)
+                    stop = max(end, min(begin + ITER_BLOCK // item, entry.num_tokens))
+                    data = self._remote.read_range(entry.tokens, begin * item, stop * item)
                     block = np.frombuffer(data, dtype=self._dtype)
                 yield block[begin - block_start : end - block_start]

@@ -21,7 +21,6 @@ the URL, the shard and the number of attempts.
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -29,7 +28,7 @@ from typing import Any, TypeVar
 
 from mixle._io import file_sha256
 from mixle.corpus.format.documents import ShardedDocuments
-from mixle.corpus.format.manifest import parse_manifest
+from mixle.corpus.format.manifest import SHARD_FILES, ShardEntry, ShardFile, parse_manifest
 from mixle.corpus.format.spec import HEADER_SIZE, MANIFEST_NAME, OffsetsHeader
 from mixle.corpus.format.store import ShardStore
 from mixle.corpus.storage.cache import ShardCache, default_cache_dir
@@ -130,8 +129,9 @@ class RemoteStore(ShardStore):
         self.bytes_fetched = 0  # token/offsets bytes fetched by this process (benchmarks)
         self._manifest_bytes: bytes | None = None
         self._entries: dict[
-            str, tuple[int, str, dict[str, Any]]
-        ] = {}  # name -> (shard, key, entry)
+            str, tuple[int, ShardFile, ShardEntry]
+        ] = {}  # name -> (shard, kind, entry)
+        self._dtype = ""  # the manifest's, once read
         self._sizes: dict[str, int] | None = None
         self._prefixes: dict[str, bytes] = {}
         self._prefetching: dict[str, concurrent.futures.Future[str]] = {}
@@ -222,11 +222,12 @@ class RemoteStore(ShardStore):
             manifest = parse_manifest(data, self.url_of(MANIFEST_NAME))
         except CorpusError:
             return
-        for number, entry in enumerate(manifest["shards"]):
-            for key in ("tokens", "offsets"):
-                self._entries[entry[key]] = (number, key, entry)
+        self._dtype = manifest.dtype
+        for number, entry in enumerate(manifest.shards):
+            for kind in SHARD_FILES:
+                self._entries[entry.file_name(kind)] = (number, kind, entry)
 
-    def _entry(self, name: str) -> tuple[int, str, dict[str, Any]]:
+    def _entry(self, name: str) -> tuple[int, ShardFile, ShardEntry]:
         found = self._entries.get(name)
         if found is None:
             self.read_manifest()
@@ -240,8 +241,7 @@ class RemoteStore(ShardStore):
         _, key, entry = self._entry(name)
         if key != "offsets":
             raise CorpusFormatError(f"{self.url_of(name)}: only offsets files have a header.")
-        dtype = json.loads(self.read_manifest())["dtype"]
-        return OffsetsHeader(dtype, entry["num_documents"], entry["num_tokens"]).pack()
+        return OffsetsHeader(self._dtype, entry.num_documents, entry.num_tokens).pack()
 
     def read_prefix(self, name: str, size: int) -> bytes:
         if self.mode == "cache":
@@ -275,7 +275,7 @@ class RemoteStore(ShardStore):
     def file_size(self, name: str) -> int:
         if self.mode == "cache":  # checked on download (see read_prefix)
             _, key, entry = self._entry(name)
-            return int(entry[f"{key}_bytes"])
+            return entry.file_bytes(key)
         if self._sizes is None:
             self._sizes = self._list_sizes()
         if name in self._sizes:
@@ -329,11 +329,11 @@ class RemoteStore(ShardStore):
     def release(self, name: str) -> None:
         """Drop the pin that :meth:`local_path` took on ``name``."""
         _, key, entry = self._entry(name)
-        self.cache.release(entry[f"{key}_sha256"])
+        self.cache.release(entry.file_sha256(key))
 
     def _fetch(self, name: str) -> str:
         _number, key, entry = self._entry(name)
-        digest, size = entry[f"{key}_sha256"], entry[f"{key}_bytes"]
+        digest, size = entry.file_sha256(key), entry.file_bytes(key)
         return self.cache.get(
             digest, size, lambda temporary: self._download(name, temporary, size, digest)
         )

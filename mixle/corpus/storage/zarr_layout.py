@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from mixle.corpus.format.manifest import parse_manifest
+from mixle.corpus.format.manifest import Manifest
 from mixle.corpus.format.spec import HEADER_SIZE, OffsetsHeader
 from mixle.corpus.storage.fs import BadResult
 from mixle.corpus.storage.remote import RemoteStore
@@ -73,24 +73,22 @@ def write_zarr_group(
     from zarr.codecs import ZstdCodec
     from zarr.storage import LocalStore
 
-    manifest = dict(documents.manifest)
+    parsed: Manifest = documents.parsed_manifest
     store = documents.store
     group = zarr.open_group(LocalStore(directory), mode="w", zarr_format=3)
-    dtype = np.dtype(manifest["dtype"]).newbyteorder("<")
-    for entry in manifest["shards"]:
-        tokens_path = store.local_path(entry["tokens"])
-        offsets_path = store.local_path(entry["offsets"])
+    dtype = np.dtype(parsed.dtype).newbyteorder("<")
+    for entry in parsed.shards:
+        tokens_path = store.local_path(entry.tokens)
+        offsets_path = store.local_path(entry.offsets)
         try:
             tokens = (
-                np.fromfile(tokens_path, dtype=dtype)
-                if entry["tokens_bytes"]
-                else np.empty(0, dtype)
+                np.fromfile(tokens_path, dtype=dtype) if entry.tokens_bytes else np.empty(0, dtype)
             )
             offsets = np.fromfile(offsets_path, dtype="<i8", offset=HEADER_SIZE)
         finally:
-            store.release(entry["tokens"])
-            store.release(entry["offsets"])
-        for name, values in ((entry["tokens"], tokens), (entry["offsets"], offsets)):
+            store.release(entry.tokens)
+            store.release(entry.offsets)
+        for name, values in ((entry.tokens, tokens), (entry.offsets, offsets)):
             chunk, shard = _array_geometry(values.shape[0])
             array = group.create_array(
                 name,
@@ -105,6 +103,7 @@ def write_zarr_group(
             )
             if values.shape[0]:
                 array[:] = values
+    manifest = parsed.to_dict()
     group.attrs["mixle"] = {
         "layout": LAYOUT_NAME,
         "layout_version": LAYOUT_VERSION,
@@ -174,13 +173,12 @@ class ZarrStore(RemoteStore):
 
     def file_size(self, name: str) -> int:
         _, key, entry = self._entry(name)
-        return int(entry[f"{key}_bytes"])
+        return entry.file_bytes(key)
 
     def _download(self, name: str, temporary: str, size: int, digest: str) -> None:
         """Fetch array ``name``'s objects, decode it whole and write its raw file bytes."""
         _, key, entry = self._entry(name)
-        manifest = parse_manifest(self.read_manifest(), self.url_of(GROUP_META))
-        length = entry["num_tokens"] if key == "tokens" else entry["num_documents"] + 1
+        length = entry.num_tokens if key == "tokens" else entry.num_documents + 1
         _, shard = _array_geometry(length)
         keys = [GROUP_META] + [f"c/{i}" for i in range(math.ceil(length / shard))]
         urls = [f"{self.url_of(name)}/{k}" for k in keys]
@@ -206,9 +204,7 @@ class ZarrStore(RemoteStore):
                     CorpusFormatError,  # consistently undecodable: a damaged object
                 )
             if key == "offsets":
-                header = OffsetsHeader(
-                    manifest["dtype"], entry["num_documents"], entry["num_tokens"]
-                )
+                header = OffsetsHeader(self._dtype, entry.num_documents, entry.num_tokens)
                 raw = header.pack() + raw
             with open(temporary, "wb") as handle:
                 handle.write(raw)

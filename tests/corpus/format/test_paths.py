@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from mixle.corpus import commit_manifest, open_corpus, verify_corpus, write_shard
+from mixle.corpus import ShardEntry, commit_manifest, open_corpus, verify_corpus, write_shard
 from mixle.corpus.format.manifest import _manifest_sha256, compute_fingerprint
 from mixle.errors import CorpusFormatError, UnsafePathError
 
@@ -33,7 +33,8 @@ def _rewrite(path: Path, edit: Callable[[dict[str, Any]], None]) -> None:
     """Edit the manifest and re-seal it (fingerprint and self-checksum), as an attacker would."""
     manifest = json.loads((path / "manifest.json").read_text())
     edit(manifest)
-    manifest["fingerprint"] = compute_fingerprint(manifest["dtype"], manifest["shards"])
+    shards = [ShardEntry(**entry) for entry in manifest["shards"]]  # unvalidated, on purpose
+    manifest["fingerprint"] = compute_fingerprint(manifest["dtype"], shards)
     manifest["manifest_sha256"] = _manifest_sha256(manifest)
     (path / "manifest.json").write_text(json.dumps(manifest))
 
