@@ -19,8 +19,10 @@ __all__ = [
     "CorpusExistsError",
     "CorpusFormatError",
     "CorpusNotFoundError",
+    "DescriptorLimitError",
     "IngestError",
     "MissingBackendError",
+    "OutputInUseError",
     "RemoteError",
     "RevisionMismatchError",
     "StateMismatchError",
@@ -58,6 +60,14 @@ class CorpusNotFoundError(CorpusError, FileNotFoundError):
 
 class CorpusExistsError(CorpusError, FileExistsError):
     """A corpus already exists where a new one would be written (pass ``overwrite=True``)."""
+
+
+class OutputInUseError(CorpusExistsError):
+    """Another live process (named by pid) is writing the same ingest output."""
+
+
+class DescriptorLimitError(CorpusError, OSError):
+    """The open-file limit (``ulimit -n``) is too low; the message names it and the fix."""
 
 
 class CorpusFormatError(CorpusError, ValueError):

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from mixle._safe_json import loads_bounded
 from mixle.corpus.format.spec import (
     CHECKSUM_ALGORITHM,
     FORMAT_VERSION,
@@ -176,19 +177,6 @@ def validate_shard_entry(entry: Any, dtype: str, where: str) -> dict[str, Any]:
     return dict(entry)
 
 
-def _reject_constant(name: str) -> Any:
-    raise CorpusFormatError(f"manifest contains the non-JSON constant {name}.")
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise CorpusFormatError(f"manifest repeats the key {key!r}.")
-        result[key] = value
-    return result
-
-
 def parse_manifest(data: bytes, where: str) -> dict[str, Any]:
     """Parse and fully validate manifest bytes read from ``where``; return the manifest.
 
@@ -202,14 +190,7 @@ def parse_manifest(data: bytes, where: str) -> dict[str, Any]:
     CorpusFormatError
         Anything above is wrong; the message names ``where`` and the field.
     """
-    try:
-        manifest = json.loads(
-            data.decode("utf-8"),
-            object_pairs_hook=_no_duplicates,
-            parse_constant=_reject_constant,
-        )
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise CorpusFormatError(f"{where}: not valid UTF-8 JSON ({exc}).") from exc
+    manifest = loads_bounded(data, where, CorpusFormatError)
     if isinstance(manifest, dict) and manifest.get("format") == FORMAT_NAME:
         version = manifest.get("format_version")
         if version != FORMAT_VERSION:
