@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mixle._file_checks import open_regular
 from mixle.corpus.format.store import is_url
 from mixle.corpus.ingestion.flat import document_ranges, open_flat
 from mixle.errors import ArgumentError, IngestError
@@ -53,7 +54,7 @@ def open_binary(path: str) -> Any:
     if path.startswith("file://"):
         path = path[len("file://") :]
     if not is_url(path):
-        return open(path, "rb")
+        return open_regular(path, IngestError)  # never blocks on a FIFO or reads a device
     import fsspec
 
     return fsspec.open(path, "rb").open()
@@ -314,7 +315,13 @@ def plan_units(
             for row_group in range(_parquet_row_groups(item.path)):
                 add(position, item, row_group, row_group + 1)
         elif item.format in ("npz", "megatron"):
-            source = open_flat(item.format, item.path, item.companion)
+            try:
+                source = open_flat(item.format, item.path, item.companion)
+            except IngestError:
+                # Unreadable: one unit whose reader reports why, as a failure or,
+                # with on_error="skip", a reject (input_guard).
+                add(position, item, 0, -1)
+                continue
             try:
                 for start, stop in document_ranges(source, flat_unit_bytes or unit_bytes):
                     add(position, item, start, stop)
@@ -330,8 +337,10 @@ def _parquet_row_groups(path: str) -> int:
     from mixle.corpus.ingestion.input_readers import import_optional
 
     parquet = import_optional("pyarrow.parquet", "parquet")
-    with open_binary(path) as handle:
-        try:
+    try:
+        with open_binary(path) as handle:
             return int(parquet.ParquetFile(handle).metadata.num_row_groups)
-        except Exception as exc:  # pyarrow raises its own ArrowInvalid family
-            raise IngestError(f"{path}: not a readable Parquet file ({exc}).") from exc
+    except Exception:  # pyarrow raises its own ArrowInvalid family
+        # Unreadable: one unit whose reader reports why (a failure, or a reject with
+        # on_error="skip"; see input_guard).
+        return 1
