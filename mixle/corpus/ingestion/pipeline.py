@@ -43,6 +43,7 @@ from mixle.corpus.format.store import is_url
 from mixle.corpus.format.writer import DEFAULT_SHARD_MAX_BYTES
 from mixle.corpus.ingestion.input_readers import ReadOptions, describe_location, make_tokenizer
 from mixle.corpus.ingestion.inputs import WorkUnit, plan_units, resolve_inputs
+from mixle.corpus.ingestion.output_guard import check_rejects_path, hold_output
 from mixle.corpus.ingestion.publishing import (
     discard_work_dir,
     make_publish_plan,
@@ -417,6 +418,10 @@ def ingest(
     ]
 
     files = resolve_inputs(input_list, input_format)
+    if on_error == "skip" and rejects:  # before any work, not after it
+        check_rejects_path(
+            os.fspath(rejects), [p for f in files for p in (f.path, f.companion)], out
+        )
     # Ids of flat inputs go to disk as they are, so a unit of one shard's worth of ids
     # yields one full shard (fewer, larger shards; fewer fsyncs).
     units = plan_units(files, unit_size, max(unit_size, shard_size))
@@ -446,93 +451,111 @@ def ingest(
         "units": [unit.to_dict() for unit in units],
     }
     work = os.path.join(out, WORK_DIR_NAME)
-    finished = _prepare_output(out, work, plan, resume=resume, overwrite=overwrite)
-    if finished is not None:  # --resume of an ingest that had already published
-        skipped = int(finished["metadata"]["source"].get("skipped_documents", 0))
-        default_rejects = os.path.join(out, "rejects.jsonl")
-        finished_summary = IngestSummary(
-            output=out,
-            documents=finished["num_documents"],
-            tokens=finished["num_tokens"],
-            shards=len(finished["shards"]),
-            bytes=sum(e["tokens_bytes"] + e["offsets_bytes"] for e in finished["shards"]),
-            dtype=finished["dtype"],
-            seconds=time.perf_counter() - started,
-            skipped=skipped,
-            rejects=(os.path.abspath(os.fspath(rejects)) if rejects else default_rejects)
-            if on_error == "skip"
-            else None,
-            units=len(units),
-            resumed_units=len(units),
-        )
-        if not staged:
-            return finished_summary
-        return _deliver(finished_summary, destination, layout, storage_options, overwrite)
-
-    job = UnitJob(ReadOptions(fields, tokenizer, split), eos, vocab, fixed, shard_size, on_error)
-    rejects_path = None
-    if on_error == "skip":
-        rejects_path = (
-            os.path.abspath(os.fspath(rejects)) if rejects else os.path.join(out, "rejects.jsonl")
-        )
-    publish_plan = read_publish_plan(work)
-    resumed = 0
-    if publish_plan is None:
-        results: dict[int, dict[str, Any]] = {}
-        todo = []
-        for unit in units:
-            done = _load_done(work, unit) if resume else None
-            if done is None:
-                todo.append(unit)
-            else:
-                results[unit.index] = done
-        resumed = len(units) - len(todo)
-        counters = multiprocessing.get_context("spawn").Array("q", 3)
-        for done in results.values():
-            counters[0] += done["documents"]
-            counters[1] += done["tokens"]
-            counters[2] += done["input_bytes"]
-        enabled = sys.stderr.isatty() if progress is None else bool(progress)
-        bar = _Progress(enabled, sum(item.size for item in files), counters)
-        try:
-            results.update(_run_units(todo, job, work, workers, bar))
-        finally:
-            bar.close()
-        failed = [unit for unit in units if "failed" in results.get(unit.index, {})]
-        if failed:
-            message = _failure_message(units, results, failed[0])
-            shutil.rmtree(work, ignore_errors=True)
-            _remove_if_empty(out)
-            raise IngestError(
-                f"{message} Nothing was committed; fix the input or pass --on-error skip."
+    # One writer per output: a second process gets OutputInUseError("in use by pid N")
+    # before it looks at (or deletes, with overwrite) anything of the first one's.
+    with hold_output(out):
+        finished = _prepare_output(out, work, plan, resume=resume, overwrite=overwrite)
+        if finished is not None:  # --resume of an ingest that had already published
+            skipped = int(finished["metadata"]["source"].get("skipped_documents", 0))
+            default_rejects = os.path.join(out, "rejects.jsonl")
+            finished_summary = IngestSummary(
+                output=out,
+                documents=finished["num_documents"],
+                tokens=finished["num_tokens"],
+                shards=len(finished["shards"]),
+                bytes=sum(e["tokens_bytes"] + e["offsets_bytes"] for e in finished["shards"]),
+                dtype=finished["dtype"],
+                seconds=time.perf_counter() - started,
+                skipped=skipped,
+                rejects=(os.path.abspath(os.fspath(rejects)) if rejects else default_rejects)
+                if on_error == "skip"
+                else None,
+                units=len(units),
+                resumed_units=len(units),
             )
-        for unit in units:  # every unit is complete now; re-read its shard entries
-            done = _load_done(work, unit)
-            if done is None:
+            return _finish(
+                finished_summary, staged, destination, layout, storage_options, overwrite
+            )
+        job = UnitJob(
+            ReadOptions(fields, tokenizer, split), eos, vocab, fixed, shard_size, on_error
+        )
+        rejects_path = None
+        if on_error == "skip":
+            rejects_path = (
+                os.path.abspath(os.fspath(rejects))
+                if rejects
+                else os.path.join(out, "rejects.jsonl")
+            )
+        publish_plan = read_publish_plan(work)
+        resumed = 0
+        if publish_plan is None:
+            results: dict[int, dict[str, Any]] = {}
+            todo = []
+            for unit in units:
+                done = _load_done(work, unit) if resume else None
+                if done is None:
+                    todo.append(unit)
+                else:
+                    results[unit.index] = done
+            resumed = len(units) - len(todo)
+            counters = multiprocessing.get_context("spawn").Array("q", 3)
+            for done in results.values():
+                counters[0] += done["documents"]
+                counters[1] += done["tokens"]
+                counters[2] += done["input_bytes"]
+            enabled = sys.stderr.isatty() if progress is None else bool(progress)
+            bar = _Progress(enabled, sum(item.size for item in files), counters)
+            try:
+                results.update(_run_units(todo, job, work, workers, bar))
+            finally:
+                bar.close()
+            failed = [unit for unit in units if "failed" in results.get(unit.index, {})]
+            if failed:
+                message = _failure_message(units, results, failed[0])
+                shutil.rmtree(work, ignore_errors=True)
+                _remove_if_empty(out)
                 raise IngestError(
-                    f"work unit {unit.index} ({unit.path}) did not complete; run again with --resume."
+                    f"{message} Nothing was committed; fix the input or pass --on-error skip."
                 )
-            results[unit.index] = done
-        publish_plan = _plan_publish(work, units, results, fixed, vocab, source, rejects_path)
-    publish(out, work, publish_plan)
-    summary = publish_plan["summary"]
-    entries = publish_plan["entries"]
-    local_summary = IngestSummary(
-        output=out,
-        documents=sum(entry["num_documents"] for entry in entries),
-        tokens=sum(entry["num_tokens"] for entry in entries),
-        shards=len(entries),
-        bytes=sum(entry["tokens_bytes"] + entry["offsets_bytes"] for entry in entries),
-        dtype=publish_plan["dtype"],
-        seconds=time.perf_counter() - started,
-        skipped=summary["skipped"],
-        rejects=summary["rejects"],
-        units=len(units),
-        resumed_units=resumed,
-    )
+            for unit in units:  # every unit is complete now; re-read its shard entries
+                done = _load_done(work, unit)
+                if done is None:
+                    raise IngestError(
+                        f"work unit {unit.index} ({unit.path}) did not complete; run again with --resume."
+                    )
+                results[unit.index] = done
+            publish_plan = _plan_publish(work, units, results, fixed, vocab, source, rejects_path)
+        publish(out, work, publish_plan)
+        summary = publish_plan["summary"]
+        entries = publish_plan["entries"]
+        local_summary = IngestSummary(
+            output=out,
+            documents=sum(entry["num_documents"] for entry in entries),
+            tokens=sum(entry["num_tokens"] for entry in entries),
+            shards=len(entries),
+            bytes=sum(entry["tokens_bytes"] + entry["offsets_bytes"] for entry in entries),
+            dtype=publish_plan["dtype"],
+            seconds=time.perf_counter() - started,
+            skipped=summary["skipped"],
+            rejects=summary["rejects"],
+            units=len(units),
+            resumed_units=resumed,
+        )
+    return _finish(local_summary, staged, destination, layout, storage_options, overwrite)
+
+
+def _finish(
+    summary: IngestSummary,
+    staged: bool,
+    destination: str,
+    layout: str,
+    storage_options: Mapping[str, Any] | None,
+    overwrite: bool,
+) -> IngestSummary:
+    """Return ``summary`` of a local corpus, delivering it first when it was staged."""
     if not staged:
-        return local_summary
-    return _deliver(local_summary, destination, layout, storage_options, overwrite)
+        return summary
+    return _deliver(summary, destination, layout, storage_options, overwrite)
 
 
 def _same_corpus(staged: str, destination: str, storage_options: Mapping[str, Any] | None) -> bool:
