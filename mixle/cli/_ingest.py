@@ -190,6 +190,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
+    from mixle.cli._errors import report
     from mixle.corpus import ingest
     from mixle.corpus.format.writer import DEFAULT_SHARD_MAX_BYTES
     from mixle.errors import CorpusError
@@ -224,8 +225,7 @@ def _run(args: argparse.Namespace) -> int:
             staging_dir=args.staging_dir,
         )
     except CorpusError as exc:
-        print(f"mixle ingest: error: {exc}", file=sys.stderr)
-        return 1
+        return report("ingest", exc)
     if not args.quiet:
         print(summary.format())
     return 0
