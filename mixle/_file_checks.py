@@ -13,10 +13,10 @@ as a URL path segment.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import stat
-from typing import IO
 
 from mixle.errors import UnsafePathError
 
@@ -73,7 +73,7 @@ def regular_size(path: str, error: type[Exception]) -> int:
     return info.st_size
 
 
-def open_regular(path: str, error: type[Exception], size: int | None = None) -> IO[bytes]:
+def open_regular(path: str, error: type[Exception], size: int | None = None) -> io.BufferedReader:
     """Open the regular file at ``path`` for binary reading, never blocking.
 
     The open is non-blocking (a FIFO does not wait for a writer) and the kind and
@@ -96,7 +96,7 @@ def open_regular(path: str, error: type[Exception], size: int | None = None) -> 
         if size is not None and info.st_size != size:
             raise error(f"{path}: {info.st_size} bytes on disk, expected {size}.")
         # O_NONBLOCK has no effect on reads of a regular file.
-        return os.fdopen(fd, "rb")
+        return open(fd, "rb")
     except BaseException:
         os.close(fd)
         raise

@@ -28,14 +28,14 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Verify and print; exit 0 when intact, 1 when corrupt, 2 when there is no corpus."""
-    from mixle.cli._errors import report
+    from mixle.cli._errors import report as report_error
     from mixle.corpus.format.verify import verify_corpus
     from mixle.errors import CorpusError
 
     try:
         report = verify_corpus(args.path, raise_errors=False)
     except CorpusError as exc:
-        return report("verify", exc)
+        return report_error("verify", exc)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
         return 0 if report.ok else 1

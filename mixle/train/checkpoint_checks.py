@@ -48,7 +48,9 @@ def read_json(path: str) -> Any:
     CheckpointError
         The file is missing, not a regular file, too large or not bounded JSON.
     """
-    return loads_bounded(read_regular(path, CheckpointError, _MAX_JSON_BYTES), path, CheckpointError)
+    return loads_bounded(
+        read_regular(path, CheckpointError, _MAX_JSON_BYTES), path, CheckpointError
+    )
 
 
 def _integer(meta: Mapping[str, Any], key: str, where: str, minimum: int) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import struct
 import zipfile
+import zlib
 from typing import Any
 
 import numpy as np
@@ -60,15 +61,33 @@ def _check_integer(array: np.ndarray, what: str) -> None:
 def _npy_header(handle: Any, where: str) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
     version = np.lib.format.read_magic(handle)
     if version == (1, 0):
-        return np.lib.format.read_array_header_1_0(handle)  # type: ignore[no-any-return]
+        return np.lib.format.read_array_header_1_0(handle)
     if version == (2, 0):
-        return np.lib.format.read_array_header_2_0(handle)  # type: ignore[no-any-return]
+        return np.lib.format.read_array_header_2_0(handle)
     raise IngestError(f"{where}: unsupported .npy format version {version}.")
 
 
-def _npz_member(path: str, name: str) -> np.ndarray:
+def _check_crc(path: str, start: int, size: int, expected: int, name: str) -> None:
+    """Compare the CRC-32 of ``size`` stored bytes at ``start`` with the zip's record."""
+    crc = 0
+    with open(path, "rb") as handle:
+        handle.seek(start)
+        left = size
+        while left:
+            chunk = handle.read(min(left, 16 << 20))
+            if not chunk:
+                break
+            crc = zlib.crc32(chunk, crc)
+            left -= len(chunk)
+    if left or crc != expected:
+        raise IngestError(f"{path}: member `{name}` fails its CRC-32 check (damaged archive).")
+
+
+def _npz_member(path: str, name: str, check_crc: bool) -> np.ndarray:
     """Memory-map member ``name`` of an ``.npz`` if it is stored uncompressed, else
-    decompress it; either way only after its header agrees with the member's size."""
+    decompress it; either way only after its header agrees with the member's size.
+    A stored member's CRC-32 is checked when ``check_crc`` (decompression always
+    checks it)."""
     member = f"{name}.npy"
     with zipfile.ZipFile(path) as archive:
         try:
@@ -93,7 +112,10 @@ def _npz_member(path: str, name: str) -> np.ndarray:
             handle.seek(info.header_offset)
             local = handle.read(30)
             name_len, extra_len = struct.unpack("<HH", local[26:30])
-            data_start = info.header_offset + 30 + name_len + extra_len + header_bytes
+            member_start = info.header_offset + 30 + name_len + extra_len
+        if check_crc:
+            _check_crc(path, member_start, info.file_size, info.CRC, member)
+        data_start = member_start + header_bytes
         if len(shape) == 1 and not fortran and shape[0] > 0:
             return np.memmap(path, dtype=dtype, mode="r", offset=data_start, shape=shape)
     with np.load(path, allow_pickle=False) as archive:
@@ -232,8 +254,12 @@ def _open_megatron(bin_path: str, idx_path: str) -> FlatSource:
     return FlatSource(bin_path, tokens, n_doc_idx - 1, megatron=(sizes, pointers, doc_idx))
 
 
-def open_flat(fmt: str, path: str, companion: str = "") -> FlatSource:
+def open_flat(fmt: str, path: str, companion: str = "", *, check_crc: bool = False) -> FlatSource:
     """Open a flat input (``fmt`` is ``"npz"`` or ``"megatron"``) without reading its tokens.
+
+    With ``check_crc``, the CRC-32 of memory-mapped (stored) ``.npz`` members is
+    verified, reading them once: the planner does it once per file, so workers can
+    trust the members they map.
 
     Raises
     ------
@@ -247,8 +273,8 @@ def open_flat(fmt: str, path: str, companion: str = "") -> FlatSource:
         if fmt == "megatron":
             return _open_megatron(path, companion)
         if path.endswith(".npz"):
-            tokens = _npz_member(path, "tokens")
-            offsets = _npz_member(path, "offsets")
+            tokens = _npz_member(path, "tokens", check_crc)
+            offsets = _npz_member(path, "offsets", check_crc)
         else:
             tokens = np.load(path, mmap_mode="r", allow_pickle=False)
             offsets = np.load(companion, mmap_mode="r", allow_pickle=False)

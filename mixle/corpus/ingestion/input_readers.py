@@ -154,26 +154,57 @@ def _field(record: Any, fields: tuple[str, ...]) -> Any:
 
 
 # -- line-based inputs --------------------------------------------------------------
+def _open_stream(path: str) -> tuple[Any, Any]:
+    """Open ``path`` and return ``(raw file, decompressed binary stream)``."""
+    raw = open_binary(path)
+    lower = path.lower()
+    if lower.endswith(".gz"):
+        import gzip
+
+        return raw, gzip.GzipFile(fileobj=raw)
+    if lower.endswith(".zst"):
+        import io
+
+        zstandard = import_optional("zstandard", "zstandard")
+        reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+        return raw, io.BufferedReader(reader, 1 << 20)
+    return raw, raw
+
+
+def _check_compressed(path: str) -> None:
+    """Decompress ``path`` to the end once, so its checksums are verified before any
+    record is used: a corrupted stream may decode to plausible but wrong lines that
+    only the trailing CRC reveals.
+
+    Raises
+    ------
+    IngestError
+        The stream is damaged or truncated (names the uncompressed byte reached).
+    """
+    raw, handle = _open_stream(path)
+    done = 0
+    try:
+        while chunk := handle.read(1 << 20):
+            done += len(chunk)
+    except Exception as exc:
+        raise IngestError(
+            f"{path}: the compressed stream is damaged after {done} uncompressed bytes "
+            f"({type(exc).__name__}: {exc}); none of its records were read."
+        ) from exc
+    finally:
+        raw.close()
+
+
 def _lines(
     path: str, cursor: ReadCursor, start: int = 0, stop: int = -1
 ) -> Iterator[tuple[int, bytes]]:
     """Yield ``(byte offset, line)`` for every line whose first byte is in ``[start, stop)``;
-    ``cursor.offset`` follows the (uncompressed) byte offset being read."""
-    raw = open_binary(path)
+    ``cursor.offset`` follows the (uncompressed) byte offset being read. A compressed
+    file is checked whole first (:func:`_check_compressed`)."""
+    if path.lower().endswith((".gz", ".zst")):
+        _check_compressed(path)
+    raw, handle = _open_stream(path)
     try:
-        lower = path.lower()
-        if lower.endswith(".gz"):
-            import gzip
-
-            handle: Any = gzip.GzipFile(fileobj=raw)
-        elif lower.endswith(".zst"):
-            zstandard = import_optional("zstandard", "zstandard")
-            handle = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
-            import io
-
-            handle = io.BufferedReader(handle, 1 << 20)
-        else:
-            handle = raw
         position = start
         if start > 0:
             handle.seek(start - 1)
@@ -469,8 +500,9 @@ def _read_flat(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
     collector = _Collector()
     cursor = ReadCursor(location=(unit.start, 0))
     with guard(cursor, collector.reject):
-        source = open_flat(unit.format, unit.path, unit.companion)
-        # A unit planned without a readable header (see plan_units) covers the whole file.
+        # A unit planned without a readable header (see plan_units) covers the whole
+        # file, and has its checksums verified here rather than by the planner.
+        source = open_flat(unit.format, unit.path, unit.companion, check_crc=unit.stop < 0)
         stop = source.num_documents if unit.stop < 0 else unit.stop
         offsets = source.offsets(unit.start, stop)
         first = 0

@@ -316,7 +316,7 @@ def plan_units(
                 add(position, item, row_group, row_group + 1)
         elif item.format in ("npz", "megatron"):
             try:
-                source = open_flat(item.format, item.path, item.companion)
+                source = open_flat(item.format, item.path, item.companion, check_crc=True)
             except IngestError:
                 # Unreadable: one unit whose reader reports why, as a failure or,
                 # with on_error="skip", a reject (input_guard).
