@@ -410,6 +410,55 @@ def _check_corpus(kind: str, root: str, expected: list[np.ndarray], cache: str) 
 
 
 # -- driver ----------------------------------------------------------------------------
+class Fuzzer:
+    """Seeds for one ``kind`` under ``base``; :meth:`once` tries one mutated input."""
+
+    def __init__(self, kind: str, base: str) -> None:
+        self.kind = kind
+        self.base = base
+        self.turn = 0
+        if kind in INPUT_KINDS:
+            self.seed_files = _seed_input(kind, base)
+        else:
+            self.seed_dir = os.path.join(base, "seed")
+            _, self.expected = _seed_corpus(self.seed_dir)
+
+    def once(self, rng: random.Random) -> tuple[str, int]:
+        """Mutate, read under the per-input timeout; return ``(outcome, accepted)``.
+
+        ``outcome`` is ``"clean"``, ``"hang"``, ``"raw: ..."`` or ``"wrong: ..."``.
+        """
+        self.turn += 1
+        work = os.path.join(self.base, f"w{self.turn % 2}")
+        shutil.rmtree(work, ignore_errors=True)
+        os.makedirs(work)
+        check: Callable[[], tuple[str, int]]
+        if self.kind in INPUT_KINDS:
+            name = rng.choice(sorted(self.seed_files))
+            files = dict(self.seed_files, **{name: mutate(self.seed_files[name], rng)})
+
+            def check() -> tuple[str, int]:
+                return _check_input(self.kind, files, work)
+        else:
+            shutil.copytree(self.seed_dir, work, dirs_exist_ok=True)
+            target = os.path.join(work, _corpus_target(self.kind, self.seed_dir, rng))
+            with open(target, "rb") as handle:
+                data = handle.read()
+            with open(target, "wb") as handle:
+                handle.write(mutate(data, rng))
+
+            def check() -> tuple[str, int]:
+                return _check_corpus(self.kind, work, self.expected, os.path.join(work, "cache"))
+
+        try:
+            with _deadline(PER_INPUT_SECONDS):
+                return check()
+        except _Timeout:
+            return "hang", 0
+        except Exception as exc:  # the very thing being counted
+            return f"raw: {type(exc).__name__}: {str(exc)[:200]}", 0
+
+
 def run(kind: str, count: int, seed: int) -> dict[str, Any]:
     """Fuzz ``kind`` with ``count`` mutated inputs; return the counts."""
     rng = random.Random(seed)
@@ -425,53 +474,15 @@ def run(kind: str, count: int, seed: int) -> dict[str, Any]:
     }
     base = tempfile.mkdtemp(prefix="mixle-fuzz-")
     try:
-        check: Callable[[], tuple[str, int]]
-        if kind in INPUT_KINDS:
-            seed_files = _seed_input(kind, base)
-        else:
-            seed_dir = os.path.join(base, "seed")
-            _, expected = _seed_corpus(seed_dir)
-        for number in range(count):
-            work = os.path.join(base, f"w{number % 2}")
-            shutil.rmtree(work, ignore_errors=True)
-            os.makedirs(work)
-            if kind in INPUT_KINDS:
-                name = rng.choice(sorted(seed_files))
-                files = dict(seed_files, **{name: mutate(seed_files[name], rng)})
-
-                def check(files: dict[str, bytes] = files, work: str = work) -> tuple[str, int]:
-                    return _check_input(kind, files, work)
-            else:
-                shutil.copytree(seed_dir, work, dirs_exist_ok=True)
-                target = os.path.join(work, _corpus_target(kind, seed_dir, rng))
-                with open(target, "rb") as handle:
-                    data = handle.read()
-                with open(target, "wb") as handle:
-                    handle.write(mutate(data, rng))
-                cache = os.path.join(work, "cache")
-
-                def check(work: str = work, cache: str = cache) -> tuple[str, int]:
-                    return _check_corpus(kind, work, expected, cache)
-
+        fuzzer = Fuzzer(kind, base)
+        for _ in range(count):
+            outcome, accepted = fuzzer.once(rng)
             counts["inputs"] += 1
-            try:
-                with _deadline(PER_INPUT_SECONDS):
-                    outcome, accepted = check()
-            except _Timeout:
-                counts["hangs"] += 1
-                continue
-            except Exception as exc:  # the very thing being counted
-                counts["raw"] += 1
-                if len(counts["examples"]) < 5:
-                    counts["examples"].append(f"{type(exc).__name__}: {str(exc)[:200]}")
-                continue
             counts["accepted"] += accepted
-            if outcome == "clean":
-                counts["clean"] += 1
-            else:
-                counts["wrong"] += 1
-                if len(counts["examples"]) < 5:
-                    counts["examples"].append(outcome[:300])
+            key = {"clean": "clean", "hang": "hangs"}.get(outcome, outcome.split(":")[0])
+            counts[key] += 1
+            if key != "clean" and len(counts["examples"]) < 5:
+                counts["examples"].append(outcome[:300])
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return counts

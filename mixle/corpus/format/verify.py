@@ -109,7 +109,12 @@ def _scan_tokens(path: str, size: int, dtype: str, vocab_size: int | None) -> tu
 
 
 def _verify_shard(
-    store: ShardStore, dtype: str, vocab_size: int | None, number: int, entry: dict[str, Any]
+    store: ShardStore,
+    dtype: str,
+    vocab_size: int | None,
+    number: int,
+    entry: dict[str, Any],
+    first_document: int,
 ) -> None:
     from mixle.corpus.format.documents import _check_shard_files
 
@@ -135,19 +140,22 @@ def _verify_shard(
         document = int(np.searchsorted(offsets, bad, side="right")) - 1
         position = bad - int(offsets[document])
         raise CorpusFormatError(
-            f"{tokens_path}: token id at document {document} (of shard {number}), position "
-            f"{position} is not below the manifest's vocab_size {vocab_size}; the corpus "
-            "was written with a wrong vocab_size."
+            f"{tokens_path}: the token id at document {first_document + document} (shard "
+            f"{number}), position {position} is not below the manifest's vocab_size "
+            f"{vocab_size}; the corpus was written with a wrong vocab_size."
         )
 
 
 def verify_store(store: ShardStore, manifest: dict[str, Any]) -> VerifyReport:
     """Verify every shard of an already parsed manifest; collect, do not raise."""
     reports = []
+    first_document = 0
     for number, entry in enumerate(manifest["shards"]):
         error: CorpusError | None = None
         try:
-            _verify_shard(store, manifest["dtype"], manifest["vocab_size"], number, entry)
+            _verify_shard(
+                store, manifest["dtype"], manifest["vocab_size"], number, entry, first_document
+            )
         except CorpusError as exc:
             error = exc
         except OSError as exc:
@@ -162,6 +170,7 @@ def verify_store(store: ShardStore, manifest: dict[str, Any]) -> VerifyReport:
                 error,
             )
         )
+        first_document += entry["num_documents"]
     return VerifyReport(store.location, manifest["fingerprint"], tuple(reports))
 
 
