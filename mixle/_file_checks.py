@@ -27,6 +27,7 @@ __all__ = [
     "open_regular",
     "read_regular",
     "regular_size",
+    "regular_stat",
 ]
 
 #: A shard file name: ASCII letters, digits, ``.``, ``_`` and ``-``, starting with a
@@ -57,8 +58,8 @@ def _check_mode(mode: int, path: str, error: type[Exception]) -> None:
         raise error(f"{path}: is {_kind(mode)}, expected a regular file.")
 
 
-def regular_size(path: str, error: type[Exception]) -> int:
-    """Return the size of the regular file at ``path`` (symlinks followed) without opening it.
+def regular_stat(path: str, error: type[Exception]) -> os.stat_result:
+    """Return ``os.stat(path)`` (symlinks followed) of a regular file, without opening it.
 
     Raises
     ------
@@ -70,7 +71,12 @@ def regular_size(path: str, error: type[Exception]) -> int:
     except OSError as exc:
         raise error(f"{path}: cannot read ({exc.strerror or exc}).") from exc
     _check_mode(info.st_mode, path, error)
-    return info.st_size
+    return info
+
+
+def regular_size(path: str, error: type[Exception]) -> int:
+    """Return the size of the regular file at ``path`` (see :func:`regular_stat`)."""
+    return regular_stat(path, error).st_size
 
 
 def open_regular(path: str, error: type[Exception], size: int | None = None) -> io.BufferedReader:

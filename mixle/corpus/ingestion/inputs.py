@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mixle._file_checks import open_regular
+from mixle._file_checks import open_regular, regular_stat
 from mixle.corpus.format.store import is_url
 from mixle.corpus.ingestion.flat import document_ranges, open_flat
 from mixle.errors import ArgumentError, IngestError
@@ -140,10 +140,7 @@ def _stat(path: str) -> tuple[int, int]:
 
         fs, inner = fsspec.core.url_to_fs(path)
         return int(fs.size(inner)), 0
-    try:
-        info = os.stat(path)
-    except OSError as exc:
-        raise IngestError(f"input {path} cannot be read ({exc.strerror or exc}).") from exc
+    info = regular_stat(path, IngestError)  # a FIFO or device is an error, not 0 bytes
     return info.st_size, info.st_mtime_ns
 
 
