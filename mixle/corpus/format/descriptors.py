@@ -9,13 +9,16 @@ descriptors of its own (sockets, DataLoader pipes, log files).
 
 The budget: a reader keeps at most
 ``(soft_limit - reserve) // descriptors_per_shard`` shards open, with
-``reserve = max(RESERVE_MIN, soft_limit // 4)`` left to the rest of the process;
-``max_open_shards`` is an upper bound under that. Under ``ulimit -n 256`` a local
-corpus keeps 96 shards mapped (2 descriptors each, 192 in all), a cached remote
-one 48. When even one shard does not fit, or the process runs out of descriptors
-anyway (other code holds them), the reader raises :class:`DescriptorLimitError`
-(from :mod:`mixle.errors`)
-naming the limit and how to raise it, never a bare ``EMFILE``.
+``reserve = max(RESERVE_MIN, soft_limit // 2)`` left to the rest of the process:
+that half also covers documents the caller still holds, since a returned view keeps
+its shard's mappings (and their descriptors) alive after the shard leaves the
+LRU, e.g. the documents of one ``take`` from many shards. ``max_open_shards`` is
+an upper bound under that. Under ``ulimit -n 256`` a local corpus keeps 64 shards
+mapped (2 descriptors each, 128 in all), a cached remote one 32; under 1024 the
+default of 256 local shards fits. When even one shard does not fit, or the process
+runs out of descriptors anyway (other code holds them), the reader raises
+:class:`~mixle.errors.DescriptorLimitError` naming the limit and how to raise it,
+never a bare ``EMFILE``.
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ def shard_budget(max_open_shards: int, descriptors_per_shard: int) -> int:
     if descriptors_per_shard == 0:
         return max_open_shards
     limit = descriptor_limit()
-    reserve = max(RESERVE_MIN, limit // 4)
+    reserve = max(RESERVE_MIN, limit // 2)
     fit = (limit - reserve) // descriptors_per_shard
     if fit < 1:
         raise DescriptorLimitError(
