@@ -25,22 +25,22 @@ Input kinds: ``jsonl``, ``jsonl.gz``, ``npy``, ``npz``, ``parquet``, ``text``,
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import io
 import json
 import os
 import random
 import shutil
-import signal
 import struct
 import sys
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from tests.corpus.hardening_helpers import Hang, deadline
 
 INPUT_KINDS = ("jsonl", "jsonl.gz", "npy", "npz", "parquet", "text", "megatron")
 CORPUS_KINDS = ("manifest.json", "offsets", "tokens", "zarr.json")
@@ -50,24 +50,6 @@ PER_INPUT_SECONDS = 10.0
 _WIDE = [[1, 2, 3], [2**53 + 1, 2**60 + 3], [], [2**62, 7], [5] * 40, [9, 8, 7, 6]]
 _NARROW = [[1, 2, 3], [65535, 0], [], [400, 7], [5] * 40, [9, 8, 7, 6]]
 _INTERESTING = [0, 1, 0x7F, 0x80, 0xFF, 0x7FFF, 0xFFFF, 2**31 - 1, 2**32 - 1, 2**63 - 1, 2**64 - 1]
-
-
-class _Timeout(BaseException):
-    """Raised by the alarm handler; a BaseException so no ``except Exception`` eats it."""
-
-
-@contextlib.contextmanager
-def _deadline(seconds: float) -> Iterator[None]:
-    def alarm(signum: int, frame: Any) -> None:
-        raise _Timeout
-
-    previous = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def mutate(data: bytes, rng: random.Random) -> bytes:
@@ -174,16 +156,17 @@ def _ref_jsonl_lines(data: bytes) -> dict[tuple[int, int], list[int] | None]:
     return {(i, 0): _ref_record(line) for i, line in enumerate(lines) if line.strip()}
 
 
+_NPY_HEADERS = {
+    (1, 0): np.lib.format.read_array_header_1_0,
+    (2, 0): np.lib.format.read_array_header_2_0,
+}
+
+
 def _ref_npy_bytes(data: bytes) -> np.ndarray | None:
     handle = io.BytesIO(data)
     try:
-        version = np.lib.format.read_magic(handle)
-        if version == (1, 0):
-            shape, _, dtype = np.lib.format.read_array_header_1_0(handle)
-        elif version == (2, 0):
-            shape, _, dtype = np.lib.format.read_array_header_2_0(handle)
-        else:
-            return None
+        read_header = _NPY_HEADERS[np.lib.format.read_magic(handle)]
+        shape, _, dtype = read_header(handle)
     except Exception:
         return None
     if len(shape) != 1 or dtype.kind not in "iu" or dtype == np.uint64 or dtype.hasobject:
@@ -451,9 +434,9 @@ class Fuzzer:
                 return _check_corpus(self.kind, work, self.expected, os.path.join(work, "cache"))
 
         try:
-            with _deadline(PER_INPUT_SECONDS):
+            with deadline(PER_INPUT_SECONDS):
                 return check()
-        except _Timeout:
+        except Hang:
             return "hang", 0
         except Exception as exc:  # the very thing being counted
             return f"raw: {type(exc).__name__}: {str(exc)[:200]}", 0

@@ -17,8 +17,9 @@ from mixle.corpus.format.manifest import _manifest_sha256, compute_fingerprint
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class Hang(AssertionError):
-    """The operation under test did not finish within its deadline."""
+class Hang(BaseException):
+    """The operation under test did not finish within its deadline (a BaseException,
+    so that no ``except Exception`` in the code under test can swallow it)."""
 
 
 @contextlib.contextmanager

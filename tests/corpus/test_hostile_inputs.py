@@ -108,11 +108,15 @@ CASES: dict[str, tuple[str, Callable[[Path], str]]] = {
 }
 
 
+def _make(case: str, directory: Path) -> tuple[str, Path, str]:
+    """Write ``case``'s broken input; return its name, path and the expected location."""
+    name, make = CASES[case]
+    return name, directory / name, make(directory / name)
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_broken_input_is_a_reject_under_skip(tmp_path: Path, case: str) -> None:
-    name, make = CASES[case]
-    bad = tmp_path / name
-    where = make(bad)
+    name, bad, where = _make(case, tmp_path)
     good = tmp_path / "good.jsonl"
     good.write_bytes(_jsonl_lines(json.dumps(GOOD)))
     with deadline(120):
@@ -128,9 +132,7 @@ def test_broken_input_is_a_reject_under_skip(tmp_path: Path, case: str) -> None:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_broken_input_fails_cleanly_under_raise(tmp_path: Path, case: str) -> None:
-    name, make = CASES[case]
-    bad = tmp_path / name
-    where = make(bad)
+    name, bad, where = _make(case, tmp_path)
     out = tmp_path / "out"
     result = run_mixle("ingest", str(bad), str(out))
     assert result.returncode == 2, result.stderr

@@ -33,7 +33,14 @@ import numpy as np
 from mixle._file_checks import regular_size
 from mixle.errors import IngestError
 
-__all__ = ["MEGATRON_DTYPES", "MEGATRON_MAGIC", "FlatSource", "document_ranges", "open_flat"]
+__all__ = [
+    "MEGATRON_DTYPES",
+    "MEGATRON_MAGIC",
+    "FlatSource",
+    "document_ranges",
+    "npy_header",
+    "open_flat",
+]
 
 MEGATRON_MAGIC = b"MMIDIDX\x00\x00"
 #: Megatron-LM dtype codes (``DType`` enum of its indexed dataset).
@@ -58,7 +65,8 @@ def _check_integer(array: np.ndarray, what: str) -> None:
         )
 
 
-def _npy_header(handle: Any, where: str) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
+def npy_header(handle: Any, where: str) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
+    """Read a ``.npy`` header (format 1.0 or 2.0) from ``handle``: shape, Fortran order, dtype."""
     version = np.lib.format.read_magic(handle)
     if version == (1, 0):
         return np.lib.format.read_array_header_1_0(handle)
@@ -97,7 +105,7 @@ def _npz_member(path: str, name: str, check_crc: bool) -> np.ndarray:
                 f"{path}: has no `{name}` array (found {sorted(archive.namelist())})."
             ) from exc
         with archive.open(info) as stream:
-            shape, fortran, dtype = _npy_header(stream, f"{path}: `{name}`")
+            shape, fortran, dtype = npy_header(stream, f"{path}: `{name}`")
             header_bytes = stream.tell()
     if dtype.hasobject:
         raise IngestError(f"{path}: `{name}` holds Python objects; only integer arrays are read.")

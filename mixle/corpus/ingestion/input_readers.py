@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from mixle._file_checks import open_regular
-from mixle.corpus.ingestion.flat import open_flat
+from mixle.corpus.ingestion.flat import npy_header, open_flat
 from mixle.corpus.ingestion.input_guard import ReadCursor, guard
 from mixle.corpus.ingestion.inputs import WorkUnit, open_binary
 from mixle.errors import IngestError
@@ -442,13 +442,7 @@ def _load_npy(path: str) -> np.ndarray:
     (a header claiming 2**40 ids is an error, not an 8 TiB allocation)."""
     with open_regular(path, IngestError) as handle:
         size = os.fstat(handle.fileno()).st_size
-        version = np.lib.format.read_magic(handle)
-        if version == (1, 0):
-            shape, _, dtype = np.lib.format.read_array_header_1_0(handle)
-        elif version == (2, 0):
-            shape, _, dtype = np.lib.format.read_array_header_2_0(handle)
-        else:
-            raise IngestError(f"{path}: unsupported .npy format version {version}.")
+        shape, _, dtype = npy_header(handle, path)
         if len(shape) != 1 or dtype.kind not in "iu" or dtype == np.uint64 or dtype.hasobject:
             raise _Bad(f"must be a 1-D integer array, got {dtype} {shape}")
         held = size - handle.tell()
