@@ -146,7 +146,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--rejects",
         metavar="PATH",
         help="with --on-error skip: where to list skipped records as JSON lines "
-        "(default OUTPUT/rejects.jsonl; e.g. --rejects bad.jsonl)",
+        "(default OUTPUT/rejects.jsonl; e.g. --rejects bad.jsonl); checked before any "
+        "work, and never one of the inputs",
     )
     parser.add_argument(
         "--resume",

@@ -330,7 +330,8 @@ def ingest(
         committed; ``"skip"``: bad records are left out and listed in ``rejects``.
     rejects
         Where ``on_error="skip"`` writes one JSON line per skipped record
-        (default ``OUTPUT/rejects.jsonl``).
+        (default ``OUTPUT/rejects.jsonl``). Checked before any work: its directory
+        must exist and be writable, and it may not name an input or a corpus file.
     resume
         Continue an interrupted ingest of the same inputs and options.
     overwrite
@@ -365,6 +366,9 @@ def ingest(
     CorpusExistsError
         ``output`` holds a corpus (pass ``overwrite``) or an interrupted ingest (pass
         ``resume`` or ``overwrite``).
+    OutputInUseError
+        Another live process is ingesting into ``output`` (the message names its pid);
+        nothing of its work is touched, whatever ``overwrite`` says.
     ArgumentError
         An option is invalid, or ``resume`` is asked with different inputs/options
         (the message lists both sides).
