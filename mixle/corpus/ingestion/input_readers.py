@@ -156,16 +156,16 @@ def _field(record: Any, fields: tuple[str, ...]) -> Any:
 # -- line-based inputs --------------------------------------------------------------
 def _open_stream(path: str) -> tuple[Any, Any]:
     """Open ``path`` and return ``(raw file, decompressed binary stream)``."""
-    raw = open_binary(path)
     lower = path.lower()
+    zstandard = import_optional("zstandard", "zstandard") if lower.endswith(".zst") else None
+    raw = open_binary(path)
     if lower.endswith(".gz"):
         import gzip
 
         return raw, gzip.GzipFile(fileobj=raw)
-    if lower.endswith(".zst"):
+    if zstandard is not None:
         import io
 
-        zstandard = import_optional("zstandard", "zstandard")
         reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
         return raw, io.BufferedReader(reader, 1 << 20)
     return raw, raw
