@@ -36,6 +36,7 @@ import sys
 import tempfile
 import zipfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -345,7 +346,7 @@ def _seed_corpus(directory: str) -> tuple[str, list[np.ndarray]]:
 
     docs = [np.asarray(d, dtype=np.int64) for d in _NARROW] * 3
     raw = os.path.join(directory, "raw")
-    with CorpusWriter(raw, vocab_size=65536, shard_max_bytes=64) as writer:
+    with CorpusWriter(raw, vocab_size=65536, shard_max_bytes=96) as writer:
         writer.add_many(docs)
     convert_corpus(raw, os.path.join(directory, "zarr"), layout="zarr")
     return raw, docs
@@ -405,6 +406,9 @@ class Fuzzer:
         else:
             self.seed_dir = os.path.join(base, "seed")
             _, self.expected = _seed_corpus(self.seed_dir)
+            self.corpus_copy = os.path.join(base, "copy")
+            shutil.copytree(self.seed_dir, self.corpus_copy)
+            self.originals: dict[str, bytes] = {}
 
     def once(self, rng: random.Random) -> tuple[str, int]:
         """Mutate, read under the per-input timeout; return ``(outcome, accepted)``.
@@ -423,15 +427,18 @@ class Fuzzer:
             def check() -> tuple[str, int]:
                 return _check_input(self.kind, files, work)
         else:
-            shutil.copytree(self.seed_dir, work, dirs_exist_ok=True)
-            target = os.path.join(work, _corpus_target(self.kind, self.seed_dir, rng))
-            with open(target, "rb") as handle:
-                data = handle.read()
-            with open(target, "wb") as handle:
-                handle.write(mutate(data, rng))
+            # One working copy; the mutated file is restored after the check.
+            relative = _corpus_target(self.kind, self.seed_dir, rng)
+            target = os.path.join(self.corpus_copy, relative)
+            original = self.originals.setdefault(relative, Path(target).read_bytes())
+            Path(target).write_bytes(mutate(original, rng))
+            cache = os.path.join(work, "cache")
 
             def check() -> tuple[str, int]:
-                return _check_corpus(self.kind, work, self.expected, os.path.join(work, "cache"))
+                try:
+                    return _check_corpus(self.kind, self.corpus_copy, self.expected, cache)
+                finally:
+                    Path(target).write_bytes(original)
 
         try:
             with deadline(PER_INPUT_SECONDS):
