@@ -14,6 +14,8 @@ import os
 from collections.abc import Iterator
 from typing import IO, Any, Literal, overload
 
+from mixle._file_checks import open_regular
+
 __all__ = [
     "atomic_write",
     "atomic_write_bytes",
@@ -101,7 +103,14 @@ def atomic_write_bytes(path: str, data: bytes, *, temporary: str | None = None) 
         handle.write(data)
 
 
-def file_sha256(path: str) -> str:
-    """Return the hex SHA-256 of the file at ``path`` (streamed, constant memory)."""
-    with open(path, "rb") as handle:
+def file_sha256(path: str, error: type[Exception] = OSError) -> str:
+    """Return the hex SHA-256 of the regular file at ``path`` (streamed, constant memory).
+
+    Raises
+    ------
+    error
+        The file is missing or unreadable, or is not a regular file (a FIFO or a
+        device is refused before any read, so hashing never blocks or runs forever).
+    """
+    with open_regular(path, error) as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()

@@ -19,9 +19,11 @@ __all__ = [
     "CorpusExistsError",
     "CorpusFormatError",
     "CorpusNotFoundError",
+    "DescriptorLimitError",
     "ExportError",
     "IngestError",
     "MissingBackendError",
+    "OutputInUseError",
     "RemoteError",
     "RevisionMismatchError",
     "StateMismatchError",
@@ -69,6 +71,14 @@ class CorpusNotFoundError(CorpusError, FileNotFoundError):
 
 class CorpusExistsError(CorpusError, FileExistsError):
     """A corpus already exists where a new one would be written (pass ``overwrite=True``)."""
+
+
+class OutputInUseError(CorpusExistsError):
+    """Another live process (named by pid) is writing the same ingest output."""
+
+
+class DescriptorLimitError(CorpusError, OSError):
+    """The open-file limit (``ulimit -n``) is too low; the message names it and the fix."""
 
 
 class CorpusFormatError(CorpusError, ValueError):

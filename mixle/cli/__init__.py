@@ -3,7 +3,8 @@
 Each subcommand lives in its own module ``mixle.cli._<name>`` exposing
 ``register(subparsers) -> None``, which adds its parser and sets ``func`` (a callable
 taking the parsed namespace and returning an exit code). Modules are imported only
-when their command runs, so ``mixle --help`` stays fast.
+when their command runs, so ``mixle --help`` stays fast. Any error a command does
+not handle itself is printed as one line with exit status 2 (see ``_errors``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+
+from mixle.cli._errors import debugging, report
 
 __all__ = ["main"]
 
@@ -66,7 +69,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except Exception as exc:  # bad input must never end in a traceback
+        if debugging():
+            raise
+        return report(args.command, exc)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 __all__ = ["register"]
@@ -35,7 +34,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Convert and print the sizes; exit 0 on success, 1 on a corpus error."""
+    """Convert and print the sizes; exit 0 on success, 2 on a corpus error."""
+    from mixle.cli._errors import report
     from mixle.corpus import Manifest, convert_corpus, stored_bytes
     from mixle.errors import CorpusError
 
@@ -50,8 +50,7 @@ def run(args: argparse.Namespace) -> int:
         )
         written = stored_bytes(args.out)
     except CorpusError as exc:
-        print(f"mixle convert: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+        return report("convert", exc)
     parsed = Manifest.from_dict(manifest, args.out)
     raw = sum(entry.tokens_bytes + entry.offsets_bytes for entry in parsed.shards)
     ratio = written / raw if raw else 1.0

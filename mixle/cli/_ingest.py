@@ -145,7 +145,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--rejects",
         metavar="PATH",
         help="with --on-error skip: where to list skipped records as JSON lines "
-        "(default OUTPUT/rejects.jsonl; e.g. --rejects bad.jsonl)",
+        "(default OUTPUT/rejects.jsonl; e.g. --rejects bad.jsonl); checked before any "
+        "work, and never one of the inputs",
     )
     parser.add_argument(
         "--resume",
@@ -189,6 +190,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
+    from mixle.cli._errors import report
     from mixle.corpus import DEFAULT_SHARD_MAX_BYTES, ingest
     from mixle.errors import CorpusError
 
@@ -222,8 +224,7 @@ def _run(args: argparse.Namespace) -> int:
             staging_dir=args.staging_dir,
         )
     except CorpusError as exc:
-        print(f"mixle ingest: error: {exc}", file=sys.stderr)
-        return 1
+        return report("ingest", exc)
     if not args.quiet:
         print(summary.format())
     return 0

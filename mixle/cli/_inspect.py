@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 __all__ = ["register"]
@@ -39,18 +38,20 @@ def _human(size: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the summary; exit 0, or 1 when the corpus cannot be opened."""
-    from mixle.corpus import describe_corpus, open_corpus, plot_lengths
+    """Print the summary; exit 0, or 2 when the corpus cannot be opened."""
+    from mixle.cli._errors import report
+    from mixle.corpus import check_plot_path, describe_corpus, open_corpus, plot_lengths
     from mixle.errors import CorpusError
 
     try:
+        if args.plot:  # before reading anything: a typo must not cost a full scan
+            check_plot_path(args.plot)
         documents = open_corpus(args.path)
         summary = describe_corpus(documents)
         if args.plot:
             plot_lengths(documents, args.plot)
     except CorpusError as exc:
-        print(f"mixle inspect: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+        return report("inspect", exc)
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 __all__ = ["register"]
@@ -105,6 +104,7 @@ def run_command(args: argparse.Namespace) -> int:
     """Build the config, train, print the summary; 2 on a usage or checkpoint error."""
     import signal
 
+    from mixle.cli._errors import report
     from mixle.errors import CorpusError
     from mixle.train import TrainConfig, train
 
@@ -141,8 +141,7 @@ def run_command(args: argparse.Namespace) -> int:
         )
         summary = train(config, log=lambda line: print(line, flush=True), handle_signals=True)
     except CorpusError as exc:
-        print(f"mixle train: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 2
+        return report("train", exc)
     if summary.stopped.startswith("signal "):
         # The shell convention for "terminated by signal N", after a clean checkpoint.
         return 128 + int(signal.Signals[summary.stopped.split()[1]])

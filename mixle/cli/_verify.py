@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 __all__ = ["register"]
@@ -17,7 +16,8 @@ def register(subparsers: Any) -> None:
         help="Check every header, offset and SHA-256 checksum of a corpus (exit 0 or 1).",
         description=(
             "Read every byte of a corpus and check it against its manifest. Prints one "
-            "line per shard; exits 0 when everything is intact, 1 otherwise. "
+            "line per shard; exits 0 when everything is intact, 1 when something is "
+            "corrupt, 2 when PATH holds no corpus. "
             "Example: mixle verify shards/sample"
         ),
     )
@@ -27,15 +27,15 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Verify and print; exit 0 when intact, 1 on any problem or a missing corpus."""
+    """Verify and print; exit 0 when intact, 1 when corrupt, 2 when there is no corpus."""
+    from mixle.cli._errors import report as report_error
     from mixle.corpus import verify_corpus
     from mixle.errors import CorpusError
 
     try:
         report = verify_corpus(args.path, raise_errors=False)
     except CorpusError as exc:
-        print(f"mixle verify: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+        return report_error("verify", exc)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
         return 0 if report.ok else 1

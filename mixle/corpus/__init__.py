@@ -44,7 +44,7 @@ from mixle.corpus.ingestion.options import IngestOptions
 from mixle.corpus.ingestion.pipeline import DEFAULT_UNIT_BYTES, IngestSummary, ingest
 from mixle.corpus.storage.cache import ShardCache, default_cache_dir
 from mixle.corpus.storage.cached_documents import CachedDocuments
-from mixle.corpus.storage.inspect import describe_corpus, plot_lengths
+from mixle.corpus.storage.inspect import check_plot_path, describe_corpus, plot_lengths
 from mixle.corpus.storage.open import open_corpus, verify_corpus
 from mixle.corpus.storage.publish import convert_corpus, publish_corpus, stored_bytes, upload_corpus
 from mixle.corpus.storage.range_documents import RangeDocuments
@@ -73,6 +73,7 @@ __all__ = [
     "ShardWriter",
     "ShardedDocuments",
     "VerifyReport",
+    "check_plot_path",
     "commit_manifest",
     "convert_corpus",
     "default_cache_dir",

@@ -337,6 +337,29 @@ class TokenStreamDataset(_WorkerSplitDataset):
             return self.stream.batch_at_position(*position)
         return self.stream.batch(*position)
 
+    def load_state_dict(self, state: Any) -> None:
+        """Resume at a saved next batch; refuses every cursor ``TokenStream`` refuses.
+
+        Raises
+        ------
+        StateMismatchError
+            As for the base class, and when the cursor lies past the stream's
+            ``epochs`` or at a batch the epoch does not have (nothing is changed).
+        """
+        previous = (self._next, self._loaded, self._started)
+        super().load_state_dict(state)
+        if self._next is None:
+            return
+        epoch, index = self._next
+        per_epoch = self.stream.num_batches()
+        if epoch >= self.stream.epochs or index >= per_epoch:
+            self._next, self._loaded, self._started = previous
+            raise StateMismatchError(
+                f"{self._kind} state is at epoch {epoch}, batch {index}; this stream has "
+                f"{self.stream.epochs} epoch(s) of {per_epoch} batches (a finished cursor "
+                "has done=1)."
+            )
+
     def _epoch_size(self, epoch: int) -> int:
         return self.stream.num_windows if self._global else self.stream.num_batches()
 

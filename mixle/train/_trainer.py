@@ -27,7 +27,7 @@ import torch
 
 from mixle.corpus import open_corpus
 from mixle.data._documents import documents_fingerprint
-from mixle.errors import ArgumentError, CheckpointError, StateMismatchError
+from mixle.errors import ArgumentError, CheckpointError
 from mixle.models import (
     StreamingGradientState,
     StreamingTransformer,
@@ -194,17 +194,20 @@ class _Trainer:
         }
         try:
             self.leaf.module.load_state_dict(ckpt.tensors["model"], strict=True)
-        except RuntimeError as exc:
+        except (RuntimeError, ValueError, TypeError) as exc:
             raise CheckpointError(f"{latest}: the model weights do not fit: {exc}") from exc
-        self.leaf = StreamingTransformer(
-            self.leaf.module,
-            self.ctx.device,
-            lr=self.config.lr,
-            optimizer_state=ckpt.tensors["optimizer"],
-        )
+        try:
+            self.leaf = StreamingTransformer(
+                self.leaf.module,
+                self.ctx.device,
+                lr=self.config.lr,
+                optimizer_state=ckpt.tensors["optimizer"],
+            )
+        except (RuntimeError, ValueError, TypeError, KeyError, IndexError) as exc:
+            raise CheckpointError(f"{latest}: the optimizer state does not fit: {exc}") from exc
         try:
             self.source.load_state_dict(ckpt.rank_state.get("stream"))
-        except StateMismatchError as exc:
+        except (ValueError, TypeError, KeyError) as exc:  # StateMismatchError is a ValueError
             raise CheckpointError(f"{latest}: rank {self.ctx.rank} data cursor: {exc}") from exc
         set_rng_state(ckpt.rank_state.get("rng"))
         self.step = ckpt.step

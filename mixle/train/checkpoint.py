@@ -7,7 +7,8 @@ Layout of one checkpoint, ``<directory>/step-00000120/``::
     rank-00000.json     rank 0's data cursor (stream state_dict) and RNG states
     rank-00001.json     ... one per rank
     meta.json           format, version, step, world size, identity, config, progress,
-                        and the SHA-256 of every other file
+                        the SHA-256 of every other file, and ``meta_sha256`` over
+                        meta.json itself (canonical JSON without that key)
 
 Writing is atomic. Every file goes into ``.tmp-step-00000120/``; each is fsynced; rank 0
 writes ``meta.json`` last, fsyncs the directory, renames it to ``step-00000120`` and
@@ -18,8 +19,11 @@ only after the new one is in place (``keep_last``).
 
 Reading validates before anything is used: the format and version, the world size,
 the run identity (corpus fingerprint, model shape, stream configuration — every
-differing field named with both values) and the SHA-256 of every file. Nothing is
-unpickled: metadata is JSON and tensors load with ``torch.load(weights_only=True)``.
+differing field named with both values), the SHA-256 of every file and of the
+metadata, and the type of every restored value (:mod:`mixle.train.checkpoint_checks`),
+so a malformed but re-sealed checkpoint is a :class:`CheckpointError`, never a crash.
+Nothing is unpickled: metadata is bounded JSON and tensors load with
+``torch.load(weights_only=True)``.
 
 All ranks must share the checkpoint directory (one machine, or a shared filesystem).
 """
@@ -39,6 +43,13 @@ import torch
 from mixle._checks import nonnegative_int, positive_int
 from mixle._io import file_sha256, fsync_directory, fsync_file, rename_durably
 from mixle.errors import CheckpointError
+from mixle.train.checkpoint_checks import (
+    META_DIGEST_KEY,
+    meta_sha256,
+    read_json,
+    validate_meta,
+    validate_tensors,
+)
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -186,6 +197,7 @@ def write_checkpoint(
             "files": {f: file_sha256(os.path.join(temporary, f)) for f in files},
         }
         try:
+            document[META_DIGEST_KEY] = meta_sha256(document)
             _write_json(os.path.join(temporary, META_FILE), document)
         except (TypeError, ValueError) as exc:
             raise CheckpointError(f"checkpoint metadata is not JSON-serialisable: {exc}") from exc
@@ -237,13 +249,9 @@ class Checkpoint:
 
 def _read_meta(path: str) -> dict[str, Any]:
     meta_path = os.path.join(path, META_FILE)
-    try:
-        with open(meta_path, encoding="utf-8") as handle:
-            meta = json.load(handle)
-    except FileNotFoundError:
-        raise CheckpointError(f"{path} is not a checkpoint: it has no {META_FILE}.") from None
-    except (OSError, ValueError) as exc:
-        raise CheckpointError(f"{meta_path} cannot be read as JSON: {exc}") from exc
+    if not os.path.lexists(meta_path):
+        raise CheckpointError(f"{path} is not a checkpoint: it has no {META_FILE}.")
+    meta = read_json(meta_path)
     if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{meta_path} is not a {CHECKPOINT_FORMAT} metadata file.")
     if meta.get("version") != CHECKPOINT_VERSION:
@@ -251,11 +259,7 @@ def _read_meta(path: str) -> dict[str, Any]:
             f"{meta_path} has checkpoint version {meta.get('version')!r}; this mixle reads "
             f"version {CHECKPOINT_VERSION}."
         )
-    for key in ("step", "world_size"):
-        if isinstance(meta.get(key), bool) or not isinstance(meta.get(key), int):
-            raise CheckpointError(f"{meta_path} has no integer `{key}`.")
-    if not isinstance(meta.get("files"), dict):
-        raise CheckpointError(f"{meta_path} lists no files.")
+    validate_meta(meta, meta_path)
     return meta
 
 
@@ -304,19 +308,15 @@ def read_checkpoint(
         file_path = os.path.join(path, name)
         if name not in files:
             raise CheckpointError(f"{path}/{META_FILE} does not list {name}.")
-        if not os.path.isfile(file_path):
+        if not os.path.lexists(file_path):
             raise CheckpointError(f"{file_path} is missing.")
-        actual = file_sha256(file_path)
+        actual = file_sha256(file_path, CheckpointError)
         if actual != files[name]:
             raise CheckpointError(
                 f"{file_path} is corrupt: SHA-256 {actual}, the metadata records {files[name]}."
             )
     rank_path = os.path.join(path, _rank_file(rank))
-    try:
-        with open(rank_path, encoding="utf-8") as handle:
-            rank_state = json.load(handle)
-    except ValueError as exc:
-        raise CheckpointError(f"{rank_path} cannot be read as JSON: {exc}") from exc
+    rank_state = read_json(rank_path)
     if not isinstance(rank_state, dict):
         raise CheckpointError(f"{rank_path} must hold a JSON object.")
     try:
@@ -327,6 +327,5 @@ def read_checkpoint(
         raise CheckpointError(
             f"{path}/{MODEL_FILE} cannot be loaded as weights-only tensors: {exc}"
         ) from exc
-    if not isinstance(tensors, dict) or not {"model", "optimizer"} <= set(tensors):
-        raise CheckpointError(f"{path}/{MODEL_FILE} must hold 'model' and 'optimizer' state dicts.")
+    validate_tensors(tensors, f"{path}/{MODEL_FILE}")
     return Checkpoint(path, int(meta["step"]), meta, rank_state, tensors)

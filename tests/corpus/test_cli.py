@@ -50,8 +50,8 @@ def test_inspect_plot_writes_a_png(corpus: Path, tmp_path: Path) -> None:
     assert output.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_inspect_missing_corpus_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["inspect", str(tmp_path / "nope")]) == 1
+def test_inspect_missing_corpus_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", str(tmp_path / "nope")]) == 2
     assert "CorpusNotFoundError" in capsys.readouterr().err
 
 
@@ -77,10 +77,10 @@ def test_verify_exit_codes_and_per_shard_report(
     assert [shard["ok"] for shard in report["shards"]].count(False) == 1
 
 
-def test_verify_broken_manifest_and_missing_corpus_exit_1(
+def test_verify_missing_corpus_exits_2_and_broken_manifest_exits_1(
     corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["verify", str(tmp_path / "nope")]) == 1
+    assert main(["verify", str(tmp_path / "nope")]) == 2
     (corpus / "manifest.json").write_text("{")
     assert main(["verify", str(corpus)]) == 1
     assert "FAIL  manifest" in capsys.readouterr().out

@@ -132,7 +132,10 @@ def test_pickled_objects_are_refused_even_with_matching_checksum(tmp_path: Path)
     path = Path(_write(tmp_path, 1))
     torch.save({"model": _Payload(), "optimizer": {}}, path / "model.pt")
     meta = json.loads((path / "meta.json").read_text())
+    from mixle.train.checkpoint_checks import meta_sha256
+
     meta["files"]["model.pt"] = hashlib.sha256((path / "model.pt").read_bytes()).hexdigest()
+    meta["meta_sha256"] = meta_sha256(meta)
     (path / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(CheckpointError, match="weights-only"):
         read_checkpoint(str(path), rank=0, world_size=1)

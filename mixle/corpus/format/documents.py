@@ -16,11 +16,13 @@ import operator
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, ClassVar, overload
 
 import numpy as np
 
 from mixle._checks import exact_int, positive_int
+from mixle._file_checks import open_regular
+from mixle.corpus.format.descriptors import exhaustion_error, is_descriptor_exhaustion, shard_budget
 from mixle.corpus.format.manifest import Manifest, ShardEntry, parse_manifest
 from mixle.corpus.format.spec import HEADER_SIZE, check_offsets
 from mixle.corpus.format.verify import check_shard_files, verify_store
@@ -113,9 +115,10 @@ _NO_SHARD = _OpenShard(0, 0, np.empty(0, np.uint16), np.zeros(1, np.int64), None
 
 
 def _map(path: str, size: int) -> mmap.mmap | None:
+    """Map the regular file ``path`` of ``size`` bytes (checked on the open descriptor)."""
     if size == 0:
         return None
-    with open(path, "rb") as handle:
+    with open_regular(path, CorpusFormatError, size) as handle:
         mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     if len(mapping) != size:
         actual = len(mapping)
@@ -139,11 +142,20 @@ class ShardedDocuments(Sequence[np.ndarray]):
 
     Notes
     -----
+    At most ``max_open_shards`` shards stay mapped, and fewer when the open-file
+    limit requires: the reader keeps within the descriptor budget of
+    :mod:`mixle.corpus.format.descriptors` (``descriptors_per_shard`` each) and
+    raises :class:`~mixle.errors.DescriptorLimitError` naming the limit when it cannot.
     Views keep their shard's mapping alive after it leaves the LRU; the mapping is
     released when the last view is garbage collected. Truncating a shard file while
     it is mapped is outside the contract (the OS raises SIGBUS); replace files by
     rename instead.
     """
+
+    #: File descriptors one open shard holds: CPython's ``mmap`` keeps a duplicate
+    #: descriptor per mapping (``.tokens`` and ``.offsets``). See
+    #: :mod:`mixle.corpus.format.descriptors` for the budget.
+    descriptors_per_shard: ClassVar[int] = 2
 
     def __init__(
         self,
@@ -154,7 +166,8 @@ class ShardedDocuments(Sequence[np.ndarray]):
     ) -> None:
         self._store = store
         self._manifest = manifest
-        self._max_open = positive_int("max_open_shards", max_open_shards)
+        self._max_open_requested = positive_int("max_open_shards", max_open_shards)
+        self._max_open = shard_budget(self._max_open_requested, self.descriptors_per_shard)
         self._entries: tuple[ShardEntry, ...] = manifest.shards
         starts = [0]
         for entry in self._entries:
@@ -227,13 +240,22 @@ class ShardedDocuments(Sequence[np.ndarray]):
             entry = self._entries[number]
             tokens_path = self._store.local_path(entry.tokens)
             offsets_path = self._store.local_path(entry.offsets)
-            mapping = _map(tokens_path, entry.tokens_bytes)
+            try:
+                mapping = _map(tokens_path, entry.tokens_bytes)
+                offsets_map = _map(offsets_path, entry.offsets_bytes)
+            except OSError as exc:
+                if is_descriptor_exhaustion(exc):
+                    held = (
+                        f" ({len(self._resident)} shards open, "
+                        f"{self.descriptors_per_shard} descriptors each)"
+                    )
+                    raise exhaustion_error(tokens_path, held) from exc
+                raise
             tokens = (
                 np.empty(0, dtype=self._dtype)
                 if mapping is None
                 else np.frombuffer(mapping, dtype=self._dtype)
             )
-            offsets_map = _map(offsets_path, entry.offsets_bytes)
             assert offsets_map is not None  # an offsets file is never empty
             offsets = np.frombuffer(offsets_map, dtype="<i8", offset=HEADER_SIZE)
             if number not in self._checked:
@@ -270,7 +292,9 @@ class ShardedDocuments(Sequence[np.ndarray]):
             return shard.offsets_array
         entry = self._entries[number]
         path = self._store.local_path(entry.offsets)
-        offsets = np.fromfile(path, dtype="<i8", offset=HEADER_SIZE)
+        with open_regular(path, CorpusFormatError, entry.offsets_bytes) as handle:
+            handle.seek(HEADER_SIZE)
+            offsets = np.frombuffer(handle.read(), dtype="<i8")
         if offsets.shape[0] != entry.num_documents + 1:
             raise CorpusFormatError(f"{path}: offsets count changed since open.")
         if number not in self._checked:
@@ -573,7 +597,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
     def __reduce__(self) -> tuple[Any, ...]:
         return (
             _reopen,
-            (self._store, self._max_open, self.fingerprint),
+            (self._store, self._max_open_requested, self.fingerprint),
         )
 
     def __repr__(self) -> str:

@@ -26,6 +26,7 @@ from typing import Any, Literal
 import numpy as np
 
 from mixle._io import atomic_write_bytes
+from mixle._safe_json import loads_bounded
 from mixle.corpus.format.spec import (
     CHECKSUM_ALGORITHM,
     FORMAT_VERSION,
@@ -236,19 +237,6 @@ class ShardEntry:
         return self.tokens if kind == "tokens" else self.offsets
 
 
-def _reject_constant(name: str) -> Any:
-    raise CorpusFormatError(f"manifest contains the non-JSON constant {name}.")
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise CorpusFormatError(f"manifest repeats the key {key!r}.")
-        result[key] = value
-    return result
-
-
 @dataclass(frozen=True, slots=True)
 class Manifest:
     """A corpus manifest, parsed and validated once (see :func:`parse_manifest`).
@@ -449,14 +437,7 @@ def parse_manifest(data: bytes, where: str) -> Manifest:
     CorpusFormatError
         Anything is wrong; the message names ``where`` and the field.
     """
-    try:
-        manifest = json.loads(
-            data.decode("utf-8"),
-            object_pairs_hook=_no_duplicates,
-            parse_constant=_reject_constant,
-        )
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise CorpusFormatError(f"{where}: not valid UTF-8 JSON ({exc}).") from exc
+    manifest = loads_bounded(data, where, CorpusFormatError)
     return Manifest.from_dict(manifest, where)
 
 

@@ -17,13 +17,13 @@ Layout of a shard ``NAME``:
 
 from __future__ import annotations
 
-import os
 import struct
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from mixle._file_checks import is_safe_name, open_regular
 from mixle.errors import ArgumentError, ArgumentTypeError, CorpusFormatError, UnsafePathError
 
 __all__ = [
@@ -132,8 +132,10 @@ def shard_file_names(index: int) -> tuple[str, str]:
 def check_file_name(name: Any, what: str) -> str:
     """Return ``name`` if it is a plain file name inside the corpus directory.
 
-    Rejects non-strings, empty names, path separators (``/`` or ``\\``), any ``..``,
-    NUL bytes, drive letters and names starting with ``.`` or ``~``.
+    Accepts only :data:`mixle._file_checks.SAFE_NAME` (ASCII letters, digits, ``.``,
+    ``_``, ``-``; first a letter or digit; no ``..``): no path separators, drive
+    letters, NUL bytes, ``~`` or ``%``-escapes, so a name means the same file in a
+    directory and as a URL path segment.
 
     Raises
     ------
@@ -142,20 +144,11 @@ def check_file_name(name: Any, what: str) -> str:
     """
     if not isinstance(name, str):
         raise UnsafePathError(f"{what} must be a plain file name string. Got {name!r} instead.")
-    bad = (
-        not name
-        or "/" in name
-        or "\\" in name
-        or "\x00" in name
-        or ".." in name
-        or ":" in name
-        or name[0] in ".~"
-        or os.path.isabs(name)
-    )
-    if bad:
+    if not is_safe_name(name):
         raise UnsafePathError(
             f"{what} must be a plain file name inside the corpus directory "
-            f"(no path separators, '..', ':', leading '.' or '~'). Got {name!r} instead."
+            f"(only letters, digits, '.', '_' and '-', starting with a letter or digit, no "
+            f"'..'). Got {name!r} instead."
         )
     return name
 
@@ -221,7 +214,7 @@ def read_header(path: str) -> OffsetsHeader:
         The file is missing, unreadable or its header is invalid.
     """
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path, CorpusFormatError) as handle:
             data = handle.read(HEADER_SIZE)
     except OSError as exc:
         raise CorpusFormatError(f"{path}: cannot read offsets header ({exc}).") from exc

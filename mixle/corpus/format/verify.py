@@ -1,13 +1,15 @@
-"""Full verification: every header, size, offset and SHA-256 checksum of a store's corpus."""
+"""Full verification: every header, size, offset and SHA-256 checksum of a store's corpus,
+and every token id against the manifest's ``vocab_size``."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mixle._io import file_sha256
+from mixle._file_checks import open_regular
 from mixle.corpus.format.spec import HEADER_SIZE, OffsetsHeader, check_offsets
 from mixle.errors import ChecksumError, CorpusError, CorpusFormatError
 
@@ -16,6 +18,8 @@ __all__ = ["ShardReport", "VerifyReport", "check_shard_files", "verify_store"]
 if TYPE_CHECKING:
     from mixle.corpus.format.manifest import Manifest, ShardEntry, ShardFile
     from mixle.corpus.format.store import ShardStore
+
+_SCAN_CHUNK = 16 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,31 +105,78 @@ def check_shard_files(store: ShardStore, dtype: str, number: int, entry: ShardEn
             )
 
 
-def _verify_shard(store: ShardStore, dtype: str, number: int, entry: ShardEntry) -> None:
+def _scan_tokens(path: str, size: int, dtype: str, vocab_size: int | None) -> tuple[str, int]:
+    """Hash the tokens file in one bounded pass; return ``(sha256, first id index >= vocab)``.
+
+    The index is -1 when every id is below ``vocab_size`` (or it is ``None``). Reads at
+    most ``size`` bytes of a regular file of exactly that size (never a device).
+    """
+    digest = hashlib.sha256()
+    item = np.dtype(dtype).itemsize
+    chunk = (_SCAN_CHUNK // item) * item
+    bad = -1
+    done = 0
+    with open_regular(path, CorpusFormatError, size) as handle:
+        while done < size:
+            data = handle.read(min(chunk, size - done))
+            if not data:
+                raise CorpusFormatError(f"{path}: ended after {done} of {size} bytes.")
+            digest.update(data)
+            if vocab_size is not None and bad < 0:
+                ids = np.frombuffer(data, dtype=np.dtype(dtype).newbyteorder("<"))
+                over = np.flatnonzero(ids >= vocab_size)
+                if over.size:
+                    bad = done // item + int(over[0])
+            done += len(data)
+    return digest.hexdigest(), bad
+
+
+def _verify_shard(
+    store: ShardStore,
+    dtype: str,
+    vocab_size: int | None,
+    number: int,
+    entry: ShardEntry,
+    first_document: int,
+) -> None:
     check_shard_files(store, dtype, number, entry)
     offsets_path = store.local_path(entry.offsets)
     tokens_path = store.local_path(entry.tokens)
-    with open(offsets_path, "rb") as handle:
-        data = handle.read()
+    with open_regular(offsets_path, CorpusFormatError, entry.offsets_bytes) as handle:
+        data = handle.read(entry.offsets_bytes)
     OffsetsHeader.unpack(data[:HEADER_SIZE], offsets_path)
     offsets = np.frombuffer(data, dtype="<i8", offset=HEADER_SIZE)
     check_offsets(offsets, entry.num_tokens, offsets_path)
-    checks: tuple[tuple[ShardFile, str], ...] = (("offsets", offsets_path), ("tokens", tokens_path))
-    for kind, path in checks:
-        actual = file_sha256(path)
+    digests: dict[ShardFile, tuple[str, str]] = {
+        "offsets": (offsets_path, hashlib.sha256(data).hexdigest()),
+    }
+    tokens_digest, bad = _scan_tokens(tokens_path, entry.tokens_bytes, dtype, vocab_size)
+    digests["tokens"] = (tokens_path, tokens_digest)
+    for kind, (path, actual) in digests.items():
         if actual != entry.file_sha256(kind):
             raise ChecksumError(
                 f"{path}: SHA-256 is {actual}, the manifest says {entry.file_sha256(kind)}."
             )
+    if bad >= 0:
+        document = int(np.searchsorted(offsets, bad, side="right")) - 1
+        position = bad - int(offsets[document])
+        raise CorpusFormatError(
+            f"{tokens_path}: the token id at document {first_document + document} (shard "
+            f"{number}), position {position} is not below the manifest's vocab_size "
+            f"{vocab_size}; the corpus was written with a wrong vocab_size."
+        )
 
 
 def verify_store(store: ShardStore, manifest: Manifest) -> VerifyReport:
     """Verify every shard of an already parsed manifest; collect, do not raise."""
     reports = []
+    first_document = 0
     for number, entry in enumerate(manifest.shards):
         error: CorpusError | None = None
         try:
-            _verify_shard(store, manifest.dtype, number, entry)
+            _verify_shard(
+                store, manifest.dtype, manifest.vocab_size, number, entry, first_document
+            )
         except CorpusError as exc:
             error = exc
         except OSError as exc:
@@ -140,4 +191,5 @@ def verify_store(store: ShardStore, manifest: Manifest) -> VerifyReport:
                 error,
             )
         )
+        first_document += entry.num_documents
     return VerifyReport(store.location, manifest.fingerprint, tuple(reports))

@@ -25,12 +25,22 @@ from __future__ import annotations
 import os
 import struct
 import zipfile
+import zlib
+from typing import Any
 
 import numpy as np
 
+from mixle._file_checks import regular_size
 from mixle.errors import IngestError
 
-__all__ = ["MEGATRON_DTYPES", "MEGATRON_MAGIC", "FlatSource", "document_ranges", "open_flat"]
+__all__ = [
+    "MEGATRON_DTYPES",
+    "MEGATRON_MAGIC",
+    "FlatSource",
+    "document_ranges",
+    "npy_header",
+    "open_flat",
+]
 
 MEGATRON_MAGIC = b"MMIDIDX\x00\x00"
 #: Megatron-LM dtype codes (``DType`` enum of its indexed dataset).
@@ -55,8 +65,37 @@ def _check_integer(array: np.ndarray, what: str) -> None:
         )
 
 
-def _npz_member(path: str, name: str) -> np.ndarray:
-    """Memory-map member ``name`` of an ``.npz`` if it is stored uncompressed."""
+def npy_header(handle: Any, where: str) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
+    """Read a ``.npy`` header (format 1.0 or 2.0) from ``handle``: shape, Fortran order, dtype."""
+    version = np.lib.format.read_magic(handle)
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(handle)
+    if version == (2, 0):
+        return np.lib.format.read_array_header_2_0(handle)
+    raise IngestError(f"{where}: unsupported .npy format version {version}.")
+
+
+def _check_crc(path: str, start: int, size: int, expected: int, name: str) -> None:
+    """Compare the CRC-32 of ``size`` stored bytes at ``start`` with the zip's record."""
+    crc = 0
+    with open(path, "rb") as handle:
+        handle.seek(start)
+        left = size
+        while left:
+            chunk = handle.read(min(left, 16 << 20))
+            if not chunk:
+                break
+            crc = zlib.crc32(chunk, crc)
+            left -= len(chunk)
+    if left or crc != expected:
+        raise IngestError(f"{path}: member `{name}` fails its CRC-32 check (damaged archive).")
+
+
+def _npz_member(path: str, name: str, check_crc: bool) -> np.ndarray:
+    """Memory-map member ``name`` of an ``.npz`` if it is stored uncompressed, else
+    decompress it; either way only after its header agrees with the member's size.
+    A stored member's CRC-32 is checked when ``check_crc`` (decompression always
+    checks it)."""
     member = f"{name}.npy"
     with zipfile.ZipFile(path) as archive:
         try:
@@ -65,24 +104,26 @@ def _npz_member(path: str, name: str) -> np.ndarray:
             raise IngestError(
                 f"{path}: has no `{name}` array (found {sorted(archive.namelist())})."
             ) from exc
-        stored = info.compress_type == zipfile.ZIP_STORED
-    if stored:
+        with archive.open(info) as stream:
+            shape, fortran, dtype = npy_header(stream, f"{path}: `{name}`")
+            header_bytes = stream.tell()
+    if dtype.hasobject:
+        raise IngestError(f"{path}: `{name}` holds Python objects; only integer arrays are read.")
+    count = int(np.prod(shape, dtype=object))
+    if header_bytes + count * dtype.itemsize != info.file_size:
+        raise IngestError(
+            f"{path}: `{name}` header says {shape} {dtype} ({count * dtype.itemsize} bytes), "
+            f"the member holds {info.file_size - header_bytes} bytes of data."
+        )
+    if info.compress_type == zipfile.ZIP_STORED:
         with open(path, "rb") as handle:
             handle.seek(info.header_offset)
             local = handle.read(30)
             name_len, extra_len = struct.unpack("<HH", local[26:30])
-            start = info.header_offset + 30 + name_len + extra_len
-            handle.seek(start)
-            version = np.lib.format.read_magic(handle)
-            if version == (1, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_1_0(handle)
-            else:
-                shape, fortran, dtype = np.lib.format.read_array_header_2_0(handle)
-            data_start = handle.tell()
-        if dtype.hasobject:
-            raise IngestError(
-                f"{path}: `{name}` holds Python objects; only integer arrays are read."
-            )
+            member_start = info.header_offset + 30 + name_len + extra_len
+        if check_crc:
+            _check_crc(path, member_start, info.file_size, info.CRC, member)
+        data_start = member_start + header_bytes
         if len(shape) == 1 and not fortran and shape[0] > 0:
             return np.memmap(path, dtype=dtype, mode="r", offset=data_start, shape=shape)
     with np.load(path, allow_pickle=False) as archive:
@@ -221,27 +262,36 @@ def _open_megatron(bin_path: str, idx_path: str) -> FlatSource:
     return FlatSource(bin_path, tokens, n_doc_idx - 1, megatron=(sizes, pointers, doc_idx))
 
 
-def open_flat(fmt: str, path: str, companion: str = "") -> FlatSource:
+def open_flat(fmt: str, path: str, companion: str = "", *, check_crc: bool = False) -> FlatSource:
     """Open a flat input (``fmt`` is ``"npz"`` or ``"megatron"``) without reading its tokens.
+
+    With ``check_crc``, the CRC-32 of memory-mapped (stored) ``.npz`` members is
+    verified, reading them once: the planner does it once per file, so workers can
+    trust the members they map.
 
     Raises
     ------
     IngestError
         A file is not of the expected layout; names the file and what is wrong.
     """
-    if fmt == "megatron":
-        return _open_megatron(path, companion)
+    for item in (path, companion):
+        if item:
+            regular_size(item, IngestError)  # never open a FIFO or a device
     try:
+        if fmt == "megatron":
+            return _open_megatron(path, companion)
         if path.endswith(".npz"):
-            tokens = _npz_member(path, "tokens")
-            offsets = _npz_member(path, "offsets")
+            tokens = _npz_member(path, "tokens", check_crc)
+            offsets = _npz_member(path, "offsets", check_crc)
         else:
             tokens = np.load(path, mmap_mode="r", allow_pickle=False)
             offsets = np.load(companion, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        if isinstance(exc, IngestError):
-            raise
-        raise IngestError(f"{path}: cannot read tokens/offsets ({exc}).") from exc
+    except IngestError:
+        raise
+    except Exception as exc:  # zipfile, zlib, numpy: any failure of a damaged archive
+        raise IngestError(
+            f"{path}: cannot read tokens/offsets ({type(exc).__name__}: {exc})."
+        ) from exc
     _check_integer(tokens, f"{path}: `tokens`")
     _check_integer(offsets, f"{companion or path}: `offsets`")
     if offsets.shape[0] < 1 or int(offsets[0]) != 0 or int(offsets[-1]) != tokens.shape[0]:

@@ -11,14 +11,17 @@ worker's memory is bounded whatever the unit size.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from mixle._file_checks import open_regular
 from mixle._optional import import_optional
-from mixle.corpus.ingestion.flat import open_flat
+from mixle.corpus.ingestion.flat import npy_header, open_flat
+from mixle.corpus.ingestion.input_guard import ReadCursor, guard
 from mixle.corpus.ingestion.inputs import WorkUnit, open_binary
 from mixle.errors import IngestError
 
@@ -134,28 +137,63 @@ def _field(record: Any, fields: tuple[str, ...]) -> Any:
 
 
 # -- line-based inputs --------------------------------------------------------------
-def _lines(path: str, start: int = 0, stop: int = -1) -> Iterator[tuple[int, bytes]]:
-    """Yield ``(byte offset, line)`` for every line whose first byte is in ``[start, stop)``."""
+def _open_stream(path: str) -> tuple[Any, Any]:
+    """Open ``path`` and return ``(raw file, decompressed binary stream)``."""
+    lower = path.lower()
+    zstandard = import_optional("zstandard", "zstandard") if lower.endswith(".zst") else None
     raw = open_binary(path)
+    if lower.endswith(".gz"):
+        import gzip
+
+        return raw, gzip.GzipFile(fileobj=raw)
+    if zstandard is not None:
+        import io
+
+        reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+        return raw, io.BufferedReader(reader, 1 << 20)
+    return raw, raw
+
+
+def _check_compressed(path: str) -> None:
+    """Decompress ``path`` to the end once, so its checksums are verified before any
+    record is used: a corrupted stream may decode to plausible but wrong lines that
+    only the trailing CRC reveals.
+
+    Raises
+    ------
+    IngestError
+        The stream is damaged or truncated (names the uncompressed byte reached).
+    """
+    raw, handle = _open_stream(path)
+    done = 0
     try:
-        lower = path.lower()
-        if lower.endswith(".gz"):
-            import gzip
+        while chunk := handle.read(1 << 20):
+            done += len(chunk)
+    except Exception as exc:
+        raise IngestError(
+            f"{path}: the compressed stream is damaged after {done} uncompressed bytes "
+            f"({type(exc).__name__}: {exc}); none of its records were read."
+        ) from exc
+    finally:
+        raw.close()
 
-            handle: Any = gzip.GzipFile(fileobj=raw)
-        elif lower.endswith(".zst"):
-            zstandard = import_optional("zstandard", "zstandard")
-            handle = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
-            import io
 
-            handle = io.BufferedReader(handle, 1 << 20)
-        else:
-            handle = raw
+def _lines(
+    path: str, cursor: ReadCursor, start: int = 0, stop: int = -1
+) -> Iterator[tuple[int, bytes]]:
+    """Yield ``(byte offset, line)`` for every line whose first byte is in ``[start, stop)``;
+    ``cursor.offset`` follows the (uncompressed) byte offset being read. A compressed
+    file is checked whole first (:func:`_check_compressed`)."""
+    if path.lower().endswith((".gz", ".zst")):
+        _check_compressed(path)
+    raw, handle = _open_stream(path)
+    try:
         position = start
         if start > 0:
             handle.seek(start - 1)
             position = start - 1 + len(handle.readline())
         while stop < 0 or position < stop:
+            cursor.offset = position
             line = handle.readline()
             if not line:
                 break
@@ -177,6 +215,10 @@ class _Collector:
         self.tokens = 0
         self.input_bytes = 0
         self.lines = 0
+
+    def reject(self, location: tuple[int, int], reason: str) -> None:
+        """Record that the record at ``location`` (and what follows it) cannot be read."""
+        self.rejects.append((location, reason))
 
     def full(self) -> bool:
         return self.tokens >= BATCH_TOKENS or len(self.docs) + len(self.rejects) >= _BATCH_DOCUMENTS
@@ -202,40 +244,51 @@ def _read_jsonl(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
             texts.clear()
             text_locations.clear()
 
-    line_number = -1
-    for line_number, (_, line) in enumerate(_lines(unit.path, unit.start, unit.stop)):
-        collector.input_bytes += len(line)
-        collector.lines += 1
-        if not line.strip():
-            continue
-        location = (line_number, 0)
-        try:
+    cursor = ReadCursor()
+    with guard(cursor, collector.reject):
+        for line_number, (_, line) in enumerate(_lines(unit.path, cursor, unit.start, unit.stop)):
+            cursor.location = (line_number, 0)
+            collector.input_bytes += len(line)
+            collector.lines += 1
+            if not line.strip():
+                continue
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise _Bad(f"malformed JSON: {exc.msg}", exc.pos + 1) from None
-            except UnicodeDecodeError as exc:
-                raise _Bad(f"invalid UTF-8 ({exc.reason})", exc.start + 1) from None
-            value = _field(record, options.fields)
-            if tokenize is not None:
-                if not isinstance(value, str):
-                    raise _Bad(f"field to tokenize must be a string, got {type(value).__name__}")
-                texts.append(value)
-                text_locations.append(location)
-                collector.tokens += len(value)
-            else:
-                ids = _ids_from_list(value, line)
-                collector.docs.append(ids)
-                collector.locations.append(location)
-                collector.tokens += ids.shape[0]
-        except _Bad as bad:
-            flush_texts()
-            collector.rejects.append(((line_number, bad.column), str(bad)))
-        if collector.full():
-            flush_texts()
-            yield collector.take()
+                value = _field(_parse_record(line), options.fields)
+                if tokenize is not None:
+                    if not isinstance(value, str):
+                        raise _Bad(
+                            f"field to tokenize must be a string, got {type(value).__name__}"
+                        )
+                    texts.append(value)
+                    text_locations.append(cursor.location)
+                    collector.tokens += len(value)
+                else:
+                    ids = _ids_from_list(value, line)
+                    collector.docs.append(ids)
+                    collector.locations.append(cursor.location)
+                    collector.tokens += ids.shape[0]
+            except _Bad as bad:
+                flush_texts()
+                collector.rejects.append(((line_number, bad.column), str(bad)))
+            if collector.full():
+                flush_texts()
+                yield collector.take()
     flush_texts()
     yield collector.take()
+
+
+def _parse_record(line: bytes) -> Any:
+    """One JSON record; :class:`_Bad` for malformed, too deep or oversized input."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise _Bad(f"malformed JSON: {exc.msg}", exc.pos + 1) from None
+    except UnicodeDecodeError as exc:
+        raise _Bad(f"invalid UTF-8 ({exc.reason})", exc.start + 1) from None
+    except RecursionError:
+        raise _Bad("JSON nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer literal over the interpreter's digit limit
+        raise _Bad(f"JSON value not accepted ({exc})") from None
 
 
 def _read_text(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
@@ -260,25 +313,29 @@ def _read_text(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
         collector.locations.append((file_index, first_line))
         collector.tokens += len(data)
 
+    cursor = ReadCursor()
     for file_index, path in enumerate(unit.paths):
-        block: list[bytes] = []
-        block_line = 0
-        line_number = -1
-        for line_number, (_, line) in enumerate(_lines(path)):
-            collector.input_bytes += len(line)
-            collector.lines += 1
-            if options.split == "paragraphs" and not line.strip():
-                if block:
-                    emit(block, file_index, block_line)
-                    block = []
-                    if collector.full():
-                        yield collector.take()
-                continue
-            if not block:
-                block_line = line_number
-            block.append(line)
-        if block or (options.split != "paragraphs" and line_number < 0):
-            emit(block, file_index, block_line)
+        cursor.location, cursor.offset = (file_index, 0), -1
+        with guard(cursor, collector.reject):
+            block: list[bytes] = []
+            block_line = 0
+            line_number = -1
+            for line_number, (_, line) in enumerate(_lines(path, cursor)):
+                cursor.location = (file_index, line_number)
+                collector.input_bytes += len(line)
+                collector.lines += 1
+                if options.split == "paragraphs" and not line.strip():
+                    if block:
+                        emit(block, file_index, block_line)
+                        block = []
+                        if collector.full():
+                            yield collector.take()
+                    continue
+                if not block:
+                    block_line = line_number
+                block.append(line)
+            if block or (options.split != "paragraphs" and line_number < 0):
+                emit(block, file_index, block_line)
         if collector.full():
             yield collector.take()
     yield collector.take()
@@ -286,6 +343,16 @@ def _read_text(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
 
 # -- record and array inputs --------------------------------------------------------
 def _read_parquet(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
+    collector = _Collector()
+    cursor = ReadCursor()
+    with guard(cursor, collector.reject):
+        yield from _parquet_rows(unit, options, collector, cursor)
+    yield collector.take()
+
+
+def _parquet_rows(
+    unit: WorkUnit, options: ReadOptions, collector: _Collector, cursor: ReadCursor
+) -> Iterator[Batch]:
     parquet = import_optional("pyarrow.parquet", "parquet")
     compute = import_optional("pyarrow.compute", "parquet")
     with open_binary(unit.path) as handle:
@@ -298,8 +365,8 @@ def _read_parquet(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
             )
         metadata = reader.metadata
         first_row = sum(metadata.row_group(g).num_rows for g in range(unit.start))
+        cursor.location = (first_row, 0)
         column = reader.read_row_group(unit.start, columns=[name]).column(name).combine_chunks()
-    collector = _Collector()
     collector.input_bytes = metadata.row_group(unit.start).total_byte_size
     if options.tokenizer is not None:
         tokenize = make_tokenizer(options.tokenizer)
@@ -310,7 +377,6 @@ def _read_parquet(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
                 continue
             collector.docs.extend(tokenize([text]))
             collector.locations.append((first_row + row, 0))
-        yield collector.take()
         return
     import pyarrow
 
@@ -318,50 +384,77 @@ def _read_parquet(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
         raise IngestError(
             f"{unit.path}: column {name!r} must be a list of integers. Got {column.type} instead."
         )
-    lengths = compute.list_value_length(column).to_numpy(zero_copy_only=False)
     values = column.flatten()
     if not pyarrow.types.is_integer(values.type) or values.type == pyarrow.uint64():
         raise IngestError(
             f"{unit.path}: column {name!r} holds {values.type}, expected integer token ids."
         )
-    flat = values.to_numpy(zero_copy_only=False)
-    ends = np.cumsum(np.nan_to_num(lengths, nan=0).astype(np.int64))
-    starts = ends - np.nan_to_num(lengths, nan=0).astype(np.int64)
+    # Never through float64 (nulls would make to_numpy() float: ids over 2**53 round
+    # and 2**63 - 1 turns negative): fill nulls with 0 in the integer type and keep a
+    # per-row count of nulls from the validity bitmap instead.
+    lengths = compute.fill_null(compute.list_value_length(column), 0).to_numpy()
+    flat = compute.fill_null(values, 0).to_numpy(zero_copy_only=False)
+    ends = np.cumsum(lengths.astype(np.int64))
+    starts = ends - lengths
+    null_before = np.zeros(flat.shape[0] + 1, dtype=np.int64)
+    if values.null_count:
+        np.cumsum(~values.is_valid().to_numpy(zero_copy_only=False), out=null_before[1:])
     valid = column.is_valid().to_numpy(zero_copy_only=False)
     for row in range(len(column)):
         location = (first_row + row, 0)
+        cursor.location = location
         if not valid[row]:
             collector.rejects.append((location, f"column {name!r} is null"))
             continue
-        piece = flat[starts[row] : ends[row]]
-        if values.null_count and np.isnan(piece.astype(np.float64)).any():
-            collector.rejects.append((location, "token ids contain null"))
+        if null_before[ends[row]] != null_before[starts[row]]:
+            position = int(
+                np.argmax(null_before[starts[row] + 1 : ends[row] + 1] > null_before[starts[row]])
+            )
+            collector.rejects.append((location, f"token id at position {position} is null"))
             continue
+        piece = flat[starts[row] : ends[row]]
         collector.docs.append(piece.astype(np.int64, copy=False))
         collector.locations.append(location)
         collector.tokens += piece.shape[0]
         if collector.full():
             yield collector.take()
-    yield collector.take()
+
+
+def _load_npy(path: str) -> np.ndarray:
+    """Read a 1-D integer ``.npy`` whose header is checked against the file size first
+    (a header claiming 2**40 ids is an error, not an 8 TiB allocation)."""
+    with open_regular(path, IngestError) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        shape, _, dtype = npy_header(handle, path)
+        if len(shape) != 1 or dtype.kind not in "iu" or dtype == np.uint64 or dtype.hasobject:
+            raise _Bad(f"must be a 1-D integer array, got {dtype} {shape}")
+        held = size - handle.tell()
+        if shape[0] * dtype.itemsize != held:
+            raise _Bad(
+                f"header says {shape[0]} {dtype} ids ({shape[0] * dtype.itemsize} bytes), "
+                f"the file holds {held} bytes of data"
+            )
+        array = np.fromfile(handle, dtype=dtype, count=shape[0])
+    if array.shape[0] != shape[0]:
+        raise _Bad(f"file ended after {array.shape[0]} of {shape[0]} ids")
+    return array
 
 
 def _read_npy(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
     collector = _Collector()
+    cursor = ReadCursor()
     for position, path in enumerate(unit.paths):
-        try:
-            array = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            collector.rejects.append(((position, 0), f"cannot read .npy ({exc})"))
-            continue
-        if array.ndim != 1 or array.dtype.kind not in "iu" or array.dtype == np.uint64:
-            collector.rejects.append(
-                ((position, 0), f"must be a 1-D integer array, got {array.dtype} {array.shape}")
-            )
-            continue
-        collector.docs.append(array)
-        collector.locations.append((position, 0))
-        collector.tokens += array.shape[0]
-        collector.input_bytes += array.nbytes
+        cursor.location = (position, 0)
+        with guard(cursor, collector.reject):
+            try:
+                array = _load_npy(path)
+            except _Bad as bad:
+                collector.rejects.append(((position, 0), str(bad)))
+                continue
+            collector.docs.append(array)
+            collector.locations.append((position, 0))
+            collector.tokens += array.shape[0]
+            collector.input_bytes += array.nbytes
         if collector.full():
             yield collector.take()
     yield collector.take()
@@ -381,22 +474,30 @@ class _Records(Sequence[tuple[int, int]]):
 
 
 def _read_flat(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
-    source = open_flat(unit.format, unit.path, unit.companion)
-    offsets = source.offsets(unit.start, unit.stop)
-    first = 0
-    count = unit.stop - unit.start
-    while first < count or (count == 0 and first == 0):
-        target = int(offsets[first]) + BATCH_TOKENS
-        last = int(np.searchsorted(offsets, target, side="right")) - 1
-        last = min(max(last, first + 1), count)
-        tokens = source.tokens[int(offsets[first]) : int(offsets[last])]
-        lengths = np.diff(offsets[first : last + 1])
-        base = unit.start + first
-        yield Batch(tokens, lengths, _Records(base), [], int(tokens.nbytes))
-        if count == 0:
-            break
-        first = last
-    source.close()
+    collector = _Collector()
+    cursor = ReadCursor(location=(unit.start, 0))
+    with guard(cursor, collector.reject):
+        # A unit planned without a readable header (see plan_units) covers the whole
+        # file, and has its checksums verified here rather than by the planner.
+        source = open_flat(unit.format, unit.path, unit.companion, check_crc=unit.stop < 0)
+        stop = source.num_documents if unit.stop < 0 else unit.stop
+        offsets = source.offsets(unit.start, stop)
+        first = 0
+        count = stop - unit.start
+        while first < count or (count == 0 and first == 0):
+            cursor.location = (unit.start + first, 0)
+            target = int(offsets[first]) + BATCH_TOKENS
+            last = int(np.searchsorted(offsets, target, side="right")) - 1
+            last = min(max(last, first + 1), count)
+            tokens = source.tokens[int(offsets[first]) : int(offsets[last])]
+            lengths = np.diff(offsets[first : last + 1])
+            base = unit.start + first
+            yield Batch(tokens, lengths, _Records(base), [], int(tokens.nbytes))
+            if count == 0:
+                break
+            first = last
+        source.close()
+    yield collector.take()
 
 
 _READERS: dict[str, Callable[[WorkUnit, ReadOptions], Iterator[Batch]]] = {
@@ -410,5 +511,10 @@ _READERS: dict[str, Callable[[WorkUnit, ReadOptions], Iterator[Batch]]] = {
 
 
 def read_unit(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
-    """Yield the documents of ``unit`` in input order, in bounded batches."""
+    """Yield the documents of ``unit`` in input order, in bounded batches.
+
+    Never raises for bad input: whatever fails while reading a file (a damaged
+    stream, a corrupt page, a lying header, a FIFO) ends that file with a reject
+    naming the record reached (see :mod:`mixle.corpus.ingestion.input_guard`).
+    """
     return _READERS[unit.format](unit, options)

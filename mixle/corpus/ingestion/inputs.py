@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mixle._file_checks import open_regular, regular_stat
 from mixle._optional import import_optional
 from mixle.corpus.ingestion.flat import document_ranges, open_flat
 from mixle.corpus.storage.open import is_url
@@ -54,7 +55,7 @@ def open_binary(path: str) -> Any:
     if path.startswith("file://"):
         path = path[len("file://") :]
     if not is_url(path):
-        return open(path, "rb")
+        return open_regular(path, IngestError)  # never blocks on a FIFO or reads a device
     import fsspec
 
     return fsspec.open(path, "rb").open()
@@ -140,10 +141,7 @@ def _stat(path: str) -> tuple[int, int]:
 
         fs, inner = fsspec.core.url_to_fs(path)
         return int(fs.size(inner)), 0
-    try:
-        info = os.stat(path)
-    except OSError as exc:
-        raise IngestError(f"input {path} cannot be read ({exc.strerror or exc}).") from exc
+    info = regular_stat(path, IngestError)  # a FIFO or device is an error, not 0 bytes
     return info.st_size, info.st_mtime_ns
 
 
@@ -315,7 +313,13 @@ def plan_units(
             for row_group in range(_parquet_row_groups(item.path)):
                 add(position, item, row_group, row_group + 1)
         elif item.format in ("npz", "megatron"):
-            source = open_flat(item.format, item.path, item.companion)
+            try:
+                source = open_flat(item.format, item.path, item.companion, check_crc=True)
+            except IngestError:
+                # Unreadable: one unit whose reader reports why, as a failure or,
+                # with on_error="skip", a reject (input_guard).
+                add(position, item, 0, -1)
+                continue
             try:
                 for start, stop in document_ranges(source, flat_unit_bytes or unit_bytes):
                     add(position, item, start, stop)
@@ -329,8 +333,10 @@ def plan_units(
 
 def _parquet_row_groups(path: str) -> int:
     parquet = import_optional("pyarrow.parquet", "parquet")
-    with open_binary(path) as handle:
-        try:
+    try:
+        with open_binary(path) as handle:
             return int(parquet.ParquetFile(handle).metadata.num_row_groups)
-        except Exception as exc:  # pyarrow raises its own ArrowInvalid family
-            raise IngestError(f"{path}: not a readable Parquet file ({exc}).") from exc
+    except Exception:  # pyarrow raises its own ArrowInvalid family
+        # Unreadable: one unit whose reader reports why (a failure, or a reject with
+        # on_error="skip"; see input_guard).
+        return 1

@@ -44,6 +44,7 @@ from mixle.corpus.format.writer import DEFAULT_SHARD_MAX_BYTES
 from mixle.corpus.ingestion.input_readers import ReadOptions, describe_location, make_tokenizer
 from mixle.corpus.ingestion.inputs import WorkUnit, plan_units, resolve_inputs
 from mixle.corpus.ingestion.options import DEFAULT_UNIT_BYTES, IngestOptions
+from mixle.corpus.ingestion.output_guard import check_rejects_path, hold_output
 from mixle.corpus.ingestion.publishing import (
     discard_work_dir,
     make_publish_plan,
@@ -316,7 +317,8 @@ def ingest(
         committed; ``"skip"``: bad records are left out and listed in ``rejects``.
     rejects
         Where ``on_error="skip"`` writes one JSON line per skipped record
-        (default ``OUTPUT/rejects.jsonl``).
+        (default ``OUTPUT/rejects.jsonl``). Checked before any work: its directory
+        must exist and be writable, and it may not name an input or a corpus file.
     resume
         Continue an interrupted ingest of the same inputs and options.
     overwrite
@@ -351,6 +353,9 @@ def ingest(
     CorpusExistsError
         ``output`` holds a corpus (pass ``overwrite``) or an interrupted ingest (pass
         ``resume`` or ``overwrite``).
+    OutputInUseError
+        Another live process is ingesting into ``output`` (the message names its pid);
+        nothing of its work is touched, whatever ``overwrite`` says.
     ArgumentError
         An option is invalid, or ``resume`` is asked with different inputs/options
         (the message lists both sides).
@@ -398,6 +403,10 @@ def run_ingest(
     ]
     source_options = _recorded_options(options)
     files = resolve_inputs(input_list, options.input_format)
+    if options.on_error == "skip" and options.rejects:  # before any work, not after it
+        check_rejects_path(
+            os.fspath(options.rejects), [p for f in files for p in (f.path, f.companion)], out
+        )
     # Ids of flat inputs go to disk as they are, so a unit of one shard's worth of ids
     # yields one full shard (fewer, larger shards; fewer fsyncs).
     units = plan_units(files, options.unit_size, max(options.unit_size, options.shard_size))
@@ -413,16 +422,21 @@ def run_ingest(
         "units": [unit.to_dict() for unit in units],
     }
     work = os.path.join(out, WORK_DIR_NAME)
-    finished = _prepare_output(out, work, plan, resume=options.resume, overwrite=options.overwrite)
-    if finished is not None:  # --resume of an ingest that had already published
-        summary = _finished_summary(finished, out, options, len(units), started)
-    else:
-        publish_plan = read_publish_plan(work)
-        resumed = 0
-        if publish_plan is None:
-            publish_plan, resumed = _convert_units(files, units, work, out, options, source)
-        publish(out, work, publish_plan)
-        summary = _published_summary(publish_plan, out, len(units), resumed, started)
+    # One writer per output: a second process gets OutputInUseError("in use by pid N")
+    # before it looks at (or deletes, with overwrite) anything of the first one's.
+    with hold_output(out):
+        finished = _prepare_output(
+            out, work, plan, resume=options.resume, overwrite=options.overwrite
+        )
+        if finished is not None:  # --resume of an ingest that had already published
+            summary = _finished_summary(finished, out, options, len(units), started)
+        else:
+            publish_plan = read_publish_plan(work)
+            resumed = 0
+            if publish_plan is None:
+                publish_plan, resumed = _convert_units(files, units, work, out, options, source)
+            publish(out, work, publish_plan)
+            summary = _published_summary(publish_plan, out, len(units), resumed, started)
     if not staged:
         return summary
     return _deliver(

@@ -15,7 +15,7 @@ corpus needs:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -31,6 +31,9 @@ class CachedDocuments(ShardedDocuments):
 
     Obtain one with :func:`mixle.corpus.open_corpus` on a URL or a zarr corpus.
     """
+
+    #: Two mappings plus one cache pin lock per file (``ShardCache.pin``).
+    descriptors_per_shard: ClassVar[int] = 4
 
     def _release_shard(self, number: int) -> None:
         entry = self._entries[number]

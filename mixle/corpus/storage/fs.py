@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from mixle._optional import PROTOCOL_EXTRAS, install_hint
+from mixle.corpus.format.descriptors import exhaustion_error, is_descriptor_exhaustion
 from mixle.errors import CorpusError, MissingBackendError, RemoteError
 
 __all__ = [
@@ -179,6 +180,8 @@ def call_with_retries(
         except (FileNotFoundError, CorpusError):
             raise  # callers map a missing file; mixle's own errors are final
         except Exception as exc:
+            if is_descriptor_exhaustion(exc):  # not the network: retrying cannot help
+                raise exhaustion_error(url, f" while reading {what}") from exc
             problem = f"{type(exc).__name__}: {exc}"
             result_error = None
             if not is_transient(exc):

@@ -71,6 +71,25 @@ def describe_corpus(corpus: str | os.PathLike[str] | ShardedDocuments) -> dict[s
     }
 
 
+def check_plot_path(output: str | os.PathLike[str]) -> str:
+    """Return ``output`` if a plot can be written there: its directory exists.
+
+    Raises
+    ------
+    ArgumentError
+        The directory of ``output`` does not exist or ``output`` is a directory.
+    """
+    path = os.fspath(output)
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise ArgumentError(
+            f"`output` {path!r}: the directory {directory} does not exist; create it first."
+        )
+    if os.path.isdir(path):
+        raise ArgumentError(f"`output` {path!r} is a directory; name a file such as lengths.png.")
+    return path
+
+
 def plot_lengths(
     corpus: str | os.PathLike[str] | ShardedDocuments,
     output: str | os.PathLike[str],
@@ -82,8 +101,10 @@ def plot_lengths(
     Raises
     ------
     ArgumentError
-        matplotlib is not installed (install ``mixle[plot]``).
+        matplotlib is not installed (install ``mixle[plot]``), or ``output``'s
+        directory does not exist (checked before anything is read).
     """
+    check_plot_path(output)
     try:
         import matplotlib
 

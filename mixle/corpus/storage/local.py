@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from mixle._file_checks import contained_path, open_regular, regular_size
 from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.format.store import ShardStore
 from mixle.errors import CorpusFormatError, CorpusNotFoundError
@@ -28,39 +29,36 @@ class LocalStore(ShardStore):
         return {}
 
     def _path(self, name: str) -> str:
-        return os.path.join(self.directory, name)
+        return contained_path(self.directory, name)
 
     def read_manifest(self) -> bytes:
         path = self._path(MANIFEST_NAME)
         try:
-            with open(path, "rb") as handle:
+            with open_regular(path, CorpusFormatError) as handle:
                 return handle.read()
-        except FileNotFoundError as exc:
+        except CorpusFormatError as exc:
+            missing = exc.__cause__
+            if not isinstance(missing, FileNotFoundError | NotADirectoryError):
+                raise
             if not os.path.isdir(self.directory):
                 raise CorpusNotFoundError(
                     f"no corpus at {self.directory}: not a directory."
-                ) from exc
+                ) from missing
             raise CorpusNotFoundError(
                 f"no corpus at {self.directory}: {MANIFEST_NAME} is missing "
                 "(an interrupted write leaves no manifest)."
-            ) from exc
-        except IsADirectoryError as exc:
-            raise CorpusFormatError(f"{path} is a directory, expected a JSON file.") from exc
+            ) from missing
 
     def read_prefix(self, name: str, size: int) -> bytes:
         path = self._path(name)
         try:
-            with open(path, "rb") as handle:
+            with open_regular(path, CorpusFormatError) as handle:
                 return handle.read(size)
         except OSError as exc:
             raise CorpusFormatError(f"{path}: cannot read ({exc.strerror or exc}).") from exc
 
     def file_size(self, name: str) -> int:
-        path = self._path(name)
-        try:
-            return os.stat(path).st_size
-        except OSError as exc:
-            raise CorpusFormatError(f"{path}: shard file missing ({exc.strerror or exc}).") from exc
+        return regular_size(self._path(name), CorpusFormatError)
 
     def local_path(self, name: str) -> str:
         return self._path(name)

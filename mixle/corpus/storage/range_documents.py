@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -104,6 +104,9 @@ class RangeDocuments(ShardedDocuments):
             check_offsets(offsets, entry.num_tokens, where)
             self._checked.add(number)
         return offsets
+
+    #: Range reads map nothing and hold no descriptor per open shard.
+    descriptors_per_shard: ClassVar[int] = 0
 
     def _load(self, number: int) -> _OpenShard:
         with self._lock:

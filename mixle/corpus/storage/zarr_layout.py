@@ -31,10 +31,12 @@ from typing import Any
 
 import numpy as np
 
+from mixle._safe_json import loads_bounded
 from mixle.corpus.format.manifest import Manifest
 from mixle.corpus.format.spec import HEADER_SIZE, OffsetsHeader
 from mixle.corpus.storage.fs import BadResult
 from mixle.corpus.storage.remote import RemoteStore
+from mixle.corpus.storage.zarr_checks import check_array_metadata
 from mixle.errors import (
     ArgumentError,
     ChecksumError,
@@ -147,10 +149,10 @@ class ZarrStore(RemoteStore):
             raw = self._retry(lambda: bytes(self.fs.cat_file(where)), GROUP_META)
         except FileNotFoundError as exc:
             raise CorpusNotFoundError(f"no corpus at {self.url}: {GROUP_META} is missing.") from exc
-        try:
-            attributes = json.loads(raw.decode("utf-8")).get("attributes", {})
-        except (UnicodeDecodeError, json.JSONDecodeError, AttributeError) as exc:
-            raise CorpusFormatError(f"{where}: not valid zarr group metadata ({exc}).") from exc
+        group = loads_bounded(raw, where, CorpusFormatError)
+        if not isinstance(group, dict):
+            raise CorpusFormatError(f"{where}: not valid zarr group metadata (not an object).")
+        attributes = group.get("attributes", {})
         info = attributes.get("mixle") if isinstance(attributes, dict) else None
         if not isinstance(info, dict) or "manifest" not in info:
             raise CorpusNotFoundError(
@@ -193,6 +195,9 @@ class ZarrStore(RemoteStore):
                 if isinstance(body, BaseException):
                     raise body
                 out[k] = bytes(body)
+            # Before any decode allocates: the array must be exactly what the manifest says.
+            dtype = "int64" if key == "offsets" else self._dtype
+            check_array_metadata(out[GROUP_META], urls[0], length, dtype)
             return out
 
         def decode(objects: dict[str, bytes]) -> BadResult | None:

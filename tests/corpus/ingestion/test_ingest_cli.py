@@ -61,7 +61,7 @@ def test_bad_input_exits_non_zero_with_location(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "a.jsonl").write_text('{"input_ids": [1]}\n{"input_ids": [2, -1]}\n')
-    assert main(["ingest", str(tmp_path / "a.jsonl"), str(tmp_path / "out")]) == 1
+    assert main(["ingest", str(tmp_path / "a.jsonl"), str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "a.jsonl line 2: token id -1 at position 1 is negative" in err
     assert not (tmp_path / "out").exists()

@@ -149,7 +149,7 @@ def test_cli_convert_writes_zarr_and_back(
     assert main(["convert", str(raw), str(tmp_path / "c.zarr"), "--layout", "zarr"]) == 0
     out = capsys.readouterr().out
     assert "zarr layout" in out and "ratio" in out
-    assert main(["convert", str(raw), str(tmp_path / "c.zarr")]) == 1
+    assert main(["convert", str(raw), str(tmp_path / "c.zarr")]) == 2
     assert "CorpusExistsError" in capsys.readouterr().err
     assert (
         main(

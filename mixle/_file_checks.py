@@ -1,0 +1,152 @@
+"""Checks made on a file before any byte of it is read: kind, size, name, location.
+
+A corpus or an ingest input may come from an untrusted archive, so a path that
+should name a regular file can name a FIFO (``open`` blocks forever), a device
+(``/dev/zero`` reads forever), a directory, or a symlink out of the corpus. Every
+reader opens files through :func:`open_regular` (non-blocking open, then ``fstat``
+on the open descriptor, so the check and the read concern the same file), learns
+sizes through :func:`regular_size`, and resolves shard names through
+:func:`contained_path`. Shard names are restricted to :data:`SAFE_NAME`, which
+also keeps them free of ``%``-escapes, so a name means the same file locally and
+as a URL path segment.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import stat
+
+from mixle.errors import UnsafePathError
+
+__all__ = [
+    "SAFE_NAME",
+    "contained_path",
+    "is_safe_name",
+    "open_regular",
+    "read_regular",
+    "regular_size",
+    "regular_stat",
+]
+
+#: A shard file name: ASCII letters, digits, ``.``, ``_`` and ``-``, starting with a
+#: letter or digit, at most 255 characters, and no ``..``. Nothing here is special
+#: in a path, a shell or a URL (no ``/``, ``\\``, ``%``, ``:``, ``~``, NUL).
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def is_safe_name(name: object) -> bool:
+    """Whether ``name`` is a string matching :data:`SAFE_NAME` without ``..``."""
+    return isinstance(name, str) and SAFE_NAME.fullmatch(name) is not None and ".." not in name
+
+
+def _kind(mode: int) -> str:
+    return next((text for test, text in _KINDS if test(mode)), "not a regular file")
+
+
+def _check_mode(mode: int, path: str, error: type[Exception]) -> None:
+    if not stat.S_ISREG(mode):
+        raise error(f"{path}: is {_kind(mode)}, expected a regular file.")
+
+
+def regular_stat(path: str, error: type[Exception]) -> os.stat_result:
+    """Return ``os.stat(path)`` (symlinks followed) of a regular file, without opening it.
+
+    Raises
+    ------
+    error
+        The file is missing or unreadable, or is not a regular file.
+    """
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise error(f"{path}: cannot read ({exc.strerror or exc}).") from exc
+    _check_mode(info.st_mode, path, error)
+    return info
+
+
+def regular_size(path: str, error: type[Exception]) -> int:
+    """Return the size of the regular file at ``path`` (see :func:`regular_stat`)."""
+    return regular_stat(path, error).st_size
+
+
+def open_regular(path: str, error: type[Exception], size: int | None = None) -> io.BufferedReader:
+    """Open the regular file at ``path`` for binary reading, never blocking.
+
+    The open is non-blocking (a FIFO does not wait for a writer) and the kind and
+    size are checked with ``fstat`` on the open descriptor. ``size``, when given,
+    must equal the file's size.
+
+    Raises
+    ------
+    error
+        The file is missing or unreadable, not a regular file, or of another size.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise error(f"{path}: cannot open ({exc.strerror or exc}).") from exc
+    try:
+        info = os.fstat(fd)
+        _check_mode(info.st_mode, path, error)
+        if size is not None and info.st_size != size:
+            raise error(f"{path}: {info.st_size} bytes on disk, expected {size}.")
+        # O_NONBLOCK has no effect on reads of a regular file.
+        return open(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path: str, error: type[Exception], limit: int | None = None) -> bytes:
+    """Return the bytes of the regular file at ``path``; at most ``limit`` bytes.
+
+    Raises
+    ------
+    error
+        See :func:`open_regular`; also when the file is longer than ``limit``.
+    """
+    with open_regular(path, error) as handle:
+        data = handle.read() if limit is None else handle.read(limit + 1)
+    if limit is not None and len(data) > limit:
+        raise error(f"{path}: larger than the {limit} bytes accepted.")
+    return data
+
+
+def contained_path(directory: str, name: str) -> str:
+    """Return ``directory/name`` if it stays inside ``directory`` once symlinks resolve.
+
+    ``name`` must be a safe name (so ``directory/name`` is a direct child); only a
+    symlink needs resolving, so a plain file costs one ``lstat``.
+
+    Raises
+    ------
+    UnsafePathError
+        ``name`` is not a safe name, or is a symlink resolving outside ``directory``.
+    """
+    if not is_safe_name(name):
+        raise UnsafePathError(f"{name!r} is not a plain shard file name.")
+    path = os.path.join(directory, name)
+    try:
+        is_link = stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError:
+        return path  # missing: the read that follows names the file
+    if is_link:
+        root = os.path.realpath(directory)
+        real = os.path.realpath(path)
+        if real == root or os.path.commonpath([root, real]) != root:
+            raise UnsafePathError(
+                f"{path} is a symlink to {real}, outside the corpus directory {root} "
+                "(shard names resolve relative to the corpus directory only)."
+            )
+    return path
