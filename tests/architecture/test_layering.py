@@ -31,7 +31,15 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "mixle"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("mixle.errors", "mixle._checks", "mixle._io", "mixle._optional", "mixle._version"),
+    (
+        "mixle.errors",
+        "mixle._checks",
+        "mixle._file_checks",
+        "mixle._safe_json",
+        "mixle._io",
+        "mixle._optional",
+        "mixle._version",
+    ),
     ("mixle.data",),
     ("mixle.corpus.format",),
     ("mixle.corpus.storage",),
