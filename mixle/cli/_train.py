@@ -12,6 +12,7 @@ _EXAMPLE = (
     "examples:\n"
     "  mixle train shards/sample --steps 300 --checkpoint-dir runs/a --plot runs/a/loss.png\n"
     "  mixle train shards/sample --steps 600 --checkpoint-dir runs/a --resume\n"
+    "  mixle train --mixture mix.toml --steps 300 --checkpoint-dir runs/m --plot runs/m/loss.png\n"
     "  torchrun --nproc_per_node 2 -m mixle.cli train shards/sample --steps 300 "
     "--checkpoint-dir runs/b"
 )
@@ -30,8 +31,17 @@ def register(subparsers: Any) -> None:
         epilog=_EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("corpus", help="corpus directory (holding manifest.json) or URL")
+    p.add_argument(
+        "corpus", nargs="?", default=None, help="corpus directory (holding manifest.json) or URL"
+    )
     data = p.add_argument_group("data")
+    data.add_argument(
+        "--mixture",
+        default=None,
+        metavar="MIX.toml",
+        help="train on a weighted mixture of corpora (TOML or JSON file, see "
+        "docs/mixtures.md) instead of CORPUS; needs --steps",
+    )
     data.add_argument(
         "--objective",
         choices=("packed", "windows"),
@@ -108,9 +118,15 @@ def run_command(args: argparse.Namespace) -> int:
     from mixle.errors import CorpusError
     from mixle.train import TrainConfig, train
 
+    if (args.corpus is None) == (args.mixture is None):
+        print(
+            "mixle train: give either CORPUS or --mixture MIX.toml (exactly one).", file=sys.stderr
+        )
+        return 2
     try:
         config = TrainConfig(
-            corpus=args.corpus,
+            corpus=args.corpus or args.mixture,
+            mixture=args.mixture,
             objective=args.objective,
             layout=args.layout,
             vocab=args.vocab,

@@ -126,6 +126,11 @@ class TrainConfig:
         Print a progress line every this many steps (0: never).
     progress
         Show a tqdm bar: ``None`` shows it only when stderr is a terminal.
+    mixture
+        A mixture file (TOML or JSON, see ``docs/mixtures.md``) to train on instead of
+        one corpus; ``corpus`` then only labels the run. Needs ``steps``, the packed
+        objective, the global layout and no held-out documents; every source's budget
+        is checked against ``steps`` before training.
 
     Raises
     ------
@@ -161,6 +166,7 @@ class TrainConfig:
     plot: str | None = None
     log_every: int = 50
     progress: bool | None = None
+    mixture: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.corpus, str) or not self.corpus:
@@ -218,6 +224,26 @@ class TrainConfig:
             )
         if self.progress is not None:
             _flag("progress", self.progress)
+        if self.mixture is not None:
+            self._check_mixture()
+
+    def _check_mixture(self) -> None:
+        _optional_str("mixture", self.mixture)
+        wrong = [
+            f"{name}={value!r} (needs {need!r})"
+            for name, value, need in (
+                ("objective", self.objective, "packed"),
+                ("layout", self.layout, "global"),
+                ("holdout_documents", self.holdout_documents, 0),
+            )
+            if value != need
+        ]
+        if self.steps is None:
+            wrong.append("steps=None (a mixture is endless: give --steps)")
+        if wrong:
+            raise ArgumentError(
+                f"training on the mixture {self.mixture} needs: {'; '.join(wrong)}."
+            )
 
     def _values(self) -> dict[str, Any]:
         # Shallow: dataclasses.asdict would deep-copy every value.

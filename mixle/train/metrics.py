@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 from mixle._io import atomic_write
@@ -161,8 +161,12 @@ def plot_losses(
             markersize=3,
             label="held-out",
         )
-    axes.set_xlabel("step")
     axes.set_ylabel("loss (nats / token)")
+    return _finish(plt, figure, axes, path, title)
+
+
+def _finish(plt: Any, figure: Any, axes: Any, path: str, title: str) -> str:
+    axes.set_xlabel("step")
     axes.set_title(title)
     axes.grid(alpha=0.3)
     axes.legend()
@@ -172,3 +176,17 @@ def plot_losses(
     figure.savefig(path)
     plt.close(figure)
     return path
+
+
+def plot_figure(path: str, draw: Callable[[Any], None], *, title: str) -> str:
+    """Write a PNG of one by-step chart: ``draw(axes)`` adds the lines and the y label.
+
+    Raises
+    ------
+    ArgumentError
+        matplotlib is not installed (the message says how to install it).
+    """
+    plt = _check_matplotlib()
+    figure, axes = plt.subplots(figsize=(7, 4), dpi=110)
+    draw(axes)
+    return _finish(plt, figure, axes, path, title)
