@@ -27,6 +27,8 @@ from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
 __all__ = ["Mixture", "MixturePhase", "SourceAccount", "SourceBudget"]
 
 Batch = tuple[np.ndarray, ...]
+# Iteration reads this many global batches' rows of the rank at once.
+_READ_AHEAD = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,16 +168,30 @@ class Mixture:
         end = nonnegative_int("end", end)
         if end < begin:
             raise ArgumentError(f"`end` must be >= `begin` ({begin}). Got {end} instead.")
-        count, block = end - begin, self.block
-        sources, local = self.schedule.rows_between(begin, end)
+        return self._gather(np.arange(begin, end, dtype=np.int64))
+
+    def _gather(self, rows: np.ndarray) -> Batch:
+        """The batch of the ascending global rows ``rows`` (int64).
+
+        Each source's rows among them are ascending rows of its own stream (the
+        schedule hands every source its rows in order); each run of consecutive ones is
+        read with one call, so reading many batches at once costs a few calls per source.
+        """
+        count, block = len(rows), self.block
+        sources, local = self.schedule.lookup(rows)
         tokens = np.empty((count, block + 1), dtype=np.int64)
         mask = np.empty((count, block), dtype=np.bool_)
         extra = [np.empty((count, block), dtype=np.int64) for _ in range(2 * self.document_ids)]
-        for source in np.unique(sources).tolist():
-            where = np.flatnonzero(sources == source)
-            # A source's rows inside any window of global rows are consecutive rows of
-            # its own stream: the schedule hands each source its rows in order.
-            parts = self.rows[source].read(int(local[where[0]]), len(where), self.document_ids)
+        order = np.argsort(sources, kind="stable")
+        ordered = local[order]
+        # Cut where the source changes or the source's row index jumps.
+        cuts = np.flatnonzero((np.diff(sources[order]) != 0) | (np.diff(ordered) != 1)) + 1
+        for run in np.split(np.arange(count), cuts):
+            if not len(run):
+                continue
+            where = order[run]
+            source = int(sources[where[0]])
+            parts = self.rows[source].read(int(ordered[run[0]]), len(run), self.document_ids)
             for out, part in zip([tokens, mask, *extra], parts, strict=True):
                 out[where] = part
         return (tokens[:, :-1], tokens[:, 1:], mask, *extra, sources)
@@ -188,12 +204,19 @@ class Mixture:
     def __iter__(self) -> Iterator[Batch]:
         """Endless: this rank's batches from the cursor row on, advancing the cursor
         (moved before each batch is handed out)."""
-        cursor = self._cursor
+        cursor, size, ahead = self._cursor, self.global_batch_size, 1
+        mine = np.arange(self.batch_size, dtype=np.int64) + self.rank * self.batch_size
         while True:
-            row = cursor.index
-            batch = self.batch_at_row(row)
-            cursor.move(0, row + self.global_batch_size)
-            yield batch
+            first = cursor.index
+            # This rank's rows of the next `ahead` global batches, read together.
+            starts = first + size * np.arange(ahead, dtype=np.int64)
+            batches = self._gather((starts[:, None] + mine).ravel())
+            for k in range(ahead):
+                part = slice(k * self.batch_size, (k + 1) * self.batch_size)
+                cursor.move(0, first + (k + 1) * size)
+                yield tuple(array[part] for array in batches)
+            # One batch first (a resumed run's first batch comes fast), then doubling.
+            ahead = min(2 * ahead, _READ_AHEAD)
 
     # ------------------------------------------------------------------ cursor
     @property

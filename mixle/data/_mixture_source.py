@@ -194,10 +194,14 @@ class SourceRows:
         rows = np.lib.stride_tricks.as_strided(
             buffer, shape=(count, block + 1), strides=(block * 8, 8), writeable=False
         )
-        targets = begin + np.arange(count * block, dtype=np.int64).reshape(count, block)
-        out = [rows, targets < self.stream_tokens - 1]
+        # Target j of the segment is real iff begin + j < stream_tokens - 1 (only the
+        # epoch's last row holds padding).
+        mask = np.ones(count * block, dtype=np.bool_)
+        mask[max(self.stream_tokens - 1 - begin, 0) :] = False
+        out = [rows, mask.reshape(count, block)]
         if document_ids:
-            positions = targets  # input token positions coincide with target indices
+            # Input token positions of the rows (the same indices as their targets).
+            positions = begin + np.arange(count * block, dtype=np.int64).reshape(count, block)
             local = np.searchsorted(layout.starts, positions, side="right") - 1
             padding = positions >= self.stream_tokens
             local = np.minimum(local, len(layout.indices) - 1)

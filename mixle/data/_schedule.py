@@ -206,24 +206,22 @@ class MixtureSchedule:
             target += np.array(schedule.counts, dtype=np.float64) * span / schedule.period
         return target
 
-    def rows_between(self, begin: int, end: int) -> tuple[np.ndarray, np.ndarray]:
-        """Sources and the sources' own row indices of global rows ``[begin, end)``.
-
-        Vectorised per phase; returns two int64 arrays of length ``end - begin``.
-        """
-        sources = np.empty(end - begin, dtype=np.int64)
-        local = np.empty(end - begin, dtype=np.int64)
-        row = begin
-        while row < end:
-            p = self.phase_of(row)
-            stop = min(end, self.starts[p + 1]) if p + 1 < len(self.starts) else end
-            schedule, first = self.phases[p], row - self.starts[p]
-            slots = np.arange(first, first + stop - row, dtype=np.int64)
-            turn, slot = np.divmod(slots, schedule.period)
+    def lookup(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`source_of` for every global row of the int64 array ``rows``, vectorised:
+        two int64 arrays (sources, the sources' own row indices)."""
+        phase = np.searchsorted(self.starts, rows, side="right") - 1
+        sources = np.empty(len(rows), dtype=np.int64)
+        local = np.empty(len(rows), dtype=np.int64)
+        for p in np.unique(phase).tolist():
+            where = phase == p
+            schedule = self.phases[p]
+            turn, slot = np.divmod(rows[where] - self.starts[p], schedule.period)
             src = schedule.slots[slot].astype(np.int64)
             counts = np.asarray(schedule.counts, dtype=np.int64)
-            out = slice(row - begin, stop - begin)
-            sources[out] = src
-            local[out] = self.offsets[p][src] + turn * counts[src] + schedule.ranks[slot]
-            row = stop
+            sources[where] = src
+            local[where] = self.offsets[p][src] + turn * counts[src] + schedule.ranks[slot]
         return sources, local
+
+    def rows_between(self, begin: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`lookup` of global rows ``[begin, end)``."""
+        return self.lookup(np.arange(begin, end, dtype=np.int64))
