@@ -139,43 +139,33 @@ def plot_losses(
     ArgumentError
         matplotlib is not installed (the message says how to install it).
     """
-    plt = _check_matplotlib()
-    figure, axes = plt.subplots(figsize=(7, 4), dpi=110)
-    if losses:
-        steps = [s for s, _ in losses]
-        values = [v for _, v in losses]
-        axes.plot(steps, values, color="#9ecae1", linewidth=0.8, label="train (per step)")
-        window = max(1, len(values) // 50)
-        smooth = [
-            sum(values[max(0, i - window + 1) : i + 1])
-            / len(values[max(0, i - window + 1) : i + 1])
-            for i in range(len(values))
-        ]
-        axes.plot(steps, smooth, color="#08519c", linewidth=1.6, label=f"train (mean of {window})")
-    if eval_losses:
-        axes.plot(
-            [s for s, _ in eval_losses],
-            [v for _, v in eval_losses],
-            "o-",
-            color="#d94801",
-            markersize=3,
-            label="held-out",
-        )
-    axes.set_ylabel("loss (nats / token)")
-    return _finish(plt, figure, axes, path, title)
 
+    def draw(axes: Any) -> None:
+        if losses:
+            steps = [s for s, _ in losses]
+            values = [v for _, v in losses]
+            axes.plot(steps, values, color="#9ecae1", linewidth=0.8, label="train (per step)")
+            window = max(1, len(values) // 50)
+            smooth = [
+                sum(values[max(0, i - window + 1) : i + 1])
+                / len(values[max(0, i - window + 1) : i + 1])
+                for i in range(len(values))
+            ]
+            axes.plot(
+                steps, smooth, color="#08519c", linewidth=1.6, label=f"train (mean of {window})"
+            )
+        if eval_losses:
+            axes.plot(
+                [s for s, _ in eval_losses],
+                [v for _, v in eval_losses],
+                "o-",
+                color="#d94801",
+                markersize=3,
+                label="held-out",
+            )
+        axes.set_ylabel("loss (nats / token)")
 
-def _finish(plt: Any, figure: Any, axes: Any, path: str, title: str) -> str:
-    axes.set_xlabel("step")
-    axes.set_title(title)
-    axes.grid(alpha=0.3)
-    axes.legend()
-    figure.tight_layout()
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    figure.savefig(path)
-    plt.close(figure)
-    return path
+    return plot_figure(path, draw, title=title)
 
 
 def plot_figure(path: str, draw: Callable[[Any], None], *, title: str) -> str:
@@ -189,4 +179,13 @@ def plot_figure(path: str, draw: Callable[[Any], None], *, title: str) -> str:
     plt = _check_matplotlib()
     figure, axes = plt.subplots(figsize=(7, 4), dpi=110)
     draw(axes)
-    return _finish(plt, figure, axes, path, title)
+    axes.set_xlabel("step")
+    axes.set_title(title)
+    axes.grid(alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    figure.savefig(path)
+    plt.close(figure)
+    return path

@@ -25,13 +25,15 @@ def _docs(seed: int, count: int, low: int) -> list[np.ndarray]:
 WEB, CODE, MATH = _docs(1, 40, 0), _docs(2, 9, 100), _docs(3, 4, 200)
 
 
-def _mixture(**kwargs: object) -> Mixture:
+def _mixture(
+    *, weights: tuple[float, float, float] = (0.6, 0.3, 0.1), web: object = WEB, **kwargs: object
+) -> Mixture:
     options: dict[str, object] = {"block": BLOCK, "batch_size": 3, "boundary_id": 999, "seed": 5}
     options.update(kwargs)
     sources = [
-        MixtureSource(WEB, 0.6, "web"),
-        MixtureSource(CODE, 0.3, "code"),
-        MixtureSource(MATH, 0.1, "math"),
+        MixtureSource(web, weights[0], "web"),
+        MixtureSource(CODE, weights[1], "code"),
+        MixtureSource(MATH, weights[2], "math"),
     ]
     return Mixture(sources, **options)  # type: ignore[arg-type]
 
@@ -127,32 +129,10 @@ def test_weights_change_between_runs_only_by_appending_a_phase() -> None:
     assert resumed.cursor == (0, 30)
     with pytest.raises(StateMismatchError, match="phases"):
         _mixture(phases=[(29, {"web": 1})]).load_state_dict(state)  # starts before the row
-    changed = Mixture(
-        [
-            MixtureSource(WEB, 0.5, "web"),
-            MixtureSource(CODE, 0.4, "code"),
-            MixtureSource(MATH, 0.1, "math"),
-        ],
-        block=BLOCK,
-        batch_size=3,
-        boundary_id=999,
-        seed=5,
-    )
     with pytest.raises(StateMismatchError, match="phases in checkpoint"):
-        changed.load_state_dict(state)
-    other = Mixture(
-        [
-            MixtureSource(WEB[:-1], 0.6, "web"),
-            MixtureSource(CODE, 0.3, "code"),
-            MixtureSource(MATH, 0.1, "math"),
-        ],
-        block=BLOCK,
-        batch_size=3,
-        boundary_id=999,
-        seed=5,
-    )
+        _mixture(weights=(0.5, 0.4, 0.1)).load_state_dict(state)
     with pytest.raises(StateMismatchError, match="source 'web' fingerprint"):
-        other.load_state_dict(state)
+        _mixture(web=WEB[:-1]).load_state_dict(state)
 
 
 def test_budget_raises_before_training_naming_source_epochs_and_maximum() -> None:
