@@ -99,7 +99,10 @@ def test_appending_a_phase_continues_and_any_other_change_is_refused(
     train(config, log=lambda _: None)
     appended = "\n[[phase]]\nstart_row = 40\nweights = { big = 0.5, small = 0.5 }\n"
     _write_mix(tmp_path, corpora, phases=appended)
-    summary = train(config.replace(steps=20, resume=True), log=lambda _: None)
+    plot = tmp_path / "loss.png"
+    summary = train(config.replace(steps=20, resume=True, plot=str(plot)), log=lambda _: None)
+    shares = tmp_path / "loss.mixture.png"  # per-source token shares by step
+    assert shares.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert summary.mixture is not None
     assert summary.mixture["small"]["rows"] == 10 + 20  # 1 of 4 rows, then 2 of 4
     _write_mix(tmp_path, corpora, text_weight=0.5)
