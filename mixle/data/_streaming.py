@@ -374,14 +374,30 @@ class StreamingCorpus:
     def _document_positions(
         self, layout: StreamLayout, begin: int, n_rows: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        positions = np.arange(begin, begin + n_rows * self.block, dtype=np.int64)
-        local = np.searchsorted(layout.starts, positions, side="right") - 1
-        padding = positions >= layout.stream_tokens
-        local = np.minimum(local, max(len(layout.indices) - 1, 0))
-        doc_ids = np.where(padding, -1, layout.indices[local] if len(layout.indices) else -1)
-        pos_ids = np.where(padding, 0, positions - layout.starts[local])
+        """Document ids and in-document positions of stream tokens ``[begin, begin + n)``.
+
+        Filled by ranges: the few documents overlapping the span are located with two
+        binary searches and each contributes one run (its boundary token included);
+        positions past the stream's end are padding (-1 and 0).
+        """
+        size = n_rows * self.block
+        doc_ids = np.full(size, -1, dtype=np.int64)
+        pos_ids = np.zeros(size, dtype=np.int64)
+        end = min(begin + size, layout.stream_tokens)
+        if end > begin:
+            first, stop = layout.documents_between(begin, end)
+            edges = np.clip(layout.starts[first : stop + 1], begin, end)
+            edges[-1] = end
+            counts = np.diff(edges)
+            real = end - begin
+            doc_ids[:real] = np.repeat(layout.indices[first:stop], counts)
+            np.subtract(
+                np.arange(begin, end, dtype=np.int64),
+                np.repeat(layout.starts[first:stop], counts),
+                out=pos_ids[:real],
+            )
         shape = (n_rows, self.block)
-        return doc_ids.astype(np.int64).reshape(shape), pos_ids.astype(np.int64).reshape(shape)
+        return doc_ids.reshape(shape), pos_ids.reshape(shape)
 
     def batch_at(self, epoch: int, index: int) -> Batch:
         """The batch ``epoch_batches(epoch)`` yields at position ``index``, by seeking.
