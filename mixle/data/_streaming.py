@@ -19,6 +19,7 @@ from mixle.data._cursor import Cursor, identity_differences
 from mixle.data._documents import as_documents, supports_prefetch
 from mixle.data._order import SequenceSelector, global_document_order
 from mixle.data._packing import StreamLayout, rows_for_stream, stream_segment
+from mixle.data._plan_store import PLAN_FORMAT, PlanStore, plan_arrays, plan_from_arrays
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
 
 __all__ = ["LAYOUTS", "StreamingCorpus"]
@@ -179,6 +180,13 @@ class StreamingCorpus:
         ranks of step ``k`` is bitwise the same for every factorisation of ``G``; the
         cursor counts global rows (``{"version": 2, "epoch", "row", "stream"}``) and
         resumes with any ``world_size`` and ``batch_size``.
+    plan_store
+        Optional :class:`~mixle.data._plan_store.PlanStore` (e.g.
+        ``mixle.corpus.storage.plan_cache.PlanFiles``): each epoch plan is loaded from
+        it by its identity (the stream identity and the epoch) and, when missing or
+        inconsistent, built and saved to it, so a restarted process skips the O(documents)
+        planning. Batches are the same with or without it. Ignored with a
+        ``sequence_selector`` (whose behaviour its name does not pin).
 
     Raises
     ------
@@ -210,6 +218,7 @@ class StreamingCorpus:
         document_ids: bool = False,
         prefetch: bool = True,
         layout: str = "per-rank",
+        plan_store: PlanStore | None = None,
     ) -> None:
         if layout not in LAYOUTS:
             raise ArgumentError(
@@ -240,6 +249,12 @@ class StreamingCorpus:
         self.prefetch = _flag("prefetch", prefetch)
         self._supports_prefetch = self.prefetch and supports_prefetch(self.documents)
         self._plans: dict[int, _EpochPlan] = {}
+        if plan_store is not None and not isinstance(plan_store, PlanStore):
+            raise ArgumentTypeError(
+                "`plan_store` must have load(identity) and save(identity, arrays). "
+                f"Got {type(plan_store).__name__} instead."
+            )
+        self.plan_store = None if sequence_selector is not None else plan_store
         self._cursor = (
             Cursor("StreamingCorpus", index_key="row", version=2)
             if layout == "global"
@@ -275,6 +290,31 @@ class StreamingCorpus:
         plan = self._plans.get(epoch)
         if plan is not None:
             return plan
+        store = self.plan_store
+        if store is None:
+            return self._keep(epoch, self._build_plan(epoch))
+        identity = {**self.stream_identity(), "epoch": epoch, "plan_format": PLAN_FORMAT}
+        plan = self._stored_plan(store.load(identity))
+        if plan is None:
+            plan = self._build_plan(epoch)
+            store.save(identity, plan_arrays(plan.layout, plan.rows, plan.num_batches))
+        return self._keep(epoch, plan)
+
+    def _stored_plan(self, arrays: Any) -> _EpochPlan | None:
+        """A loaded plan, or ``None`` when there is none or it fails the checks."""
+        if arrays is None:
+            return None
+        loaded = plan_from_arrays(arrays, self._lengths, self.boundary_id is not None)
+        if loaded is None:
+            return None
+        layout, rows, num_batches = loaded
+        if rows != rows_for_stream(layout.stream_tokens, self.block):
+            return None
+        if self.layout == "global":  # the global plan is shared by every batch shape
+            num_batches = int(_ceil_div(rows, self.global_batch_size))
+        return _EpochPlan(layout, rows, num_batches)
+
+    def _build_plan(self, epoch: int) -> _EpochPlan:
         order = global_document_order(
             len(self._lengths),
             seed=self.seed,
@@ -288,8 +328,7 @@ class StreamingCorpus:
             # One row stream for all ranks: global batch k is rows [kG, (k+1)G).
             layout = StreamLayout.build(order, ordered_lengths, has_boundary)
             rows = rows_for_stream(layout.stream_tokens, self.block)
-            plan = _EpochPlan(layout, rows, int(_ceil_div(rows, self.global_batch_size)))
-            return self._keep(epoch, plan)
+            return _EpochPlan(layout, rows, int(_ceil_div(rows, self.global_batch_size)))
         own = order[self.rank :: self.world_size]
         layout = StreamLayout.build(
             own, ordered_lengths[self.rank :: self.world_size], has_boundary
@@ -300,7 +339,7 @@ class StreamingCorpus:
             batches = _even_batch_count(
                 ordered_lengths, self.world_size, has_boundary, self.block, self.batch_size
             )
-        return self._keep(epoch, _EpochPlan(layout, rows, batches))
+        return _EpochPlan(layout, rows, batches)
 
     def _keep(self, epoch: int, plan: _EpochPlan) -> _EpochPlan:
         if len(self._plans) >= 2:  # keep the current and the next epoch

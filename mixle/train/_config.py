@@ -126,6 +126,10 @@ class TrainConfig:
         Print a progress line every this many steps (0: never).
     progress
         Show a tqdm bar: ``None`` shows it only when stderr is a terminal.
+    prefetch
+        Batches produced ahead of the step by a background thread (default 2; 0 reads
+        each batch on the training thread). Changes no batch and no checkpoint, so it
+        is not part of the run's identity and may differ between a run and its resume.
 
     Raises
     ------
@@ -161,6 +165,7 @@ class TrainConfig:
     plot: str | None = None
     log_every: int = 50
     progress: bool | None = None
+    prefetch: int = 2
 
     def __post_init__(self) -> None:
         if not isinstance(self.corpus, str) or not self.corpus:
@@ -197,7 +202,13 @@ class TrainConfig:
             raise ArgumentError(
                 f"`boundary_id` must be a nonnegative token id. Got {self.boundary_id} instead."
             )
-        for name in ("holdout_documents", "eval_every", "checkpoint_every", "log_every"):
+        for name in (
+            "holdout_documents",
+            "eval_every",
+            "checkpoint_every",
+            "log_every",
+            "prefetch",
+        ):
             nonnegative_int(name, fields[name])
         positive_int("keep_last", self.keep_last)
         _optional("threads", self.threads, positive_int)
