@@ -18,7 +18,7 @@ rejected (and rebuilt by the caller) instead of producing wrong batches.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -61,10 +61,14 @@ def plan_arrays(layout: StreamLayout, rows: int, num_batches: int) -> dict[str, 
 
 
 def plan_from_arrays(
-    arrays: Mapping[str, np.ndarray], corpus_lengths: np.ndarray, has_boundary: bool
+    arrays: Mapping[str, np.ndarray],
+    num_documents: int,
+    lengths_of: Callable[[np.ndarray], np.ndarray],
+    has_boundary: bool,
 ) -> tuple[StreamLayout, int, int] | None:
     """``(layout, rows, num_batches)`` from :func:`plan_arrays` output, or ``None`` when
-    the arrays are not a consistent plan for a corpus with ``corpus_lengths``.
+    the arrays are not a consistent plan for a corpus of ``num_documents`` documents
+    whose lengths ``lengths_of(indices)`` returns.
 
     Checks dtypes and shapes, ``starts[0] == 0``, the stream length against the lengths,
     the recorded boundary flag, and ``_SAMPLES`` documents spread over the plan (index in
@@ -89,9 +93,9 @@ def plan_from_arrays(
         # would import numpy.ma on first use: ~200 ms of a fresh process's restart.)
         picks = np.linspace(0, count - 1, min(count, _SAMPLES)).astype(np.int64)
         documents = indices[picks]
-        if documents.min() < 0 or documents.max() >= corpus_lengths.shape[0]:
+        if documents.min() < 0 or documents.max() >= num_documents:
             return None
-        if not np.array_equal(lengths[picks], corpus_lengths[documents]):
+        if not np.array_equal(lengths[picks], lengths_of(documents)):
             return None
         pieces = lengths[picks] + (1 if has_boundary else 0)
         pieces[picks == count - 1] = lengths[count - 1]  # the last document has no boundary

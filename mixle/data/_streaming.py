@@ -245,7 +245,8 @@ class StreamingCorpus:
         self.even_batches = _flag("even_batches", even_batches)
         self.document_ids = _flag("document_ids", document_ids)
         self.documents = as_documents(documents)
-        self._lengths = np.asarray(self.documents.lengths, dtype=np.int64)
+        self._num_documents = len(self.documents)
+        self._lengths_array: np.ndarray | None = None
         self.prefetch = _flag("prefetch", prefetch)
         self._supports_prefetch = self.prefetch and supports_prefetch(self.documents)
         self._plans: dict[int, _EpochPlan] = {}
@@ -255,6 +256,10 @@ class StreamingCorpus:
                 f"Got {type(plan_store).__name__} instead."
             )
         self.plan_store = None if sequence_selector is not None else plan_store
+        if self.plan_store is None:
+            # Read (and, for in-memory documents, check) every length now; with a plan
+            # store they are read only when a plan is built, so a restart stays O(batch).
+            self._lengths()
         self._cursor = (
             Cursor("StreamingCorpus", index_key="row", version=2)
             if layout == "global"
@@ -300,11 +305,25 @@ class StreamingCorpus:
             store.save(identity, plan_arrays(plan.layout, plan.rows, plan.num_batches))
         return self._keep(epoch, plan)
 
+    def _lengths(self) -> np.ndarray:
+        """Every document's length (int64), read from ``documents`` on first use."""
+        if self._lengths_array is None:
+            self._lengths_array = np.asarray(self.documents.lengths, dtype=np.int64)
+        return self._lengths_array
+
+    def _sampled_lengths(self, indices: np.ndarray) -> np.ndarray:
+        """Lengths of a few documents: from the lengths when read, else the documents."""
+        if self._lengths_array is not None:
+            return self._lengths_array[indices]
+        return np.array(list(map(len, self.documents.take(indices.tolist()))), dtype=np.int64)
+
     def _stored_plan(self, arrays: Any) -> _EpochPlan | None:
         """A loaded plan, or ``None`` when there is none or it fails the checks."""
         if arrays is None:
             return None
-        loaded = plan_from_arrays(arrays, self._lengths, self.boundary_id is not None)
+        loaded = plan_from_arrays(
+            arrays, self._num_documents, self._sampled_lengths, self.boundary_id is not None
+        )
         if loaded is None:
             return None
         layout, rows, num_batches = loaded
@@ -316,13 +335,13 @@ class StreamingCorpus:
 
     def _build_plan(self, epoch: int) -> _EpochPlan:
         order = global_document_order(
-            len(self._lengths),
+            self._num_documents,
             seed=self.seed,
             epoch=epoch,
             sequence_selector=self.sequence_selector,
         )
         # One random gather of the lengths serves this rank's layout and every rank's total.
-        ordered_lengths = self._lengths[order]
+        ordered_lengths = self._lengths()[order]
         has_boundary = self.boundary_id is not None
         if self.layout == "global":
             # One row stream for all ranks: global batch k is rows [kG, (k+1)G).
@@ -678,7 +697,7 @@ class StreamingCorpus:
             # Rank, world size and batch size are not part of it: any shape resumes it.
             return {
                 "fingerprint": self.documents.fingerprint,
-                "num_documents": len(self._lengths),
+                "num_documents": self._num_documents,
                 "seed": self.seed,
                 "block": self.block,
                 "pad_id": self.pad_id,
@@ -688,7 +707,7 @@ class StreamingCorpus:
             }
         return {
             "fingerprint": self.documents.fingerprint,
-            "num_documents": len(self._lengths),
+            "num_documents": self._num_documents,
             "seed": self.seed,
             "block": self.block,
             "batch_size": self.batch_size,

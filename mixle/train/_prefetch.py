@@ -107,9 +107,7 @@ class PrefetchedBatches:
         """Yield the source's batches in order; one iteration per wrapper."""
         if self._thread is not None:
             raise RuntimeError("PrefetchedBatches can be iterated once.")
-        self._thread = threading.Thread(
-            target=self._produce, name="mixle-prefetch", daemon=True
-        )
+        self._thread = threading.Thread(target=self._produce, name="mixle-prefetch", daemon=True)
         self._thread.start()
         return self._consume()
 

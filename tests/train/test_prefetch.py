@@ -48,7 +48,9 @@ def test_prefetch_changes_no_batch_and_no_weight(
     assert not _prefetch_threads()
 
 
-def test_resume_with_prefetch_matches_the_synchronous_run(text_corpus: Path, tmp_path: Path) -> None:
+def test_resume_with_prefetch_matches_the_synchronous_run(
+    text_corpus: Path, tmp_path: Path
+) -> None:
     whole = tmp_path / "whole"
     train(tiny_config(text_corpus, steps=20, prefetch=0, checkpoint_dir=str(whole)), log=_quiet)
     parts = tmp_path / "parts"

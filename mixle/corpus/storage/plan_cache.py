@@ -90,7 +90,9 @@ class PlanFiles:
         with atomic_write(self.path_for(identity)) as handle:
             handle.write(_PREFIX.pack(_MAGIC, len(header), hashlib.sha256(header).digest()))
             handle.write(header)
-            handle.write(b"\0" * (_aligned(_PREFIX.size + len(header)) - _PREFIX.size - len(header)))
+            handle.write(
+                b"\0" * (_aligned(_PREFIX.size + len(header)) - _PREFIX.size - len(header))
+            )
             position = 0
             for name, array in contiguous.items():
                 start = entries[name]["offset"]

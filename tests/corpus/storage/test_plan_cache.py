@@ -91,7 +91,9 @@ def test_other_streams_get_their_own_plans(corpus_path: Path, tmp_path: Path) ->
     for seed in (0, 1):
         for rank in (0, 2):
             corpus = _stream(corpus_path, store, seed=seed, rank=rank)
-            _assert_same(_batches(corpus), _batches(_stream(corpus_path, None, seed=seed, rank=rank)))
+            _assert_same(
+                _batches(corpus), _batches(_stream(corpus_path, None, seed=seed, rank=rank))
+            )
     _stream(corpus_path, store).num_batches(1)  # another epoch
     assert len(os.listdir(tmp_path / "plans")) == 5
 
@@ -146,7 +148,9 @@ def test_a_plan_of_another_identity_under_the_same_name_is_refused(
     _assert_same(_batches(seed0), _batches(_stream(corpus_path, None, seed=0)))
 
 
-def test_arrays_that_disagree_with_the_corpus_are_rebuilt(corpus_path: Path, tmp_path: Path) -> None:
+def test_arrays_that_disagree_with_the_corpus_are_rebuilt(
+    corpus_path: Path, tmp_path: Path
+) -> None:
     store = PlanFiles(tmp_path / "plans")
     corpus = _stream(corpus_path, store)
     identity = {**corpus.stream_identity(), "epoch": 0, "plan_format": 1}
