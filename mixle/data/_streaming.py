@@ -186,7 +186,9 @@ class StreamingCorpus:
         it by its identity (the stream identity and the epoch) and, when missing or
         inconsistent, built and saved to it, so a restarted process skips the O(documents)
         planning. Batches are the same with or without it. Ignored with a
-        ``sequence_selector`` (whose behaviour its name does not pin).
+        ``sequence_selector`` (whose behaviour its name does not pin). With a store,
+        the documents' lengths are read (and in-memory documents' shapes checked) when
+        a plan is built, not in the constructor.
 
     Raises
     ------
