@@ -100,6 +100,12 @@ def register(subparsers: Any) -> None:
     )
     ckpt.add_argument("--plot", default=None, help="write a loss-curve PNG here (mixle[plot])")
     ckpt.add_argument("--log-every", type=int, default=50, help="progress line every N steps")
+    ckpt.add_argument(
+        "--prefetch",
+        type=int,
+        default=2,
+        help="batches read ahead of the step in a background thread (0: none; default 2)",
+    )
     bar = ckpt.add_mutually_exclusive_group()
     bar.add_argument("--progress", dest="progress", action="store_true", default=None)
     bar.add_argument(
@@ -154,6 +160,7 @@ def run_command(args: argparse.Namespace) -> int:
             plot=args.plot,
             log_every=args.log_every,
             progress=args.progress,
+            prefetch=args.prefetch,
         )
         summary = train(config, log=lambda line: print(line, flush=True), handle_signals=True)
     except CorpusError as exc:

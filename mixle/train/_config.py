@@ -131,6 +131,10 @@ class TrainConfig:
         one corpus; ``corpus`` then only labels the run. Needs ``steps``, the packed
         objective, the global layout and no held-out documents; every source's budget
         is checked against ``steps`` before training.
+    prefetch
+        Batches produced ahead of the step by a background thread (default 2; 0 reads
+        each batch on the training thread). Changes no batch and no checkpoint, so it
+        is not part of the run's identity and may differ between a run and its resume.
 
     Raises
     ------
@@ -167,6 +171,7 @@ class TrainConfig:
     log_every: int = 50
     progress: bool | None = None
     mixture: str | None = None
+    prefetch: int = 2
 
     def __post_init__(self) -> None:
         if not isinstance(self.corpus, str) or not self.corpus:
@@ -203,7 +208,13 @@ class TrainConfig:
             raise ArgumentError(
                 f"`boundary_id` must be a nonnegative token id. Got {self.boundary_id} instead."
             )
-        for name in ("holdout_documents", "eval_every", "checkpoint_every", "log_every"):
+        for name in (
+            "holdout_documents",
+            "eval_every",
+            "checkpoint_every",
+            "log_every",
+            "prefetch",
+        ):
             nonnegative_int(name, fields[name])
         positive_int("keep_last", self.keep_last)
         _optional("threads", self.threads, positive_int)

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from mixle.corpus import open_corpus
+from mixle.corpus.storage.plan_cache import PlanFiles
 from mixle.data._documents import documents_fingerprint
 from mixle.errors import ArgumentError, CheckpointError, StateMismatchError
 from mixle.models import (
@@ -43,6 +44,7 @@ from mixle.train._mixture import (
     open_mixture,
     plot_mixture_shares,
 )
+from mixle.train._prefetch import PrefetchedBatches
 from mixle.train._rng import get_rng_state, seed_everything, set_rng_state
 from mixle.train._runtime import StopFlag, deterministic, stop_on_signals
 from mixle.train._sources import (
@@ -135,6 +137,7 @@ class _Trainer:
                 rank=ctx.rank,
                 world_size=ctx.world_size,
                 layout=self.layout,
+                plan_store=self._plan_store(),
                 **stream,
             )
         )
@@ -180,6 +183,12 @@ class _Trainer:
         self.eval_loss: float | None = None
         self._estimator: StreamingTransformerEstimator | None = None
         self._factory: Any = None
+
+    def _plan_store(self) -> PlanFiles | None:
+        """Epoch plans beside the run (``<checkpoint_dir>/plans``), so a resumed process
+        loads them instead of planning every epoch again."""
+        directory = self.config.checkpoint_dir
+        return None if directory is None else PlanFiles(os.path.join(directory, "plans"))
 
     # ----------------------------------------------------------------- console
     def log(self, message: str) -> None:
@@ -414,6 +423,10 @@ class _Trainer:
         window: list[float] = []
         window_tokens, window_seconds = 0, 0.0
         stopped = "data exhausted"
+        if config.prefetch:
+            # Batches are produced ahead in a thread; the wrapper reports the cursor and
+            # state of the last batch taken here, so checkpoints are unchanged.
+            self.source = PrefetchedBatches(self.source, config.prefetch)
         batches = iter(self.source)
         try:
             while True:
@@ -428,6 +441,7 @@ class _Trainer:
                     batch, (epoch, index) = next(batches)
                 except StopIteration:
                     break
+                data_wait = time.perf_counter() - began
                 loss_sum, weight, stop = self.train_step(batch, self.stop.signal is not None)
                 ids = ctx.all_gather_int64([epoch, index, int(batch_digest(batch), 16) >> 1])
                 extra: dict[str, Any] = {}
@@ -450,6 +464,8 @@ class _Trainer:
                         "tokens": step_tokens,
                         "total_tokens": self.total_tokens,
                         "tokens_per_s": step_tokens / elapsed if elapsed > 0 else None,
+                        "data_wait_s": data_wait,
+                        "step_s": elapsed,
                         "batches": [[e, i, f"{h:016x}"] for e, i, h in ids],
                         **extra,
                     }
@@ -479,6 +495,8 @@ class _Trainer:
                 self._run_eval()
             self.save()
         finally:
+            if isinstance(self.source, PrefetchedBatches):
+                self.source.close()
             bar.close()
             self._log = printer
         seconds = time.perf_counter() - start_time

@@ -5,6 +5,7 @@ One JSON object per line, each with a ``"type"`` and the global ``"step"`` it re
 ``start``       a process began (or resumed) at ``step``
 ``step``        one optimizer step: ``loss`` (global masked mean, nats), ``tokens``
                 (targets trained on, all ranks), ``total_tokens``, ``tokens_per_s``,
+                ``data_wait_s`` (waiting for the batch), ``step_s`` (the whole step),
                 ``batches`` (per rank: ``[epoch, index, sha256-prefix]`` of the batch)
 ``eval``        held-out ``loss`` and ``tokens``
 ``checkpoint``  a checkpoint was published at ``path``
