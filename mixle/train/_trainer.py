@@ -448,7 +448,7 @@ class _Trainer:
                 if self.layout == "global":
                     extra["global_batch"] = self.global_digest(batch)
                 if self.mixture is not None:
-                    extra["mixture"] = accounting_record(self.mixture, self.mixture.cursor[1])
+                    extra["mixture"] = accounting_record(self.mixture, self.source.cursor[1])
                 elapsed = time.perf_counter() - began
                 self.step += 1
                 step_tokens = int(weight)
@@ -527,7 +527,7 @@ class _Trainer:
             mixture=(
                 None
                 if self.mixture is None
-                else accounting_record(self.mixture, self.mixture.cursor[1])
+                else accounting_record(self.mixture, self.source.cursor[1])
             ),
         )
         self.metrics.write({"type": "end", "step": self.step, "summary": summary.to_dict()})
