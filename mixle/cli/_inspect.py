@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 __all__ = ["register"]
@@ -19,7 +20,19 @@ def register(subparsers: Any) -> None:
             "data is read). Example: mixle inspect shards/sample --plot lengths.png"
         ),
     )
-    parser.add_argument("path", help="corpus directory (the one holding manifest.json)")
+    parser.add_argument(
+        "path", nargs="?", default=None, help="corpus directory (the one holding manifest.json)"
+    )
+    mixture = parser.add_argument_group(
+        "mixtures", "mixle inspect --mixture mix.toml --steps N: the budget table, no training"
+    )
+    mixture.add_argument("--mixture", metavar="MIX.toml", help="a mixture file (TOML or JSON)")
+    mixture.add_argument("--steps", type=int, help="run length in optimizer steps")
+    mixture.add_argument("--block", type=int, default=64, help="context length (default 64)")
+    mixture.add_argument("--batch-size", type=int, default=16, help="rows per step per rank (16)")
+    mixture.add_argument("--world-size", type=int, default=1, help="ranks (default 1)")
+    mixture.add_argument("--seed", type=int, default=0, help="shuffle seed (0)")
+    mixture.add_argument("--boundary-id", type=int, default=None, help="token between documents")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument(
         "--plot", metavar="FILE.png", help="also save a document-length histogram (matplotlib)"
@@ -39,6 +52,8 @@ def _human(size: int) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Print the summary; exit 0, or 2 when the corpus cannot be opened."""
+    if args.mixture is not None or args.path is None:
+        return _run_mixture(args)
     from mixle.cli._errors import report
     from mixle.corpus import check_plot_path, describe_corpus, open_corpus, plot_lengths
     from mixle.errors import CorpusError
@@ -79,4 +94,47 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         lines.append(f"histogram   {args.plot}")
     print("\n".join(lines))
+    return 0
+
+
+def _run_mixture(args: argparse.Namespace) -> int:
+    """Print the mixture's budget table for ``--steps``; 2 on a bad file, 1 over budget."""
+    from mixle.cli._errors import report
+    from mixle.errors import CorpusError
+    from mixle.train import budget_table, open_mixture
+
+    if args.mixture is None or args.path is not None or args.steps is None:
+        print(
+            "mixle inspect: give a corpus PATH, or --mixture MIX.toml --steps N.", file=sys.stderr
+        )
+        return 2
+    try:
+        mixture, _ = open_mixture(
+            args.mixture,
+            block=args.block,
+            batch_size=args.batch_size,
+            world_size=args.world_size,
+            seed=args.seed,
+            boundary_id=args.boundary_id,
+        )
+        rows = mixture.run_rows(steps=args.steps)
+        budget = mixture.budget(steps=args.steps)
+    except (CorpusError, ValueError, OSError) as exc:
+        return report("inspect", exc)
+    print(
+        f"mixture {args.mixture}: {args.steps:,} steps x {mixture.global_batch_size} rows "
+        f"x block {mixture.block}"
+    )
+    print(budget_table(budget, rows))
+    inexact = [r for r in mixture.rounding() if r["error"]]
+    for entry in inexact:
+        print(
+            f"weight of {entry['source']} from row {entry['start_row']}: {entry['weight']:.6g} "
+            f"rounded to {entry['used']} (error {entry['error']:+.2e})"
+        )
+    try:
+        mixture.check_budget(steps=args.steps)
+    except CorpusError as exc:
+        print(f"mixle inspect: {exc}", file=sys.stderr)
+        return 1
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 __all__ = ["register"]
@@ -11,6 +12,7 @@ _EXAMPLE = (
     "examples:\n"
     "  mixle train shards/sample --steps 300 --checkpoint-dir runs/a --plot runs/a/loss.png\n"
     "  mixle train shards/sample --steps 600 --checkpoint-dir runs/a --resume\n"
+    "  mixle train --mixture mix.toml --steps 300 --checkpoint-dir runs/m --plot runs/m/loss.png\n"
     "  torchrun --nproc_per_node 2 -m mixle.cli train shards/sample --steps 300 "
     "--checkpoint-dir runs/b"
 )
@@ -29,8 +31,17 @@ def register(subparsers: Any) -> None:
         epilog=_EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("corpus", help="corpus directory (holding manifest.json) or URL")
+    p.add_argument(
+        "corpus", nargs="?", default=None, help="corpus directory (holding manifest.json) or URL"
+    )
     data = p.add_argument_group("data")
+    data.add_argument(
+        "--mixture",
+        default=None,
+        metavar="MIX.toml",
+        help="train on a weighted mixture of corpora (TOML or JSON file, see "
+        "docs/mixtures.md) instead of CORPUS; needs --steps",
+    )
     data.add_argument(
         "--objective",
         choices=("packed", "windows"),
@@ -89,6 +100,12 @@ def register(subparsers: Any) -> None:
     )
     ckpt.add_argument("--plot", default=None, help="write a loss-curve PNG here (mixle[plot])")
     ckpt.add_argument("--log-every", type=int, default=50, help="progress line every N steps")
+    ckpt.add_argument(
+        "--prefetch",
+        type=int,
+        default=2,
+        help="batches read ahead of the step in a background thread (0: none; default 2)",
+    )
     bar = ckpt.add_mutually_exclusive_group()
     bar.add_argument("--progress", dest="progress", action="store_true", default=None)
     bar.add_argument(
@@ -108,9 +125,15 @@ def run_command(args: argparse.Namespace) -> int:
     from mixle.errors import CorpusError
     from mixle.train import TrainConfig, train
 
+    if (args.corpus is None) == (args.mixture is None):
+        print(
+            "mixle train: give either CORPUS or --mixture MIX.toml (exactly one).", file=sys.stderr
+        )
+        return 2
     try:
         config = TrainConfig(
-            corpus=args.corpus,
+            corpus=args.corpus or args.mixture,
+            mixture=args.mixture,
             objective=args.objective,
             layout=args.layout,
             vocab=args.vocab,
@@ -138,6 +161,7 @@ def run_command(args: argparse.Namespace) -> int:
             plot=args.plot,
             log_every=args.log_every,
             progress=args.progress,
+            prefetch=args.prefetch,
         )
         summary = train(config, log=lambda line: print(line, flush=True), handle_signals=True)
     except CorpusError as exc:

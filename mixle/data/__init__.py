@@ -4,6 +4,8 @@ Nothing here knows about files: ``documents`` may be a list of numpy arrays or a
 memory-mapped :class:`mixle.corpus.ShardedDocuments`; the contracts are the same.
 """
 
+from mixle.data._mixture import Mixture, MixturePhase, SourceAccount, SourceBudget
+from mixle.data._mixture_source import MixtureSource
 from mixle.data.stream_token_source import TokenStream, stream_token_source
 from mixle.data.streaming_corpus import (
     PackedCorpus,
@@ -14,7 +16,12 @@ from mixle.data.streaming_corpus import (
 )
 
 __all__ = [
+    "Mixture",
+    "MixturePhase",
+    "MixtureSource",
     "PackedCorpus",
+    "SourceAccount",
+    "SourceBudget",
     "StreamingCorpus",
     "TokenStream",
     "global_document_order",

@@ -14,8 +14,9 @@ code calls the protocol and never asks what it holds.
 from __future__ import annotations
 
 import hashlib
+import inspect
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 
@@ -28,6 +29,7 @@ __all__ = [
     "as_documents",
     "document_lengths",
     "documents_fingerprint",
+    "is_document_source",
     "prefetch_hint",
     "range_reader",
     "supports_prefetch",
@@ -155,6 +157,25 @@ class SequenceDocuments:
         return f"SequenceDocuments({type(self.items).__name__} of {len(self.items)})"
 
 
+_SOURCE_MEMBERS = ("__len__", "__getitem__", "lengths", "fingerprint", "dtype", "take", "prefetch")
+_MISSING = object()
+
+
+def _provides(value: Any, members: tuple[str, ...]) -> bool:
+    """Whether ``value`` has every one of ``members``, looked up statically.
+
+    ``isinstance`` against a runtime-checkable protocol calls ``hasattr`` on Python
+    3.11, which *evaluates* properties: for a sharded corpus ``lengths`` reads every
+    offsets file (O(documents)), which a restart must not pay.
+    """
+    return all(inspect.getattr_static(value, name, _MISSING) is not _MISSING for name in members)
+
+
+def is_document_source(value: Any) -> bool:
+    """Whether ``value`` satisfies :class:`DocumentSource` (no property is evaluated)."""
+    return _provides(value, _SOURCE_MEMBERS)
+
+
 def as_documents(documents: Any) -> DocumentSource:
     """``documents`` itself when it is a :class:`DocumentSource`, else wrapped once.
 
@@ -167,8 +188,8 @@ def as_documents(documents: Any) -> DocumentSource:
     """
     if isinstance(documents, SequenceDocuments):
         return documents
-    if not isinstance(documents, np.ndarray) and isinstance(documents, DocumentSource):
-        return documents
+    if not isinstance(documents, np.ndarray) and is_document_source(documents):
+        return cast(DocumentSource, documents)
     return SequenceDocuments(documents)
 
 
@@ -178,9 +199,9 @@ def range_reader(documents: DocumentSource) -> RangeReadableSource | None:
     In-memory sequences answer without the protocol check, which would evaluate (and
     so compute) their ``lengths`` and ``fingerprint`` properties.
     """
-    if isinstance(documents, SequenceDocuments) or not isinstance(documents, RangeReadableSource):
+    if isinstance(documents, SequenceDocuments) or not _provides(documents, ("read_tokens",)):
         return None
-    return documents
+    return cast(RangeReadableSource, documents)
 
 
 def supports_prefetch(documents: DocumentSource) -> bool:

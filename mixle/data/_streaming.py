@@ -19,6 +19,7 @@ from mixle.data._cursor import Cursor, identity_differences
 from mixle.data._documents import as_documents, supports_prefetch
 from mixle.data._order import SequenceSelector, global_document_order
 from mixle.data._packing import StreamLayout, rows_for_stream, stream_segment
+from mixle.data._plan_store import PLAN_FORMAT, PlanStore, plan_arrays, plan_from_arrays
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
 
 __all__ = ["LAYOUTS", "StreamingCorpus"]
@@ -179,6 +180,15 @@ class StreamingCorpus:
         ranks of step ``k`` is bitwise the same for every factorisation of ``G``; the
         cursor counts global rows (``{"version": 2, "epoch", "row", "stream"}``) and
         resumes with any ``world_size`` and ``batch_size``.
+    plan_store
+        Optional :class:`~mixle.data._plan_store.PlanStore` (e.g.
+        ``mixle.corpus.storage.plan_cache.PlanFiles``): each epoch plan is loaded from
+        it by its identity (the stream identity and the epoch) and, when missing or
+        inconsistent, built and saved to it, so a restarted process skips the O(documents)
+        planning. Batches are the same with or without it. Ignored with a
+        ``sequence_selector`` (whose behaviour its name does not pin). With a store,
+        the documents' lengths are read (and in-memory documents' shapes checked) when
+        a plan is built, not in the constructor.
 
     Raises
     ------
@@ -210,6 +220,7 @@ class StreamingCorpus:
         document_ids: bool = False,
         prefetch: bool = True,
         layout: str = "per-rank",
+        plan_store: PlanStore | None = None,
     ) -> None:
         if layout not in LAYOUTS:
             raise ArgumentError(
@@ -236,10 +247,21 @@ class StreamingCorpus:
         self.even_batches = _flag("even_batches", even_batches)
         self.document_ids = _flag("document_ids", document_ids)
         self.documents = as_documents(documents)
-        self._lengths = np.asarray(self.documents.lengths, dtype=np.int64)
+        self._num_documents = len(self.documents)
+        self._lengths_array: np.ndarray | None = None
         self.prefetch = _flag("prefetch", prefetch)
         self._supports_prefetch = self.prefetch and supports_prefetch(self.documents)
         self._plans: dict[int, _EpochPlan] = {}
+        if plan_store is not None and not isinstance(plan_store, PlanStore):
+            raise ArgumentTypeError(
+                "`plan_store` must have load(identity) and save(identity, arrays). "
+                f"Got {type(plan_store).__name__} instead."
+            )
+        self.plan_store = None if sequence_selector is not None else plan_store
+        if self.plan_store is None:
+            # Read (and, for in-memory documents, check) every length now; with a plan
+            # store they are read only when a plan is built, so a restart stays O(batch).
+            self._lengths()
         self._cursor = (
             Cursor("StreamingCorpus", index_key="row", version=2)
             if layout == "global"
@@ -275,21 +297,59 @@ class StreamingCorpus:
         plan = self._plans.get(epoch)
         if plan is not None:
             return plan
+        store = self.plan_store
+        if store is None:
+            return self._keep(epoch, self._build_plan(epoch))
+        identity = {**self.stream_identity(), "epoch": epoch, "plan_format": PLAN_FORMAT}
+        plan = self._stored_plan(store.load(identity))
+        if plan is None:
+            plan = self._build_plan(epoch)
+            store.save(identity, plan_arrays(plan.layout, plan.rows, plan.num_batches))
+        return self._keep(epoch, plan)
+
+    def _lengths(self) -> np.ndarray:
+        """Every document's length (int64), read from ``documents`` on first use."""
+        if self._lengths_array is None:
+            self._lengths_array = np.asarray(self.documents.lengths, dtype=np.int64)
+        return self._lengths_array
+
+    def _sampled_lengths(self, indices: np.ndarray) -> np.ndarray:
+        """Lengths of a few documents: from the lengths when read, else the documents."""
+        if self._lengths_array is not None:
+            return self._lengths_array[indices]
+        return np.array(list(map(len, self.documents.take(indices.tolist()))), dtype=np.int64)
+
+    def _stored_plan(self, arrays: Any) -> _EpochPlan | None:
+        """A loaded plan, or ``None`` when there is none or it fails the checks."""
+        if arrays is None:
+            return None
+        loaded = plan_from_arrays(
+            arrays, self._num_documents, self._sampled_lengths, self.boundary_id is not None
+        )
+        if loaded is None:
+            return None
+        layout, rows, num_batches = loaded
+        if rows != rows_for_stream(layout.stream_tokens, self.block):
+            return None
+        if self.layout == "global":  # the global plan is shared by every batch shape
+            num_batches = int(_ceil_div(rows, self.global_batch_size))
+        return _EpochPlan(layout, rows, num_batches)
+
+    def _build_plan(self, epoch: int) -> _EpochPlan:
         order = global_document_order(
-            len(self._lengths),
+            self._num_documents,
             seed=self.seed,
             epoch=epoch,
             sequence_selector=self.sequence_selector,
         )
         # One random gather of the lengths serves this rank's layout and every rank's total.
-        ordered_lengths = self._lengths[order]
+        ordered_lengths = self._lengths()[order]
         has_boundary = self.boundary_id is not None
         if self.layout == "global":
             # One row stream for all ranks: global batch k is rows [kG, (k+1)G).
             layout = StreamLayout.build(order, ordered_lengths, has_boundary)
             rows = rows_for_stream(layout.stream_tokens, self.block)
-            plan = _EpochPlan(layout, rows, int(_ceil_div(rows, self.global_batch_size)))
-            return self._keep(epoch, plan)
+            return _EpochPlan(layout, rows, int(_ceil_div(rows, self.global_batch_size)))
         own = order[self.rank :: self.world_size]
         layout = StreamLayout.build(
             own, ordered_lengths[self.rank :: self.world_size], has_boundary
@@ -300,7 +360,7 @@ class StreamingCorpus:
             batches = _even_batch_count(
                 ordered_lengths, self.world_size, has_boundary, self.block, self.batch_size
             )
-        return self._keep(epoch, _EpochPlan(layout, rows, batches))
+        return _EpochPlan(layout, rows, batches)
 
     def _keep(self, epoch: int, plan: _EpochPlan) -> _EpochPlan:
         if len(self._plans) >= 2:  # keep the current and the next epoch
@@ -374,14 +434,30 @@ class StreamingCorpus:
     def _document_positions(
         self, layout: StreamLayout, begin: int, n_rows: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        positions = np.arange(begin, begin + n_rows * self.block, dtype=np.int64)
-        local = np.searchsorted(layout.starts, positions, side="right") - 1
-        padding = positions >= layout.stream_tokens
-        local = np.minimum(local, max(len(layout.indices) - 1, 0))
-        doc_ids = np.where(padding, -1, layout.indices[local] if len(layout.indices) else -1)
-        pos_ids = np.where(padding, 0, positions - layout.starts[local])
+        """Document ids and in-document positions of stream tokens ``[begin, begin + n)``.
+
+        Filled by ranges: the few documents overlapping the span are located with two
+        binary searches and each contributes one run (its boundary token included);
+        positions past the stream's end are padding (-1 and 0).
+        """
+        size = n_rows * self.block
+        doc_ids = np.full(size, -1, dtype=np.int64)
+        pos_ids = np.zeros(size, dtype=np.int64)
+        end = min(begin + size, layout.stream_tokens)
+        if end > begin:
+            first, stop = layout.documents_between(begin, end)
+            edges = np.clip(layout.starts[first : stop + 1], begin, end)
+            edges[-1] = end
+            counts = np.diff(edges)
+            real = end - begin
+            doc_ids[:real] = np.repeat(layout.indices[first:stop], counts)
+            np.subtract(
+                np.arange(begin, end, dtype=np.int64),
+                np.repeat(layout.starts[first:stop], counts),
+                out=pos_ids[:real],
+            )
         shape = (n_rows, self.block)
-        return doc_ids.astype(np.int64).reshape(shape), pos_ids.astype(np.int64).reshape(shape)
+        return doc_ids.reshape(shape), pos_ids.reshape(shape)
 
     def batch_at(self, epoch: int, index: int) -> Batch:
         """The batch ``epoch_batches(epoch)`` yields at position ``index``, by seeking.
@@ -623,7 +699,7 @@ class StreamingCorpus:
             # Rank, world size and batch size are not part of it: any shape resumes it.
             return {
                 "fingerprint": self.documents.fingerprint,
-                "num_documents": len(self._lengths),
+                "num_documents": self._num_documents,
                 "seed": self.seed,
                 "block": self.block,
                 "pad_id": self.pad_id,
@@ -633,7 +709,7 @@ class StreamingCorpus:
             }
         return {
             "fingerprint": self.documents.fingerprint,
-            "num_documents": len(self._lengths),
+            "num_documents": self._num_documents,
             "seed": self.seed,
             "block": self.block,
             "batch_size": self.batch_size,

@@ -26,7 +26,7 @@ import numpy as np
 
 from mixle._checks import as_token_ids, exact_int, nonnegative_int, positive_int
 from mixle.data._cursor import Cursor
-from mixle.data._documents import DocumentSource, SequenceDocuments, as_documents
+from mixle.data._documents import SequenceDocuments, as_documents, is_document_source
 from mixle.data._permutation import FeistelPermutation
 from mixle.data._token_windows import TokenWindows, checked_document
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError, TokenIdError
@@ -69,7 +69,7 @@ def _is_document_sequence(value: Any) -> bool:
     """
     if isinstance(value, np.ndarray):
         return False
-    if isinstance(value, DocumentSource):
+    if is_document_source(value):
         return True
     return isinstance(value, list | tuple) and len(value) > 0 and np.ndim(value[0]) == 1
 

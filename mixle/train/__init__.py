@@ -11,6 +11,7 @@ writes atomic checkpoints (:mod:`mixle.train.checkpoint`) and a JSONL metrics lo
 from __future__ import annotations
 
 from mixle.train._config import OBJECTIVES, TrainConfig
+from mixle.train._mixture import MixtureBatches, budget_table, open_mixture
 from mixle.train._sources import PackedBatches, WindowBatches, batch_digest, split_holdout
 from mixle.train._summary import TrainSummary
 from mixle.train._trainer import train
@@ -27,13 +28,16 @@ __all__ = [
     "OBJECTIVES",
     "Checkpoint",
     "MetricsLog",
+    "MixtureBatches",
     "PackedBatches",
     "TrainConfig",
     "TrainSummary",
     "WindowBatches",
     "batch_digest",
+    "budget_table",
     "latest_checkpoint",
     "list_checkpoints",
+    "open_mixture",
     "plot_losses",
     "read_checkpoint",
     "read_metrics",

@@ -126,6 +126,15 @@ class TrainConfig:
         Print a progress line every this many steps (0: never).
     progress
         Show a tqdm bar: ``None`` shows it only when stderr is a terminal.
+    mixture
+        A mixture file (TOML or JSON, see ``docs/mixtures.md``) to train on instead of
+        one corpus; ``corpus`` then only labels the run. Needs ``steps``, the packed
+        objective, the global layout and no held-out documents; every source's budget
+        is checked against ``steps`` before training.
+    prefetch
+        Batches produced ahead of the step by a background thread (default 2; 0 reads
+        each batch on the training thread). Changes no batch and no checkpoint, so it
+        is not part of the run's identity and may differ between a run and its resume.
 
     Raises
     ------
@@ -161,6 +170,8 @@ class TrainConfig:
     plot: str | None = None
     log_every: int = 50
     progress: bool | None = None
+    mixture: str | None = None
+    prefetch: int = 2
 
     def __post_init__(self) -> None:
         if not isinstance(self.corpus, str) or not self.corpus:
@@ -197,7 +208,13 @@ class TrainConfig:
             raise ArgumentError(
                 f"`boundary_id` must be a nonnegative token id. Got {self.boundary_id} instead."
             )
-        for name in ("holdout_documents", "eval_every", "checkpoint_every", "log_every"):
+        for name in (
+            "holdout_documents",
+            "eval_every",
+            "checkpoint_every",
+            "log_every",
+            "prefetch",
+        ):
             nonnegative_int(name, fields[name])
         positive_int("keep_last", self.keep_last)
         _optional("threads", self.threads, positive_int)
@@ -218,6 +235,26 @@ class TrainConfig:
             )
         if self.progress is not None:
             _flag("progress", self.progress)
+        if self.mixture is not None:
+            self._check_mixture()
+
+    def _check_mixture(self) -> None:
+        _optional_str("mixture", self.mixture)
+        wrong = [
+            f"{name}={value!r} (needs {need!r})"
+            for name, value, need in (
+                ("objective", self.objective, "packed"),
+                ("layout", self.layout, "global"),
+                ("holdout_documents", self.holdout_documents, 0),
+            )
+            if value != need
+        ]
+        if self.steps is None:
+            wrong.append("steps=None (a mixture is endless: give --steps)")
+        if wrong:
+            raise ArgumentError(
+                f"training on the mixture {self.mixture} needs: {'; '.join(wrong)}."
+            )
 
     def _values(self) -> dict[str, Any]:
         # Shallow: dataclasses.asdict would deep-copy every value.

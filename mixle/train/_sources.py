@@ -26,6 +26,7 @@ import numpy as np
 
 from mixle._checks import nonnegative_int, positive_int
 from mixle.data._cursor import Cursor
+from mixle.data._plan_store import PlanStore
 from mixle.data.stream_token_source import TokenStream
 from mixle.data.streaming_corpus import StreamingCorpus
 from mixle.errors import ArgumentError
@@ -119,6 +120,8 @@ class PackedBatches:
         layout) so that every rank takes the same number of steps per epoch, as the
         global layout guarantees by construction. In the global layout the cursor and
         the batch ids are ``(epoch, first global row)``.
+    plan_store
+        Where the corpus keeps its epoch plans across processes (``None``: nowhere).
     """
 
     def __init__(
@@ -132,6 +135,7 @@ class PackedBatches:
         seed: int,
         boundary_id: int | None,
         layout: str = "per-rank",
+        plan_store: PlanStore | None = None,
     ) -> None:
         self.corpus = StreamingCorpus(
             documents,
@@ -143,6 +147,7 @@ class PackedBatches:
             boundary_id=boundary_id,
             even_batches=True,
             layout=layout,
+            plan_store=plan_store,
         )
 
     @property
@@ -333,8 +338,10 @@ def make_source(
     seed: int,
     boundary_id: int | None,
     layout: str = "per-rank",
+    plan_store: PlanStore | None = None,
 ) -> PackedBatches | WindowBatches | GlobalWindowBatches:
-    """The batch source for ``objective`` (``"packed"`` or ``"windows"``) and ``layout``."""
+    """The batch source for ``objective`` (``"packed"`` or ``"windows"``) and ``layout``;
+    ``plan_store`` keeps the packed objective's epoch plans (windows plan in O(1))."""
     if objective == "packed":
         return PackedBatches(
             documents,
@@ -345,6 +352,7 @@ def make_source(
             seed=seed,
             boundary_id=boundary_id,
             layout=layout,
+            plan_store=plan_store,
         )
     cls = GlobalWindowBatches if layout == "global" else WindowBatches
     return cls(

@@ -38,6 +38,7 @@ class TrainSummary:
     metrics: str | None
     plot: str | None
     world_size: int
+    mixture: dict[str, dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -54,6 +55,12 @@ class TrainSummary:
             lines.append(f"train loss {self.first_loss:.4f} -> {self.final_loss:.4f} nats/token")
         if self.eval_loss is not None:
             lines.append(f"held-out loss {self.eval_loss:.4f} nats/token")
+        for name, account in (self.mixture or {}).items():
+            lines.append(
+                f"source {name}: {account['tokens']:,} tokens, share {account['share']:.4f} "
+                f"(target {account['target']:.4f}), {account['rows']:,} rows, "
+                f"epoch(s) started {account['epochs']}"
+            )
         for label, value in (
             ("resumed from", self.resumed_from),
             ("checkpoint", self.checkpoint),

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from mixle.corpus import open_corpus
+from mixle.corpus.storage.plan_cache import PlanFiles
 from mixle.data._documents import documents_fingerprint
 from mixle.errors import ArgumentError, CheckpointError
 from mixle.models import (
@@ -37,6 +38,13 @@ from mixle.models._inputs import parse_batch
 from mixle.stats.registry import tensors_from_blob
 from mixle.train._config import TrainConfig
 from mixle.train._distributed import DistributedContext, setup_distributed
+from mixle.train._mixture import (
+    MixtureBatches,
+    accounting_record,
+    open_mixture,
+    plot_mixture_shares,
+)
+from mixle.train._prefetch import PrefetchedBatches
 from mixle.train._rng import get_rng_state, seed_everything, set_rng_state
 from mixle.train._runtime import StopFlag, deterministic, stop_on_signals
 from mixle.train._sources import (
@@ -87,6 +95,20 @@ class _Trainer:
         self.config, self.ctx, self.stop = config, ctx, stop
         self._log = log
         vocab = config.vocab
+        self.mixture = None
+        if config.mixture is not None:
+            # Every source opened and every budget checked before the first batch.
+            self.mixture, mixture_vocab = open_mixture(
+                config.mixture,
+                block=config.block,
+                batch_size=config.batch_size,
+                rank=ctx.rank,
+                world_size=ctx.world_size,
+                seed=config.seed,
+                boundary_id=config.boundary_id,
+            )
+            self.mixture.check_budget(steps=config.steps)
+            vocab = vocab if vocab is not None else mixture_vocab
         if vocab is None and isinstance(documents, _RecordsVocab):
             vocab = documents.vocab_size
         if vocab is None:
@@ -106,13 +128,18 @@ class _Trainer:
             "boundary_id": config.boundary_id,
         }
         self.layout = config.layout
-        self.source: BatchSource = make_source(
-            config.objective,
-            train_docs,
-            rank=ctx.rank,
-            world_size=ctx.world_size,
-            layout=self.layout,
-            **stream,
+        self.source: BatchSource = (
+            MixtureBatches(self.mixture)
+            if self.mixture is not None
+            else make_source(
+                config.objective,
+                train_docs,
+                rank=ctx.rank,
+                world_size=ctx.world_size,
+                layout=self.layout,
+                plan_store=self._plan_store(),
+                **stream,
+            )
         )
         if self.source.steps_in_epoch(0) == 0:
             raise ArgumentError(
@@ -134,10 +161,15 @@ class _Trainer:
         )
         self.identity: dict[str, Any] = {
             "run": {**config.identity(), "vocab": self.vocab},
-            "corpus": {
-                "fingerprint": documents_fingerprint(documents),
-                "num_documents": len(documents),
-            },
+            "corpus": (
+                # The mixture's own state names (and checks) every source and phase.
+                {"mixture": self.mixture.names}
+                if self.mixture is not None
+                else {
+                    "fingerprint": documents_fingerprint(documents),
+                    "num_documents": len(documents),
+                }
+            ),
         }
         if self.layout == "per-rank":
             # Per-rank cursors are tied to the shape; the global row cursor is not.
@@ -151,6 +183,12 @@ class _Trainer:
         self.eval_loss: float | None = None
         self._estimator: StreamingTransformerEstimator | None = None
         self._factory: Any = None
+
+    def _plan_store(self) -> PlanFiles | None:
+        """Epoch plans beside the run (``<checkpoint_dir>/plans``), so a resumed process
+        loads them instead of planning every epoch again."""
+        directory = self.config.checkpoint_dir
+        return None if directory is None else PlanFiles(os.path.join(directory, "plans"))
 
     # ----------------------------------------------------------------- console
     def log(self, message: str) -> None:
@@ -388,6 +426,10 @@ class _Trainer:
         window: list[float] = []
         window_tokens, window_seconds = 0, 0.0
         stopped = "data exhausted"
+        if config.prefetch:
+            # Batches are produced ahead in a thread; the wrapper reports the cursor and
+            # state of the last batch taken here, so checkpoints are unchanged.
+            self.source = PrefetchedBatches(self.source, config.prefetch)
         batches = iter(self.source)
         try:
             while True:
@@ -402,11 +444,14 @@ class _Trainer:
                     batch, (epoch, index) = next(batches)
                 except StopIteration:
                     break
+                data_wait = time.perf_counter() - began
                 loss_sum, weight, stop = self.train_step(batch, self.stop.signal is not None)
                 ids = ctx.all_gather_int64([epoch, index, int(batch_digest(batch), 16) >> 1])
-                extra: dict[str, str] = {}
+                extra: dict[str, Any] = {}
                 if self.layout == "global":
                     extra["global_batch"] = self.global_digest(batch)
+                if self.mixture is not None:
+                    extra["mixture"] = accounting_record(self.mixture, self.source.cursor[1])
                 elapsed = time.perf_counter() - began
                 self.step += 1
                 step_tokens = int(weight)
@@ -422,6 +467,8 @@ class _Trainer:
                         "tokens": step_tokens,
                         "total_tokens": self.total_tokens,
                         "tokens_per_s": step_tokens / elapsed if elapsed > 0 else None,
+                        "data_wait_s": data_wait,
+                        "step_s": elapsed,
                         "batches": [[e, i, f"{h:016x}"] for e, i, h in ids],
                         **extra,
                     }
@@ -451,6 +498,8 @@ class _Trainer:
                 self._run_eval()
             self.save()
         finally:
+            if isinstance(self.source, PrefetchedBatches):
+                self.source.close()
             bar.close()
             self._log = printer
         seconds = time.perf_counter() - start_time
@@ -459,6 +508,8 @@ class _Trainer:
             plot = plot_losses(
                 config.plot, self.metrics.losses, self.metrics.eval_losses, title=config.corpus
             )
+            if self.mixture is not None:
+                plot_mixture_shares(config.plot, self.metrics.path, self.mixture, self.step)
         span = max(1, min(20, len(self.metrics.losses) // 10))
         summary = TrainSummary(
             start_step=start_step,
@@ -476,6 +527,11 @@ class _Trainer:
             metrics=self.metrics.path,
             plot=plot,
             world_size=ctx.world_size,
+            mixture=(
+                None
+                if self.mixture is None
+                else accounting_record(self.mixture, self.source.cursor[1])
+            ),
         )
         self.metrics.write({"type": "end", "step": self.step, "summary": summary.to_dict()})
         self.metrics.close()
@@ -532,7 +588,7 @@ def train(
         if config.plot is not None and ctx.is_main:
             require_plotting()
         if documents is None:
-            documents = open_corpus(config.corpus)
+            documents = [] if config.mixture is not None else open_corpus(config.corpus)
         with deterministic(ctx.device, config.threads), stop_on_signals(handle_signals) as stop:
             seed_everything(config.seed)
             trainer = _Trainer(config, ctx, documents, log, stop)

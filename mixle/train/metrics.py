@@ -5,6 +5,7 @@ One JSON object per line, each with a ``"type"`` and the global ``"step"`` it re
 ``start``       a process began (or resumed) at ``step``
 ``step``        one optimizer step: ``loss`` (global masked mean, nats), ``tokens``
                 (targets trained on, all ranks), ``total_tokens``, ``tokens_per_s``,
+                ``data_wait_s`` (waiting for the batch), ``step_s`` (the whole step),
                 ``batches`` (per rank: ``[epoch, index, sha256-prefix]`` of the batch)
 ``eval``        held-out ``loss`` and ``tokens``
 ``checkpoint``  a checkpoint was published at ``path``
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 from mixle._io import atomic_write
@@ -139,30 +140,47 @@ def plot_losses(
     ArgumentError
         matplotlib is not installed (the message says how to install it).
     """
+
+    def draw(axes: Any) -> None:
+        if losses:
+            steps = [s for s, _ in losses]
+            values = [v for _, v in losses]
+            axes.plot(steps, values, color="#9ecae1", linewidth=0.8, label="train (per step)")
+            window = max(1, len(values) // 50)
+            smooth = [
+                sum(values[max(0, i - window + 1) : i + 1])
+                / len(values[max(0, i - window + 1) : i + 1])
+                for i in range(len(values))
+            ]
+            axes.plot(
+                steps, smooth, color="#08519c", linewidth=1.6, label=f"train (mean of {window})"
+            )
+        if eval_losses:
+            axes.plot(
+                [s for s, _ in eval_losses],
+                [v for _, v in eval_losses],
+                "o-",
+                color="#d94801",
+                markersize=3,
+                label="held-out",
+            )
+        axes.set_ylabel("loss (nats / token)")
+
+    return plot_figure(path, draw, title=title)
+
+
+def plot_figure(path: str, draw: Callable[[Any], None], *, title: str) -> str:
+    """Write a PNG of one by-step chart: ``draw(axes)`` adds the lines and the y label.
+
+    Raises
+    ------
+    ArgumentError
+        matplotlib is not installed (the message says how to install it).
+    """
     plt = _check_matplotlib()
     figure, axes = plt.subplots(figsize=(7, 4), dpi=110)
-    if losses:
-        steps = [s for s, _ in losses]
-        values = [v for _, v in losses]
-        axes.plot(steps, values, color="#9ecae1", linewidth=0.8, label="train (per step)")
-        window = max(1, len(values) // 50)
-        smooth = [
-            sum(values[max(0, i - window + 1) : i + 1])
-            / len(values[max(0, i - window + 1) : i + 1])
-            for i in range(len(values))
-        ]
-        axes.plot(steps, smooth, color="#08519c", linewidth=1.6, label=f"train (mean of {window})")
-    if eval_losses:
-        axes.plot(
-            [s for s, _ in eval_losses],
-            [v for _, v in eval_losses],
-            "o-",
-            color="#d94801",
-            markersize=3,
-            label="held-out",
-        )
+    draw(axes)
     axes.set_xlabel("step")
-    axes.set_ylabel("loss (nats / token)")
     axes.set_title(title)
     axes.grid(alpha=0.3)
     axes.legend()

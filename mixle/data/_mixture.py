@@ -1,0 +1,420 @@
+"""``Mixture``: an exact, resumable weighted blend of several sources in the global layout.
+
+Global row ``k`` comes from the source the :class:`~mixle.data._schedule.MixtureSchedule`
+assigns it (O(1) lookup, no per-step state); that source contributes its next row of
+its own endless packed stream (:class:`~mixle.data._mixture_source.SourceRows`).
+Global batch ``k`` of a run is rows ``[row, row + G)`` from the cursor row, with ``G =
+world_size * batch_size``, and rank ``r`` reads rows ``[row + r * batch_size, row + (r
++ 1) * batch_size)``. The state is the global-layout row cursor (``{"version": 2,
+"epoch": 0, "row", "stream"}``) whose ``stream`` is the mixture identity, so a run
+resumes at any row in O(1) with any world size and batch size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mixle._checks import exact_int, nonnegative_int, positive_int
+from mixle.data._cursor import Cursor
+from mixle.data._mixture_source import MixtureSource, build_rows, check_weight
+from mixle.data._schedule import MixtureSchedule
+from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
+
+__all__ = ["Mixture", "MixturePhase", "SourceAccount", "SourceBudget"]
+
+Batch = tuple[np.ndarray, ...]
+# Iteration reads this many global batches' rows of the rank at once.
+_READ_AHEAD = 64
+
+
+@dataclass(frozen=True, slots=True)
+class MixturePhase:
+    """From global row ``start_row`` on, these ``weights`` (source name -> weight).
+
+    Sources left out get weight 0 in the phase.
+    """
+
+    start_row: int
+    weights: Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceBudget:
+    """What a run of a given length needs from one source."""
+
+    name: str
+    rows: int
+    tokens: int
+    epochs: float
+    max_epochs: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class SourceAccount:
+    """Closed-form accounting of one source over a prefix of global rows."""
+
+    name: str
+    rows: int
+    real_tokens: int
+    epochs_started: int
+    realised_share: float
+    target_share: float
+
+
+class Mixture:
+    """A deterministic weighted blend of sources, batched in the global layout.
+
+    Parameters
+    ----------
+    sources
+        :class:`MixtureSource` objects (documents, weight = share of trained tokens,
+        unique name, optional ``max_epochs``); their weights rule from row 0.
+    block, batch_size
+        Tokens per row input; rows per rank per step.
+    rank, world_size
+        ``0 <= rank < world_size``.
+    seed
+        Nonnegative integer; epoch ``e`` of source ``s`` is shuffled by ``(seed, s, e)``.
+    pad_id, boundary_id
+        As for :class:`~mixle.data.StreamingCorpus`.
+    phases
+        Optional :class:`MixturePhase` objects (or ``(start_row, {name: weight})``
+        pairs) with strictly increasing ``start_row > 0``.
+    document_ids
+        If True, batches carry ``(document_ids, position_ids)`` (each source's own
+        document index; -1 and 0 on padding) before the source ids.
+
+    Batches are ``(context, targets, loss_mask, [document_ids, position_ids],
+    source_ids)``: ``(batch_size, block)`` int64, int64, bool, [int64, int64] and a
+    ``(batch_size,)`` int64 index into ``sources`` per row. ``loss_mask`` is False
+    only on the padding at the end of a source's epoch.
+
+    Raises
+    ------
+    ArgumentTypeError, ArgumentError
+        Bad weights (negative, NaN, not numbers, all zero in a phase), duplicate or
+        unknown source names, an empty source, a phase that does not start after the
+        previous one: each named, before any batch.
+    """
+
+    def __init__(
+        self,
+        sources: Sequence[MixtureSource],
+        *,
+        block: int,
+        batch_size: int = 1,
+        rank: int = 0,
+        world_size: int = 1,
+        seed: int = 0,
+        pad_id: int = 0,
+        boundary_id: int | None = None,
+        phases: Sequence[MixturePhase | tuple[int, Mapping[str, float]]] = (),
+        document_ids: bool = False,
+    ) -> None:
+        self.sources = _checked_sources(sources)
+        self.block = positive_int("block", block)
+        self.batch_size = positive_int("batch_size", batch_size)
+        self.world_size = positive_int("world_size", world_size)
+        self.rank = nonnegative_int("rank", rank)
+        if self.rank >= self.world_size:
+            raise ArgumentError(
+                f"`rank` must be smaller than `world_size` ({self.world_size}). Got {self.rank} instead."
+            )
+        self.seed = nonnegative_int("seed", seed)
+        self.pad_id = exact_int("pad_id", pad_id)
+        self.boundary_id = None if boundary_id is None else exact_int("boundary_id", boundary_id)
+        if not isinstance(document_ids, bool):
+            raise ArgumentTypeError(f"`document_ids` must be True or False. Got {document_ids!r}.")
+        self.document_ids = document_ids
+        self.phases = _checked_phases(phases, [s.name for s in self.sources])
+        weights = [[s.weight for s in self.sources]]
+        weights += [[float(p.weights.get(s.name, 0.0)) for s in self.sources] for p in self.phases]
+        for index, row in enumerate(weights):
+            if not any(row):
+                where = (
+                    "the sources"
+                    if index == 0
+                    else f"phase {index} (from row {self.phases[index - 1].start_row})"
+                )
+                raise ArgumentError(
+                    f"the weights of {where} are all zero; give at least one source a positive weight."
+                )
+        self.schedule = MixtureSchedule([0, *(p.start_row for p in self.phases)], weights)
+        self.rows = build_rows(
+            self.sources,
+            block=self.block,
+            seed=self.seed,
+            boundary_id=self.boundary_id,
+            pad_id=self.pad_id,
+        )
+        self._cursor = Cursor("Mixture", index_key="row", version=2)
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def names(self) -> list[str]:
+        return [s.name for s in self.sources]
+
+    @property
+    def global_batch_size(self) -> int:
+        return self.world_size * self.batch_size
+
+    def rows_at(self, begin: int, end: int) -> Batch:
+        """Global rows ``[begin, end)`` as a batch (see the class docstring)."""
+        begin = nonnegative_int("begin", begin)
+        end = nonnegative_int("end", end)
+        if end < begin:
+            raise ArgumentError(f"`end` must be >= `begin` ({begin}). Got {end} instead.")
+        return self._gather(np.arange(begin, end, dtype=np.int64))
+
+    def _gather(self, rows: np.ndarray) -> Batch:
+        """The batch of the ascending global rows ``rows`` (int64).
+
+        Each source's rows among them are ascending rows of its own stream (the
+        schedule hands every source its rows in order); each run of consecutive ones is
+        read with one call, so reading many batches at once costs a few calls per source.
+        """
+        count, block = len(rows), self.block
+        sources, local = self.schedule.lookup(rows)
+        tokens = np.empty((count, block + 1), dtype=np.int64)
+        mask = np.empty((count, block), dtype=np.bool_)
+        extra = [np.empty((count, block), dtype=np.int64) for _ in range(2 * self.document_ids)]
+        order = np.argsort(sources, kind="stable")
+        ordered = local[order]
+        # Cut where the source changes or the source's row index jumps.
+        cuts = np.flatnonzero((np.diff(sources[order]) != 0) | (np.diff(ordered) != 1)) + 1
+        for run in np.split(np.arange(count), cuts):
+            if not len(run):
+                continue
+            where = order[run]
+            source = int(sources[where[0]])
+            parts = self.rows[source].read(int(ordered[run[0]]), len(run), self.document_ids)
+            for out, part in zip([tokens, mask, *extra], parts, strict=True):
+                out[where] = part
+        return (tokens[:, :-1], tokens[:, 1:], mask, *extra, sources)
+
+    def batch_at_row(self, row: int) -> Batch:
+        """This rank's part of the global batch that starts at global row ``row``."""
+        first = nonnegative_int("row", row) + self.rank * self.batch_size
+        return self.rows_at(first, first + self.batch_size)
+
+    def __iter__(self) -> Iterator[Batch]:
+        """Endless: this rank's batches from the cursor row on, advancing the cursor
+        (moved before each batch is handed out)."""
+        cursor, size, ahead = self._cursor, self.global_batch_size, 1
+        mine = np.arange(self.batch_size, dtype=np.int64) + self.rank * self.batch_size
+        while True:
+            first = cursor.index
+            # This rank's rows of the next `ahead` global batches, read together.
+            starts = first + size * np.arange(ahead, dtype=np.int64)
+            batches = self._gather((starts[:, None] + mine).ravel())
+            for k in range(ahead):
+                part = slice(k * self.batch_size, (k + 1) * self.batch_size)
+                cursor.move(0, first + (k + 1) * size)
+                yield tuple(array[part] for array in batches)
+            # One batch first (a resumed run's first batch comes fast), then doubling.
+            ahead = min(2 * ahead, _READ_AHEAD)
+
+    # ------------------------------------------------------------------ cursor
+    @property
+    def cursor(self) -> tuple[int, int]:
+        """``(0, row)``: the first global row of the next global batch."""
+        return self._cursor.position
+
+    def seek(self, row: int) -> None:
+        """Move the cursor to global row ``row`` (O(1))."""
+        self._cursor.move(0, nonnegative_int("row", row))
+
+    def stream_identity(self) -> dict[str, Any]:
+        """The mixture identity saved in ``state_dict``: sources' names, fingerprints,
+        rounded weights and ``max_epochs``, the phases, seed, block, pad and boundary."""
+        identity: dict[str, Any] = {
+            "mixture_sources": self.names,
+            "seed": self.seed,
+            "block": self.block,
+            "pad_id": self.pad_id,
+            "boundary_id": self.boundary_id,
+            "layout": "global",
+        }
+        for source, rows in zip(self.sources, self.rows, strict=True):
+            identity[f"source {source.name!r} fingerprint"] = rows.fingerprint
+            identity[f"source {source.name!r} num_documents"] = len(rows.lengths)
+            identity[f"source {source.name!r} max_epochs"] = source.max_epochs
+        identity["phases"] = self._phase_identity()
+        return identity
+
+    def _phase_identity(self) -> list[list[Any]]:
+        """``[[start_row, [n_0, ..., n_k]], ...]``: every phase's rounded counts."""
+        return [
+            [start, list(schedule.counts)]
+            for start, schedule in zip(self.schedule.starts, self.schedule.phases, strict=True)
+        ]
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"version": 2, "epoch": 0, "row", "stream": identity}`` (JSON-able)."""
+        return self._cursor.state_dict(self.stream_identity())
+
+    def load_state_dict(self, state: Any) -> None:
+        """Resume at a saved row, O(1) in the row, with any world size or batch size.
+
+        The saved mixture may differ from this one only by phases appended after the
+        saved row (how weights change between runs).
+
+        Raises
+        ------
+        StateMismatchError
+            Malformed state, or any other change (each differing field named with both
+            values; a changed or inserted phase named as ``phases``).
+        """
+        identity = self.stream_identity()
+        saved = state.get("stream") if isinstance(state, Mapping) else None
+        if isinstance(saved, Mapping) and isinstance(state.get("row"), int):
+            own = identity["phases"]
+            kept = saved.get("phases")
+            if (
+                isinstance(kept, list)
+                and 0 < len(kept) < len(own)
+                and own[: len(kept)] == kept
+                and own[len(kept)][0] >= state["row"]
+            ):
+                identity = {**identity, "phases": kept}  # phases appended after the row
+        self._cursor.check(state, identity)
+        if state["epoch"] != 0:
+            raise StateMismatchError(
+                f"Mixture state has epoch {state['epoch']}; a mixture has only epoch 0."
+            )
+        self._cursor.move(0, state["row"])
+
+    # ------------------------------------------------------------------ planning
+    def run_rows(
+        self, *, rows: int | None = None, tokens: int | None = None, steps: int | None = None
+    ) -> int:
+        """Global rows of a run given as rows, tokens (target positions) or steps."""
+        given = [
+            (n, v)
+            for n, v in (("rows", rows), ("tokens", tokens), ("steps", steps))
+            if v is not None
+        ]
+        if len(given) != 1:
+            raise ArgumentError("give the run length as exactly one of rows=, tokens= or steps=.")
+        name, value = given[0]
+        value = nonnegative_int(name, value)
+        if name == "rows":
+            return value
+        if name == "tokens":
+            return -(-value // self.block)
+        return value * self.global_batch_size
+
+    def budget(self, **length: int | None) -> list[SourceBudget]:
+        """Rows, real tokens and epochs each source needs for a run (see :meth:`run_rows`)."""
+        total = self.run_rows(**length)
+        counts = self.schedule.counts_before(total).tolist()
+        return [
+            SourceBudget(s.name, n, r.real_tokens(n), n / r.rows_per_epoch, s.max_epochs)
+            for s, r, n in zip(self.sources, self.rows, counts, strict=True)
+        ]
+
+    def check_budget(self, **length: int | None) -> list[SourceBudget]:
+        """:meth:`budget`, raising if a source would exceed its ``max_epochs``.
+
+        Raises
+        ------
+        ArgumentError
+            Names the source, the epochs needed and the allowed maximum.
+        """
+        budget = self.budget(**length)
+        for entry in budget:
+            if entry.max_epochs is not None and entry.epochs > entry.max_epochs:
+                raise ArgumentError(
+                    f"source {entry.name!r} needs {entry.epochs:.4g} epochs for this run "
+                    f"({entry.rows} rows, {entry.tokens} tokens), but max_epochs is "
+                    f"{entry.max_epochs}. Lower its weight, shorten the run, raise max_epochs "
+                    "or add documents."
+                )
+        return budget
+
+    def accounting(self, row: int) -> list[SourceAccount]:
+        """Per source, over global rows ``[0, row)``, in closed form (no replay)."""
+        row = nonnegative_int("row", row)
+        counts = self.schedule.counts_before(row).tolist()
+        targets = self.schedule.target_rows(row)
+        tokens = [r.real_tokens(n) for r, n in zip(self.rows, counts, strict=True)]
+        total = sum(tokens)
+        return [
+            SourceAccount(
+                s.name,
+                n,
+                t,
+                -(-n // r.rows_per_epoch),
+                t / total if total else 0.0,
+                float(target / row) if row else 0.0,
+            )
+            for s, r, n, t, target in zip(
+                self.sources, self.rows, counts, tokens, targets, strict=True
+            )
+        ]
+
+    def rounding(self) -> list[dict[str, Any]]:
+        """Per phase and source: the normalised float weight and the exact rational used."""
+        return [
+            {
+                "start_row": start,
+                "source": name,
+                "weight": share,
+                "used": f"{used.numerator}/{used.denominator}",
+                "error": float(used) - share,
+            }
+            for start, schedule in zip(self.schedule.starts, self.schedule.phases, strict=True)
+            for name, (share, used) in zip(self.names, schedule.rounding, strict=True)
+        ]
+
+
+def _checked_sources(sources: Any) -> list[MixtureSource]:
+    if isinstance(sources, str | bytes) or not isinstance(sources, Sequence):
+        raise ArgumentTypeError(
+            f"`sources` must be a sequence of MixtureSource. Got {type(sources).__name__}."
+        )
+    checked = list(sources)
+    if not checked:
+        raise ArgumentError("a mixture needs at least one source.")
+    seen: set[str] = set()
+    for source in checked:
+        if not isinstance(source, MixtureSource):
+            raise ArgumentTypeError(
+                f"every source must be a MixtureSource. Got {type(source).__name__}."
+            )
+        if source.name in seen:
+            raise ArgumentError(
+                f"source name {source.name!r} is used twice; give every source its own name."
+            )
+        seen.add(source.name)
+    return checked
+
+
+def _checked_phases(phases: Any, names: list[str]) -> list[MixturePhase]:
+    checked: list[MixturePhase] = []
+    previous = 0
+    for index, phase in enumerate(phases, 1):
+        if not isinstance(phase, MixturePhase):
+            start, weights = phase
+            phase = MixturePhase(start, weights)
+        start = nonnegative_int(f"start_row of phase {index}", phase.start_row)
+        if start <= previous:
+            raise ArgumentError(
+                f"phase {index} starts at row {start}, not after the previous phase (row {previous}); "
+                "phases must start at strictly increasing rows, the first after row 0."
+            )
+        if not isinstance(phase.weights, Mapping):
+            raise ArgumentTypeError(f"weights of phase {index} must map source names to weights.")
+        for name, weight in phase.weights.items():
+            if name not in names:
+                raise ArgumentError(
+                    f"phase {index} names unknown source {name!r}; the sources are {', '.join(map(repr, names))}."
+                )
+            check_weight(weight, f"source {name!r} in phase {index}")
+        checked.append(MixturePhase(start, dict(phase.weights)))
+        previous = start
+    return checked

@@ -1,0 +1,137 @@
+"""Mixture files: a TOML (read with :mod:`tomllib`) or JSON description of a mixture.
+
+::
+
+    [[source]]
+    name = "code"
+    path = "code"          # a corpus directory (relative to this file) or a URL
+    weight = 0.3
+    max_epochs = 4         # optional
+
+    [[source]]
+    name = "text"
+    path = "text"
+    weight = 0.7
+
+    [[phase]]              # optional: from global row 2000 on, these weights
+    start_row = 2000
+    weights = { code = 0.5, text = 0.5 }
+
+JSON holds the same structure (``{"source": [...], "phase": [...]}``). Every key is
+checked: an unknown one is an error naming it, where it is and the keys allowed.
+Opening the corpora is the caller's business (the data layer knows no files).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mixle._checks import nonnegative_int
+from mixle.data._mixture import MixturePhase
+from mixle.data._mixture_source import check_weight
+from mixle.errors import ArgumentError, ArgumentTypeError, CorpusNotFoundError
+
+__all__ = ["MixtureSpec", "SourceSpec", "read_mixture_file"]
+
+_TOP_KEYS = ("source", "phase")
+_SOURCE_KEYS = ("name", "path", "weight", "max_epochs")
+_PHASE_KEYS = ("start_row", "weights")
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSpec:
+    """One ``[[source]]`` entry: ``location`` is a URL or an absolute path."""
+
+    name: str
+    location: str
+    weight: float
+    max_epochs: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class MixtureSpec:
+    """A parsed mixture file."""
+
+    path: str
+    sources: tuple[SourceSpec, ...]
+    phases: tuple[MixturePhase, ...]
+
+
+def _check_keys(table: Any, allowed: tuple[str, ...], where: str) -> Mapping[str, Any]:
+    if not isinstance(table, Mapping):
+        raise ArgumentTypeError(f"{where} must be a table. Got {type(table).__name__} instead.")
+    unknown = sorted(set(table) - set(allowed))
+    if unknown:
+        raise ArgumentError(
+            f"{where} has unknown key(s) {', '.join(map(repr, unknown))}; the keys allowed "
+            f"are {', '.join(allowed)}."
+        )
+    return table
+
+
+def _location(value: Any, base: str, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ArgumentTypeError(f"{where} needs `path`: a corpus directory or URL. Got {value!r}.")
+    if "://" in value or os.path.isabs(value):
+        return value
+    return os.path.normpath(os.path.join(base, value))
+
+
+def read_mixture_file(path: str) -> MixtureSpec:
+    """Parse and validate a mixture file (``.json`` as JSON, anything else as TOML).
+
+    Raises
+    ------
+    CorpusNotFoundError
+        No such file (a ``FileNotFoundError``).
+    ArgumentError, ArgumentTypeError
+        Not valid TOML/JSON, an unknown key, a missing name/path/weight, a bad weight
+        (each naming the file and the source or phase).
+    """
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except FileNotFoundError:
+        raise CorpusNotFoundError(f"mixture file {path} does not exist.") from None
+    try:
+        data = json.loads(raw) if path.endswith(".json") else tomllib.loads(raw.decode())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ArgumentError(f"{path}: not a valid mixture file: {exc}") from None
+    top = _check_keys(data, _TOP_KEYS, f"{path}")
+    base = os.path.dirname(os.path.abspath(path))
+    entries = top.get("source", [])
+    if not isinstance(entries, list) or not entries:
+        raise ArgumentError(f"{path}: a mixture needs at least one [[source]] entry.")
+    sources = []
+    for index, entry in enumerate(entries, 1):
+        table = _check_keys(entry, _SOURCE_KEYS, f"{path}: source {index}")
+        name = table.get("name")
+        if not isinstance(name, str) or not name:
+            raise ArgumentError(f"{path}: source {index} needs a `name` (a non-empty string).")
+        where = f"{path}: source {name!r}"
+        if "weight" not in table:
+            raise ArgumentError(f"{where} needs a `weight` (its share of trained tokens).")
+        weight = check_weight(table["weight"], where)
+        sources.append(
+            SourceSpec(
+                name, _location(table.get("path"), base, where), weight, table.get("max_epochs")
+            )
+        )
+    phases = []
+    for index, entry in enumerate(top.get("phase", []), 1):
+        table = _check_keys(entry, _PHASE_KEYS, f"{path}: phase {index}")
+        if "start_row" not in table or "weights" not in table:
+            raise ArgumentError(f"{path}: phase {index} needs `start_row` and `weights`.")
+        start = nonnegative_int(f"start_row of phase {index}", table["start_row"])
+        weights = table["weights"]
+        if not isinstance(weights, Mapping):
+            raise ArgumentTypeError(
+                f"{path}: `weights` of phase {index} must map source names to weights."
+            )
+        phases.append(MixturePhase(start, dict(weights)))
+    return MixtureSpec(path, tuple(sources), tuple(phases))

@@ -1,0 +1,163 @@
+"""Mixtures in training: open a mixture file's corpora, feed its batches, report budgets.
+
+:func:`open_mixture` reads a mixture file (:mod:`mixle.data._mixture_file`), opens every
+source with :func:`mixle.corpus.open_corpus` and builds the :class:`~mixle.data.Mixture`;
+:class:`MixtureBatches` is the trainer's batch source over it (the global layout: the
+cursor and the batch ids are ``(0, first global row)``; the stream never ends, the run
+stops at ``steps``); :func:`budget_table` and :func:`accounting_record` format the
+budget and the per-source accounting for the console and ``metrics.jsonl``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from mixle.corpus import open_corpus
+from mixle.data import Mixture, MixtureSource, SourceBudget
+from mixle.data._mixture_file import read_mixture_file
+from mixle.train.metrics import plot_figure, read_metrics
+
+__all__ = [
+    "MixtureBatches",
+    "accounting_record",
+    "budget_table",
+    "open_mixture",
+    "plot_mixture_shares",
+    "shares_path",
+]
+
+Batch = tuple[Any, ...]
+
+
+def open_mixture(path: str, *, block: int, **options: Any) -> tuple[Mixture, int | None]:
+    """The mixture described by the file at ``path``, and the sources' largest vocab size.
+
+    ``options`` go to :class:`~mixle.data.Mixture` (``batch_size``, ``rank``,
+    ``world_size``, ``seed``, ``boundary_id``...). Raises what the file parser, the
+    corpora and the mixture raise, before any batch.
+    """
+    spec = read_mixture_file(path)
+    sources, vocab = [], None
+    for entry in spec.sources:
+        documents = open_corpus(entry.location)
+        size = documents.vocab_size
+        if size is not None:
+            vocab = size if vocab is None else max(vocab, size)
+        sources.append(MixtureSource(documents, entry.weight, entry.name, entry.max_epochs))
+    return Mixture(sources, block=block, phases=spec.phases, **options), vocab
+
+
+def budget_table(budget: list[SourceBudget], rows: int) -> str:
+    """The budget as aligned lines: rows, tokens, epochs needed and allowed per source."""
+    width = max(len("source"), *(len(entry.name) for entry in budget))
+    lines = [
+        f"{'source':<{width}}  {'rows':>12}  {'tokens':>14}  {'epochs':>9}  {'max_epochs':>10}"
+    ]
+    for entry in budget:
+        limit = "-" if entry.max_epochs is None else f"{entry.max_epochs:g}"
+        flag = (
+            "  EXCEEDS max_epochs"
+            if entry.max_epochs is not None and entry.epochs > entry.max_epochs
+            else ""
+        )
+        lines.append(
+            f"{entry.name:<{width}}  {entry.rows:>12,}  {entry.tokens:>14,}  "
+            f"{entry.epochs:>9.3f}  {limit:>10}{flag}"
+        )
+    lines.append(f"{'total':<{width}}  {rows:>12,}  {sum(e.tokens for e in budget):>14,}")
+    return "\n".join(lines)
+
+
+def accounting_record(mixture: Mixture, row: int) -> dict[str, dict[str, Any]]:
+    """``{name: {rows, tokens, epochs, share, target}}`` over global rows ``[0, row)``."""
+    return {
+        account.name: {
+            "rows": account.rows,
+            "tokens": account.real_tokens,
+            "epochs": account.epochs_started,
+            "share": account.realised_share,
+            "target": account.target_share,
+        }
+        for account in mixture.accounting(row)
+    }
+
+
+class MixtureBatches:
+    """A rank's part of every global batch of a :class:`~mixle.data.Mixture`.
+
+    Yields ``((context, targets, loss_mask), (0, first global row))``; the state is the
+    mixture's row cursor (resumes with any world size and batch size).
+    """
+
+    # The stream is endless: the trainer stops at `steps`.
+    _ENDLESS = 2**62
+
+    def __init__(self, mixture: Mixture) -> None:
+        self.mixture = mixture
+
+    @property
+    def cursor(self) -> tuple[int, int]:
+        return self.mixture.cursor
+
+    def steps_in_epoch(self, epoch: int) -> int:
+        return self._ENDLESS
+
+    def steps_left(self, epoch: int, index: int) -> int:
+        return self._ENDLESS
+
+    def __iter__(self) -> Iterator[tuple[Batch, tuple[int, int]]]:
+        batches = iter(self.mixture)
+        while True:
+            batch_id = self.mixture.cursor  # the mixture moves its cursor as it yields
+            yield next(batches)[:3], batch_id
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.mixture.state_dict()
+
+    def load_state_dict(self, state: Any) -> None:
+        self.mixture.load_state_dict(state)
+
+
+def shares_path(plot: str) -> str:
+    """Where ``--plot FILE.png`` puts the per-source share plot: ``FILE.mixture.png``."""
+    root, extension = os.path.splitext(plot)
+    return f"{root}.mixture{extension or '.png'}"
+
+
+def plot_mixture_shares(plot: str, metrics: str | None, mixture: Mixture, step: int) -> str:
+    """Draw every source's realised share of trained tokens (and its target) by step.
+
+    The shares come from the ``mixture`` field of the ``step`` records of the metrics
+    log (the whole trajectory, across resumes); without a log they are recomputed in
+    closed form at rows ``s * global_batch_size`` (a run without a log cannot have
+    resumed). Writes :func:`shares_path` and returns it.
+    """
+    points: list[tuple[int, dict[str, Any]]] = []
+    if metrics is not None:
+        points = [
+            (int(r["step"]), r["mixture"])
+            for r in read_metrics(metrics)
+            if r.get("type") == "step" and isinstance(r.get("mixture"), dict)
+        ]
+    else:
+        size = mixture.global_batch_size
+        points = [(s, accounting_record(mixture, s * size)) for s in range(1, step + 1)]
+    steps = [s for s, _ in points]
+
+    def draw(axes: Any) -> None:
+        for index, name in enumerate(mixture.names):
+            color = f"C{index % 10}"
+            axes.plot(steps, [p[name]["share"] for _, p in points], color=color, label=name)
+            axes.plot(
+                steps,
+                [p[name]["target"] for _, p in points],
+                color=color,
+                linestyle=":",
+                linewidth=1,
+            )
+        axes.set_ylabel("share of trained tokens (dotted: target)")
+        axes.set_ylim(0, 1)
+
+    return plot_figure(shares_path(plot), draw, title="mixture: per-source token shares")

@@ -1,0 +1,167 @@
+"""Benchmark: data mixtures (issue #14). Not ``bench_mixture.py`` (mixture of LM experts).
+
+Generates corpora with ``tools/bench_stream.generate`` under ``--workdir`` (deleted at
+the end) and measures, in the same run:
+
+(1) throughput: iterating a 3-source :class:`mixle.data.Mixture` (weights
+    0.5/0.3/0.2, the sources' token shares) against iterating one global-layout
+    ``StreamingCorpus`` over the same documents written as one corpus, ``--batches``
+    batches per round, interleaved rounds, medians (target: mixture >= 0.9x);
+(2) resume: on a 3-source mixture of ``--resume-documents`` documents (opened once),
+    ``load_state_dict`` to random rows up to 10**12, alone and with the first batch
+    on a fresh ``Mixture`` object (that batch builds each touched source's epoch
+    layout, O(documents of the source)); medians (target: < 50 ms);
+(3) private memory (``RssAnon``) after streaming from row 0, and after streaming the
+    same number of batches from row 10**9 (target: independent of the row).
+
+    python tools/bench_mixture_stream.py            # 300M tokens, 10M-document resume
+    python tools/bench_mixture_stream.py --quick    # 30M tokens, 1M-document resume
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_stream import VOCAB, generate, peak_rss_mb
+
+from mixle.corpus import CorpusWriter, open_corpus
+from mixle.data import Mixture, MixtureSource, StreamingCorpus
+
+SHARES = (0.5, 0.3, 0.2)
+
+
+def rss_anon_mb() -> float:
+    with open("/proc/self/status", encoding="ascii") as handle:
+        for line in handle:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def sources(paths: list[Path]) -> list[MixtureSource]:
+    return [
+        MixtureSource(open_corpus(path), share, f"s{index}")
+        for index, (path, share) in enumerate(zip(paths, SHARES, strict=True))
+    ]
+
+
+def write_union(paths: list[Path], target: Path) -> None:
+    with CorpusWriter(target, vocab_size=VOCAB, overwrite=True) as writer:
+        for path in paths:
+            documents = open_corpus(path)
+            for start in range(0, len(documents), 100_000):
+                writer.add_many(documents.take(range(start, min(start + 100_000, len(documents)))))
+
+
+def throughput(paths: list[Path], union: Path, args: argparse.Namespace) -> dict[str, Any]:
+    streams: dict[str, Any] = {
+        "single": StreamingCorpus(
+            open_corpus(union),
+            rank=0,
+            world_size=1,
+            block=args.block,
+            batch_size=args.batch_size,
+            boundary_id=0,
+            layout="global",
+        ),
+        "mixture": Mixture(
+            sources(paths), block=args.block, batch_size=args.batch_size, boundary_id=0
+        ),
+    }
+    rates: dict[str, list[float]] = {name: [] for name in streams}
+    iterators = {name: iter(stream) for name, stream in streams.items()}
+    names = list(streams)
+    for round_ in range(args.rounds):
+        for name in names if round_ % 2 == 0 else names[::-1]:
+            batches = iterators[name]  # each round continues on fresh pages
+            began = time.perf_counter()
+            tokens = 0
+            for _ in range(args.batches):
+                tokens += next(batches)[0].size
+            rates[name].append(tokens / (time.perf_counter() - began))
+    medians = {name: statistics.median(values) for name, values in rates.items()}
+    return {**medians, "ratio": medians["mixture"] / medians["single"]}
+
+
+def resume(paths: list[Path], args: argparse.Namespace) -> dict[str, float]:
+    opened = sources(paths)
+    mixture = Mixture(opened, block=args.block, batch_size=args.batch_size, boundary_id=0)
+    state = mixture.state_dict()
+    rng = random.Random(0)
+    rows = [rng.randrange(10**12) for _ in range(args.resume_rounds)]
+    load, first = [], []
+    for row in rows:
+        began = time.perf_counter()
+        mixture.load_state_dict({**state, "row": row})
+        load.append(time.perf_counter() - began)
+        fresh = Mixture(opened, block=args.block, batch_size=args.batch_size, boundary_id=0)
+        began = time.perf_counter()
+        fresh.load_state_dict({**state, "row": row})
+        next(iter(fresh))
+        first.append(time.perf_counter() - began)
+    documents = sum(len(s.documents) for s in opened)
+    return {
+        "documents": documents,
+        "load_ms": statistics.median(load) * 1e3,
+        "load_and_first_batch_ms": statistics.median(first) * 1e3,
+    }
+
+
+def memory(paths: list[Path], args: argparse.Namespace) -> dict[str, float]:
+    mixture = Mixture(sources(paths), block=args.block, batch_size=args.batch_size, boundary_id=0)
+    out = {}
+    for label, row in (("row_0", 0), ("row_1e9", 10**9)):
+        mixture.seek(row)
+        stream = iter(mixture)
+        for _ in range(args.batches):
+            next(stream)
+        out[f"rss_anon_mb_{label}"] = rss_anon_mb()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="30M tokens, 1M-document resume")
+    parser.add_argument("--tokens", type=int, default=300_000_000)
+    parser.add_argument("--resume-documents", type=int, default=10_000_000)
+    parser.add_argument("--block", type=int, default=1024)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--batches", type=int, default=400)
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--resume-rounds", type=int, default=9)
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/mixle-bench-mixture"))
+    args = parser.parse_args()
+    if args.quick:
+        args.tokens, args.resume_documents = args.tokens // 10, args.resume_documents // 10
+    shutil.rmtree(args.workdir, ignore_errors=True)
+    try:
+        paths = [args.workdir / f"source-{i}" for i in range(3)]
+        for index, (path, share) in enumerate(zip(paths, SHARES, strict=True)):
+            generate(path, int(args.tokens * share), 600.0, seed=index)
+        union = args.workdir / "union"
+        write_union(paths, union)
+        print(f"throughput ({args.tokens:,} tokens, block {args.block}, batch {args.batch_size}):")
+        print(f"  {throughput(paths, union, args)}")
+        small = [args.workdir / f"small-{i}" for i in range(3)]
+        for index, (path, share) in enumerate(zip(small, SHARES, strict=True)):
+            documents = int(args.resume_documents * share)
+            generate(path, documents * 4, 4.0, seed=10 + index)
+        print(f"resume: {resume(small, args)}")
+        print(f"memory: {memory(paths, args)}")
+        print(f"peak RSS {peak_rss_mb():.0f} MiB")
+    finally:
+        shutil.rmtree(args.workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
