@@ -24,6 +24,7 @@ EXTRAS = {
     "parquet": "parquet",
     "tokenizers": "tokenizers",
     "plot": "plot",
+    "dask": "dask",
 }
 
 #: fsspec URL scheme -> the extra that provides its filesystem.

@@ -34,6 +34,7 @@ from mixle.corpus.ingestion.workers import write_json_atomic
 
 __all__ = [
     "PUBLISH_NAME",
+    "build_publish_plan",
     "discard_work_dir",
     "make_publish_plan",
     "publish",
@@ -43,8 +44,7 @@ __all__ = [
 PUBLISH_NAME = "publish.json"
 
 
-def make_publish_plan(
-    work_dir: str,
+def build_publish_plan(
     shards: Sequence[tuple[str, Mapping[str, Any]]],
     *,
     dtype: str,
@@ -52,8 +52,13 @@ def make_publish_plan(
     metadata: Mapping[str, Any],
     summary: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """Write and return the publish plan for ``shards`` (``(unit dir name, entry)`` pairs
-    in corpus order). Shard ``g`` of the corpus is named ``shard-{g:05d}``."""
+    """Return the publish plan for ``shards`` (``(unit dir name, entry)`` pairs in corpus
+    order); shard ``g`` of the corpus is named ``shard-{g:05d}``. No I/O.
+
+    The fingerprint comes from the entries' recorded digests. The plan is returned as a
+    resumed run would read it back (sorted keys), so the manifest bytes are the same
+    whether or not a publish was interrupted, and wherever it is published.
+    """
     entries = []
     moves = []
     for index, (unit_name, entry) in enumerate(shards):
@@ -70,11 +75,25 @@ def make_publish_plan(
         "summary": dict(summary),
         "fingerprint": compute_fingerprint(dtype, entries),
     }
-    write_json_atomic(os.path.join(work_dir, PUBLISH_NAME), plan)
-    # Return what a resumed run would read back (sorted keys), so the manifest bytes
-    # are the same whether or not the publish was interrupted.
     result: dict[str, Any] = json.loads(json.dumps(plan, sort_keys=True))
     return result
+
+
+def make_publish_plan(
+    work_dir: str,
+    shards: Sequence[tuple[str, Mapping[str, Any]]],
+    *,
+    dtype: str,
+    vocab_size: int | None,
+    metadata: Mapping[str, Any],
+    summary: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Write the publish plan of :func:`build_publish_plan` to ``work_dir`` and return it."""
+    plan = build_publish_plan(
+        shards, dtype=dtype, vocab_size=vocab_size, metadata=metadata, summary=summary
+    )
+    write_json_atomic(os.path.join(work_dir, PUBLISH_NAME), plan)
+    return plan
 
 
 def read_publish_plan(work_dir: str) -> dict[str, Any] | None:
