@@ -31,6 +31,10 @@ examples:
   mixle ingest data/ corpus/ --resume                     # after a crash or Ctrl-C
   mixle ingest data/ s3://bucket/corpus                   # build locally, then upload
   mixle ingest data/ corpus.zarr --layout zarr            # compressed, for transfer
+  mixle ingest data/ corpus/ --vocab-size 50257 --executor dask            # LocalCluster
+  mixle ingest data/ corpus/ --vocab-size 50257 --executor dask --scheduler tcp://head:8786
+  mixle ingest data/ corpus/ --vocab-size 50257 --task 3/16  # one task of a Slurm array
+  mixle ingest --commit corpus/                           # ... then publish, once all tasks ended
   mixle inspect corpus/                                   # look at the result
 """
 
@@ -180,6 +184,49 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "resuming (default 64MiB; e.g. --unit-size 256MiB)",
     )
     parser.add_argument(
+        "--executor",
+        choices=("local", "dask"),
+        default="local",
+        help="local: this machine's process pool (default); dask: one Dask task per work "
+        "unit, on a LocalCluster of --workers processes or on --scheduler (needs "
+        "`pip install mixle[dask]` and --vocab-size or --dtype; e.g. --executor dask)",
+    )
+    parser.add_argument(
+        "--scheduler",
+        metavar="ADDRESS|FILE",
+        help="with --executor dask: an existing cluster's scheduler, tcp://host:port or a "
+        "scheduler file (e.g. --scheduler tcp://10.0.0.1:8786)",
+    )
+    parser.add_argument(
+        "--scheduler-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="give up connecting to --scheduler after this long (default 30; e.g. "
+        "--scheduler-timeout 10)",
+    )
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=3,
+        help="with --executor dask: times a failed or lost unit is run again (default 3; "
+        "e.g. --retries 5)",
+    )
+    parser.add_argument(
+        "--task",
+        metavar="I/N",
+        help="task-array mode, no engine: run units I, I+N, ... of the plan into OUTPUT "
+        "(e.g. --task $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT), then `mixle ingest "
+        "--commit OUTPUT`; needs --vocab-size or --dtype",
+    )
+    parser.add_argument(
+        "--commit",
+        action="store_true",
+        help="publish the finished units of a task array: `mixle ingest --commit OUTPUT` "
+        "(checks every unit's record and shard sizes, reads no token bytes, manifest last; "
+        "e.g. mixle ingest --commit corpus/)",
+    )
+    parser.add_argument(
         "--quiet",
         "-q",
         action="store_true",
@@ -188,10 +235,31 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=_run)
 
 
+def _commit(args: argparse.Namespace) -> int:
+    from mixle.corpus import commit_ingest
+    from mixle.errors import CorpusError
+
+    if len(args.paths) != 1:
+        print(
+            "mixle ingest: error: --commit takes only the OUTPUT directory or URL", file=sys.stderr
+        )
+        return 2
+    try:
+        summary = commit_ingest(args.paths[0], rejects=args.rejects)
+    except CorpusError as exc:
+        print(f"mixle ingest: error: {exc}", file=sys.stderr)
+        return 1
+    if not args.quiet:
+        print(summary.format())
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     from mixle.corpus import DEFAULT_SHARD_MAX_BYTES, ingest
     from mixle.errors import CorpusError
 
+    if args.commit:
+        return _commit(args)
     if len(args.paths) < 2:
         print(
             "mixle ingest: error: give at least one INPUT and the OUTPUT directory or URL",
@@ -220,6 +288,11 @@ def _run(args: argparse.Namespace) -> int:
             progress=False if args.quiet else None,
             layout=args.layout,
             staging_dir=args.staging_dir,
+            executor=args.executor,
+            scheduler=args.scheduler,
+            scheduler_timeout=args.scheduler_timeout,
+            retries=args.retries,
+            task=args.task,
         )
     except CorpusError as exc:
         print(f"mixle ingest: error: {exc}", file=sys.stderr)

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mixle._io import atomic_write_bytes, fsync_directory
+from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.storage.fs import filesystem
 from mixle.corpus.storage.open import is_url
 
@@ -72,6 +73,14 @@ class OutputArea:
             atomic_write_bytes(target, data, temporary=temporary)
             return
         self.fs.pipe_file(self.path(relative), data)
+
+    def write_manifest(self, manifest: Mapping[str, Any]) -> None:
+        """Write ``manifest`` (built by ``build_manifest``) as ``manifest.json``, atomically.
+
+        The bytes are those :func:`~mixle.corpus.commit_manifest` writes on local disk,
+        so a corpus published to an object store is file-for-file the local one.
+        """
+        self.write_bytes(MANIFEST_NAME, json.dumps(manifest, indent=1).encode("utf-8"))
 
     def exists(self, relative: str) -> bool:
         """Whether a file or directory exists at ``relative``."""

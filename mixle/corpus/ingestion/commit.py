@@ -362,6 +362,5 @@ def _publish_remote(area: OutputArea, publish_plan: dict[str, Any]) -> None:
             vocab_size=publish_plan["vocab_size"],
             metadata=publish_plan["metadata"],
         )
-        # The bytes commit_manifest writes on local disk, so the corpora are identical.
-        area.write_bytes(MANIFEST_NAME, json.dumps(manifest, indent=1).encode("utf-8"))
+        area.write_manifest(manifest)
     area.remove(WORK_DIR_NAME)

@@ -209,6 +209,11 @@ def ingest(
     layout: str = "raw",
     storage_options: Mapping[str, Any] | None = None,
     staging_dir: str | os.PathLike[str] | None = None,
+    executor: str = "local",
+    scheduler: str | None = None,
+    task: str | tuple[int, int] | None = None,
+    retries: int = 3,
+    scheduler_timeout: float = 30.0,
 ) -> IngestSummary:
     """Convert tokenized (or raw text) inputs into a sharded corpus (directory or URL).
 
@@ -269,6 +274,21 @@ def ingest(
         Where a URL or zarr ``output`` is built before publishing. Default: a
         directory named after ``output`` under ``default_cache_dir()/../staging``, so
         ``resume`` finds it again; removed once published.
+    executor
+        ``"local"`` (this machine's process pool) or ``"dask"`` (one Dask task per
+        unit, see :mod:`mixle.corpus.ingestion.executors`). ``"dask"`` and ``task``
+        need ``vocab_size`` or ``dtype`` and write the raw layout; units are written
+        straight into ``output`` (local or URL), so a rerun continues where one stopped.
+    scheduler
+        With ``executor="dask"``: ``tcp://host:port`` or a scheduler file of an existing
+        cluster; ``None`` starts a ``LocalCluster`` of ``workers`` processes.
+    task
+        ``"i/n"``: run only units ``i, i + n, ...`` and return without publishing; once
+        all ``n`` tasks finished, :func:`~mixle.corpus.commit_ingest` publishes.
+    retries
+        With ``executor="dask"``: how many times a failed or lost unit is run again.
+    scheduler_timeout
+        Seconds to wait for ``scheduler`` before raising :class:`IngestError`.
 
     Returns
     -------
@@ -312,6 +332,11 @@ def ingest(
         layout=layout,
         storage_options=storage_options,
         staging_dir=staging_dir,
+        executor=executor,
+        scheduler=scheduler,
+        task=task,
+        retries=retries,
+        scheduler_timeout=scheduler_timeout,
     )
     return run_ingest(inputs, output, options)
 

@@ -207,10 +207,14 @@ def _convert(plan: IngestPlan, unit: WorkUnit, directory: str, plan_id: str) -> 
 
 
 def _line_base(unit: WorkUnit) -> int:
-    """Lines of the unit's file before the unit (only read to name a bad record)."""
+    """Lines of the unit's file before the unit (only read to name a bad record).
+
+    A JSONL unit holds the lines whose first byte is in ``[start, stop)``: the lines
+    before it are the line starting at 0 plus one per newline before ``start - 1``.
+    """
     if unit.format != "jsonl" or unit.start <= 0:
         return 0
-    count, remaining = 0, unit.start
+    count, remaining = 1, unit.start - 1
     with open_binary(unit.path) as handle:
         while remaining > 0:
             data = handle.read(min(remaining, 1 << 24))
