@@ -45,9 +45,7 @@ def test_local_cluster_equals_the_local_run(tmp_path: Path, cluster: Any) -> Non
     local = tmp_path / "local"
     ingest(inputs, local, workers=2, **OPTIONS)
     out = tmp_path / "dask"
-    summary = ingest(
-        inputs, out, executor="dask", scheduler=cluster.scheduler_address, **OPTIONS
-    )
+    summary = ingest(inputs, out, executor="dask", scheduler=cluster.scheduler_address, **OPTIONS)
     assert tree(out) == tree(local)
     assert summary.documents == 300
     assert not (out / WORK).exists()
@@ -109,7 +107,9 @@ def test_an_unreachable_scheduler_fails_fast_with_a_clear_error(tmp_path: Path) 
         port = probe.getsockname()[1]
     inputs = make_inputs(tmp_path)
     started = time.monotonic()
-    with pytest.raises(IngestError, match=f"cannot reach the dask scheduler at tcp://127.0.0.1:{port} within 2 s"):
+    with pytest.raises(
+        IngestError, match=f"cannot reach the dask scheduler at tcp://127.0.0.1:{port} within 2 s"
+    ):
         ingest(
             inputs,
             tmp_path / "out",
@@ -120,7 +120,13 @@ def test_an_unreachable_scheduler_fails_fast_with_a_clear_error(tmp_path: Path) 
         )
     assert time.monotonic() - started < 30
     with pytest.raises(IngestError, match="neither an address"):
-        ingest(inputs, tmp_path / "o2", executor="dask", scheduler=str(tmp_path / "nofile.json"), **OPTIONS)
+        ingest(
+            inputs,
+            tmp_path / "o2",
+            executor="dask",
+            scheduler=str(tmp_path / "nofile.json"),
+            **OPTIONS,
+        )
 
 
 def test_a_missing_dask_gives_an_install_hint(

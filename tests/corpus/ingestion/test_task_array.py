@@ -103,7 +103,9 @@ def test_two_task_processes_and_the_commit_command_equal_the_single_run(
     out = tmp_path / "array"
     flags = ["--unit-size", "2048", "--shard-size", "1024", "--vocab-size", "1000", "-q"]
     procs = [
-        threading.Thread(target=run_cli, args=("ingest", *inputs, str(out), "--task", f"{i}/2", *flags))
+        threading.Thread(
+            target=run_cli, args=("ingest", *inputs, str(out), "--task", f"{i}/2", *flags)
+        )
         for i in range(2)
     ]
     for proc in procs:
@@ -133,7 +135,9 @@ def test_commit_lists_the_units_that_have_not_finished(tmp_path: Path, inputs: l
     plan = plan_ingest(inputs, IngestOptions(**OPTIONS))
     out = tmp_path / "partial"
     _run_all(plan, out, [i for i in range(len(plan.units)) if i not in (1, 3)])
-    with pytest.raises(IngestError, match=r"2 of \d+ work units have not finished: unit-000001, unit-000003"):
+    with pytest.raises(
+        IngestError, match=r"2 of \d+ work units have not finished: unit-000001, unit-000003"
+    ):
         commit_ingest(out)
     assert not (out / "manifest.json").exists()
     result = run_cli("ingest", "--commit", str(out), check=False)
@@ -148,7 +152,9 @@ def test_units_of_another_plan_are_refused_by_name(tmp_path: Path, inputs: list[
     other = plan_ingest(inputs, IngestOptions(**dict(OPTIONS, shard_size=4096)))
     out = tmp_path / "mixed"
     run_unit(plan, 0, out)
-    with pytest.raises(IngestError, match="different plan.*shard_size in the output's plan: 1024 / now: 4096"):
+    with pytest.raises(
+        IngestError, match=r"different plan.*shard_size in the output's plan: 1024 / now: 4096"
+    ):
         run_unit(other, 1, out)
     # A unit directory copied in from another plan's output.
     elsewhere = tmp_path / "elsewhere"
@@ -187,7 +193,9 @@ def test_commit_refuses_a_damaged_unit_naming_unit_and_file(
     assert not (out / "manifest.json").exists()
 
 
-def test_commit_reads_no_token_bytes(tmp_path: Path, inputs: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_commit_reads_no_token_bytes(
+    tmp_path: Path, inputs: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     plan = plan_ingest(inputs, IngestOptions(**OPTIONS))
     out = tmp_path / "noread"
     _run_all(plan, out, list(range(len(plan.units))))
@@ -206,7 +214,7 @@ def test_commit_reads_no_token_bytes(tmp_path: Path, inputs: list[str], monkeypa
 
 
 def test_distributed_mode_needs_the_dtype_up_front(tmp_path: Path, inputs: list[str]) -> None:
-    with pytest.raises(ArgumentError, match="--vocab-size N .* or --dtype"):
+    with pytest.raises(ArgumentError, match=r"--vocab-size N .* or --dtype"):
         ingest(inputs, tmp_path / "x", task="0/2", unit_size=2048)
     result = run_cli("ingest", *inputs, str(tmp_path / "y"), "--task", "0/2", check=False)
     assert result.returncode == 1 and "--vocab-size" in result.stderr
@@ -217,9 +225,7 @@ def test_distributed_mode_needs_the_dtype_up_front(tmp_path: Path, inputs: list[
         IngestOptions(task="2/2", vocab_size=10)
 
 
-def test_units_refuse_an_output_that_holds_a_corpus(
-    inputs: list[str], local_run: Path
-) -> None:
+def test_units_refuse_an_output_that_holds_a_corpus(inputs: list[str], local_run: Path) -> None:
     plan = plan_ingest(inputs, IngestOptions(**OPTIONS))
     with pytest.raises(CorpusExistsError, match="already holds a corpus"):
         run_unit(plan, 0, local_run)
@@ -233,7 +239,9 @@ def test_a_bad_record_in_a_unit_names_the_file_and_line(tmp_path: Path) -> None:
     options = IngestOptions(**OPTIONS)
     plan = plan_ingest([str(source)], options)
     failing = next(
-        unit.index for unit in plan.units if unit.start <= source.read_text().index("5000") < unit.stop
+        unit.index
+        for unit in plan.units
+        if unit.start <= source.read_text().index("5000") < unit.stop
     )
     assert failing > 0  # the line number must count the lines of earlier units
     with pytest.raises(IngestError, match=rf"{source} line 151.*5000"):
