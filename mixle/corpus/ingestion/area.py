@@ -57,7 +57,11 @@ class OutputArea:
     def read_json(self, relative: str) -> Any:
         """The JSON value stored at ``relative``, or ``None`` when the file is missing."""
         try:
-            data = self.fs.cat_file(self.path(relative))
+            if self.is_url:
+                data = self.fs.cat_file(self.path(relative))
+            else:
+                with open(self.path(relative), "rb") as handle:
+                    data = handle.read()
         except FileNotFoundError:
             return None
         return json.loads(data)
@@ -93,6 +97,8 @@ class OutputArea:
         round trip of metadata on an object store, and no file is opened.
         """
         base = self.path(relative)
+        if not self.is_url:
+            return _local_sizes(base)
         try:
             found = self.fs.find(base, detail=True)
         except FileNotFoundError:
@@ -136,6 +142,25 @@ class OutputArea:
             return
         if self.fs.exists(self.path(relative)):
             self.fs.rm(self.path(relative), recursive=True)
+
+
+def _local_sizes(base: str) -> dict[str, int]:
+    """:meth:`OutputArea.sizes` on local disk (``scandir``: no file is opened)."""
+    sizes: dict[str, int] = {}
+    pending = [""]
+    while pending:
+        relative = pending.pop()
+        try:
+            entries = list(os.scandir(os.path.join(base, relative)))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            name = f"{relative}/{entry.name}" if relative else entry.name
+            if entry.is_dir(follow_symlinks=False):
+                pending.append(name)
+            else:
+                sizes[name] = entry.stat(follow_symlinks=False).st_size
+    return sizes
 
 
 def link_or_copy(source: str, target: str) -> None:
