@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import shutil
 import statistics
@@ -32,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mixle.corpus import (  # noqa: E402
+from mixle.corpus import (
     CorpusWriter,
     IngestOptions,
     commit_ingest,
@@ -81,8 +80,12 @@ def bench_executors(work: Path, source: Path, rounds: int) -> dict[str, object]:
 
     started = time.perf_counter()
     cluster = distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-        host="127.0.0.1", silence_logs=40,
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        host="127.0.0.1",
+        silence_logs=40,
     )
     startup = time.perf_counter() - started
     options = {"vocab_size": VOCAB, "progress": False}
@@ -98,12 +101,18 @@ def bench_executors(work: Path, source: Path, rounds: int) -> dict[str, object]:
                     summary = ingest([str(source)], out, workers=2, **options)
                 else:
                     summary = ingest(
-                        [str(source)], out, executor="dask",
-                        scheduler=cluster.scheduler_address, **options,
+                        [str(source)],
+                        out,
+                        executor="dask",
+                        scheduler=cluster.scheduler_address,
+                        **options,
                     )
                 times[mode].append(time.perf_counter() - begin)
                 tokens = summary.tokens
-        same = open_corpus(work / "out-local").fingerprint == open_corpus(work / "out-dask").fingerprint
+        same = (
+            open_corpus(work / "out-local").fingerprint
+            == open_corpus(work / "out-dask").fingerprint
+        )
     finally:
         cluster.close()
     local, dask = statistics.median(times["local"]), statistics.median(times["dask"])
@@ -186,7 +195,8 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    results: dict[str, object] = {"uptime": open("/proc/loadavg").read().strip()}
+    with open("/proc/loadavg", encoding="ascii") as handle:
+        results: dict[str, object] = {"loadavg_at_start": handle.read().strip()}
     if "commit" not in args.skip:
         results["commit"] = bench_commit(work, args.units)
         print(json.dumps(results["commit"]), flush=True)

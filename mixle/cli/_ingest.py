@@ -235,65 +235,50 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=_run)
 
 
-def _commit(args: argparse.Namespace) -> int:
-    from mixle.corpus import commit_ingest
-    from mixle.errors import CorpusError
-
-    if len(args.paths) != 1:
-        print(
-            "mixle ingest: error: --commit takes only the OUTPUT directory or URL", file=sys.stderr
-        )
-        return 2
-    try:
-        summary = commit_ingest(args.paths[0], rejects=args.rejects)
-    except CorpusError as exc:
-        print(f"mixle ingest: error: {exc}", file=sys.stderr)
-        return 1
-    if not args.quiet:
-        print(summary.format())
-    return 0
-
-
 def _run(args: argparse.Namespace) -> int:
-    from mixle.corpus import DEFAULT_SHARD_MAX_BYTES, ingest
+    from mixle.corpus import DEFAULT_SHARD_MAX_BYTES, commit_ingest, ingest
     from mixle.errors import CorpusError
 
-    if args.commit:
-        return _commit(args)
-    if len(args.paths) < 2:
-        print(
-            "mixle ingest: error: give at least one INPUT and the OUTPUT directory or URL",
-            file=sys.stderr,
-        )
+    if args.commit and len(args.paths) != 1:
+        problem = "--commit takes only the OUTPUT directory or URL"
+    elif not args.commit and len(args.paths) < 2:
+        problem = "give at least one INPUT and the OUTPUT directory or URL"
+    else:
+        problem = ""
+    if problem:
+        print(f"mixle ingest: error: {problem}", file=sys.stderr)
         return 2
     *inputs, output = args.paths
     try:
-        summary = ingest(
-            inputs,
-            output,
-            input_format=args.input_format,
-            field=args.field,
-            tokenizer=args.tokenizer,
-            split=args.split,
-            append_eos=args.append_eos,
-            shard_size=args.shard_size or DEFAULT_SHARD_MAX_BYTES,
-            vocab_size=args.vocab_size,
-            dtype=args.dtype,
-            workers=args.workers,
-            on_error=args.on_error,
-            rejects=args.rejects,
-            resume=args.resume,
-            overwrite=args.overwrite,
-            unit_size=args.unit_size,
-            progress=False if args.quiet else None,
-            layout=args.layout,
-            staging_dir=args.staging_dir,
-            executor=args.executor,
-            scheduler=args.scheduler,
-            scheduler_timeout=args.scheduler_timeout,
-            retries=args.retries,
-            task=args.task,
-        )
+        if args.commit:
+            summary = commit_ingest(output, rejects=args.rejects)
+        else:
+            summary = ingest(
+                inputs,
+                output,
+                input_format=args.input_format,
+                field=args.field,
+                tokenizer=args.tokenizer,
+                split=args.split,
+                append_eos=args.append_eos,
+                shard_size=args.shard_size or DEFAULT_SHARD_MAX_BYTES,
+                vocab_size=args.vocab_size,
+                dtype=args.dtype,
+                workers=args.workers,
+                on_error=args.on_error,
+                rejects=args.rejects,
+                resume=args.resume,
+                overwrite=args.overwrite,
+                unit_size=args.unit_size,
+                progress=False if args.quiet else None,
+                layout=args.layout,
+                staging_dir=args.staging_dir,
+                executor=args.executor,
+                scheduler=args.scheduler,
+                scheduler_timeout=args.scheduler_timeout,
+                retries=args.retries,
+                task=args.task,
+            )
     except CorpusError as exc:
         print(f"mixle ingest: error: {exc}", file=sys.stderr)
         return 1

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,9 +34,9 @@ from mixle.corpus.ingestion.inputs import WorkUnit
 from mixle.corpus.ingestion.plan import IngestPlan
 from mixle.corpus.ingestion.publishing import (
     build_publish_plan,
-    make_publish_plan,
     publish,
     read_publish_plan,
+    write_publish_plan,
 )
 from mixle.corpus.ingestion.units import PLAN_NAME, WORK_DIR_NAME, unit_name
 from mixle.corpus.ingestion.workers import DONE_NAME, REJECTS_NAME, write_json_atomic
@@ -62,6 +62,28 @@ class IngestSummary:
     rejects: str | None
     units: int
     resumed_units: int
+
+    @classmethod
+    def of_shards(
+        cls,
+        output: str,
+        entries: Sequence[Mapping[str, Any]],
+        dtype: str,
+        started: float,
+        **rest: Any,
+    ) -> IngestSummary:
+        """A summary of the shard ``entries`` (counts and bytes summed), timed from
+        ``started`` (``time.perf_counter()``); ``rest`` gives the other fields."""
+        return cls(
+            output=output,
+            documents=sum(entry["num_documents"] for entry in entries),
+            tokens=sum(entry["num_tokens"] for entry in entries),
+            shards=len(entries),
+            bytes=sum(entry["tokens_bytes"] + entry["offsets_bytes"] for entry in entries),
+            dtype=dtype,
+            seconds=time.perf_counter() - started,
+            **rest,
+        )
 
     @property
     def tokens_per_second(self) -> float:
@@ -152,9 +174,11 @@ def plan_publish(
         _write_rejects(rejects, work, units, results)
     metadata = {"source": dict(plan.source, skipped_documents=skipped)}
     summary = {"skipped": skipped, "rejects": rejects}
-    return make_publish_plan(
-        work, shards, dtype=dtype, vocab_size=plan.vocab_size, metadata=metadata, summary=summary
+    publish_plan = build_publish_plan(
+        shards, dtype=dtype, vocab_size=plan.vocab_size, metadata=metadata, summary=summary
     )
+    write_publish_plan(work, publish_plan)
+    return publish_plan
 
 
 def published_summary(
@@ -162,15 +186,11 @@ def published_summary(
 ) -> IngestSummary:
     """The summary of a corpus just published from ``publish_plan``."""
     summary = publish_plan["summary"]
-    entries = publish_plan["entries"]
-    return IngestSummary(
-        output=out,
-        documents=sum(entry["num_documents"] for entry in entries),
-        tokens=sum(entry["num_tokens"] for entry in entries),
-        shards=len(entries),
-        bytes=sum(entry["tokens_bytes"] + entry["offsets_bytes"] for entry in entries),
-        dtype=publish_plan["dtype"],
-        seconds=time.perf_counter() - started,
+    return IngestSummary.of_shards(
+        out,
+        publish_plan["entries"],
+        publish_plan["dtype"],
+        started,
         skipped=summary["skipped"],
         rejects=summary["rejects"],
         units=units,

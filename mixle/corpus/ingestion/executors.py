@@ -95,15 +95,11 @@ def run_task(
     begin = time.perf_counter() if started is None else started
     mine = [unit.index for unit in plan.units if unit.index % count == index]
     records = [run_unit(plan, unit, output, storage_options=storage_options) for unit in mine]
-    shards = [entry for record in records for entry in record["shards"]]
-    return IngestSummary(
-        output=output,
-        documents=sum(record["documents"] for record in records),
-        tokens=sum(record["tokens"] for record in records),
-        shards=len(shards),
-        bytes=sum(entry["tokens_bytes"] + entry["offsets_bytes"] for entry in shards),
-        dtype=str(plan.dtype),
-        seconds=time.perf_counter() - begin,
+    return IngestSummary.of_shards(
+        output,
+        [entry for record in records for entry in record["shards"]],
+        str(plan.dtype),
+        begin,
         skipped=sum(record["skipped"] for record in records),
         rejects=None,
         units=len(mine),

@@ -35,16 +35,19 @@ def _read_manifest(area: OutputArea) -> dict[str, Any]:
     return parse_manifest(data, area.describe(MANIFEST_NAME))
 
 
+def _common(what: str, found: dict[str, Any], hint: str) -> Any:
+    """The one value of ``what`` all inputs share, or an error listing each input's."""
+    if len(set(found.values())) > 1:
+        listed = ", ".join(f"{name}: {value}" for name, value in found.items())
+        raise ArgumentError(f"cannot merge corpora of different {what} ({listed}); {hint}")
+    return next(iter(found.values()))
+
+
 def _target_dtype(sources: Sequence[tuple[str, dict[str, Any]]], dtype: Any) -> str:
     found = {name: manifest["dtype"] for name, manifest in sources}
     if dtype is None:
-        if len(set(found.values())) > 1:
-            listed = ", ".join(f"{name}: {value}" for name, value in found.items())
-            raise ArgumentError(
-                f"cannot merge corpora of different dtypes ({listed}); pass --dtype with the "
-                "widest of them (dtype=...) to rewrite the narrower shards."
-            )
-        return next(iter(found.values()))
+        hint = "pass --dtype with the widest of them (dtype=...) to rewrite the narrower shards."
+        return str(_common("dtypes", found, hint))
     target = normalize_dtype(dtype, "`dtype`")
     for name, value in found.items():
         if np.dtype(value).itemsize > np.dtype(target).itemsize:
@@ -59,13 +62,9 @@ def _target_vocab(
 ) -> int | None:
     found = {name: manifest["vocab_size"] for name, manifest in sources}
     if vocab_size is None:
-        if len(set(found.values())) > 1:
-            listed = ", ".join(f"{name}: {value}" for name, value in found.items())
-            raise ArgumentError(
-                f"cannot merge corpora of different vocab sizes ({listed}); pass --vocab-size "
-                "at least as large as every one of them (vocab_size=...)."
-            )
-        return next(iter(found.values()))
+        hint = "pass --vocab-size at least as large as every one of them (vocab_size=...)."
+        vocab: int | None = _common("vocab sizes", found, hint)
+        return vocab
     for name, value in found.items():
         if value is None or value > vocab_size:
             raise ArgumentError(

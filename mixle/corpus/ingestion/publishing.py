@@ -36,9 +36,9 @@ __all__ = [
     "PUBLISH_NAME",
     "build_publish_plan",
     "discard_work_dir",
-    "make_publish_plan",
     "publish",
     "read_publish_plan",
+    "write_publish_plan",
 ]
 
 PUBLISH_NAME = "publish.json"
@@ -79,21 +79,10 @@ def build_publish_plan(
     return result
 
 
-def make_publish_plan(
-    work_dir: str,
-    shards: Sequence[tuple[str, Mapping[str, Any]]],
-    *,
-    dtype: str,
-    vocab_size: int | None,
-    metadata: Mapping[str, Any],
-    summary: Mapping[str, Any],
-) -> dict[str, Any]:
-    """Write the publish plan of :func:`build_publish_plan` to ``work_dir`` and return it."""
-    plan = build_publish_plan(
-        shards, dtype=dtype, vocab_size=vocab_size, metadata=metadata, summary=summary
-    )
+def write_publish_plan(work_dir: str, plan: Mapping[str, Any]) -> None:
+    """Save a plan of :func:`build_publish_plan` in ``work_dir`` (from then on it, not
+    the unit directories, is the source of truth for a resumed publish)."""
     write_json_atomic(os.path.join(work_dir, PUBLISH_NAME), plan)
-    return plan
 
 
 def read_publish_plan(work_dir: str) -> dict[str, Any] | None:
