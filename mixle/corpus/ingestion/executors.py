@@ -136,7 +136,7 @@ def _client(options: IngestOptions) -> Iterator[Any]:
                 n_workers=options.workers,
                 threads_per_worker=1,
                 processes=True,
-                dashboard_address=None,
+                dashboard_address=":0",
                 silence_logs=logging.ERROR,
             ) as cluster,
             distributed.Client(cluster) as client,

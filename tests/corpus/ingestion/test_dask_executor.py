@@ -33,7 +33,7 @@ def cluster() -> Any:
         n_workers=2,
         threads_per_worker=1,
         processes=True,
-        dashboard_address=None,
+        dashboard_address=":0",
         host="127.0.0.1",
         silence_logs=40,
     ) as local:
