@@ -6,7 +6,6 @@ A thin wrapper over :func:`mixle.corpus.export.export_corpus`.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 __all__ = ["register"]
@@ -71,7 +70,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Export and print what was written; exit 0 on success, 1 on a corpus error."""
+    """Export and print what was written; exit 0 on success, 2 on a corpus error."""
+    from mixle.cli._errors import report
     from mixle.corpus import export_corpus
     from mixle.errors import CorpusError
 
@@ -88,8 +88,7 @@ def run(args: argparse.Namespace) -> int:
             **options,
         )
     except CorpusError as exc:
-        print(f"mixle export: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+        return report("export", exc)
     what = (
         f"{len(summary.prefixes)} Megatron prefixes"
         if summary.format == "megatron"

@@ -42,17 +42,17 @@ def test_export_litdata_with_block_size_and_chunk_bytes(
     index = json.loads((out / "index.json").read_text())
     assert all(chunk["dim"] == 500 for chunk in index["chunks"][:-1])
     assert sum(chunk["dim"] for chunk in index["chunks"]) == int(sum(map(len, docs)))
-    assert main([*argv, "--single"]) == 1  # exists, and --single is megatron-only
+    assert main([*argv, "--single"]) == 2  # exists, and --single is megatron-only
     assert "`single` applies to format='megatron' only" in capsys.readouterr().err
 
 
-def test_export_errors_exit_1_with_the_reason(
+def test_export_errors_exit_2_with_the_reason(
     make_corpus: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     corpus = make_corpus([np.array([3_000_000_000])], dtype="uint32")
-    assert main(["export", str(corpus), str(tmp_path / "m")]) == 1
+    assert main(["export", str(corpus), str(tmp_path / "m")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("mixle export: ExportError:") and "int32" in err
+    assert err.startswith("mixle export: error: ExportError:") and "int32" in err
     assert not (tmp_path / "m").exists()
-    assert main(["export", str(tmp_path / "missing"), str(tmp_path / "m")]) == 1
+    assert main(["export", str(tmp_path / "missing"), str(tmp_path / "m")]) == 2
     assert "CorpusNotFoundError" in capsys.readouterr().err
