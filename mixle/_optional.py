@@ -26,6 +26,7 @@ EXTRAS = {
     "plot": "plot",
     "datasets": "hf",
     "accelerate": "hf",
+    "dask": "dask",
 }
 
 #: fsspec URL scheme -> the extra that provides its filesystem.

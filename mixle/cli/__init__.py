@@ -30,6 +30,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
         "mixle.cli._inspect",
         "Summarize a corpus: shards, documents, tokens, dtype, bytes, length percentiles.",
     ),
+    "merge": (
+        "mixle.cli._merge",
+        "Combine corpora into one (hard links / server-side copies, no token bytes read).",
+    ),
     "train": (
         "mixle.cli._train",
         "Train the streaming transformer on a corpus; crash-safe checkpoints, exact resume.",

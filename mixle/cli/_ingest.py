@@ -31,6 +31,10 @@ examples:
   mixle ingest data/ corpus/ --resume                     # after a crash or Ctrl-C
   mixle ingest data/ s3://bucket/corpus                   # build locally, then upload
   mixle ingest data/ corpus.zarr --layout zarr            # compressed, for transfer
+  mixle ingest data/ corpus/ --vocab-size 50257 --executor dask            # LocalCluster
+  mixle ingest data/ corpus/ --vocab-size 50257 --executor dask --scheduler tcp://head:8786
+  mixle ingest data/ corpus/ --vocab-size 50257 --task 3/16  # one task of a Slurm array
+  mixle ingest --commit corpus/                           # ... then publish, once all tasks ended
   mixle inspect corpus/                                   # look at the result
 """
 
@@ -181,6 +185,49 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "resuming (default 64MiB; e.g. --unit-size 256MiB)",
     )
     parser.add_argument(
+        "--executor",
+        choices=("local", "dask"),
+        default="local",
+        help="local: this machine's process pool (default); dask: one Dask task per work "
+        "unit, on a LocalCluster of --workers processes or on --scheduler (needs "
+        "`pip install mixle[dask]` and --vocab-size or --dtype; e.g. --executor dask)",
+    )
+    parser.add_argument(
+        "--scheduler",
+        metavar="ADDRESS|FILE",
+        help="with --executor dask: an existing cluster's scheduler, tcp://host:port or a "
+        "scheduler file (e.g. --scheduler tcp://10.0.0.1:8786)",
+    )
+    parser.add_argument(
+        "--scheduler-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="give up connecting to --scheduler after this long (default 30; e.g. "
+        "--scheduler-timeout 10)",
+    )
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=3,
+        help="with --executor dask: times a failed or lost unit is run again (default 3; "
+        "e.g. --retries 5)",
+    )
+    parser.add_argument(
+        "--task",
+        metavar="I/N",
+        help="task-array mode, no engine: run units I, I+N, ... of the plan into OUTPUT "
+        "(e.g. --task $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT), then `mixle ingest "
+        "--commit OUTPUT`; needs --vocab-size or --dtype",
+    )
+    parser.add_argument(
+        "--commit",
+        action="store_true",
+        help="publish the finished units of a task array: `mixle ingest --commit OUTPUT` "
+        "(checks every unit's record and shard sizes, reads no token bytes, manifest last; "
+        "e.g. mixle ingest --commit corpus/)",
+    )
+    parser.add_argument(
         "--quiet",
         "-q",
         action="store_true",
@@ -191,38 +238,49 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _run(args: argparse.Namespace) -> int:
     from mixle.cli._errors import report
-    from mixle.corpus import DEFAULT_SHARD_MAX_BYTES, ingest
+    from mixle.corpus import DEFAULT_SHARD_MAX_BYTES, commit_ingest, ingest
     from mixle.errors import CorpusError
 
-    if len(args.paths) < 2:
-        print(
-            "mixle ingest: error: give at least one INPUT and the OUTPUT directory or URL",
-            file=sys.stderr,
-        )
+    if args.commit and len(args.paths) != 1:
+        problem = "--commit takes only the OUTPUT directory or URL"
+    elif not args.commit and len(args.paths) < 2:
+        problem = "give at least one INPUT and the OUTPUT directory or URL"
+    else:
+        problem = ""
+    if problem:
+        print(f"mixle ingest: error: {problem}", file=sys.stderr)
         return 2
     *inputs, output = args.paths
     try:
-        summary = ingest(
-            inputs,
-            output,
-            input_format=args.input_format,
-            field=args.field,
-            tokenizer=args.tokenizer,
-            split=args.split,
-            append_eos=args.append_eos,
-            shard_size=args.shard_size or DEFAULT_SHARD_MAX_BYTES,
-            vocab_size=args.vocab_size,
-            dtype=args.dtype,
-            workers=args.workers,
-            on_error=args.on_error,
-            rejects=args.rejects,
-            resume=args.resume,
-            overwrite=args.overwrite,
-            unit_size=args.unit_size,
-            progress=False if args.quiet else None,
-            layout=args.layout,
-            staging_dir=args.staging_dir,
-        )
+        if args.commit:
+            summary = commit_ingest(output, rejects=args.rejects)
+        else:
+            summary = ingest(
+                inputs,
+                output,
+                input_format=args.input_format,
+                field=args.field,
+                tokenizer=args.tokenizer,
+                split=args.split,
+                append_eos=args.append_eos,
+                shard_size=args.shard_size or DEFAULT_SHARD_MAX_BYTES,
+                vocab_size=args.vocab_size,
+                dtype=args.dtype,
+                workers=args.workers,
+                on_error=args.on_error,
+                rejects=args.rejects,
+                resume=args.resume,
+                overwrite=args.overwrite,
+                unit_size=args.unit_size,
+                progress=False if args.quiet else None,
+                layout=args.layout,
+                staging_dir=args.staging_dir,
+                executor=args.executor,
+                scheduler=args.scheduler,
+                scheduler_timeout=args.scheduler_timeout,
+                retries=args.retries,
+                task=args.task,
+            )
     except CorpusError as exc:
         return report("ingest", exc)
     if not args.quiet:

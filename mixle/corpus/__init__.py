@@ -39,9 +39,13 @@ from mixle.corpus.format.store import ShardStore
 from mixle.corpus.format.verify import ShardReport, VerifyReport
 from mixle.corpus.format.view import DocumentsView
 from mixle.corpus.format.writer import DEFAULT_SHARD_MAX_BYTES, CorpusWriter
+from mixle.corpus.ingestion.commit import commit_ingest
 from mixle.corpus.ingestion.inputs import INPUT_FORMATS
+from mixle.corpus.ingestion.merge import merge_corpora
 from mixle.corpus.ingestion.options import IngestOptions
 from mixle.corpus.ingestion.pipeline import DEFAULT_UNIT_BYTES, IngestSummary, ingest
+from mixle.corpus.ingestion.plan import IngestPlan, plan_ingest
+from mixle.corpus.ingestion.units import run_unit
 from mixle.corpus.storage.cache import ShardCache, default_cache_dir
 from mixle.corpus.storage.cached_documents import CachedDocuments
 from mixle.corpus.storage.inspect import check_plot_path, describe_corpus, plot_lengths
@@ -88,3 +92,4 @@ __all__ = [
 ]
 __all__ += ["IngestOptions", "IngestSummary", "ingest"]
 __all__ += ["DEFAULT_CHUNK_BYTES", "EXPORT_FORMATS", "ExportSummary", "export_corpus"]
+__all__ += ["IngestPlan", "commit_ingest", "merge_corpora", "plan_ingest", "run_unit"]

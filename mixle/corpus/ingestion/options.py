@@ -17,12 +17,36 @@ from mixle.corpus.format.writer import DEFAULT_SHARD_MAX_BYTES
 from mixle.corpus.storage.publish import LAYOUTS
 from mixle.errors import ArgumentError
 
-__all__ = ["DEFAULT_UNIT_BYTES", "DTYPES", "IngestOptions"]
+__all__ = ["DEFAULT_UNIT_BYTES", "DTYPES", "EXECUTORS", "IngestOptions", "parse_task"]
 
 #: Input bytes per work unit (JSONL byte ranges, flat-input document ranges).
 DEFAULT_UNIT_BYTES = 64 * 1024 * 1024
 #: Values of ``dtype``.
 DTYPES = ("auto", "uint16", "uint32", "int64")
+#: Values of ``executor``.
+EXECUTORS = ("local", "dask")
+
+
+def parse_task(value: Any) -> tuple[int, int]:
+    """Parse a task-array position ``"i/n"`` (or ``(i, n)``) with ``0 <= i < n``.
+
+    Raises
+    ------
+    ArgumentError
+        ``value`` is not of that form.
+    """
+    parts: Any = value.split("/") if isinstance(value, str) else value
+    try:
+        index, count = (int(part) for part in parts)
+        valid = 0 <= index < count
+    except (TypeError, ValueError):
+        valid = False
+    if not valid:
+        raise ArgumentError(
+            f"`task` must be 'i/n' with 0 <= i < n (e.g. 0/4 for the first of 4 tasks). "
+            f"Got {value!r} instead."
+        )
+    return index, count
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,13 +76,31 @@ class IngestOptions:
     layout: str = "raw"
     storage_options: Mapping[str, Any] | None = None
     staging_dir: str | os.PathLike[str] | None = None
+    executor: str = "local"
+    scheduler: str | None = None
+    task: Any = None
+    retries: int = 3
+    scheduler_timeout: float = 30.0
 
     def __post_init__(self) -> None:
         one_of("layout", self.layout, LAYOUTS)
+        one_of("executor", self.executor, EXECUTORS)
+        if self.task is not None:
+            object.__setattr__(self, "task", parse_task(self.task))
+        if self.scheduler is not None and self.executor != "dask":
+            raise ArgumentError("`scheduler` needs executor='dask' (--executor dask).")
+        if self.task is not None and self.executor != "local":
+            raise ArgumentError("`task` (--task i/n) runs without an engine: drop --executor dask.")
+        if not (isinstance(self.scheduler_timeout, int | float) and self.scheduler_timeout > 0):
+            raise ArgumentError(
+                f"`scheduler_timeout` must be a positive number of seconds. "
+                f"Got {self.scheduler_timeout!r} instead."
+            )
         normalized: dict[str, int | None] = {
             "workers": positive_int("workers", self.workers),
             "shard_size": positive_int("shard_size", self.shard_size),
             "unit_size": positive_int("unit_size", self.unit_size),
+            "retries": nonnegative_int("retries", self.retries),
         }
         one_of("split", self.split, ("none", "paragraphs"))
         one_of("on_error", self.on_error, ("raise", "skip"))
@@ -74,8 +116,24 @@ class IngestOptions:
         if eos is not None and fixed is not None and eos >= dtype_limit(fixed):
             raise ArgumentError(f"`append_eos` {eos} does not fit the dtype {fixed}.")
         normalized["append_eos"] = eos
+        if self.distributed and fixed is None:
+            raise ArgumentError(
+                "distributed ingestion (--executor dask, --task i/n) needs the token dtype "
+                "before any unit runs, so no unit has to be rewritten after a second pass: "
+                "pass --vocab-size N (e.g. --vocab-size 50257) or --dtype uint16|uint32|int64."
+            )
+        if self.distributed and self.layout != "raw":
+            raise ArgumentError(
+                "distributed ingestion writes the raw layout; ingest with --layout raw, then "
+                "`mixle convert` the corpus to zarr."
+            )
         for name, value in normalized.items():
             object.__setattr__(self, name, value)
+
+    @property
+    def distributed(self) -> bool:
+        """Whether units run as independent tasks (dask or a task array)."""
+        return self.executor != "local" or self.task is not None
 
     @property
     def fixed_dtype(self) -> str | None:

@@ -32,28 +32,28 @@ import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from mixle._io import atomic_write, file_sha256
-from mixle._version import __version__
-from mixle.corpus.format.manifest import SHARD_FILES, Manifest, commit_manifest, parse_manifest
-from mixle.corpus.format.shard import rewrite_shard_dtype
+from mixle.corpus.format.manifest import SHARD_FILES, Manifest, parse_manifest
 from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.format.writer import DEFAULT_SHARD_MAX_BYTES
-from mixle.corpus.ingestion.input_readers import ReadOptions, describe_location, make_tokenizer
-from mixle.corpus.ingestion.inputs import WorkUnit, plan_units, resolve_inputs
+from mixle.corpus.ingestion.commit import (
+    IngestSummary,
+    line_base,
+    plan_publish,
+    published_summary,
+    rejects_path,
+)
+from mixle.corpus.ingestion.executors import run_distributed
+from mixle.corpus.ingestion.input_readers import describe_location
+from mixle.corpus.ingestion.inputs import WorkUnit
 from mixle.corpus.ingestion.options import DEFAULT_UNIT_BYTES, IngestOptions
 from mixle.corpus.ingestion.output_guard import check_rejects_path, hold_output
-from mixle.corpus.ingestion.publishing import (
-    discard_work_dir,
-    make_publish_plan,
-    publish,
-    read_publish_plan,
-)
+from mixle.corpus.ingestion.plan import IngestPlan, plan_differences, plan_ingest
+from mixle.corpus.ingestion.publishing import discard_work_dir, publish, read_publish_plan
+from mixle.corpus.ingestion.units import PLAN_NAME, WORK_DIR_NAME, unit_name
 from mixle.corpus.ingestion.workers import (
     DONE_NAME,
-    REJECTS_NAME,
     UnitJob,
     convert_unit,
     init_worker,
@@ -73,50 +73,10 @@ __all__ = [
     "run_ingest",
 ]
 
-#: Hidden directory inside the output holding an ingest in progress.
-WORK_DIR_NAME = ".mixle-ingest"
-_PLAN_NAME = "plan.json"
-
-
-@dataclass(frozen=True, slots=True)
-class IngestSummary:
-    """What an :func:`ingest` run produced."""
-
-    output: str
-    documents: int
-    tokens: int
-    shards: int
-    bytes: int
-    dtype: str
-    seconds: float
-    skipped: int
-    rejects: str | None
-    units: int
-    resumed_units: int
-
-    @property
-    def tokens_per_second(self) -> float:
-        """Tokens written per wall-clock second of this run."""
-        return self.tokens / self.seconds if self.seconds > 0 else 0.0
-
-    def format(self) -> str:
-        """Return the human-readable summary the CLI prints."""
-        lines = [
-            f"ingested {self.documents:,} documents, {self.tokens:,} tokens into {self.output}",
-            f"  shards: {self.shards}   bytes: {self.bytes:,}   dtype: {self.dtype}",
-            f"  time: {self.seconds:.2f} s   throughput: {self.tokens_per_second:,.0f} tokens/s",
-            f"  skipped: {self.skipped}" + (f" (see {self.rejects})" if self.rejects else ""),
-        ]
-        if self.resumed_units:
-            lines.append(
-                f"  resumed: {self.resumed_units} of {self.units} work units were already done"
-            )
-        return "\n".join(lines)
-
 
 def _load_done(work: str, unit: WorkUnit) -> dict[str, Any] | None:
     """Return a complete unit's statistics and shard entries, or ``None`` to redo it."""
-    unit_dir = os.path.join(work, _unit_name(unit))
+    unit_dir = os.path.join(work, unit_name(unit.index))
     try:
         with open(os.path.join(unit_dir, DONE_NAME), encoding="utf-8") as handle:
             done: dict[str, Any] = json.load(handle)
@@ -133,10 +93,6 @@ def _load_done(work: str, unit: WorkUnit) -> dict[str, Any] | None:
         return None
     done["shards"] = [entry.to_dict() for entry in manifest.shards]
     return done
-
-
-def _unit_name(unit: WorkUnit) -> str:
-    return f"unit-{unit.index:06d}"
 
 
 class _Progress:
@@ -179,7 +135,7 @@ def _run_units(
         init_worker(progress.counters, progress.update)
         try:
             for unit in units:
-                result = convert_unit(unit, job, os.path.join(work, _unit_name(unit)))
+                result = convert_unit(unit, job, os.path.join(work, unit_name(unit.index)))
                 results[unit.index] = result
                 if "failed" in result:
                     break
@@ -194,7 +150,9 @@ def _run_units(
         initargs=(progress.counters, None, True),
     ) as pool:
         pending = {
-            pool.submit(convert_unit, unit, job, os.path.join(work, _unit_name(unit))): unit.index
+            pool.submit(
+                convert_unit, unit, job, os.path.join(work, unit_name(unit.index))
+            ): unit.index
             for unit in units
         }
         first_failure: int | None = None
@@ -226,35 +184,9 @@ def _failure_message(
     failure = results[failed.index]["failed"]
     if failure["location"] is None:
         return str(failure["reason"])
-    base = _line_base(units, results, failed)
+    base = line_base(units, results, failed)
     where = describe_location(failed, tuple(failure["location"]), base)
     return f"{where}: {failure['reason']}."
-
-
-def _line_base(
-    units: Sequence[WorkUnit], results: dict[int, dict[str, Any]], unit: WorkUnit
-) -> int:
-    return sum(
-        results[other.index]["lines"]
-        for other in units[: unit.index]
-        if other.input == unit.input and other.path == unit.path
-    )
-
-
-def _write_rejects(
-    path: str, work: str, units: Sequence[WorkUnit], results: dict[int, dict[str, Any]]
-) -> None:
-    with atomic_write(path, "w") as out:
-        for unit in units:
-            source = os.path.join(work, _unit_name(unit), REJECTS_NAME)
-            if not results[unit.index]["skipped"]:
-                continue
-            base = _line_base(units, results, unit)
-            with open(source, encoding="utf-8") as handle:
-                for line in handle:
-                    record = json.loads(line)
-                    where = describe_location(unit, tuple(record["location"]), base)
-                    out.write(json.dumps({"where": where, "reason": record["reason"]}) + "\n")
 
 
 def ingest(
@@ -279,6 +211,11 @@ def ingest(
     layout: str = "raw",
     storage_options: Mapping[str, Any] | None = None,
     staging_dir: str | os.PathLike[str] | None = None,
+    executor: str = "local",
+    scheduler: str | None = None,
+    task: str | tuple[int, int] | None = None,
+    retries: int = 3,
+    scheduler_timeout: float = 30.0,
 ) -> IngestSummary:
     """Convert tokenized (or raw text) inputs into a sharded corpus (directory or URL).
 
@@ -340,6 +277,21 @@ def ingest(
         Where a URL or zarr ``output`` is built before publishing. Default: a
         directory named after ``output`` under ``default_cache_dir()/../staging``, so
         ``resume`` finds it again; removed once published.
+    executor
+        ``"local"`` (this machine's process pool) or ``"dask"`` (one Dask task per
+        unit, see :mod:`mixle.corpus.ingestion.executors`). ``"dask"`` and ``task``
+        need ``vocab_size`` or ``dtype`` and write the raw layout; units are written
+        straight into ``output`` (local or URL), so a rerun continues where one stopped.
+    scheduler
+        With ``executor="dask"``: ``tcp://host:port`` or a scheduler file of an existing
+        cluster; ``None`` starts a ``LocalCluster`` of ``workers`` processes.
+    task
+        ``"i/n"``: run only units ``i, i + n, ...`` and return without publishing; once
+        all ``n`` tasks finished, :func:`~mixle.corpus.commit_ingest` publishes.
+    retries
+        With ``executor="dask"``: how many times a failed or lost unit is run again.
+    scheduler_timeout
+        Seconds to wait for ``scheduler`` before raising :class:`IngestError`.
 
     Returns
     -------
@@ -386,6 +338,11 @@ def ingest(
         layout=layout,
         storage_options=storage_options,
         staging_dir=staging_dir,
+        executor=executor,
+        scheduler=scheduler,
+        task=task,
+        retries=retries,
+        scheduler_timeout=scheduler_timeout,
     )
     return run_ingest(inputs, output, options)
 
@@ -398,35 +355,20 @@ def run_ingest(
     destination = os.fspath(output)
     staged = options.layout != "raw" or is_url(destination)
     out = _output_directory(destination, options, staged)
-    input_list = [
-        os.fspath(item) for item in ([inputs] if isinstance(inputs, str | os.PathLike) else inputs)
-    ]
-    source_options = _recorded_options(options)
-    files = resolve_inputs(input_list, options.input_format)
+    if options.executor != "local" or options.task is not None:
+        return run_distributed(inputs, destination, options, started)
+    plan = plan_ingest(inputs, options)
     if options.on_error == "skip" and options.rejects:  # before any work, not after it
         check_rejects_path(
-            os.fspath(options.rejects), [p for f in files for p in (f.path, f.companion)], out
+            os.fspath(options.rejects), [p for f in plan.files for p in (f.path, f.companion)], out
         )
-    # Ids of flat inputs go to disk as they are, so a unit of one shard's worth of ids
-    # yields one full shard (fewer, larger shards; fewer fsyncs).
-    units = plan_units(files, options.unit_size, max(options.unit_size, options.shard_size))
-    source = {
-        "tool": "mixle ingest",
-        "version": __version__,
-        "inputs": input_list,
-        "options": source_options,
-    }
-    plan = {
-        "source": source,
-        "files": [item.to_dict() for item in files],
-        "units": [unit.to_dict() for unit in units],
-    }
+    units = plan.units
     work = os.path.join(out, WORK_DIR_NAME)
     # One writer per output: a second process gets OutputInUseError("in use by pid N")
     # before it looks at (or deletes, with overwrite) anything of the first one's.
     with hold_output(out):
         finished = _prepare_output(
-            out, work, plan, resume=options.resume, overwrite=options.overwrite
+            out, work, plan.to_dict(), resume=options.resume, overwrite=options.overwrite
         )
         if finished is not None:  # --resume of an ingest that had already published
             summary = _finished_summary(finished, out, options, len(units), started)
@@ -434,9 +376,9 @@ def run_ingest(
             publish_plan = read_publish_plan(work)
             resumed = 0
             if publish_plan is None:
-                publish_plan, resumed = _convert_units(files, units, work, out, options, source)
+                publish_plan, resumed = _convert_units(plan, work, out, options)
             publish(out, work, publish_plan)
-            summary = _published_summary(publish_plan, out, len(units), resumed, started)
+            summary = published_summary(publish_plan, out, len(units), resumed, started)
     if not staged:
         return summary
     return _deliver(
@@ -459,43 +401,6 @@ def _output_directory(destination: str, options: IngestOptions, staged: bool) ->
     return os.path.abspath(os.fspath(staging))
 
 
-def _recorded_options(options: IngestOptions) -> dict[str, Any]:
-    """The options that shape the output, as recorded in the plan and the manifest.
-
-    Checks the tokenizer first (fails fast on a missing package or unreadable file).
-    """
-    tokenizer_id: Any = options.tokenizer
-    tokenizer = options.tokenizer
-    if tokenizer is not None and tokenizer != "bytes":
-        if not os.path.isfile(tokenizer):
-            raise ArgumentError(
-                f"`tokenizer` must be 'bytes' or a tokenizer.json file. {tokenizer!r} does not exist."
-            )
-        make_tokenizer(tokenizer)  # fail fast: missing package or unreadable file
-        tokenizer_id = {"file": os.path.basename(tokenizer), "sha256": file_sha256(tokenizer)}
-    return {
-        "input_format": options.input_format,
-        "field": list(options.fields),
-        "tokenizer": tokenizer_id,
-        "split": options.split,
-        "append_eos": options.append_eos,
-        "shard_size": options.shard_size,
-        "vocab_size": options.vocab_size,
-        "dtype": options.dtype,
-        "on_error": options.on_error,
-        "unit_size": options.unit_size,
-    }
-
-
-def _rejects_path(options: IngestOptions, out: str) -> str | None:
-    """Where skipped records are listed (``None`` unless ``on_error="skip"``)."""
-    if options.on_error != "skip":
-        return None
-    if options.rejects:
-        return os.path.abspath(os.fspath(options.rejects))
-    return os.path.join(out, "rejects.jsonl")
-
-
 def _finished_summary(
     finished: Manifest, out: str, options: IngestOptions, units: int, started: float
 ) -> IngestSummary:
@@ -509,33 +414,21 @@ def _finished_summary(
         dtype=finished.dtype,
         seconds=time.perf_counter() - started,
         skipped=int(finished.metadata["source"].get("skipped_documents", 0)),
-        rejects=_rejects_path(options, out),
+        rejects=rejects_path(options.on_error, options.rejects, out),
         units=units,
         resumed_units=units,
     )
 
 
 def _convert_units(
-    files: Sequence[Any],
-    units: Sequence[WorkUnit],
-    work: str,
-    out: str,
-    options: IngestOptions,
-    source: dict[str, Any],
+    plan: IngestPlan, work: str, out: str, options: IngestOptions
 ) -> tuple[dict[str, Any], int]:
     """Convert every unit not already done; return the publish plan and the resumed count.
 
     Raises :class:`IngestError` (after removing the work directory) when a unit failed.
     """
-    fixed = options.fixed_dtype
-    job = UnitJob(
-        ReadOptions(options.fields, options.tokenizer, options.split),
-        options.append_eos,
-        options.vocab_size,
-        fixed,
-        options.shard_size,
-        options.on_error,
-    )
+    units = plan.units
+    job = plan.unit_job()
     results: dict[int, dict[str, Any]] = {}
     todo = []
     for unit in units:
@@ -551,7 +444,7 @@ def _convert_units(
         counters[1] += done["tokens"]
         counters[2] += done["input_bytes"]
     enabled = sys.stderr.isatty() if options.progress is None else bool(options.progress)
-    bar = _Progress(enabled, sum(item.size for item in files), counters)
+    bar = _Progress(enabled, sum(item.size for item in plan.files), counters)
     try:
         results.update(_run_units(todo, job, work, options.workers, bar))
     finally:
@@ -571,30 +464,8 @@ def _convert_units(
                 f"work unit {unit.index} ({unit.path}) did not complete; run again with --resume."
             )
         results[unit.index] = done
-    rejects_path = _rejects_path(options, out)
-    plan = _plan_publish(work, units, results, fixed, options.vocab_size, source, rejects_path)
-    return plan, resumed
-
-
-def _published_summary(
-    publish_plan: dict[str, Any], out: str, units: int, resumed: int, started: float
-) -> IngestSummary:
-    """The summary of a corpus just published from ``publish_plan``."""
-    summary = publish_plan["summary"]
-    entries = publish_plan["entries"]
-    return IngestSummary(
-        output=out,
-        documents=sum(entry["num_documents"] for entry in entries),
-        tokens=sum(entry["num_tokens"] for entry in entries),
-        shards=len(entries),
-        bytes=sum(entry["tokens_bytes"] + entry["offsets_bytes"] for entry in entries),
-        dtype=publish_plan["dtype"],
-        seconds=time.perf_counter() - started,
-        skipped=summary["skipped"],
-        rejects=summary["rejects"],
-        units=units,
-        resumed_units=resumed,
-    )
+    rejects = rejects_path(options.on_error, options.rejects, out)
+    return plan_publish(work, units, results, plan, rejects), resumed
 
 
 def _same_corpus(staged: str, destination: str, storage_options: Mapping[str, Any] | None) -> bool:
@@ -667,7 +538,7 @@ def _prepare_output(
     if os.path.exists(out) and not os.path.isdir(out):
         raise CorpusExistsError(f"{out} exists and is not a directory.")
     has_manifest = os.path.exists(os.path.join(out, MANIFEST_NAME))
-    plan_path = os.path.join(work, _PLAN_NAME)
+    plan_path = os.path.join(work, PLAN_NAME)
     previous: dict[str, Any] | None = None
     if os.path.exists(plan_path):
         with open(plan_path, encoding="utf-8") as handle:
@@ -679,7 +550,13 @@ def _prepare_output(
             discard_work_dir(work)
             return finished
     if resume and previous is not None:
-        _check_same_plan(previous, plan)
+        differences = plan_differences(previous, plan, "interrupted ingest")
+        if differences:
+            raise ArgumentError(
+                "cannot --resume: the interrupted ingest used different inputs or options; "
+                + "; ".join(differences)
+                + ". Use the same command, or --overwrite to start over."
+            )
         allowed = overwrite or previous.get("overwrite") or read_publish_plan(work) is not None
         if has_manifest and not allowed:
             raise CorpusExistsError(
@@ -698,67 +575,3 @@ def _prepare_output(
     os.makedirs(work)
     write_json_atomic(plan_path, dict(plan, overwrite=overwrite))
     return None
-
-
-def _check_same_plan(previous: dict[str, Any], plan: dict[str, Any]) -> None:
-    differences = []
-    for key, value in plan["source"]["options"].items():
-        old = previous["source"]["options"].get(key)
-        if old != value:
-            differences.append(f"{key} in interrupted ingest: {old!r} / now: {value!r}")
-    if previous["source"]["inputs"] != plan["source"]["inputs"]:
-        differences.append(
-            f"inputs in interrupted ingest: {previous['source']['inputs']} / now: {plan['source']['inputs']}"
-        )
-    elif previous["files"] != plan["files"]:
-        changed = [
-            new["path"]
-            for old, new in zip(previous["files"], plan["files"], strict=False)
-            if old != new
-        ] or ["(number of files)"]
-        differences.append(f"input files changed since the interrupted ingest: {changed[:5]}")
-    if not differences and previous["units"] != plan["units"]:
-        differences.append("work units differ (mixle version changed?)")
-    if differences:
-        raise ArgumentError(
-            "cannot --resume: the interrupted ingest used different inputs or options; "
-            + "; ".join(differences)
-            + ". Use the same command, or --overwrite to start over."
-        )
-
-
-def _plan_publish(
-    work: str,
-    units: Sequence[WorkUnit],
-    results: dict[int, dict[str, Any]],
-    fixed: str | None,
-    vocab: int | None,
-    source: dict[str, Any],
-    rejects_path: str | None,
-) -> dict[str, Any]:
-    """Widen narrower units, write the rejects file, and write the publish plan."""
-    order = ("uint16", "uint32", "int64")
-    used = [results[u.index]["dtype"] for u in units if results[u.index]["tokens"]]
-    dtype = fixed or max(used, key=order.index, default="uint16")
-    shards: list[tuple[str, dict[str, Any]]] = []
-    for unit in units:
-        result = results[unit.index]
-        unit_dir = os.path.join(work, _unit_name(unit))
-        entries = result["shards"]
-        if result["dtype"] != dtype:
-            entries = [
-                rewrite_shard_dtype(unit_dir, entry, from_dtype=result["dtype"], to_dtype=dtype)
-                for entry in entries
-            ]
-            commit_manifest(unit_dir, entries, dtype=dtype, vocab_size=vocab)
-            done = {k: v for k, v in result.items() if k != "shards"}
-            write_json_atomic(os.path.join(unit_dir, DONE_NAME), dict(done, dtype=dtype))
-        shards.extend((_unit_name(unit), entry) for entry in entries)
-    skipped = sum(results[u.index]["skipped"] for u in units)
-    if rejects_path is not None:
-        _write_rejects(rejects_path, work, units, results)
-    metadata = {"source": dict(source, skipped_documents=skipped)}
-    summary = {"skipped": skipped, "rejects": rejects_path}
-    return make_publish_plan(
-        work, shards, dtype=dtype, vocab_size=vocab, metadata=metadata, summary=summary
-    )

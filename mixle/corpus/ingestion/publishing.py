@@ -34,17 +34,17 @@ from mixle.corpus.ingestion.workers import write_json_atomic
 
 __all__ = [
     "PUBLISH_NAME",
+    "build_publish_plan",
     "discard_work_dir",
-    "make_publish_plan",
     "publish",
     "read_publish_plan",
+    "write_publish_plan",
 ]
 
 PUBLISH_NAME = "publish.json"
 
 
-def make_publish_plan(
-    work_dir: str,
+def build_publish_plan(
     shards: Sequence[tuple[str, Mapping[str, Any]]],
     *,
     dtype: str,
@@ -52,8 +52,13 @@ def make_publish_plan(
     metadata: Mapping[str, Any],
     summary: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """Write and return the publish plan for ``shards`` (``(unit dir name, entry)`` pairs
-    in corpus order). Shard ``g`` of the corpus is named ``shard-{g:05d}``."""
+    """Return the publish plan for ``shards`` (``(unit dir name, entry)`` pairs in corpus
+    order); shard ``g`` of the corpus is named ``shard-{g:05d}``. No I/O.
+
+    The fingerprint comes from the entries' recorded digests. The plan is returned as a
+    resumed run would read it back (sorted keys), so the manifest bytes are the same
+    whether or not a publish was interrupted, and wherever it is published.
+    """
     entries = []
     moves = []
     for index, (unit_name, entry) in enumerate(shards):
@@ -69,14 +74,17 @@ def make_publish_plan(
         "metadata": dict(metadata),
         "summary": dict(summary),
         "fingerprint": compute_fingerprint(
-            dtype, [ShardEntry.from_dict(entry, dtype, f"{work_dir} plan") for entry in entries]
+            dtype, [ShardEntry.from_dict(entry, dtype, "publish plan") for entry in entries]
         ),
     }
-    write_json_atomic(os.path.join(work_dir, PUBLISH_NAME), plan)
-    # Return what a resumed run would read back (sorted keys), so the manifest bytes
-    # are the same whether or not the publish was interrupted.
     result: dict[str, Any] = json.loads(json.dumps(plan, sort_keys=True))
     return result
+
+
+def write_publish_plan(work_dir: str, plan: Mapping[str, Any]) -> None:
+    """Save a plan of :func:`build_publish_plan` in ``work_dir`` (from then on it, not
+    the unit directories, is the source of truth for a resumed publish)."""
+    write_json_atomic(os.path.join(work_dir, PUBLISH_NAME), plan)
 
 
 def read_publish_plan(work_dir: str) -> dict[str, Any] | None:

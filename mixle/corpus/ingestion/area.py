@@ -1,0 +1,184 @@
+"""OutputArea: the output of a distributed ingest, a local directory or an fsspec URL.
+
+Units and the commit step write and read the same few things wherever the output
+lives: small JSON records, whole directories of unit files, a listing of file sizes
+(one listing per commit, however many units), server-side copies. Local writes are
+atomic renames; object-store writes are whole-object puts, which are atomic by
+themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from mixle._io import atomic_write_bytes, fsync_directory
+from mixle.corpus.format.manifest import Manifest
+from mixle.corpus.format.spec import MANIFEST_NAME
+from mixle.corpus.storage.fs import filesystem
+from mixle.corpus.storage.open import is_url
+
+__all__ = ["OutputArea", "link_or_copy"]
+
+
+class OutputArea:
+    """Read and write files under an output location (local directory or URL).
+
+    Parameters
+    ----------
+    output
+        A local directory (``file://`` allowed) or an fsspec URL (``s3://bucket/prefix``).
+    storage_options
+        fsspec options for a URL.
+    """
+
+    def __init__(self, output: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        location = output[len("file://") :] if output.startswith("file://") else output
+        self.is_url = is_url(location)
+        self.output = location.rstrip("/") if self.is_url else os.path.abspath(location)
+        self.storage_options = dict(storage_options or {})
+        protocol = location.split("://", 1)[0].lower() if self.is_url else "file"
+        self.fs: Any = filesystem(protocol, self.storage_options)
+        self.root: str = self.fs._strip_protocol(self.output).rstrip("/")
+
+    def path(self, relative: str) -> str:
+        """The filesystem path of ``relative`` (``/``-separated) under the output."""
+        return f"{self.root}/{relative}" if relative else self.root
+
+    def describe(self, relative: str) -> str:
+        """``relative`` as the user named the output (for messages)."""
+        if self.is_url:
+            return f"{self.output}/{relative}"
+        return os.path.join(self.output, *relative.split("/"))
+
+    def read_json(self, relative: str) -> Any:
+        """The JSON value stored at ``relative``, or ``None`` when the file is missing."""
+        try:
+            if self.is_url:
+                data = self.fs.cat_file(self.path(relative))
+            else:
+                with open(self.path(relative), "rb") as handle:
+                    data = handle.read()
+        except FileNotFoundError:
+            return None
+        return json.loads(data)
+
+    def write_bytes(self, relative: str, data: bytes) -> None:
+        """Store ``data`` at ``relative`` whole or not at all (creating directories)."""
+        if not self.is_url:
+            target = self.path(relative)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            directory, name = os.path.split(target)
+            # Unique temporary: several machines may write the same record at once.
+            temporary = os.path.join(directory, f".{name}.tmp-{uuid.uuid4().hex}")
+            atomic_write_bytes(target, data, temporary=temporary)
+            return
+        self.fs.pipe_file(self.path(relative), data)
+
+    def write_manifest(self, manifest: Manifest) -> None:
+        """Write ``manifest`` (built by ``Manifest.build``) as ``manifest.json``, atomically.
+
+        The bytes are those :func:`~mixle.corpus.commit_manifest` writes on local disk,
+        so a corpus published to an object store is file-for-file the local one.
+        """
+        self.write_bytes(MANIFEST_NAME, manifest.to_json())
+
+    def exists(self, relative: str) -> bool:
+        """Whether a file or directory exists at ``relative``."""
+        return bool(self.fs.exists(self.path(relative)))
+
+    def sizes(self, relative: str) -> dict[str, int]:
+        """``{path relative to relative: size}`` of every file under ``relative``.
+
+        One listing (one ``find``), so a commit of a thousand units costs one
+        round trip of metadata on an object store, and no file is opened.
+        """
+        base = self.path(relative)
+        if not self.is_url:
+            return _local_sizes(base)
+        try:
+            found = self.fs.find(base, detail=True)
+        except FileNotFoundError:
+            return {}
+        prefix = base.rstrip("/") + "/"
+        return {
+            name[len(prefix) :]: int(info["size"])
+            for name, info in found.items()
+            if name.startswith(prefix) and info.get("type", "file") == "file"
+        }
+
+    def upload_directory(self, local: str, relative: str, last: str) -> None:
+        """Upload every file of the local directory ``local`` to ``relative``; ``last`` last.
+
+        Object puts are atomic, and every unit file is a pure function of the plan, so
+        two uploads of the same unit racing each other store the same bytes.
+        """
+        names = sorted(name for name in os.listdir(local) if name != last)
+        for name in [*names, last]:
+            self.fs.put_file(os.path.join(local, name), self.path(f"{relative}/{name}"))
+
+    def copy(self, source: str, target: str) -> None:
+        """Copy ``source`` to ``target`` without moving token bytes through this machine.
+
+        Object stores copy server-side; a local output hard-links (falling back to a
+        copy where links are not allowed), replacing ``target`` atomically.
+        """
+        if self.is_url:
+            self.fs.copy(self.path(source), self.path(target))
+            return
+        link_or_copy(self.path(source), self.path(target))
+
+    def remove(self, relative: str) -> None:
+        """Remove the file or tree at ``relative`` if it exists."""
+        if not self.is_url:
+            path = self.path(relative)
+            if os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+            elif os.path.exists(path):
+                os.unlink(path)
+            return
+        if self.fs.exists(self.path(relative)):
+            self.fs.rm(self.path(relative), recursive=True)
+
+
+def _local_sizes(base: str) -> dict[str, int]:
+    """:meth:`OutputArea.sizes` on local disk (``scandir``: no file is opened)."""
+    sizes: dict[str, int] = {}
+    pending = [""]
+    while pending:
+        relative = pending.pop()
+        try:
+            entries = list(os.scandir(os.path.join(base, relative)))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            name = f"{relative}/{entry.name}" if relative else entry.name
+            if entry.is_dir(follow_symlinks=False):
+                pending.append(name)
+            else:
+                sizes[name] = entry.stat(follow_symlinks=False).st_size
+    return sizes
+
+
+def link_or_copy(source: str, target: str) -> None:
+    """Make ``target`` a hard link to ``source`` (a copy when links are impossible).
+
+    The link is made under a temporary name and renamed over ``target``, so an
+    existing ``target`` is replaced atomically and a rerun after a crash works.
+    """
+    directory, name = os.path.split(target)
+    temporary = os.path.join(directory, f".{name}.tmp-{uuid.uuid4().hex}")
+    try:
+        os.link(source, temporary)
+    except OSError:  # another file system, or links not supported: copy the bytes
+        shutil.copyfile(source, temporary)
+    try:
+        os.replace(temporary, target)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+    fsync_directory(directory)

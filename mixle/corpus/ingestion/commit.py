@@ -1,0 +1,386 @@
+"""Commit an ingest: check every unit's record, publish the corpus, manifest last.
+
+Step three of an ingest (after the plan and the units). :func:`commit_ingest` reads
+only small JSON files (the plan, each unit's record and manifest) and one listing of
+file sizes; the fingerprint comes from the SHA-256 digests the units recorded, so not
+one token byte is read. It refuses, before publishing anything:
+
+* records of another plan (other inputs or options), naming the units;
+* units that have not finished, listing them;
+* a record whose shard file is missing, has another size (truncated) or whose digest
+  disagrees with the unit's own manifest, naming the unit and the file.
+
+Then the shards become ``shard-NNNNN`` (renamed on local disk, copied server-side on
+an object store) and the manifest is written last; the work directory is removed.
+A crash at any point leaves no corpus or the complete one; run the commit again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mixle._io import atomic_write
+from mixle.corpus.format.manifest import Manifest, commit_manifest
+from mixle.corpus.format.shard import rewrite_shard_dtype
+from mixle.corpus.format.spec import MANIFEST_NAME
+from mixle.corpus.ingestion.area import OutputArea
+from mixle.corpus.ingestion.input_readers import describe_location
+from mixle.corpus.ingestion.inputs import WorkUnit
+from mixle.corpus.ingestion.plan import IngestPlan
+from mixle.corpus.ingestion.publishing import (
+    build_publish_plan,
+    publish,
+    read_publish_plan,
+    write_publish_plan,
+)
+from mixle.corpus.ingestion.units import PLAN_NAME, WORK_DIR_NAME, unit_name
+from mixle.corpus.ingestion.workers import DONE_NAME, REJECTS_NAME, write_json_atomic
+from mixle.errors import CorpusExistsError, IngestError
+
+__all__ = ["IngestSummary", "commit_ingest", "plan_publish", "published_summary", "rejects_path"]
+
+_DTYPE_ORDER = ("uint16", "uint32", "int64")
+
+
+@dataclass(frozen=True, slots=True)
+class IngestSummary:
+    """What an :func:`ingest` run (or a commit, or one task of a task array) produced."""
+
+    output: str
+    documents: int
+    tokens: int
+    shards: int
+    bytes: int
+    dtype: str
+    seconds: float
+    skipped: int
+    rejects: str | None
+    units: int
+    resumed_units: int
+
+    @classmethod
+    def of_shards(
+        cls,
+        output: str,
+        entries: Sequence[Mapping[str, Any]],
+        dtype: str,
+        started: float,
+        **rest: Any,
+    ) -> IngestSummary:
+        """A summary of the shard ``entries`` (counts and bytes summed), timed from
+        ``started`` (``time.perf_counter()``); ``rest`` gives the other fields."""
+        return cls(
+            output=output,
+            documents=sum(entry["num_documents"] for entry in entries),
+            tokens=sum(entry["num_tokens"] for entry in entries),
+            shards=len(entries),
+            bytes=sum(entry["tokens_bytes"] + entry["offsets_bytes"] for entry in entries),
+            dtype=dtype,
+            seconds=time.perf_counter() - started,
+            **rest,
+        )
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Tokens written per wall-clock second of this run."""
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+    def format(self) -> str:
+        """Return the human-readable summary the CLI prints."""
+        lines = [
+            f"ingested {self.documents:,} documents, {self.tokens:,} tokens into {self.output}",
+            f"  shards: {self.shards}   bytes: {self.bytes:,}   dtype: {self.dtype}",
+            f"  time: {self.seconds:.2f} s   throughput: {self.tokens_per_second:,.0f} tokens/s",
+            f"  skipped: {self.skipped}" + (f" (see {self.rejects})" if self.rejects else ""),
+        ]
+        if self.resumed_units:
+            lines.append(
+                f"  resumed: {self.resumed_units} of {self.units} work units were already done"
+            )
+        return "\n".join(lines)
+
+
+def rejects_path(on_error: str, rejects: str | os.PathLike[str] | None, out: str) -> str | None:
+    """Where skipped records are listed (``None`` unless ``on_error="skip"``)."""
+    if on_error != "skip":
+        return None
+    if rejects:
+        return os.path.abspath(os.fspath(rejects))
+    return os.path.join(out, "rejects.jsonl")
+
+
+def line_base(units: Sequence[WorkUnit], results: dict[int, dict[str, Any]], unit: WorkUnit) -> int:
+    """Lines of ``unit``'s file in the units before it (to number a record's line)."""
+    return sum(
+        results[other.index]["lines"]
+        for other in units[: unit.index]
+        if other.input == unit.input and other.path == unit.path
+    )
+
+
+def _write_rejects(
+    path: str, work: str, units: Sequence[WorkUnit], results: dict[int, dict[str, Any]]
+) -> None:
+    with atomic_write(path, "w") as out:
+        for unit in units:
+            source = os.path.join(work, unit_name(unit.index), REJECTS_NAME)
+            if not results[unit.index]["skipped"]:
+                continue
+            base = line_base(units, results, unit)
+            with open(source, encoding="utf-8") as handle:
+                for line in handle:
+                    record = json.loads(line)
+                    where = describe_location(unit, tuple(record["location"]), base)
+                    out.write(json.dumps({"where": where, "reason": record["reason"]}) + "\n")
+
+
+def plan_publish(
+    work: str,
+    units: Sequence[WorkUnit],
+    results: dict[int, dict[str, Any]],
+    plan: IngestPlan,
+    rejects: str | None,
+) -> dict[str, Any]:
+    """Widen narrower units, write the rejects file, and write the publish plan.
+
+    The dtype is the plan's, or else the widest any unit needed (units written
+    narrower are rewritten in place; only possible on local disk).
+    """
+    used = [results[u.index]["dtype"] for u in units if results[u.index]["tokens"]]
+    dtype = plan.dtype or max(used, key=_DTYPE_ORDER.index, default="uint16")
+    shards: list[tuple[str, dict[str, Any]]] = []
+    for unit in units:
+        result = results[unit.index]
+        unit_dir = os.path.join(work, unit_name(unit.index))
+        entries = result["shards"]
+        if result["dtype"] != dtype:
+            entries = [
+                rewrite_shard_dtype(unit_dir, entry, from_dtype=result["dtype"], to_dtype=dtype)
+                for entry in entries
+            ]
+            commit_manifest(unit_dir, entries, dtype=dtype, vocab_size=plan.vocab_size)
+            done = {k: v for k, v in result.items() if k != "shards"}
+            write_json_atomic(
+                os.path.join(unit_dir, DONE_NAME), dict(done, dtype=dtype, shards=entries)
+            )
+        shards.extend((unit_name(unit.index), entry) for entry in entries)
+    skipped = sum(results[u.index]["skipped"] for u in units)
+    if rejects is not None:
+        _write_rejects(rejects, work, units, results)
+    metadata = {"source": dict(plan.source, skipped_documents=skipped)}
+    summary = {"skipped": skipped, "rejects": rejects}
+    publish_plan = build_publish_plan(
+        shards, dtype=dtype, vocab_size=plan.vocab_size, metadata=metadata, summary=summary
+    )
+    write_publish_plan(work, publish_plan)
+    return publish_plan
+
+
+def published_summary(
+    publish_plan: dict[str, Any], out: str, units: int, resumed: int, started: float
+) -> IngestSummary:
+    """The summary of a corpus just published from ``publish_plan``."""
+    summary = publish_plan["summary"]
+    return IngestSummary.of_shards(
+        out,
+        publish_plan["entries"],
+        publish_plan["dtype"],
+        started,
+        skipped=summary["skipped"],
+        rejects=summary["rejects"],
+        units=units,
+        resumed_units=resumed,
+    )
+
+
+def check_units(area: OutputArea, plan: IngestPlan) -> dict[int, dict[str, Any]]:
+    """Return every unit's record, after checking it against the plan and the files.
+
+    Raises
+    ------
+    IngestError
+        Records of another plan (named), unfinished units (listed), or a record whose
+        shard file is missing, truncated or whose digest disagrees with the unit's
+        manifest (unit and file named).
+    """
+    sizes = area.sizes(WORK_DIR_NAME)
+    plan_id = plan.plan_id
+    expected = {unit_name(unit.index) for unit in plan.units}
+    present = {name.split("/", 1)[0] for name in sizes if name.endswith(f"/{DONE_NAME}")}
+    foreign = sorted(
+        f"{name} (not a unit of this plan)"
+        for name in present - expected
+        if name.startswith("unit-") and ".tmp-" not in name
+    )
+    missing: list[str] = []
+    problems: list[str] = []
+    records: dict[int, dict[str, Any]] = {}
+    for unit in plan.units:
+        name = unit_name(unit.index)
+        if name not in present:
+            missing.append(name)
+            continue
+        record = area.read_json(f"{WORK_DIR_NAME}/{name}/{DONE_NAME}")
+        if not isinstance(record, dict) or record.get("plan") != plan_id:
+            other = record.get("plan") if isinstance(record, dict) else None
+            foreign.append(f"{name} (plan {str(other)[:12]}, not {plan_id[:12]})")
+            continue
+        problems.extend(_check_record(area, name, record, sizes))
+        records[unit.index] = record
+    where = area.describe(WORK_DIR_NAME)
+    if foreign:
+        raise IngestError(
+            f"{where} holds units from a different plan (other inputs or options): "
+            f"{', '.join(foreign)}. Remove them and rerun those units with this plan."
+        )
+    if missing:
+        raise IngestError(
+            f"{len(missing)} of {len(plan.units)} work units have not finished: "
+            f"{', '.join(missing)}. Run them (e.g. the missing --task i/n) and commit again; "
+            "nothing was published."
+        )
+    if problems:
+        raise IngestError(
+            f"cannot commit {area.output}: {'; '.join(problems)}. Rerun those units after "
+            f"removing their directories under {where}; nothing was published."
+        )
+    return records
+
+
+def _check_record(
+    area: OutputArea, name: str, record: dict[str, Any], sizes: dict[str, int]
+) -> list[str]:
+    """What is wrong with unit ``name``'s files according to its record (sizes, digests)."""
+    problems = []
+    manifest = area.read_json(f"{WORK_DIR_NAME}/{name}/{MANIFEST_NAME}")
+    listed = {
+        (entry["tokens"], entry["offsets"]): entry
+        for entry in (manifest.get("shards", []) if isinstance(manifest, dict) else [])
+    }
+    for entry in record["shards"]:
+        for key in ("tokens", "offsets"):
+            size = sizes.get(f"{name}/{entry[key]}")
+            if size is None:
+                problems.append(f"unit {name}: shard file {entry[key]} is missing")
+            elif size != entry[f"{key}_bytes"]:
+                problems.append(
+                    f"unit {name}: shard file {entry[key]} has {size} bytes, its record says "
+                    f"{entry[f'{key}_bytes']} (truncated or replaced)"
+                )
+        recorded = listed.get((entry["tokens"], entry["offsets"]))
+        for key in ("tokens_sha256", "offsets_sha256"):
+            if recorded is None or recorded[key] != entry[key]:
+                file = entry[key.split("_")[0]]
+                problems.append(
+                    f"unit {name}: shard file {file} has another digest in the unit's "
+                    f"manifest than in its record"
+                )
+    return problems
+
+
+def _existing_summary(area: OutputArea, started: float) -> IngestSummary:
+    """The summary of the corpus already committed at ``area`` (a repeated commit)."""
+    manifest = area.read_json(MANIFEST_NAME)
+    shards = manifest["shards"]
+    return IngestSummary(
+        output=area.output,
+        documents=manifest["num_documents"],
+        tokens=manifest["num_tokens"],
+        shards=len(shards),
+        bytes=sum(e["tokens_bytes"] + e["offsets_bytes"] for e in shards),
+        dtype=manifest["dtype"],
+        seconds=time.perf_counter() - started,
+        skipped=int(manifest["metadata"].get("source", {}).get("skipped_documents", 0)),
+        rejects=None,
+        units=0,
+        resumed_units=0,
+    )
+
+
+def commit_ingest(
+    output: str | os.PathLike[str],
+    *,
+    storage_options: Any = None,
+    rejects: str | os.PathLike[str] | None = None,
+) -> IngestSummary:
+    """Publish the units of the ingest in ``output`` as one corpus (manifest last).
+
+    Parameters
+    ----------
+    output
+        The local directory or URL the units were run into.
+    storage_options
+        fsspec options for a URL ``output``.
+    rejects
+        With ``on_error="skip"``: where to list skipped records (default
+        ``OUTPUT/rejects.jsonl``).
+
+    Returns
+    -------
+    IngestSummary
+        Of the published corpus (of the existing one when already committed).
+
+    Raises
+    ------
+    IngestError
+        No plan in ``output``, or a unit is foreign, unfinished or damaged (see the
+        module docstring). Nothing is published then.
+    """
+    started = time.perf_counter()
+    area = OutputArea(os.fspath(output), storage_options)
+    work = area.path(WORK_DIR_NAME)
+    if not area.is_url:
+        interrupted = read_publish_plan(work)
+        if interrupted is not None:  # a commit killed while publishing: finish it
+            publish(area.output, work, interrupted)
+            return published_summary(interrupted, area.output, 0, 0, started)
+    value = area.read_json(f"{WORK_DIR_NAME}/{PLAN_NAME}")
+    if value is None:
+        if area.exists(MANIFEST_NAME):
+            return _existing_summary(area, started)
+        raise IngestError(
+            f"{area.output} holds no ingest to commit (no {WORK_DIR_NAME}/{PLAN_NAME}); run its "
+            "units first (mixle ingest INPUT... OUTPUT --task i/n)."
+        )
+    plan = IngestPlan.from_dict(value)
+    records = check_units(area, plan)
+    units = plan.units
+    if not area.is_url:
+        path = rejects_path(plan.job["on_error"], rejects, area.output)
+        publish_plan = plan_publish(work, units, records, plan, path)
+        publish(area.output, work, publish_plan)
+        return published_summary(publish_plan, area.output, len(units), 0, started)
+    shards = [(unit_name(u.index), entry) for u in units for entry in records[u.index]["shards"]]
+    skipped = sum(records[u.index]["skipped"] for u in units)
+    publish_plan = build_publish_plan(
+        shards,
+        dtype=str(plan.dtype),
+        vocab_size=plan.vocab_size,
+        metadata={"source": dict(plan.source, skipped_documents=skipped)},
+        summary={"skipped": skipped, "rejects": None},
+    )
+    _publish_remote(area, publish_plan)
+    return published_summary(publish_plan, area.output, len(units), 0, started)
+
+
+def _publish_remote(area: OutputArea, publish_plan: dict[str, Any]) -> None:
+    """Server-side copy the unit shards to their names, write the manifest last."""
+    existing = area.read_json(MANIFEST_NAME)
+    if existing is not None and existing.get("fingerprint") != publish_plan["fingerprint"]:
+        raise CorpusExistsError(f"{area.output} already holds a different corpus.")
+    if existing is None:
+        for unit, source, target in publish_plan["moves"]:
+            area.copy(f"{WORK_DIR_NAME}/{unit}/{source}", target)
+        manifest = Manifest.build(
+            publish_plan["entries"],
+            dtype=publish_plan["dtype"],
+            vocab_size=publish_plan["vocab_size"],
+            metadata=publish_plan["metadata"],
+        )
+        area.write_manifest(manifest)
+    area.remove(WORK_DIR_NAME)

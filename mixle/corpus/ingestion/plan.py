@@ -1,0 +1,251 @@
+"""The ingest plan: every work unit of an ingest, a pure function of inputs and options.
+
+Step one of the three public steps of an ingest (plan, run one unit, commit; see
+:mod:`.units` and :mod:`.commit`). A plan holds the provenance recorded in the
+manifest (``source``), the identity of every input file (path, size, mtime), the work
+units, and what a worker needs to convert one (``job``). It never depends on the
+worker count or the executor, so every machine that computes the plan of the same
+command gets the same plan, and :attr:`IngestPlan.plan_id` names it: a unit record
+carries the id of the plan it was converted for, and commit refuses records of any
+other plan.
+
+A plan is JSON (never pickle): :meth:`IngestPlan.write` / :meth:`IngestPlan.read`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mixle._io import atomic_write_bytes, file_sha256
+from mixle._version import __version__
+from mixle.corpus.format.manifest import canonical_json
+from mixle.corpus.format.spec import resolve_dtype
+from mixle.corpus.ingestion.input_readers import ReadOptions, make_tokenizer
+from mixle.corpus.ingestion.inputs import InputFile, WorkUnit, plan_units, resolve_inputs
+from mixle.corpus.ingestion.options import IngestOptions
+from mixle.corpus.ingestion.workers import UnitJob
+from mixle.errors import ArgumentError, IngestError
+
+__all__ = ["IngestPlan", "plan_differences", "plan_ingest", "recorded_options"]
+
+
+def recorded_options(options: IngestOptions) -> dict[str, Any]:
+    """The options that shape the output, as recorded in the plan and the manifest.
+
+    Checks the tokenizer first (fails fast on a missing package or unreadable file).
+    """
+    tokenizer_id: Any = options.tokenizer
+    tokenizer = options.tokenizer
+    if tokenizer is not None and tokenizer != "bytes":
+        if not os.path.isfile(tokenizer):
+            raise ArgumentError(
+                f"`tokenizer` must be 'bytes' or a tokenizer.json file. {tokenizer!r} does not exist."
+            )
+        make_tokenizer(tokenizer)  # fail fast: missing package or unreadable file
+        tokenizer_id = {"file": os.path.basename(tokenizer), "sha256": file_sha256(tokenizer)}
+    return {
+        "input_format": options.input_format,
+        "field": list(options.fields),
+        "tokenizer": tokenizer_id,
+        "split": options.split,
+        "append_eos": options.append_eos,
+        "shard_size": options.shard_size,
+        "vocab_size": options.vocab_size,
+        "dtype": options.dtype,
+        "on_error": options.on_error,
+        "unit_size": options.unit_size,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class IngestPlan:
+    """The work units of one ingest and everything needed to convert and commit them.
+
+    Attributes
+    ----------
+    source
+        Provenance written into the manifest's ``metadata["source"]``: tool, version,
+        the inputs as given, and the recorded options.
+    files, units
+        The resolved input files (with size and mtime, so a changed input is noticed)
+        and the work units, in corpus order.
+    job
+        What a worker needs besides the unit: fields, tokenizer path, split,
+        ``append_eos``, ``vocab_size``, fixed dtype (or ``None``), shard size, ``on_error``.
+    """
+
+    source: Mapping[str, Any]
+    files: tuple[InputFile, ...]
+    units: tuple[WorkUnit, ...]
+    job: Mapping[str, Any]
+
+    @property
+    def plan_id(self) -> str:
+        """SHA-256 over the canonical JSON of ``source``, ``files`` and ``units``.
+
+        ``job`` is left out: it repeats ``source``'s options except the tokenizer
+        path, which may differ between machines while its recorded digest does not.
+        """
+        body = {key: value for key, value in self.to_dict().items() if key != "job"}
+        return hashlib.sha256(canonical_json(body)).hexdigest()
+
+    @property
+    def dtype(self) -> str | None:
+        """The token dtype fixed by the options, or ``None`` (decided from the data)."""
+        fixed: str | None = self.job["dtype"]
+        return fixed
+
+    @property
+    def vocab_size(self) -> int | None:
+        """The vocabulary size of the options, or ``None``."""
+        vocab: int | None = self.job["vocab_size"]
+        return vocab
+
+    def unit_job(self) -> UnitJob:
+        """The :class:`UnitJob` every unit of this plan is converted with."""
+        job = self.job
+        return UnitJob(
+            ReadOptions(tuple(job["fields"]), job["tokenizer"], job["split"]),
+            job["append_eos"],
+            job["vocab_size"],
+            job["dtype"],
+            job["shard_size"],
+            job["on_error"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-able plan (what :meth:`write` stores)."""
+        return {
+            "source": json.loads(json.dumps(self.source)),
+            "files": [item.to_dict() for item in self.files],
+            "units": [unit.to_dict() for unit in self.units],
+            "job": dict(self.job),
+        }
+
+    @classmethod
+    def from_dict(cls, value: Mapping[str, Any]) -> IngestPlan:
+        """Rebuild a plan from :meth:`to_dict`'s output.
+
+        Raises
+        ------
+        IngestError
+            ``value`` is not a plan (a key is missing or has the wrong shape).
+        """
+        try:
+            files = tuple(InputFile(**item) for item in value["files"])
+            units = tuple(
+                WorkUnit(**dict(item, paths=tuple(item["paths"]))) for item in value["units"]
+            )
+            return cls(dict(value["source"]), files, units, dict(value["job"]))
+        except (KeyError, TypeError) as exc:
+            raise IngestError(f"not an ingest plan: {exc!r} is missing or malformed.") from exc
+
+    def write(self, path: str | os.PathLike[str]) -> None:
+        """Write the plan to ``path`` as JSON, atomically (safe to race with itself)."""
+        target = os.fspath(path)
+        directory, name = os.path.split(target)
+        # A unique temporary name: two machines may write the same plan at once.
+        temporary = os.path.join(directory, f".{name}.tmp-{uuid.uuid4().hex}")
+        data = json.dumps(self.to_dict(), sort_keys=True, indent=1).encode("utf-8")
+        atomic_write_bytes(target, data, temporary=temporary)
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str]) -> IngestPlan:
+        """Read a plan written by :meth:`write`.
+
+        Raises
+        ------
+        IngestError
+            The file is missing, not JSON, or not a plan.
+        """
+        try:
+            with open(os.fspath(path), encoding="utf-8") as handle:
+                value = json.load(handle)
+        except (OSError, ValueError) as exc:
+            raise IngestError(f"cannot read the ingest plan {os.fspath(path)} ({exc}).") from exc
+        if not isinstance(value, dict):
+            raise IngestError(f"{os.fspath(path)} is not an ingest plan (not a JSON object).")
+        return cls.from_dict(value)
+
+
+def plan_ingest(inputs: Any, options: IngestOptions) -> IngestPlan:
+    """Resolve ``inputs`` and cut them into work units: step one of an ingest.
+
+    A pure function of the inputs (names, sizes, mtimes, headers) and ``options``;
+    never of ``workers``, the executor or the machine.
+
+    Parameters
+    ----------
+    inputs
+        A path, directory, glob or fsspec URL, or a list of them (see
+        :func:`mixle.corpus.ingest`).
+    options
+        The validated options.
+
+    Raises
+    ------
+    IngestError
+        An input cannot be found or read.
+    ArgumentError
+        The tokenizer file does not exist.
+    """
+    input_list = [
+        os.fspath(item) for item in ([inputs] if isinstance(inputs, str | os.PathLike) else inputs)
+    ]
+    source = {
+        "tool": "mixle ingest",
+        "version": __version__,
+        "inputs": input_list,
+        "options": recorded_options(options),
+    }
+    files = resolve_inputs(input_list, options.input_format)
+    # Ids of flat inputs go to disk as they are, so a unit of one shard's worth of ids
+    # yields one full shard (fewer, larger shards; fewer fsyncs).
+    units = plan_units(files, options.unit_size, max(options.unit_size, options.shard_size))
+    job = {
+        "fields": list(options.fields),
+        "tokenizer": options.tokenizer,
+        "split": options.split,
+        "append_eos": options.append_eos,
+        "vocab_size": options.vocab_size,
+        "dtype": resolve_dtype(
+            options.vocab_size, None if options.dtype == "auto" else options.dtype
+        ),
+        "shard_size": options.shard_size,
+        "on_error": options.on_error,
+    }
+    return IngestPlan(source, tuple(files), tuple(units), job)
+
+
+def plan_differences(
+    previous: Mapping[str, Any], plan: Mapping[str, Any], label: str = "the existing plan"
+) -> list[str]:
+    """What differs between two plans (as dicts), one line per difference, both sides.
+
+    ``label`` names ``previous`` in the lines (``"<key> in <label>: old / now: new"``).
+    """
+    differences = []
+    for key, value in plan["source"]["options"].items():
+        old = previous["source"]["options"].get(key)
+        if old != value:
+            differences.append(f"{key} in {label}: {old!r} / now: {value!r}")
+    if previous["source"]["inputs"] != plan["source"]["inputs"]:
+        differences.append(
+            f"inputs in {label}: {previous['source']['inputs']} / now: {plan['source']['inputs']}"
+        )
+    elif previous["files"] != plan["files"]:
+        changed = [
+            new["path"]
+            for old, new in zip(previous["files"], plan["files"], strict=False)
+            if old != new
+        ] or ["(number of files)"]
+        differences.append(f"input files changed since {label}: {changed[:5]}")
+    if not differences and previous["units"] != plan["units"]:
+        differences.append("work units differ (mixle version changed?)")
+    return differences

@@ -1,0 +1,246 @@
+"""Run one work unit of a plan into the output: step two of a distributed ingest.
+
+:func:`run_unit` converts unit ``i`` of an :class:`~.plan.IngestPlan` and leaves in the
+output (local directory or object-store URL)::
+
+    OUTPUT/.mixle-ingest/plan.json                   the plan (written by the first unit)
+    OUTPUT/.mixle-ingest/unit-NNNNNN/shard-*.tokens   the unit's shards
+    OUTPUT/.mixle-ingest/unit-NNNNNN/manifest.json    the unit's own manifest
+    OUTPUT/.mixle-ingest/unit-NNNNNN/done.json        the completion record, last
+
+The record holds the plan id, the unit's statistics and its shard entries (sizes and
+SHA-256 digests), so the commit step publishes the corpus from the records alone.
+
+Safe to rerun and to run twice at once: a unit is converted into a private temporary
+directory and appears under its final name in one step (a directory rename on local
+disk), or its record is uploaded after its files (object stores; the files are a pure
+function of the plan, so racing uploads store the same bytes). A unit whose record
+exists is not converted again. A worker killed mid-unit leaves only a temporary
+directory, which the commit step removes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from typing import Any
+
+from mixle.corpus.format.manifest import parse_manifest
+from mixle.corpus.format.spec import MANIFEST_NAME
+from mixle.corpus.ingestion.area import OutputArea
+from mixle.corpus.ingestion.input_readers import describe_location
+from mixle.corpus.ingestion.inputs import WorkUnit, open_binary
+from mixle.corpus.ingestion.plan import IngestPlan, plan_differences
+from mixle.corpus.ingestion.workers import DONE_NAME, convert_unit, write_json_atomic
+from mixle.errors import ArgumentError, CorpusExistsError, IngestError
+
+__all__ = [
+    "PLAN_NAME",
+    "WORK_DIR_NAME",
+    "ensure_plan",
+    "require_distributable",
+    "run_unit",
+    "unit_name",
+]
+
+#: Hidden directory inside the output holding an ingest in progress.
+WORK_DIR_NAME = ".mixle-ingest"
+PLAN_NAME = "plan.json"
+_PLAN = f"{WORK_DIR_NAME}/{PLAN_NAME}"
+_TEMPORARY = ".tmp-"
+
+
+def unit_name(index: int) -> str:
+    """The directory name of unit ``index`` (``unit-000042``)."""
+    return f"unit-{index:06d}"
+
+
+def require_distributable(plan: IngestPlan, output: OutputArea) -> None:
+    """Refuse a plan that cannot run as independent units into ``output``.
+
+    Raises
+    ------
+    ArgumentError
+        The token dtype is not fixed (each unit would pick its own, and the widest is
+        known only after a second pass over every unit), or ``on_error="skip"`` with a
+        URL output (the rejects list is assembled on a local disk).
+    """
+    if plan.dtype is None:
+        raise ArgumentError(
+            "distributed ingestion (--executor dask, --task i/n, run_unit) needs the token "
+            "dtype before any unit runs: pass --vocab-size N (e.g. --vocab-size 50257) or "
+            "--dtype uint16|uint32|int64 (vocab_size=/dtype= in Python)."
+        )
+    if output.is_url and plan.job["on_error"] == "skip":
+        raise ArgumentError(
+            "distributed ingestion to a URL supports only on_error='raise' (the rejects list "
+            "needs a local output); ingest to a local directory, or fix the input."
+        )
+
+
+def ensure_plan(plan: IngestPlan, output: OutputArea) -> None:
+    """Record ``plan`` in ``output``, or check that the plan already there is the same.
+
+    Raises
+    ------
+    CorpusExistsError
+        ``output`` already holds a committed corpus.
+    IngestError
+        ``output`` holds units of a different plan (the message lists the differences).
+    """
+    if output.exists(MANIFEST_NAME):
+        raise CorpusExistsError(
+            f"{output.output} already holds a corpus; remove it (or pass --overwrite with "
+            "--executor dask) before ingesting into it again."
+        )
+    existing = output.read_json(_PLAN)
+    if existing is None:
+        output.write_bytes(_PLAN, plan_json(plan))
+        return
+    previous = IngestPlan.from_dict(existing)
+    if previous.plan_id != plan.plan_id:
+        differences = plan_differences(previous.to_dict(), plan.to_dict(), "the output's plan")
+        raise IngestError(
+            f"{output.describe(WORK_DIR_NAME)} holds units of a different plan (other inputs or "
+            f"options): {'; '.join(differences) or 'plan ids differ'}. Use the same command, "
+            "or remove the output first."
+        )
+
+
+def plan_json(plan: IngestPlan) -> bytes:
+    """The plan as stored in the output (sorted keys, like every ingest record)."""
+    return json.dumps(plan.to_dict(), sort_keys=True).encode("utf-8")
+
+
+def run_unit(
+    plan: IngestPlan,
+    index: int,
+    output: str | os.PathLike[str],
+    *,
+    storage_options: Any = None,
+) -> dict[str, Any]:
+    """Convert unit ``index`` of ``plan`` into ``output`` and return its completion record.
+
+    Parameters
+    ----------
+    plan
+        The plan (:func:`~mixle.corpus.ingestion.plan.plan_ingest` or
+        :meth:`IngestPlan.read`); its dtype must be fixed.
+    index
+        The unit, ``0 <= index < len(plan.units)``.
+    output
+        Local corpus directory or fsspec URL; the same for every unit of the plan.
+    storage_options
+        fsspec options for a URL ``output``.
+
+    Returns
+    -------
+    dict
+        The record: ``plan`` (id), ``unit``, ``documents``, ``tokens``, ``skipped``,
+        ``lines``, ``input_bytes``, ``dtype`` and ``shards`` (entries with digests).
+        When the unit was already done, the existing record (nothing is converted).
+
+    Raises
+    ------
+    IngestError
+        A bad record (names file, line and position; with ``on_error="raise"``), an
+        unreadable input, or a different plan in ``output``. Nothing of the unit is kept.
+    ArgumentError
+        ``index`` is out of range, or the plan cannot run distributed.
+    CorpusExistsError
+        ``output`` already holds a committed corpus.
+    """
+    area = OutputArea(os.fspath(output), storage_options)
+    require_distributable(plan, area)
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(plan.units):
+        raise ArgumentError(
+            f"`index` must be a unit of the plan, 0 <= index < {len(plan.units)}. Got {index!r} instead."
+        )
+    ensure_plan(plan, area)
+    name = unit_name(index)
+    plan_id = plan.plan_id
+    existing = area.read_json(f"{WORK_DIR_NAME}/{name}/{DONE_NAME}")
+    if _is_record_of(existing, plan_id, index):
+        return dict(existing)
+    unit = plan.units[index]
+    if area.is_url:
+        temporary = tempfile.mkdtemp(prefix=f"mixle-{name}-")
+    else:
+        temporary = area.path(f"{WORK_DIR_NAME}/{name}{_TEMPORARY}{os.getpid()}-{uuid.uuid4().hex}")
+    try:
+        record = _convert(plan, unit, temporary, plan_id)
+        if area.is_url:
+            area.upload_directory(temporary, f"{WORK_DIR_NAME}/{name}", last=DONE_NAME)
+            return record
+        return _place(area, temporary, name, record, plan_id)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+
+
+def _is_record_of(record: Any, plan_id: str, index: int) -> bool:
+    return (
+        isinstance(record, dict) and record.get("plan") == plan_id and record.get("unit") == index
+    )
+
+
+def _convert(plan: IngestPlan, unit: WorkUnit, directory: str, plan_id: str) -> dict[str, Any]:
+    """Convert ``unit`` into ``directory``; write and return its record."""
+    result = convert_unit(unit, plan.unit_job(), directory)
+    if "failed" in result:
+        failure = result["failed"]
+        if failure["location"] is None:
+            raise IngestError(f"{failure['reason']} Nothing was committed.")
+        where = describe_location(unit, tuple(failure["location"]), _line_base(unit))
+        raise IngestError(
+            f"{where}: {failure['reason']}. Nothing was committed; fix the input or pass "
+            "--on-error skip."
+        )
+    with open(os.path.join(directory, MANIFEST_NAME), "rb") as handle:
+        manifest = parse_manifest(handle.read(), directory)
+    record = dict(result, plan=plan_id, unit=unit.index, shards=[entry.to_dict() for entry in manifest.shards])
+    write_json_atomic(os.path.join(directory, DONE_NAME), record)
+    return record
+
+
+def _line_base(unit: WorkUnit) -> int:
+    """Lines of the unit's file before the unit (only read to name a bad record).
+
+    A JSONL unit holds the lines whose first byte is in ``[start, stop)``: the lines
+    before it are the line starting at 0 plus one per newline before ``start - 1``.
+    """
+    if unit.format != "jsonl" or unit.start <= 0:
+        return 0
+    count, remaining = 1, unit.start - 1
+    with open_binary(unit.path) as handle:
+        while remaining > 0:
+            data = handle.read(min(remaining, 1 << 24))
+            if not data:
+                break
+            count += data.count(b"\n")
+            remaining -= len(data)
+    return count
+
+
+def _place(
+    area: OutputArea, temporary: str, name: str, record: dict[str, Any], plan_id: str
+) -> dict[str, Any]:
+    """Rename the converted unit to its final name (or keep a finished twin's)."""
+    final = area.path(f"{WORK_DIR_NAME}/{name}")
+    for _ in range(3):
+        try:
+            os.rename(temporary, final)
+            return record
+        except OSError:
+            existing = area.read_json(f"{WORK_DIR_NAME}/{name}/{DONE_NAME}")
+            if _is_record_of(existing, plan_id, record["unit"]):
+                return dict(existing)  # a concurrent run of this unit finished first
+            # Leftovers without a record of this plan: move them aside, then retry.
+            stale = f"{final}{_TEMPORARY}stale-{uuid.uuid4().hex}"
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(final, stale)
+            shutil.rmtree(stale, ignore_errors=True)
+    raise IngestError(f"could not place unit {name} in {area.describe(WORK_DIR_NAME)}.")

@@ -1,0 +1,90 @@
+"""Distributed ingestion and merge into an object store (moto S3 server on loopback).
+
+Two task processes write their units straight to ``s3://``; the commit copies the
+shards server-side and writes the manifest last. Every object equals the file of a
+local run; nothing is visible as a corpus before the commit.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mixle.corpus import commit_ingest, ingest, merge_corpora, open_corpus
+from mixle.corpus.storage.fs import filesystem
+from mixle.errors import ArgumentError
+from tests.corpus._remote_fixtures import *  # noqa: F403
+from tests.corpus.ingestion.distributed_helpers import OPTIONS, make_inputs, tree
+
+
+def _task(inputs: list[str], url: str, task: str, storage_options: dict[str, Any]) -> None:
+    ingest(inputs, url, task=task, storage_options=storage_options, **OPTIONS)
+
+
+def _objects(url: str, storage_options: dict[str, Any]) -> dict[str, bytes]:
+    fs = filesystem("s3", storage_options)
+    root = url[len("s3://") :]
+    return {
+        name[len(root) + 1 :]: fs.cat_file(name)
+        for name in fs.find(root)
+        if not name[len(root) + 1 :].startswith(".")
+    }
+
+
+def test_two_task_processes_into_s3_then_commit_equal_the_local_run(
+    tmp_path: Path, s3: dict[str, Any]
+) -> None:
+    inputs = make_inputs(tmp_path)
+    local = tmp_path / "local"
+    ingest(inputs, local, **OPTIONS)
+    url = f"s3://corpora/{uuid.uuid4().hex}"
+    context = multiprocessing.get_context("spawn")
+    procs = [context.Process(target=_task, args=(inputs, url, f"{i}/2", s3)) for i in range(2)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=300)
+        assert proc.exitcode == 0
+    fs = filesystem("s3", s3)
+    assert not fs.exists(f"{url}/manifest.json")  # units only: not a corpus yet
+    summary = commit_ingest(url, storage_options=s3)
+    assert summary.documents == 300
+    assert _objects(url, s3) == tree(local)
+    assert not fs.exists(f"{url}/.mixle-ingest")
+    remote = open_corpus(url, storage_options=s3, cache_dir=str(tmp_path / "cache"))
+    assert remote.fingerprint == open_corpus(local).fingerprint
+
+
+def test_commit_on_s3_lists_missing_units_and_publishes_nothing(
+    tmp_path: Path, s3: dict[str, Any]
+) -> None:
+    inputs = make_inputs(tmp_path)
+    url = f"s3://corpora/{uuid.uuid4().hex}"
+    ingest(inputs, url, task="0/3", storage_options=s3, **OPTIONS)
+    with pytest.raises(Exception, match="work units have not finished: unit-000001, unit-000002"):
+        commit_ingest(url, storage_options=s3)
+    assert not filesystem("s3", s3).exists(f"{url}/manifest.json")
+
+
+def test_merge_on_s3_copies_server_side(tmp_path: Path, s3: dict[str, Any]) -> None:
+    urls = []
+    for number in range(2):
+        url = f"s3://corpora/{uuid.uuid4().hex}"
+        folder = tmp_path / str(number)
+        folder.mkdir()
+        inputs = make_inputs(folder, seed=number)
+        ingest(inputs, url, storage_options=s3, staging_dir=tmp_path / f"st{number}", **OPTIONS)
+        urls.append(url)
+    out = f"s3://corpora/{uuid.uuid4().hex}"
+    merge_corpora(urls, out, storage_options=s3)
+    cache = str(tmp_path / "cache")
+    parts = [open_corpus(u, storage_options=s3, cache_dir=cache) for u in urls]
+    merged = open_corpus(out, storage_options=s3, cache_dir=cache)
+    expected = [doc.tolist() for part in parts for doc in part]
+    assert [doc.tolist() for doc in merged] == expected
+    with pytest.raises(ArgumentError, match="different stores"):
+        merge_corpora([urls[0], str(tmp_path / "local")], tmp_path / "m", storage_options=s3)
