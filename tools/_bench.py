@@ -2,13 +2,16 @@
 
 A benchmark built on it (``tools/bench_elastic.py``, ``tools/bench_hf.py``) reads::
 
-    parser = corpus_bench_parser(__doc__, workdir="/tmp/x-bench", world_size=2, ...)
-    args = parse_corpus_bench_args(parser)
-    with generated_corpus(args) as path:
+    def measure(path: Path, args: argparse.Namespace) -> dict[str, float]:
+        samples = {"baseline": [], "candidate": []}
         for round_ in range(args.rounds):
             for kind in interleaved(("baseline", "candidate"), round_):
-                ...
-    print(corpus_bench_header(args, "rank 1"))
+                samples[kind].append(...)
+        return medians(samples)
+
+    def main() -> int:
+        args, rates = run_corpus_bench(__doc__, measure, workdir="/tmp/x-bench", ...)
+        print(corpus_bench_header(args, "rank 1"))
 
 Interleaving the candidates round by round, in alternating order, spreads drift (page
 cache, frequency scaling) over both sides of a ratio; the reported figures are medians.
@@ -20,7 +23,7 @@ import argparse
 import shutil
 import statistics
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
@@ -40,11 +43,12 @@ __all__ = [
     "generated_corpus",
     "interleaved",
     "medians",
-    "parse_corpus_bench_args",
+    "run_corpus_bench",
     "streaming_corpus",
 ]
 
 _K = TypeVar("_K")
+_R = TypeVar("_R")
 
 #: Corpus size under ``--quick`` (a tenth of the 400M-token default).
 QUICK_TOKENS = 40_000_000
@@ -75,12 +79,26 @@ def corpus_bench_parser(
     return parser
 
 
-def parse_corpus_bench_args(parser: argparse.ArgumentParser) -> argparse.Namespace:
-    """Parse the command line; ``--quick`` sets ``tokens`` to :data:`QUICK_TOKENS`."""
+def run_corpus_bench(
+    doc: str | None,
+    measure: Callable[[Path, argparse.Namespace], _R],
+    *,
+    workdir: str,
+    world_size: int,
+    batches: int,
+    rounds: int,
+) -> tuple[argparse.Namespace, _R]:
+    """Parse the command line (:func:`corpus_bench_parser` with these defaults; ``--quick``
+    sets ``tokens`` to :data:`QUICK_TOKENS`), run ``measure(path, args)`` on a
+    :func:`generated_corpus` and return ``(args, what it measured)``."""
+    parser = corpus_bench_parser(
+        doc, workdir=workdir, world_size=world_size, batches=batches, rounds=rounds
+    )
     args = parser.parse_args()
     if args.quick:
         args.tokens = QUICK_TOKENS
-    return args
+    with generated_corpus(args) as path:
+        return args, measure(path, args)
 
 
 @contextmanager

@@ -24,15 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bench import (
-    corpus_bench_header,
-    corpus_bench_parser,
-    generated_corpus,
-    interleaved,
-    medians,
-    parse_corpus_bench_args,
-    streaming_corpus,
-)
+from _bench import corpus_bench_header, interleaved, medians, run_corpus_bench, streaming_corpus
 from accelerate.data_loader import prepare_data_loader
 from bench_stream import peak_rss_mb
 from torch.utils.data import DataLoader
@@ -94,14 +86,14 @@ def resume_latency(path: Path, args: argparse.Namespace) -> dict[str, float]:
     return out
 
 
+def measure(path: Path, args: argparse.Namespace) -> tuple[dict[str, float], dict[str, float]]:
+    return throughput(path, args), resume_latency(path, args)
+
+
 def main() -> int:
-    parser = corpus_bench_parser(
-        __doc__, workdir="/tmp/hf-bench", world_size=2, batches=100, rounds=5
+    args, (rates, latency) = run_corpus_bench(
+        __doc__, measure, workdir="/tmp/hf-bench", world_size=2, batches=100, rounds=5
     )
-    args = parse_corpus_bench_args(parser)
-    with generated_corpus(args) as path:
-        rates = throughput(path, args)
-        latency = resume_latency(path, args)
     print(corpus_bench_header(args, "process 1"))
     for kind, rate in rates.items():
         print(f"  tokens received by the process, {kind:>10}: {rate / 1e6:8.1f} M tokens/s")
