@@ -26,15 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bench import (
-    corpus_bench_header,
-    corpus_bench_parser,
-    generated_corpus,
-    interleaved,
-    medians,
-    parse_corpus_bench_args,
-    streaming_corpus,
-)
+from _bench import corpus_bench_header, interleaved, medians, run_corpus_bench, streaming_corpus
 from bench_stream import peak_rss_mb
 
 from mixle.data import StreamingCorpus
@@ -87,17 +79,17 @@ def resume_latency(path: Path, args: argparse.Namespace) -> dict[str, dict[str, 
     return out
 
 
+def measure(path: Path, args: argparse.Namespace) -> tuple[Any, Any, dict[str, int]]:
+    rates = throughput(path, args)
+    latency = resume_latency(path, args)
+    sizes = {layout: len(json.dumps(make(path, layout, args).state_dict())) for layout in LAYOUTS}
+    return rates, latency, sizes
+
+
 def main() -> int:
-    parser = corpus_bench_parser(
-        __doc__, workdir="/tmp/elastic-bench", world_size=4, batches=200, rounds=7
+    args, (rates, latency, sizes) = run_corpus_bench(
+        __doc__, measure, workdir="/tmp/elastic-bench", world_size=4, batches=200, rounds=7
     )
-    args = parse_corpus_bench_args(parser)
-    with generated_corpus(args) as path:
-        rates = throughput(path, args)
-        latency = resume_latency(path, args)
-        sizes: dict[str, Any] = {
-            layout: len(json.dumps(make(path, layout, args).state_dict())) for layout in LAYOUTS
-        }
     print(corpus_bench_header(args, "rank 1"))
     for layout, rate in rates.items():
         print(f"  throughput {layout:>8}: {rate / 1e6:8.1f} M tokens/s")
