@@ -26,11 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench import corpus_bench_header, interleaved, medians, run_corpus_bench, streaming_corpus
 from accelerate.data_loader import prepare_data_loader
-from bench_stream import peak_rss_mb
 from torch.utils.data import DataLoader
 
 from mixle.data import StreamingCorpus
 from mixle.hf import GlobalRowDataset
+from tools._memory import peak_rss_mb
 
 
 def make(path: Path, rank: int, args: argparse.Namespace) -> StreamingCorpus:
