@@ -19,7 +19,7 @@ batch's contents, for the metrics log (no batch repeated or skipped across resum
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypedDict, Unpack
 
 import numpy as np
@@ -171,6 +171,17 @@ class _IdentifiedBatches:
         self._batches.load_state_dict(state)
 
 
+def _check_names(owner: str, args: Mapping[str, Any], spec: Any) -> None:
+    """Raise ``TypeError`` for a missing or unknown keyword argument, as an explicit
+    signature would (``spec`` is the :class:`StreamArgs`/:class:`SourceArgs` type)."""
+    expected = spec.__required_keys__
+    if args.keys() != expected:
+        raise TypeError(
+            f"{owner}() got unexpected keyword arguments {sorted(args.keys() - expected)} "
+            f"and lacks {sorted(expected - args.keys())}."
+        )
+
+
 def _shuffled_stream(
     documents: Sequence[Any],
     args: StreamArgs,
@@ -220,6 +231,7 @@ class PackedBatches(_IdentifiedBatches):
         plan_store: PlanStore | None = None,
         **args: Unpack[SourceArgs],
     ) -> None:
+        _check_names("PackedBatches", args, SourceArgs)
         self.corpus = StreamingCorpus(
             documents, even_batches=True, layout=layout, plan_store=plan_store, **args
         )
@@ -248,6 +260,7 @@ class GlobalWindowBatches(_IdentifiedBatches):
     _EPOCHS = 2**31
 
     def __init__(self, documents: Sequence[Any], **args: Unpack[SourceArgs]) -> None:
+        _check_names("GlobalWindowBatches", args, SourceArgs)
         self.stream = _shuffled_stream(
             documents,
             args,
@@ -283,6 +296,7 @@ class WindowBatches:
     """
 
     def __init__(self, documents: Sequence[Any], **args: Unpack[SourceArgs]) -> None:
+        _check_names("WindowBatches", args, SourceArgs)
         self.stream = _shuffled_stream(documents, args, epochs=1)
         self.rank = nonnegative_int("rank", args["rank"])
         self.world_size = positive_int("world_size", args["world_size"])
@@ -366,6 +380,7 @@ def eval_batches(
     objective: str, documents: Sequence[Any], *, limit: int, **args: Unpack[StreamArgs]
 ) -> list[Batch]:
     """The fixed held-out batches: the first ``limit`` batches of epoch 0 (all ranks alike)."""
+    _check_names("eval_batches", args, StreamArgs)
     if not len(documents):
         return []
     if objective == "packed":
