@@ -19,41 +19,30 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_stream import generate, peak_rss_mb
+from _bench import corpus_bench_header, interleaved, medians, run_corpus_bench, streaming_corpus
+from bench_stream import peak_rss_mb
 
-from mixle.corpus import open_corpus
 from mixle.data import StreamingCorpus
 
 LAYOUTS = ("per-rank", "global")
 
 
 def make(path: Path, layout: str, args: argparse.Namespace) -> StreamingCorpus:
-    return StreamingCorpus(
-        open_corpus(path),
-        rank=1,
-        world_size=args.world_size,
-        block=args.block,
-        batch_size=args.batch_size,
-        boundary_id=0,
-        layout=layout,
-    )
+    return streaming_corpus(path, args, rank=1, layout=layout)
 
 
 def throughput(path: Path, args: argparse.Namespace) -> dict[str, float]:
     corpora = {layout: make(path, layout, args) for layout in LAYOUTS}
     rates: dict[str, list[float]] = {layout: [] for layout in LAYOUTS}
     for round_ in range(args.rounds):
-        for layout in LAYOUTS if round_ % 2 == 0 else LAYOUTS[::-1]:
+        for layout in interleaved(LAYOUTS, round_):
             corpus = corpora[layout]
             start_batch = round_ * args.batches  # fresh pages every round, both layouts
             began = time.perf_counter()
@@ -63,7 +52,7 @@ def throughput(path: Path, args: argparse.Namespace) -> dict[str, float]:
                 if count + 1 == args.batches:
                     break
             rates[layout].append(tokens / (time.perf_counter() - began))
-    return {layout: statistics.median(values) for layout, values in rates.items()}
+    return medians(rates)
 
 
 def resume_latency(path: Path, args: argparse.Namespace) -> dict[str, dict[str, float]]:
@@ -71,7 +60,7 @@ def resume_latency(path: Path, args: argparse.Namespace) -> dict[str, dict[str, 
     for where in ("start", "middle", "end"):
         times: dict[str, list[float]] = {layout: [] for layout in LAYOUTS}
         for round_ in range(args.rounds):
-            for layout in LAYOUTS if round_ % 2 == 0 else LAYOUTS[::-1]:
+            for layout in interleaved(LAYOUTS, round_):
                 source = make(path, layout, args)
                 if layout == "global":
                     total = source.num_rows(0)
@@ -86,41 +75,22 @@ def resume_latency(path: Path, args: argparse.Namespace) -> dict[str, dict[str, 
                 fresh.load_state_dict(state)
                 next(iter(fresh))
                 times[layout].append((time.perf_counter() - began) * 1000)
-        out[where] = {layout: statistics.median(values) for layout, values in times.items()}
+        out[where] = medians(times)
     return out
 
 
+def measure(path: Path, args: argparse.Namespace) -> tuple[Any, Any, dict[str, int]]:
+    rates = throughput(path, args)
+    latency = resume_latency(path, args)
+    sizes = {layout: len(json.dumps(make(path, layout, args).state_dict())) for layout in LAYOUTS}
+    return rates, latency, sizes
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    args, (rates, latency, sizes) = run_corpus_bench(
+        __doc__, measure, workdir="/tmp/elastic-bench", world_size=4, batches=200, rounds=7
     )
-    parser.add_argument("--workdir", default="/tmp/elastic-bench")
-    parser.add_argument("--tokens", type=int, default=400_000_000)
-    parser.add_argument("--quick", action="store_true", help="40M tokens")
-    parser.add_argument("--mean-length", type=float, default=600.0)
-    parser.add_argument("--world-size", type=int, default=4)
-    parser.add_argument("--block", type=int, default=1024)
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--batches", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=7)
-    args = parser.parse_args()
-    if args.quick:
-        args.tokens = 40_000_000
-    workdir = Path(args.workdir)
-    path = workdir / "corpus"
-    try:
-        generate(path, args.tokens, args.mean_length, seed=0)
-        rates = throughput(path, args)
-        latency = resume_latency(path, args)
-        sizes: dict[str, Any] = {
-            layout: len(json.dumps(make(path, layout, args).state_dict())) for layout in LAYOUTS
-        }
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    print(
-        f"corpus: {args.tokens:,} tokens; rank 1 of {args.world_size}, block {args.block}, "
-        f"batch {args.batch_size}; {args.rounds} interleaved rounds (medians)"
-    )
+    print(corpus_bench_header(args, "rank 1"))
     for layout, rate in rates.items():
         print(f"  throughput {layout:>8}: {rate / 1e6:8.1f} M tokens/s")
     print(f"  global / per-rank: {rates['global'] / rates['per-rank']:.3f}x (target >= 0.95x)")

@@ -17,40 +17,30 @@ the end) and measures, interleaved in the same run (figures are medians):
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _bench import corpus_bench_header, interleaved, medians, run_corpus_bench, streaming_corpus
 from accelerate.data_loader import prepare_data_loader
-from bench_stream import generate, peak_rss_mb
 from torch.utils.data import DataLoader
 
-from mixle.corpus import open_corpus
 from mixle.data import StreamingCorpus
 from mixle.hf import GlobalRowDataset
+from tools._memory import peak_rss_mb
 
 
 def make(path: Path, rank: int, args: argparse.Namespace) -> StreamingCorpus:
-    return StreamingCorpus(
-        open_corpus(path),
-        rank=rank,
-        world_size=args.world_size,
-        block=args.block,
-        batch_size=args.batch_size,
-        boundary_id=0,
-        layout="global",
-    )
+    return streaming_corpus(path, args, rank=rank, layout="global")
 
 
 def throughput(path: Path, args: argparse.Namespace) -> dict[str, float]:
     rates: dict[str, list[float]] = {"direct": [], "accelerate": []}
     for round_ in range(args.rounds):
-        for kind in ("direct", "accelerate") if round_ % 2 == 0 else ("accelerate", "direct"):
+        for kind in interleaved(("direct", "accelerate"), round_):
             corpus = make(path, 1, args)
             state = corpus.state_dict()
             state["row"] = round_ * args.batches * corpus.global_batch_size  # fresh pages
@@ -73,7 +63,7 @@ def throughput(path: Path, args: argparse.Namespace) -> dict[str, float]:
                 if count + 1 == args.batches:
                     break
             rates[kind].append(tokens / (time.perf_counter() - began))
-    return {kind: statistics.median(values) for kind, values in rates.items()}
+    return medians(rates)
 
 
 def resume_latency(path: Path, args: argparse.Namespace) -> dict[str, float]:
@@ -96,34 +86,15 @@ def resume_latency(path: Path, args: argparse.Namespace) -> dict[str, float]:
     return out
 
 
+def measure(path: Path, args: argparse.Namespace) -> tuple[dict[str, float], dict[str, float]]:
+    return throughput(path, args), resume_latency(path, args)
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    args, (rates, latency) = run_corpus_bench(
+        __doc__, measure, workdir="/tmp/hf-bench", world_size=2, batches=100, rounds=5
     )
-    parser.add_argument("--workdir", default="/tmp/hf-bench")
-    parser.add_argument("--tokens", type=int, default=400_000_000)
-    parser.add_argument("--quick", action="store_true", help="40M tokens")
-    parser.add_argument("--mean-length", type=float, default=600.0)
-    parser.add_argument("--world-size", type=int, default=2)
-    parser.add_argument("--block", type=int, default=1024)
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--batches", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
-    if args.quick:
-        args.tokens = 40_000_000
-    workdir = Path(args.workdir)
-    path = workdir / "corpus"
-    try:
-        generate(path, args.tokens, args.mean_length, seed=0)
-        rates = throughput(path, args)
-        latency = resume_latency(path, args)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    print(
-        f"corpus: {args.tokens:,} tokens; process 1 of {args.world_size}, block {args.block}, "
-        f"batch {args.batch_size}; {args.rounds} interleaved rounds (medians)"
-    )
+    print(corpus_bench_header(args, "process 1"))
     for kind, rate in rates.items():
         print(f"  tokens received by the process, {kind:>10}: {rate / 1e6:8.1f} M tokens/s")
     print(f"  accelerate / direct: {rates['accelerate'] / rates['direct']:.3f}x")

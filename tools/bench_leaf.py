@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import resource
 import statistics
 import sys
 import time
@@ -28,18 +27,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mixle.models import CausalTransformerLM, StreamingTransformer, stream_fit
+from tools._memory import peak_rss_mb, rss_anon_mb
 
 Batch = tuple[np.ndarray, ...]
-
-
-def _rss_anon_kib() -> int:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return -1
 
 
 def make_batches(args: argparse.Namespace, shape: str) -> list[Batch]:
@@ -174,10 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{result['cpu_ratio']:.3f} | per-round wall ratios "
             + " ".join(f"{r:.2f}" for r in result["ratios"])
         )
-    print(
-        f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB, "
-        f"RssAnon now {_rss_anon_kib() / 1024:.0f} MiB"
-    )
+    print(f"peak RSS {peak_rss_mb():.0f} MiB, RssAnon now {rss_anon_mb():.0f} MiB")
     met = worst >= 0.90
     print(f"target overhead <= 10%: {'met' if met else 'NOT met'} (worst median ratio {worst:.3f})")
     return 0

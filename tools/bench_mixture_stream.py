@@ -32,20 +32,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_stream import VOCAB, generate, peak_rss_mb
+from bench_stream import VOCAB, generate
 
 from mixle.corpus import CorpusWriter, open_corpus
 from mixle.data import Mixture, MixtureSource, StreamingCorpus
+from tools._memory import peak_rss_mb, rss_anon_mb
 
 SHARES = (0.5, 0.3, 0.2)
-
-
-def rss_anon_mb() -> float:
-    with open("/proc/self/status", encoding="ascii") as handle:
-        for line in handle:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def sources(paths: list[Path]) -> list[MixtureSource]:

@@ -12,7 +12,6 @@ medians and the ratio to the baseline (target: packer >= 0.5x).
 from __future__ import annotations
 
 import argparse
-import resource
 import statistics
 import sys
 import time
@@ -24,14 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from mixle.data.streaming_corpus import StreamingCorpus, global_document_order, pack_documents
-
-
-def rss_anon_mb() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+from tools._memory import peak_rss_mb, rss_anon_mb
 
 
 def make_documents(total_tokens: int, mean_length: int, dtype: str, seed: int) -> list[np.ndarray]:
@@ -116,8 +108,7 @@ def main() -> int:
     print(
         f"target packer >= 0.5x baseline: {'met' if target >= 0.5 else 'NOT met'} ({target:.2f}x)"
     )
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak RSS {peak:.0f} MB, RssAnon now {rss_anon_mb():.0f} MB")
+    print(f"peak RSS {peak_rss_mb():.0f} MB, RssAnon now {rss_anon_mb():.0f} MB")
     return 0
 
 

@@ -50,6 +50,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
+from tools._memory import status_kib
 from tools._peer_methods import (
     DISTRIBUTIONS,
     INSTALL,
@@ -80,26 +81,18 @@ def make_corpus(tokens: int, num_documents: int, seed: int, work: Path) -> Corpu
 
 
 # -- memory ------------------------------------------------------------------------------
-def _status_kb(key: str) -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    raise KeyError(key)
-
-
 def measure_memory(run: Callable[[], object]) -> tuple[float, float]:
     """Run ``run`` once; return (peak RSS growth, RssAnon growth) in MB over the start."""
     gc.collect()
     with open("/proc/self/clear_refs", "w") as clear:
         clear.write("5")  # reset VmHWM (peak RSS) to the current RSS
-    rss_before, anon_before = _status_kb("VmRSS"), _status_kb("RssAnon")
+    rss_before, anon_before = status_kib("VmRSS"), status_kib("RssAnon")
     highest = [anon_before]
     done = threading.Event()
 
     def sample() -> None:
         while not done.wait(0.002):
-            highest[0] = max(highest[0], _status_kb("RssAnon"))
+            highest[0] = max(highest[0], status_kib("RssAnon"))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -108,8 +101,8 @@ def measure_memory(run: Callable[[], object]) -> tuple[float, float]:
     finally:
         done.set()
         sampler.join()
-    highest[0] = max(highest[0], _status_kb("RssAnon"))
-    return (_status_kb("VmHWM") - rss_before) / 1024, (highest[0] - anon_before) / 1024
+    highest[0] = max(highest[0], status_kib("RssAnon"))
+    return (status_kib("VmHWM") - rss_before) / 1024, (highest[0] - anon_before) / 1024
 
 
 # -- running -------------------------------------------------------------------------------

@@ -15,7 +15,6 @@ wait, and the median tokens/s. Target: data wait < 2% of step time with prefetch
 from __future__ import annotations
 
 import argparse
-import resource
 import statistics
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from mixle.train import TrainConfig, read_metrics, train
+from tools._memory import peak_rss_mb
 
 
 def _run(corpus: str, steps: int, prefetch: int, threads: int, directory: str) -> dict[str, float]:
@@ -78,7 +78,7 @@ def main() -> int:
         )
     fraction = statistics.median(r["fraction"] for r in results[2])
     print(f"target < 2% with prefetch: {'met' if fraction < 0.02 else 'NOT met'}")
-    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+    print(f"peak RSS {peak_rss_mb():.0f} MB")
     return 0
 
 

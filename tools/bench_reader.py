@@ -29,7 +29,6 @@ import hashlib
 import json
 import mmap
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -46,21 +45,14 @@ sys.path.insert(0, str(ROOT))
 
 import mixle.corpus.format.shard as shard_module  # noqa: E402
 from mixle.corpus import CorpusWriter, ShardWriter, commit_manifest, open_corpus  # noqa: E402
+from tools._memory import peak_rss_mb, rss_anon_mb  # noqa: E402
 
 VOCAB = 50257  # GPT-2: ids < 65536, so uint16 on disk
 
 
 def memory() -> dict[str, float]:
     """Peak RSS (ru_maxrss) and current private memory (RssAnon), MiB."""
-    anon = 0.0
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            if line.startswith("RssAnon:"):
-                anon = int(line.split()[1]) / 1024
-    return {
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "rss_anon_mib": anon,
-    }
+    return {"peak_rss_mib": peak_rss_mb(), "rss_anon_mib": rss_anon_mb()}
 
 
 def document_lengths(rng: np.random.Generator, total_tokens: int, mean: int) -> np.ndarray:

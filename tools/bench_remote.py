@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import socket
 import statistics
@@ -40,14 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mixle.corpus import CorpusWriter, convert_corpus, open_corpus, publish_corpus
 from mixle.corpus.storage.publish import stored_bytes
-
-
-def rss_anon_mib() -> float:
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+from tools._memory import peak_rss_mb, rss_anon_mb
 
 
 def free_port() -> int:
@@ -239,8 +231,7 @@ def main() -> int:
                 f"zarr ratio (shards/sample): {stored_bytes(work / 'sample.zarr') / stored_bytes(sample):.3f} "
                 f"({stored_bytes(sample):,} -> {stored_bytes(work / 'sample.zarr'):,} bytes)"
             )
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"peak RSS {peak:.0f} MiB, RssAnon now {rss_anon_mib():.0f} MiB")
+        print(f"peak RSS {peak_rss_mb():.0f} MiB, RssAnon now {rss_anon_mb():.0f} MiB")
     finally:
         process.terminate()
         process.wait(10)

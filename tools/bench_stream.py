@@ -27,7 +27,6 @@ import argparse
 import bisect
 import itertools
 import json
-import resource
 import shutil
 import statistics
 import sys
@@ -41,20 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from mixle.corpus import CorpusWriter, open_corpus
 from mixle.data.streaming_corpus import StreamingCorpus, global_document_order
+from tools._memory import peak_rss_mb, rss_anon_mb
 
 VOCAB = 50257  # < 2**16, so the corpus is uint16 (2 bytes per token)
-
-
-def rss_anon_mb() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def generate(path: Path, tokens: int, mean_length: float, seed: int) -> None:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import statistics
 import sys
@@ -43,18 +42,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from mixle.corpus import CorpusWriter, ShardedDocuments, open_corpus
 from mixle.data.stream_token_source import TokenStream
-
-
-def rss_anon_mb() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+from tools._memory import peak_rss_mb, rss_anon_mb
 
 
 def generate(root: str, num_tokens: int, mean_doc: int, seed: int) -> tuple[str, str]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import sys
 import tempfile
@@ -34,17 +33,7 @@ from mixle.corpus import CorpusWriter, open_corpus
 from mixle.data.streaming_corpus import StreamingCorpus
 from mixle.models import CausalTransformerLM
 from mixle.train import TrainConfig, train
-
-
-def _rss_anon_mb() -> float:
-    try:
-        with open("/proc/self/status", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
+from tools._memory import peak_rss_mb, rss_anon_mb
 
 
 def _fallback_corpus(directory: str) -> str:
@@ -168,8 +157,7 @@ def main() -> None:
             f"medians): {statistics.median(ours):,.0f} vs {statistics.median(plain):,.0f} "
             f"tokens/s = {ratio:.2f}x"
         )
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"peak RSS {peak:.0f} MB, RssAnon now {_rss_anon_mb():.0f} MB")
+        print(f"peak RSS {peak_rss_mb():.0f} MB, RssAnon now {rss_anon_mb():.0f} MB")
 
 
 if __name__ == "__main__":

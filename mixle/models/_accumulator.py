@@ -35,7 +35,7 @@ from mixle.stats.base import (
     as_weights,
 )
 from mixle.stats.embedding import CategoricalEmbedding
-from mixle.stats.registry import register, tensors_from_blob, tensors_to_blob
+from mixle.stats.registry import register, require_version, tensors_from_blob, tensors_to_blob
 
 __all__ = [
     "StreamingGradientState",
@@ -136,10 +136,7 @@ class StreamingGradientState:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> StreamingGradientState:
         """Rebuild a state written by :meth:`to_dict` (tensors on CPU)."""
-        if d.get("version") != 1:
-            raise CheckpointError(
-                f"StreamingGradientState version must be 1. Got {d.get('version')!r} instead."
-            )
+        require_version(d, "StreamingGradientState")
         sums = tensors_from_blob(d["gradient_sums"], "gradient sums")
         names = tuple(d["parameter_names"])
         if set(sums) != set(names):

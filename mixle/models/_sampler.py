@@ -10,6 +10,7 @@ import torch
 from mixle._checks import as_token_ids, exact_int, nonnegative_int, positive_int
 from mixle.errors import ArgumentError
 from mixle.models._inputs import as_contexts, positive_float
+from mixle.stats._sampling import draw_indices
 from mixle.stats.base import DistributionSampler
 
 if TYPE_CHECKING:
@@ -36,11 +37,6 @@ class StreamingTransformerSampler(DistributionSampler):
     def _probs(self, contexts: np.ndarray, temperature: float) -> np.ndarray:
         logits = self.dist._last_logits(contexts).double().cpu() / temperature
         return torch.softmax(logits, dim=-1).numpy()
-
-    def _draw(self, probs: np.ndarray, n: int) -> np.ndarray:
-        cdf = np.cumsum(probs)
-        picks = np.searchsorted(cdf, self.rng.random(n) * cdf[-1], side="right")
-        return np.minimum(picks, probs.shape[0] - 1).astype(np.int64)
 
     def sample(
         self,
@@ -84,7 +80,9 @@ class StreamingTransformerSampler(DistributionSampler):
             np.asarray(context).reshape(1, -1), self.dist.vocab, self.dist.block
         )
         n = 1 if size is None else positive_int("size", size)
-        draws = self._draw(self._probs(contexts, positive_float("temperature", temperature))[0], n)
+        draws = draw_indices(
+            self._probs(contexts, positive_float("temperature", temperature))[0], n, self.rng
+        )
         return int(draws[0]) if size is None else draws
 
     def generate(self, prompt: Any, n_tokens: int, *, temperature: float = 1.0) -> np.ndarray:
@@ -101,5 +99,5 @@ class StreamingTransformerSampler(DistributionSampler):
         full = ids.tolist()
         for _ in range(nonnegative_int("n_tokens", n_tokens)):
             window = np.asarray(full[-self.dist.block :], dtype=np.int64)[None]
-            full.append(int(self._draw(self._probs(window, temp)[0], 1)[0]))
+            full.append(int(draw_indices(self._probs(window, temp)[0], 1, self.rng)[0]))
         return np.asarray(full, dtype=np.int64)

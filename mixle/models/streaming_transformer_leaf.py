@@ -30,7 +30,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from mixle._checks import nonnegative_int
-from mixle.errors import ArgumentError, ArgumentTypeError, CheckpointError, RevisionMismatchError
+from mixle.errors import ArgumentError, ArgumentTypeError, RevisionMismatchError
 from mixle.models._accumulator import (
     StreamingGradientState,
     StreamingTransformerAccumulator,
@@ -59,7 +59,13 @@ from mixle.stats.base import (
     SequenceEncodableProbabilityDistribution,
 )
 from mixle.stats.embedding import CategoricalEmbedding
-from mixle.stats.registry import from_dict, register, tensors_from_blob, tensors_to_blob
+from mixle.stats.registry import (
+    from_dict,
+    register,
+    require_version,
+    tensors_from_blob,
+    tensors_to_blob,
+)
 from mixle.stats.tied import OptimizerSlot
 
 __all__ = [
@@ -327,10 +333,7 @@ class StreamingTransformer(SequenceEncodableProbabilityDistribution):
         ``device`` overrides the recorded one; ``embedding`` is the (shared) table for a
         dict written with ``omit_embedding=True``.
         """
-        if d.get("version") != 1:
-            raise CheckpointError(
-                f"StreamingTransformer dict version must be 1. Got {d.get('version')!r} instead."
-            )
+        require_version(d, "StreamingTransformer dict")
         target = as_device(d.get("device", "cpu") if device is None else device)
         extra = {} if embedding is None else {"embedding": embedding}
         module = from_dict(d["module"], device=target, **extra)

@@ -20,6 +20,7 @@ import numpy as np
 from mixle._checks import exact_int, positive_int
 from mixle.errors import ArgumentError, ArgumentTypeError, CheckpointError
 from mixle.stats._exact import ExactSums
+from mixle.stats._sampling import draw_indices, sampler_rng
 from mixle.stats.base import (
     DataSequenceEncoder,
     DistributionSampler,
@@ -29,7 +30,7 @@ from mixle.stats.base import (
     StatisticAccumulatorFactory,
     as_weights,
 )
-from mixle.stats.registry import register
+from mixle.stats.registry import register, require_version
 
 __all__ = [
     "CategoricalAccumulator",
@@ -267,10 +268,7 @@ class CategoricalDistribution(SequenceEncodableProbabilityDistribution):
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CategoricalDistribution:
         """Rebuild a distribution written by :meth:`to_dict` (``CheckpointError`` if malformed)."""
-        if d.get("version") != 1:
-            raise CheckpointError(
-                f"CategoricalDistribution dict version must be 1. Got {d.get('version')!r} instead."
-            )
+        require_version(d, "CategoricalDistribution dict")
         try:
             labels = d.get("categories")
             if labels is None:
@@ -287,14 +285,12 @@ class CategoricalSampler(DistributionSampler):
 
     def __init__(self, dist: CategoricalDistribution, seed: int | None = None) -> None:
         self.dist = dist
-        self.rng = np.random.default_rng(None if seed is None else exact_int("seed", seed))
+        self.rng = sampler_rng(seed)
 
     def sample(self, size: int | None = None) -> Any:
         """Draw one label, or ``size`` of them (an int64 array for ids ``0 .. K-1``, else a list)."""
         n = 1 if size is None else positive_int("size", size)
-        cdf = np.cumsum(self.dist.probs)
-        draws = np.searchsorted(cdf, self.rng.random(n) * cdf[-1], side="right")
-        draws = np.minimum(draws, self.dist.num_categories - 1).astype(np.int64)
+        draws = draw_indices(self.dist.probs, n, self.rng)
         if _is_range(self.dist.categories):
             return int(draws[0]) if size is None else draws
         labels = [self.dist.categories[int(i)] for i in draws]

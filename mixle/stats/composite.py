@@ -17,9 +17,16 @@ from typing import Any
 
 import numpy as np
 
-from mixle._checks import exact_int, positive_int
-from mixle.errors import ArgumentError, ArgumentTypeError, CheckpointError, CorpusError
-from mixle.stats._compose import PartsAccumulatorFactory, part_name, parts, prefixed
+from mixle._checks import positive_int
+from mixle.errors import ArgumentError, ArgumentTypeError, CheckpointError
+from mixle.stats._compose import (
+    PartsAccumulatorFactory,
+    combine_parts,
+    from_part_values,
+    naming_part,
+    parts,
+)
+from mixle.stats._sampling import part_samplers, sampler_rng
 from mixle.stats.base import (
     DataSequenceEncoder,
     DistributionSampler,
@@ -29,7 +36,7 @@ from mixle.stats.base import (
     StatisticAccumulatorFactory,
     as_weights,
 )
-from mixle.stats.registry import from_dict, register
+from mixle.stats.registry import from_dict, register, require_version
 
 __all__ = [
     "CompositeAccumulator",
@@ -44,10 +51,6 @@ __all__ = [
 
 def _fields(items: Any, kind: type, what: str) -> list[Any]:
     return parts(items, kind, what, "field", "a composite needs at least one field")
-
-
-def _field_error(exc: CorpusError, f: int, owner: Any) -> CorpusError:
-    return prefixed(exc, part_name("field", f, owner))
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,10 +97,8 @@ class CompositeEncoder(DataSequenceEncoder):
                 )
         encoded = []
         for f, encoder in enumerate(self.encoders):
-            try:
+            with naming_part("field", f, encoder):
                 encoded.append(encoder.seq_encode([obs[f] for obs in observations]))
-            except CorpusError as exc:
-                raise _field_error(exc, f, encoder) from exc
         return CompositeEncoding(tuple(encoded))
 
     def encoded_len(self, enc: Any) -> int:  # type: ignore[override]
@@ -159,10 +160,7 @@ class CompositeDistribution(SequenceEncodableProbabilityDistribution):
     @classmethod
     def from_dict(cls, d: dict[str, Any], **kwargs: Any) -> CompositeDistribution:
         """Rebuild from :meth:`to_dict`; keyword arguments go to every field's ``from_dict``."""
-        if d.get("version") != 1:
-            raise CheckpointError(
-                f"CompositeDistribution dict version must be 1. Got {d.get('version')!r} instead."
-            )
+        require_version(d, "CompositeDistribution dict")
         try:
             return cls([from_dict(c, **kwargs) for c in d["components"]])
         except (KeyError, TypeError, ArgumentError) as exc:
@@ -178,8 +176,7 @@ class CompositeSampler(DistributionSampler):
 
     def __init__(self, dist: CompositeDistribution, seed: int | None = None) -> None:
         self.dist = dist
-        rng = np.random.default_rng(None if seed is None else exact_int("seed", seed))
-        self._samplers = [c.sampler(seed=int(rng.integers(2**62))) for c in dist.components]
+        self._samplers = part_samplers(dist.components, sampler_rng(seed))
 
     def sample(
         self, size: int | None = None, *, field_kwargs: Sequence[Mapping[str, Any]] | None = None
@@ -215,10 +212,8 @@ class CompositeAccumulator(SequenceEncodableStatisticAccumulator):
         w = as_weights(weights, self._encoder.encoded_len(encoded))
         for f, (acc, part) in enumerate(zip(self.fields, encoded.fields, strict=True)):
             current = None if estimate is None else estimate.components[f]
-            try:
+            with naming_part("field", f, acc):
                 acc.seq_update(part, w, current)
-            except CorpusError as exc:
-                raise _field_error(exc, f, acc) from exc
 
     def update(self, x: Any, weight: float, estimate: Any) -> None:
         self.seq_update([x], np.array([weight]), estimate)
@@ -238,11 +233,7 @@ class CompositeAccumulator(SequenceEncodableStatisticAccumulator):
                 f"can only combine with a CompositeAccumulator of {len(self.fields)} fields. "
                 f"Got {type(other).__name__}."
             )
-        for f, (mine, theirs) in enumerate(zip(self.fields, other.fields, strict=True)):
-            try:
-                mine.combine(theirs)
-            except CorpusError as exc:
-                raise _field_error(exc, f, mine) from exc
+        combine_parts(self.fields, other.fields, "field")
         return self
 
     def value(self) -> tuple[Any, ...]:
@@ -251,19 +242,17 @@ class CompositeAccumulator(SequenceEncodableStatisticAccumulator):
     def from_value(self, v: Any) -> CompositeAccumulator:
         if not isinstance(v, tuple) or len(v) != len(self.fields):
             raise ArgumentTypeError(f"`v` must be a tuple of {len(self.fields)} field statistics.")
-        for acc, value in zip(self.fields, v, strict=True):
-            acc.from_value(value)
+        from_part_values(self.fields, v)
         return self
 
     def acc_to_encoder(self) -> CompositeEncoder:
         return self._encoder
 
 
-class CompositeAccumulatorFactory(PartsAccumulatorFactory):
+class CompositeAccumulatorFactory(PartsAccumulatorFactory[CompositeAccumulator]):
     """Makes composite accumulators over fresh field accumulators."""
 
-    def make(self) -> CompositeAccumulator:
-        return CompositeAccumulator(self.factories)
+    accumulator = CompositeAccumulator
 
 
 class CompositeEstimator(ParameterEstimator):
@@ -291,8 +280,6 @@ class CompositeEstimator(ParameterEstimator):
             )
         fields = []
         for f, (est, value) in enumerate(zip(self.estimators, stat, strict=True)):
-            try:
+            with naming_part("field", f, est):
                 fields.append(est.estimate(nobs, value))
-            except CorpusError as exc:
-                raise _field_error(exc, f, est) from exc
         return CompositeDistribution(fields)

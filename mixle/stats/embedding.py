@@ -17,7 +17,7 @@ from torch import nn
 
 from mixle._checks import exact_int, positive_int
 from mixle.errors import CheckpointError
-from mixle.stats.registry import register, tensors_from_blob, tensors_to_blob
+from mixle.stats.registry import register, require_version, tensors_from_blob, tensors_to_blob
 
 __all__ = ["CategoricalEmbedding"]
 
@@ -91,10 +91,7 @@ class CategoricalEmbedding(nn.Module):
         CheckpointError
             The dict has another version, or its weights do not match ``vocab``/``dim``.
         """
-        if d.get("version") != 1:
-            raise CheckpointError(
-                f"CategoricalEmbedding dict version must be 1. Got {d.get('version')!r} instead."
-            )
+        require_version(d, "CategoricalEmbedding dict")
         state = tensors_from_blob(d.get("weights"), "CategoricalEmbedding weights")
         weight = state.get("weight")
         out = cls(d["vocab"], d["dim"], device="cpu")

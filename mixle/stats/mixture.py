@@ -29,10 +29,18 @@ from typing import Any
 
 import numpy as np
 
-from mixle._checks import exact_int, positive_int
-from mixle.errors import ArgumentError, ArgumentTypeError, CheckpointError, CorpusError
-from mixle.stats._compose import PartsAccumulatorFactory, part_name, parts, prefixed
+from mixle._checks import positive_int
+from mixle.errors import ArgumentError, ArgumentTypeError, CheckpointError
+from mixle.stats._compose import (
+    PartsAccumulatorFactory,
+    combine_parts,
+    from_part_values,
+    naming_part,
+    part_name,
+    parts,
+)
 from mixle.stats._exact import ExactSums
+from mixle.stats._sampling import draw_indices, part_samplers, sampler_rng
 from mixle.stats.base import (
     DataSequenceEncoder,
     DistributionSampler,
@@ -44,7 +52,7 @@ from mixle.stats.base import (
 )
 from mixle.stats.categorical import as_probabilities, as_pseudo_count, normalized
 from mixle.stats.embedding import CategoricalEmbedding
-from mixle.stats.registry import from_dict, register, tensors_to_blob
+from mixle.stats.registry import from_dict, register, require_version, tensors_to_blob
 from mixle.stats.tied import (
     EmbeddingTiedDistribution,
     EmbeddingTiedEstimator,
@@ -322,10 +330,7 @@ class MixtureDistribution(SequenceEncodableProbabilityDistribution):
         CheckpointError
             Another version, or a malformed entry.
         """
-        if d.get("version") != 1:
-            raise CheckpointError(
-                f"MixtureDistribution dict version must be 1. Got {d.get('version')!r} instead."
-            )
+        require_version(d, "MixtureDistribution dict")
         try:
             shared = [
                 SharedEmbedding(
@@ -355,8 +360,8 @@ class MixtureSampler(DistributionSampler):
 
     def __init__(self, dist: MixtureDistribution, seed: int | None = None) -> None:
         self.dist = dist
-        self.rng = np.random.default_rng(None if seed is None else exact_int("seed", seed))
-        self._samplers = [c.sampler(seed=int(self.rng.integers(2**62))) for c in dist.components]
+        self.rng = sampler_rng(seed)
+        self._samplers = part_samplers(dist.components, self.rng)
         self.last_components: np.ndarray = np.empty(0, dtype=np.int64)
 
     def sample(self, size: int | None = None, **kwargs: Any) -> Any:
@@ -365,9 +370,7 @@ class MixtureSampler(DistributionSampler):
         ``last_components`` records the component of each draw of the latest call.
         """
         n = 1 if size is None else positive_int("size", size)
-        cdf = np.cumsum(self.dist.weights)
-        picks = np.searchsorted(cdf, self.rng.random(n) * cdf[-1], side="right")
-        picks = np.minimum(picks, self.dist.num_components - 1).astype(np.int64)
+        picks = draw_indices(self.dist.weights, n, self.rng)
         self.last_components = picks
         draws = [self._samplers[int(k)].sample(**kwargs) for k in picks]
         if size is None:
@@ -449,11 +452,7 @@ class MixtureAccumulator(SequenceEncodableStatisticAccumulator):
                 f"Got {type(other).__name__}."
             )
         self._weights.combine(other._weights)
-        for k, (mine, theirs) in enumerate(zip(self.components, other.components, strict=True)):
-            try:
-                mine.combine(theirs)
-            except CorpusError as exc:
-                raise _named(exc, k, mine) from exc
+        combine_parts(self.components, other.components, "component")
         return self
 
     def value(self) -> MixtureStatistic:
@@ -467,23 +466,17 @@ class MixtureAccumulator(SequenceEncodableStatisticAccumulator):
                 f"`v` must be a MixtureStatistic of {self.num_components} components. Got {type(v).__name__}."
             )
         self._weights.set_floats(as_weights(v.weights, self.num_components, "mixture totals"))
-        for acc, value in zip(self.components, v.components, strict=True):
-            acc.from_value(value)
+        from_part_values(self.components, v.components)
         return self
 
     def acc_to_encoder(self) -> DataSequenceEncoder:
         return self.components[0].acc_to_encoder()
 
 
-def _named(exc: CorpusError, k: int, owner: Any) -> CorpusError:
-    return prefixed(exc, _name(k, owner))
-
-
-class MixtureAccumulatorFactory(PartsAccumulatorFactory):
+class MixtureAccumulatorFactory(PartsAccumulatorFactory[MixtureAccumulator]):
     """Makes mixture accumulators over fresh component accumulators."""
 
-    def make(self) -> MixtureAccumulator:
-        return MixtureAccumulator(self.factories)
+    accumulator = MixtureAccumulator
 
 
 class MixtureEstimator(ParameterEstimator):
@@ -564,15 +557,13 @@ class MixtureEstimator(ParameterEstimator):
         ]
         for k, est in enumerate(self.estimators):
             if stepping[k] and isinstance(est, LiveEstimator):
-                try:
+                with naming_part("component", k, est):
                     est.check(stat.components[k])
-                except CorpusError as exc:
-                    raise _named(exc, k, est) from exc
         components: list[SequenceEncodableProbabilityDistribution] = []
         contributions: dict[int, list[Any]] = {id(s): [] for s in self._shared}
         for k, est in enumerate(self.estimators):
             holder = self._holders[k]
-            try:
+            with naming_part("component", k, est):
                 if not stepping[k]:
                     assert isinstance(est, LiveEstimator)
                     components.append(est.current())
@@ -584,8 +575,6 @@ class MixtureEstimator(ParameterEstimator):
                     )
                 else:
                     components.append(est.estimate(float(totals[k]), stat.components[k]))
-            except CorpusError as exc:
-                raise _named(exc, k, est) from exc
         for shared in self._shared:
             shared.step(contributions[id(shared)])
         return MixtureDistribution(components, weights, _shared=self._shared)

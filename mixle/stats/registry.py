@@ -25,6 +25,7 @@ __all__ = [
     "from_dict",
     "register",
     "registered_types",
+    "require_version",
     "tensors_from_blob",
     "tensors_to_blob",
     "to_dict",
@@ -53,6 +54,21 @@ def register(name: str) -> Callable[[type[_T]], type[_T]]:
         return cls
 
     return decorate
+
+
+def require_version(d: Mapping[str, Any], what: str, version: int = 1) -> None:
+    """Check the ``"version"`` of a serialised dict before reading anything else of it.
+
+    Raises
+    ------
+    CheckpointError
+        ``d["version"]`` is missing or not ``version``; the message names ``what`` (e.g.
+        ``"MixtureDistribution dict"``) and both versions.
+    """
+    if d.get("version") != version:
+        raise CheckpointError(
+            f"{what} version must be {version}. Got {d.get('version')!r} instead."
+        )
 
 
 def registered_types() -> dict[str, Any]:

@@ -19,8 +19,8 @@ batch's contents, for the metrics log (no batch repeated or skipped across resum
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
-from typing import Any, Protocol
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Protocol, TypedDict, Unpack
 
 import numpy as np
 
@@ -35,6 +35,8 @@ __all__ = [
     "BatchSource",
     "GlobalWindowBatches",
     "PackedBatches",
+    "SourceArgs",
+    "StreamArgs",
     "WindowBatches",
     "batch_digest",
     "batch_weight",
@@ -45,6 +47,23 @@ __all__ = [
 
 Batch = tuple[np.ndarray, ...]
 BatchId = tuple[int, int]
+
+
+class StreamArgs(TypedDict):
+    """How every objective cuts its stream: window or row length, rows per batch, the
+    shuffle seed and the optional boundary token."""
+
+    block: int
+    batch_size: int
+    seed: int
+    boundary_id: int | None
+
+
+class SourceArgs(StreamArgs):
+    """:class:`StreamArgs` plus this process's place in the job."""
+
+    rank: int
+    world_size: int
 
 
 class BatchSource(Protocol):
@@ -108,51 +127,115 @@ def batch_weight(batch: Batch) -> int:
     return int(batch[1].shape[0])
 
 
-class PackedBatches:
+class _Resumable(Protocol):
+    """A batch iterator that owns its cursor and state (``StreamingCorpus``, ``TokenStream``)."""
+
+    @property
+    def cursor(self) -> BatchId: ...
+
+    def __iter__(self) -> Iterator[Batch]: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: Any) -> None: ...
+
+
+class _IdentifiedBatches:
+    """A source whose cursor and state are those of the iterator it wraps.
+
+    Iteration pairs each batch with the cursor read just before the batch is drawn: the
+    wrapped iterator moves its cursor as it hands a batch out, so the pair names the
+    batch itself.
+    """
+
+    def __init__(self, batches: _Resumable) -> None:
+        self._batches = batches
+
+    @property
+    def cursor(self) -> BatchId:
+        return self._batches.cursor
+
+    def __iter__(self) -> Iterator[tuple[Batch, BatchId]]:
+        batches = iter(self._batches)
+        while True:
+            batch_id = self._batches.cursor
+            batch = next(batches, None)
+            if batch is None:
+                return
+            yield batch, batch_id
+
+    def state_dict(self) -> dict[str, Any]:
+        return self._batches.state_dict()
+
+    def load_state_dict(self, state: Any) -> None:
+        self._batches.load_state_dict(state)
+
+
+def _check_names(owner: str, args: Mapping[str, Any], spec: Any) -> None:
+    """Raise ``TypeError`` for a missing or unknown keyword argument, as an explicit
+    signature would (``spec`` is the :class:`StreamArgs`/:class:`SourceArgs` type)."""
+    expected = spec.__required_keys__
+    if args.keys() != expected:
+        raise TypeError(
+            f"{owner}() got unexpected keyword arguments {sorted(args.keys() - expected)} "
+            f"and lacks {sorted(expected - args.keys())}."
+        )
+
+
+def _shuffled_stream(
+    documents: Sequence[Any],
+    args: StreamArgs,
+    *,
+    epochs: int,
+    rank: int = 0,
+    world_size: int | None = None,
+) -> TokenStream:
+    """The shuffled :class:`TokenStream` of ``args`` (``world_size=None``: rank-agnostic)."""
+    return TokenStream(
+        documents,
+        args["block"],
+        args["batch_size"],
+        epochs=epochs,
+        shuffle=True,
+        seed=args["seed"],
+        boundary_id=args["boundary_id"],
+        rank=rank,
+        world_size=world_size,
+    )
+
+
+class PackedBatches(_IdentifiedBatches):
     """A rank's :class:`StreamingCorpus` batches with their ``(epoch, index)`` ids.
 
     Parameters
     ----------
     documents
         Training documents (any sequence of 1-D token arrays).
-    rank, world_size, block, batch_size, seed, boundary_id, layout
-        As for :class:`StreamingCorpus`; ``even_batches`` is always on (per-rank
-        layout) so that every rank takes the same number of steps per epoch, as the
-        global layout guarantees by construction. In the global layout the cursor and
-        the batch ids are ``(epoch, first global row)``.
+    layout
+        As for :class:`StreamingCorpus`. In the global layout the cursor and the batch
+        ids are ``(epoch, first global row)``.
     plan_store
         Where the corpus keeps its epoch plans across processes (``None``: nowhere).
+    **args
+        ``rank, world_size, block, batch_size, seed, boundary_id`` (:class:`SourceArgs`),
+        as for :class:`StreamingCorpus`; ``even_batches`` is always on (per-rank layout)
+        so that every rank takes the same number of steps per epoch, as the global
+        layout guarantees by construction.
     """
 
     def __init__(
         self,
         documents: Sequence[Any],
         *,
-        rank: int,
-        world_size: int,
-        block: int,
-        batch_size: int,
-        seed: int,
-        boundary_id: int | None,
         layout: str = "per-rank",
         plan_store: PlanStore | None = None,
+        **args: Unpack[SourceArgs],
     ) -> None:
+        _check_names("PackedBatches", args, SourceArgs)
         self.corpus = StreamingCorpus(
-            documents,
-            rank=rank,
-            world_size=world_size,
-            block=block,
-            batch_size=batch_size,
-            seed=seed,
-            boundary_id=boundary_id,
-            even_batches=True,
-            layout=layout,
-            plan_store=plan_store,
+            documents, even_batches=True, layout=layout, plan_store=plan_store, **args
         )
-
-    @property
-    def cursor(self) -> BatchId:
-        return self.corpus.cursor
+        super().__init__(self.corpus)
 
     def steps_in_epoch(self, epoch: int) -> int:
         return self.corpus.num_batches(epoch)
@@ -160,25 +243,8 @@ class PackedBatches:
     def steps_left(self, epoch: int, index: int) -> int:
         return self.corpus.steps_left(epoch, index)
 
-    def __iter__(self) -> Iterator[tuple[Batch, BatchId]]:
-        batches = iter(self.corpus)
-        while True:
-            # The corpus moves its cursor as it hands a batch out: read the id first.
-            batch_id = self.corpus.cursor
-            try:
-                batch = next(batches)
-            except StopIteration:
-                return
-            yield batch, batch_id
 
-    def state_dict(self) -> dict[str, Any]:
-        return self.corpus.state_dict()
-
-    def load_state_dict(self, state: Any) -> None:
-        self.corpus.load_state_dict(state)
-
-
-class GlobalWindowBatches:
+class GlobalWindowBatches(_IdentifiedBatches):
     """A rank's part of every global batch of :class:`TokenStream` windows.
 
     The stream is built with ``rank``/``world_size`` (global-batch semantics): step
@@ -186,38 +252,23 @@ class GlobalWindowBatches:
     and rank ``r`` takes its contiguous ``batch_size`` of them (fewer, or none, at the
     end of an epoch, so every rank takes the same steps). The cursor and the batch ids
     are ``(epoch, global window position)``; the state is the stream's version-2
-    cursor, which resumes with any world size and batch size.
+    cursor, which resumes with any world size and batch size. ``**args`` as for
+    :class:`WindowBatches`.
     """
 
     # The trainer decides when to stop; the stream itself runs on.
     _EPOCHS = 2**31
 
-    def __init__(
-        self,
-        documents: Sequence[Any],
-        *,
-        rank: int,
-        world_size: int,
-        block: int,
-        batch_size: int,
-        seed: int,
-        boundary_id: int | None,
-    ) -> None:
-        self.stream = TokenStream(
+    def __init__(self, documents: Sequence[Any], **args: Unpack[SourceArgs]) -> None:
+        _check_names("GlobalWindowBatches", args, SourceArgs)
+        self.stream = _shuffled_stream(
             documents,
-            block,
-            batch_size,
+            args,
             epochs=self._EPOCHS,
-            shuffle=True,
-            seed=seed,
-            boundary_id=boundary_id,
-            rank=rank,
-            world_size=world_size,
+            rank=args["rank"],
+            world_size=args["world_size"],
         )
-
-    @property
-    def cursor(self) -> BatchId:
-        return self.stream.cursor
+        super().__init__(self.stream)
 
     def steps_in_epoch(self, epoch: int) -> int:
         nonnegative_int("epoch", epoch)
@@ -227,21 +278,6 @@ class GlobalWindowBatches:
         size = self.stream.global_batch_size
         return max(-(-(self.stream.num_windows - index) // size), 0)
 
-    def __iter__(self) -> Iterator[tuple[Batch, BatchId]]:
-        batches = iter(self.stream)
-        while True:
-            batch_id = self.stream.cursor  # the stream moves its cursor as it yields
-            batch = next(batches, None)
-            if batch is None:
-                return
-            yield batch, batch_id
-
-    def state_dict(self) -> dict[str, Any]:
-        return self.stream.state_dict()
-
-    def load_state_dict(self, state: Any) -> None:
-        self.stream.load_state_dict(state)
-
 
 class WindowBatches:
     """A rank's share of :class:`TokenStream` windows, resumable, even across ranks.
@@ -249,24 +285,21 @@ class WindowBatches:
     Rank ``rank`` takes batch ``index * world_size + rank`` of the stream's epoch as its
     step ``index``, for ``index < num_batches // world_size``. The cursor is
     ``(epoch, index)``; the state dict nests the stream's identity plus the rank layout.
+
+    Parameters
+    ----------
+    documents
+        Training documents (any sequence of 1-D token arrays).
+    **args
+        ``rank, world_size`` (keyword-only, validated) and the ``block, batch_size,
+        seed, boundary_id`` of the shuffled :class:`TokenStream` (:class:`SourceArgs`).
     """
 
-    def __init__(
-        self,
-        documents: Sequence[Any],
-        *,
-        rank: int,
-        world_size: int,
-        block: int,
-        batch_size: int,
-        seed: int,
-        boundary_id: int | None,
-    ) -> None:
-        self.stream = TokenStream(
-            documents, block, batch_size, epochs=1, shuffle=True, seed=seed, boundary_id=boundary_id
-        )
-        self.rank = nonnegative_int("rank", rank)
-        self.world_size = positive_int("world_size", world_size)
+    def __init__(self, documents: Sequence[Any], **args: Unpack[SourceArgs]) -> None:
+        _check_names("WindowBatches", args, SourceArgs)
+        self.stream = _shuffled_stream(documents, args, epochs=1)
+        self.rank = nonnegative_int("rank", args["rank"])
+        self.world_size = positive_int("world_size", args["world_size"])
         if not 0 <= self.rank < self.world_size:
             raise ArgumentError(
                 f"`rank` must be in [0, world_size={self.world_size}). Got {self.rank} instead."
@@ -331,69 +364,29 @@ def make_source(
     objective: str,
     documents: Sequence[Any],
     *,
-    rank: int,
-    world_size: int,
-    block: int,
-    batch_size: int,
-    seed: int,
-    boundary_id: int | None,
     layout: str = "per-rank",
     plan_store: PlanStore | None = None,
+    **args: Unpack[SourceArgs],
 ) -> PackedBatches | WindowBatches | GlobalWindowBatches:
     """The batch source for ``objective`` (``"packed"`` or ``"windows"``) and ``layout``;
     ``plan_store`` keeps the packed objective's epoch plans (windows plan in O(1))."""
     if objective == "packed":
-        return PackedBatches(
-            documents,
-            rank=rank,
-            world_size=world_size,
-            block=block,
-            batch_size=batch_size,
-            seed=seed,
-            boundary_id=boundary_id,
-            layout=layout,
-            plan_store=plan_store,
-        )
+        return PackedBatches(documents, layout=layout, plan_store=plan_store, **args)
     cls = GlobalWindowBatches if layout == "global" else WindowBatches
-    return cls(
-        documents,
-        rank=rank,
-        world_size=world_size,
-        block=block,
-        batch_size=batch_size,
-        seed=seed,
-        boundary_id=boundary_id,
-    )
+    return cls(documents, **args)
 
 
 def eval_batches(
-    objective: str,
-    documents: Sequence[Any],
-    *,
-    block: int,
-    batch_size: int,
-    limit: int,
-    seed: int,
-    boundary_id: int | None,
+    objective: str, documents: Sequence[Any], *, limit: int, **args: Unpack[StreamArgs]
 ) -> list[Batch]:
     """The fixed held-out batches: the first ``limit`` batches of epoch 0 (all ranks alike)."""
+    _check_names("eval_batches", args, StreamArgs)
     if not len(documents):
         return []
     if objective == "packed":
-        corpus = StreamingCorpus(
-            documents,
-            rank=0,
-            world_size=1,
-            block=block,
-            batch_size=batch_size,
-            seed=seed,
-            boundary_id=boundary_id,
-            even_batches=False,
-        )
+        corpus = StreamingCorpus(documents, rank=0, world_size=1, even_batches=False, **args)
         count = min(limit, corpus.num_batches(0))
         return [corpus.batch_at(0, index) for index in range(count)]
-    stream = TokenStream(
-        documents, block, batch_size, epochs=1, shuffle=True, seed=seed, boundary_id=boundary_id
-    )
+    stream = _shuffled_stream(documents, args, epochs=1)
     count = min(limit, stream.num_batches())
     return [stream.batch(0, index) for index in range(count)]

@@ -50,6 +50,7 @@ from mixle.train._runtime import StopFlag, deterministic, stop_on_signals
 from mixle.train._sources import (
     Batch,
     BatchSource,
+    StreamArgs,
     batch_digest,
     batch_weight,
     eval_batches,
@@ -121,12 +122,12 @@ class _Trainer:
             )
         self.vocab = int(vocab)
         train_docs, held_out = split_holdout(documents, config.holdout_documents)
-        stream: dict[str, Any] = {
-            "block": config.block,
-            "batch_size": config.batch_size,
-            "seed": config.seed,
-            "boundary_id": config.boundary_id,
-        }
+        stream = StreamArgs(
+            block=config.block,
+            batch_size=config.batch_size,
+            seed=config.seed,
+            boundary_id=config.boundary_id,
+        )
         self.layout = config.layout
         self.source: BatchSource = (
             MixtureBatches(self.mixture)

@@ -1,19 +1,20 @@
 """Run under ``torchrun --nproc_per_node N``: each rank iterates epoch 0 of a
-``StreamingCorpus.for_current_rank`` view and rank 0 writes the all-gathered results to
-the JSON file named on the command line. Driven by ``test_torchrun.py``."""
+``StreamingCorpus.for_current_rank`` view and writes what it saw to ``result.json`` in
+its output folder (:func:`tests._torchrun.rank_output_dir`). Driven by
+``test_torchrun.py``."""
 
 from __future__ import annotations
 
 import json
-import sys
 
 import numpy as np
 import torch.distributed as dist
 
 from mixle.data.streaming_corpus import StreamingCorpus
+from tests._torchrun import rank_output_dir
 
 
-def main(output: str) -> int:
+def main() -> int:
     dist.init_process_group("gloo")
     rng = np.random.default_rng(1)
     documents = [rng.integers(0, 1000, size=int(n)) for n in rng.integers(1, 200, size=301)]
@@ -34,14 +35,11 @@ def main(output: str) -> int:
         "seen": sorted(seen),
         "num_documents": len(documents),
     }
-    gathered: list[object] = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, result)
-    if dist.get_rank() == 0:
-        with open(output, "w") as handle:
-            json.dump(gathered, handle)
+    (rank_output_dir() / "result.json").write_text(json.dumps(result))
+    dist.barrier()
     dist.destroy_process_group()
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1]))
+    raise SystemExit(main())

@@ -2,14 +2,14 @@
 
 Every process prepares a DataLoader over the same :class:`GlobalRowDataset` in each of
 the four accelerate modes (``dispatch_batches`` x ``split_batches``) and writes the
-batches it receives to ``OUTPUT/<mode>-rank<p>.npz``. Driven by
+batches it receives to ``<mode>.npz`` in its output folder
+(:func:`tests._torchrun.rank_output_dir`). Driven by
 ``test_accelerate_launch.py``, which compares them with the global layout's rank batches.
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 from accelerate import Accelerator
@@ -17,10 +17,11 @@ from accelerate.utils import DataLoaderConfiguration
 from torch.utils.data import DataLoader
 
 from mixle.hf import GlobalRowDataset
+from tests._torchrun import rank_output_dir
 from tests.hf.corpus import BATCH_SIZE, global_corpus
 
 
-def main(output: str) -> int:
+def main() -> int:
     dataset = GlobalRowDataset(global_corpus(rank=0), num_epochs=1)
     for dispatch in (True, False):
         for split in (False, True):
@@ -36,12 +37,11 @@ def main(output: str) -> int:
                 for name, value in batch.items()
             }
             mode = f"dispatch{int(dispatch)}-split{int(split)}"
-            rank = accelerator.process_index
-            np.savez(Path(output) / f"{mode}-rank{rank}.npz", steps=len(batches), **arrays)
+            np.savez(rank_output_dir() / f"{mode}.npz", steps=len(batches), **arrays)
             accelerator.wait_for_everyone()
             accelerator.free_memory()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main())

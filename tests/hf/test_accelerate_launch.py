@@ -4,56 +4,37 @@ its rank's batches of the global layout, in all four accelerate modes."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests._torchrun import ROOT, run_torchrun
 from tests.hf.corpus import WORLD_SIZE, global_corpus
 
 pytest.importorskip("accelerate", reason="needs mixle[hf] (accelerate)")
 
-ROOT = Path(__file__).resolve().parents[2]
 FIELDS = ("context", "targets", "loss_mask", "document_ids", "position_ids")
 MODES = [f"dispatch{d}-split{s}" for d in (1, 0) for s in (0, 1)]
 
 
 @pytest.fixture(scope="module")
-def launched(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    output = tmp_path_factory.mktemp("accelerate")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(name, None)
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node",
-            str(WORLD_SIZE),
-            str(ROOT / "tests" / "hf" / "accelerate_check.py"),
-            str(output),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
+def launched(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Each process's output folder, in rank order."""
+    return run_torchrun(
+        ROOT / "tests" / "hf" / "accelerate_check.py",
+        output=tmp_path_factory.mktemp("accelerate"),
+        nproc=WORLD_SIZE,
         timeout=300,
-        check=False,
     )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    return output
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_each_process_gets_its_global_layout_batches(launched: Path, mode: str) -> None:
+def test_each_process_gets_its_global_layout_batches(launched: list[Path], mode: str) -> None:
     seen: list[tuple[int, int]] = []
     for rank in range(WORLD_SIZE):
         expected = list(global_corpus(rank=rank).epoch_batches(0))
-        with np.load(launched / f"{mode}-rank{rank}.npz") as got:
+        with np.load(launched[rank] / f"{mode}.npz") as got:
             assert int(got["steps"]) == len(expected) > 0
             for step, batch in enumerate(expected):
                 for name, value in zip(FIELDS, batch, strict=True):

@@ -15,8 +15,10 @@ import torch
 
 from mixle.corpus import CorpusWriter
 from mixle.train import TrainConfig, read_metrics
+from tests._torchrun import ROOT, launch_env
 
-ROOT = Path(__file__).resolve().parents[2]
+# The environment of a launched CLI or torchrun job (see tests/_torchrun.py).
+cli_env = launch_env
 
 _SUBJECTS = ["the cat", "a dog", "my bird", "the old fox", "one fish", "her horse"]
 _VERBS = ["sees", "chases", "likes", "finds", "jumps over", "sleeps near"]
@@ -99,13 +101,6 @@ def assert_bitwise_equal(a: dict[str, Any], b: dict[str, Any]) -> None:
             )
         else:
             assert x == y, key
-
-
-def cli_env() -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(name, None)
-    return env
 
 
 def last_step(metrics: Path) -> int:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import assume, given
@@ -9,7 +12,7 @@ from hypothesis import strategies as st
 
 from mixle.errors import ArgumentError, StateMismatchError
 from mixle.train import WindowBatches, batch_digest, split_holdout
-from mixle.train._sources import PackedBatches, eval_batches
+from mixle.train._sources import GlobalWindowBatches, PackedBatches, eval_batches
 
 
 def _documents(seed: int, count: int, longest: int = 40) -> list[np.ndarray]:
@@ -114,3 +117,26 @@ def test_eval_batches_are_fixed_and_limited(objective: str) -> None:
     assert len(first) == 3
     assert [batch_digest(b) for b in first] == [batch_digest(b) for b in again]
     assert eval_batches(objective, [], **kwargs) == []  # type: ignore[arg-type]
+
+
+SHAPE: dict[str, Any] = {"block": 5, "batch_size": 2, "seed": 1, "boundary_id": None}
+RANKS = {"rank": 0, "world_size": 1}
+BUILDERS: dict[str, Callable[..., object]] = {
+    "packed": PackedBatches,
+    "windows": WindowBatches,
+    "global": GlobalWindowBatches,
+    "eval": lambda docs, **kw: eval_batches(
+        "windows", docs, limit=1, **{k: v for k, v in kw.items() if k not in RANKS}
+    ),
+}
+
+
+@pytest.mark.parametrize("build", sorted(BUILDERS))
+def test_a_misspelt_or_missing_argument_raises_type_error(build: str) -> None:
+    docs = _documents(0, 6)
+    BUILDERS[build](docs, **RANKS, **SHAPE)  # the right names work
+    misspelt = {**{k: v for k, v in SHAPE.items() if k != "batch_size"}, "batchsize": 2}
+    with pytest.raises(TypeError, match="batchsize"):
+        BUILDERS[build](docs, **RANKS, **misspelt)
+    with pytest.raises(TypeError, match="seed"):
+        BUILDERS[build](docs, **RANKS, **{k: v for k, v in SHAPE.items() if k != "seed"})
