@@ -249,8 +249,8 @@ class Mixture:
                 outputs = [np.empty((count, *p.shape[1:]), dtype=p.dtype) for p in parts]
             for out, part in zip(outputs, parts, strict=True):
                 out[where] = part
-        if not outputs:  # no rows: the shapes from an empty read
-            outputs = self.rows[0].read(0, 0, self.document_ids)
+        if not outputs:  # no rows: the shapes from one row
+            outputs = [part[:0] for part in self.rows[0].read(0, 1, self.document_ids)]
         if self.objective == "windows":
             return (*outputs, sources)
         tokens = outputs[0]
