@@ -4,19 +4,16 @@ its rank's batches of the global layout, in all four accelerate modes."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests.hf.corpus import WORLD_SIZE, global_corpus
+from tests.torchrun_launch import ROOT, launch_torchrun
 
 pytest.importorskip("accelerate", reason="needs mixle[hf] (accelerate)")
 
-ROOT = Path(__file__).resolve().parents[2]
 FIELDS = ("context", "targets", "loss_mask", "document_ids", "position_ids")
 MODES = [f"dispatch{d}-split{s}" for d in (1, 0) for s in (0, 1)]
 
@@ -24,27 +21,9 @@ MODES = [f"dispatch{d}-split{s}" for d in (1, 0) for s in (0, 1)]
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory: pytest.TempPathFactory) -> Path:
     output = tmp_path_factory.mktemp("accelerate")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(name, None)
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node",
-            str(WORLD_SIZE),
-            str(ROOT / "tests" / "hf" / "accelerate_check.py"),
-            str(output),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    launch_torchrun(
+        ROOT / "tests" / "hf" / "accelerate_check.py", str(output), nproc=WORLD_SIZE, timeout=300
     )
-    assert completed.returncode == 0, completed.stderr[-3000:]
     return output
 
 
