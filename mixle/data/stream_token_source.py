@@ -248,6 +248,10 @@ class TokenStream:
     ``documents.fingerprint`` the first :meth:`state_dict` hashes all documents once.
 
     Iterating the same ``TokenStream`` from two loops at once shares one cursor.
+
+    To draw windows from a weighted blend of corpora, use
+    ``Mixture(sources, ..., objective="windows")``: the same windows and Feistel
+    shuffle per source, with an exact schedule choosing each global window's source.
     """
 
     def __init__(
