@@ -9,7 +9,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-__all__ = ["ROOT", "launch_torchrun"]
+__all__ = ["ROOT", "launch_torchrun", "torchrun_command"]
+
+
+def torchrun_command(nproc: int, *args: str) -> list[str]:
+    """``python -m torch.distributed.run --standalone --nproc_per_node N args...``."""
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        str(nproc),
+        "--monitor-interval",
+        "0.1",
+        *args,
+    ]
 
 
 def launch_torchrun(script: Path, *args: str, nproc: int = 2, timeout: float = 180.0) -> str:
@@ -23,16 +38,7 @@ def launch_torchrun(script: Path, *args: str, nproc: int = 2, timeout: float = 1
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(name, None)
     completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node",
-            str(nproc),
-            str(script),
-            *args,
-        ],
+        torchrun_command(nproc, str(script), *args),
         env=env,
         capture_output=True,
         text=True,

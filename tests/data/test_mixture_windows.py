@@ -1,5 +1,8 @@
 """``Mixture(objective="windows")``: the ``TokenStream`` windows objective over a mixture.
 
+(Concatenation over ranks and resume at every step are tested for both objectives in
+``test_mixture.py``.)
+
 Every window is drawn from its source's endless stream of Feistel-shuffled windows; the
 exact schedule decides the source of every global window, so every prefix of every
 batch carries the mix; the cursor resumes in O(1) with any world size.
@@ -8,7 +11,6 @@ batch carries the mix; the cursor resumes in O(1) with any world size.
 from __future__ import annotations
 
 import hashlib
-import json
 import subprocess
 import sys
 from itertools import pairwise
@@ -23,7 +25,7 @@ from mixle.data import Mixture, MixturePhase, MixtureSource
 from mixle.data._mixture_source import source_seed
 from mixle.data._permutation import FeistelPermutation
 from mixle.errors import ArgumentError, StateMismatchError
-from tests.data.resume_helpers import assert_items_equal, assert_resumes_at_every_step
+from tests.data.resume_helpers import assert_items_equal
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCK = 6
@@ -115,35 +117,6 @@ def test_every_prefix_of_windows_carries_the_mix(
     assert np.abs(counts - t * shares).max() < 1
     exact = np.array(weights) / sum(weights)
     assert np.abs(shares - exact).max() <= 1 / 65536
-
-
-def test_concatenation_over_ranks_is_the_same_for_every_factorisation() -> None:
-    whole = _mixture(batch_size=12).batch_at_row(60)
-    for world_size, batch_size in ((2, 6), (3, 4), (4, 3), (12, 1)):
-        parts = [
-            _mixture(rank=r, world_size=world_size, batch_size=batch_size).batch_at_row(60)
-            for r in range(world_size)
-        ]
-        assert_items_equal(tuple(np.concatenate(p) for p in zip(*parts, strict=True)), whole)
-
-
-def test_resumes_at_every_step_and_with_another_world_size() -> None:
-    assert_resumes_at_every_step(lambda: _mixture(), steps=30)
-    reference = _mixture(batch_size=6)
-    stream = iter(reference)
-    for _ in range(11):
-        next(stream)
-    state = json.loads(json.dumps(reference.state_dict()))
-    expected = [next(stream) for _ in range(4)]
-    thirds = [_mixture(rank=r, world_size=3, batch_size=2) for r in range(3)]
-    for third in thirds:
-        third.load_state_dict(state)
-    got = [[next(it) for _ in range(4)] for it in map(iter, thirds)]
-    for step in range(4):
-        assert_items_equal(
-            tuple(np.concatenate(p) for p in zip(*(g[step] for g in got), strict=True)),
-            expected[step],
-        )
 
 
 def test_resume_is_constant_time_in_the_row() -> None:

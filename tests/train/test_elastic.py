@@ -10,12 +10,12 @@ tolerance.
 from __future__ import annotations
 
 import signal
-import sys
 from pathlib import Path
 
 import torch
 
 from mixle.train import read_metrics, train
+from tests.torchrun_launch import torchrun_command
 from tests.train._helpers import final_tensors, last_step, run_until, tiny_config
 
 STEPS = 18
@@ -30,15 +30,8 @@ def _global_hashes(metrics: Path) -> list[str]:
 
 
 def _job(corpus: Path, run: Path, nproc: int, batch_size: int, steps: int) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node",
-        str(nproc),
-        "--monitor-interval",
-        "0.1",
+    return torchrun_command(
+        nproc,
         "-m",
         "mixle.cli",
         "train",
@@ -47,7 +40,7 @@ def _job(corpus: Path, run: Path, nproc: int, batch_size: int, steps: int) -> li
         *("--batch-size", str(batch_size), "--threads", "1", "--log-every", "0"),
         *("--steps", str(steps), "--checkpoint-dir", str(run), "--checkpoint-every", "2"),
         *("--no-progress", "--resume"),
-    ]
+    )
 
 
 def test_torchrun_two_ranks_killed_resumed_on_one_then_two_matches_one_process(

@@ -5,29 +5,23 @@ per-source accounting of an uninterrupted one-process run (packed and windows)."
 from __future__ import annotations
 
 import signal
-import sys
 from pathlib import Path
 
 import pytest
 
 from mixle.train import read_metrics, train
-from tests.train._helpers import cli, run_until, tiny_config, write_text_corpus
+from tests.torchrun_launch import torchrun_command
+from tests.train._helpers import cli, run_until, tiny_config, write_mixture
 
 STEPS = 12
 
 
 @pytest.fixture(scope="module")
 def mix(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("mixture-torchrun")
-    write_text_corpus(directory / "big", documents=48, seed=5)
-    write_text_corpus(directory / "small", documents=6, seed=6)
-    path = directory / "mix.toml"
-    path.write_text(
-        '[[source]]\nname = "big"\npath = "big"\nweight = 0.75\n\n'
-        '[[source]]\nname = "small"\npath = "small"\nweight = 0.25\n\n'
-        "[[phase]]\nstart_row = 24\nweights = { big = 0.5, small = 0.5 }\n"
+    phase = "\n[[phase]]\nstart_row = 24\nweights = { big = 0.5, small = 0.5 }\n"
+    return write_mixture(
+        tmp_path_factory.mktemp("mixture-torchrun"), documents=(48, 6), seed=5, extra=phase
     )
-    return path
 
 
 def _options(mix: Path, run: Path, objective: str, batch_size: int) -> list[str]:
@@ -58,11 +52,8 @@ def test_two_rank_mixture_job_killed_and_resumed_on_one_rank_is_exact(
     )
     train(config, log=lambda _: None)
     run = tmp_path / "job"
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    launcher += ["--nproc_per_node", "2", "--monitor-interval", "0.1", "-m", "mixle.cli", "train"]
-    _, killed = run_until(
-        launcher + _options(mix, run, objective, 2), run / "metrics.jsonl", 5, signal.SIGKILL
-    )
+    job = torchrun_command(2, "-m", "mixle.cli", "train", *_options(mix, run, objective, 2))
+    _, killed = run_until(job, run / "metrics.jsonl", 5, signal.SIGKILL)
     assert killed
     run_until(cli(*_options(mix, run, objective, 4)), run / "metrics.jsonl", None, 0)
     got, want = _trajectory(run / "metrics.jsonl"), _trajectory(reference / "metrics.jsonl")

@@ -24,7 +24,7 @@ from tests.train._helpers import (
     final_tensors,
     run_until,
     step_records,
-    write_text_corpus,
+    write_mixture,
 )
 
 STEPS = 24
@@ -33,14 +33,7 @@ STEPS = 24
 @pytest.fixture(scope="module")
 def mix(tmp_path_factory: pytest.TempPathFactory) -> Path:
     directory = tmp_path_factory.mktemp("mixture-windows")
-    write_text_corpus(directory / "big", documents=64, seed=3)
-    write_text_corpus(directory / "small", documents=6, seed=4)
-    path = directory / "mix.toml"
-    path.write_text(
-        '[[source]]\nname = "big"\npath = "big"\nweight = 0.75\n\n'
-        '[[source]]\nname = "small"\npath = "small"\nweight = 0.25\nmax_epochs = 3\n'
-    )
-    return path
+    return write_mixture(directory, documents=(64, 6), seed=3, extra="max_epochs = 3\n")
 
 
 def _command(mix: Path, run: Path) -> list[str]:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import random
 import signal
-import sys
 from pathlib import Path
 
 import pytest
 
 from mixle.train import read_checkpoint
+from tests.torchrun_launch import torchrun_command
 from tests.train._helpers import (
     assert_bitwise_equal,
     final_tensors,
@@ -28,15 +28,8 @@ STEPS = 24
 
 
 def _torchrun(corpus: Path, run: Path, objective: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node",
-        "2",
-        "--monitor-interval",
-        "0.1",
+    return torchrun_command(
+        2,
         "-m",
         "mixle.cli",
         "train",
@@ -49,7 +42,7 @@ def _torchrun(corpus: Path, run: Path, objective: str) -> list[str]:
         # The per-rank layout: each rank's own cursor (the global layout is in test_elastic).
         *("--layout", "per-rank"),
         "--resume",
-    ]
+    )
 
 
 @pytest.mark.parametrize("objective", ["packed", pytest.param("windows", marks=pytest.mark.slow)])
