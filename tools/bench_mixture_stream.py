@@ -114,26 +114,31 @@ def throughput(paths: list[Path], union: Path, args: argparse.Namespace) -> dict
 
 def resume(paths: list[Path], args: argparse.Namespace) -> dict[str, float]:
     opened = sources(paths)
-    mixture = Mixture(opened, block=args.block, batch_size=args.batch_size, boundary_id=0)
-    state = mixture.state_dict()
+    out: dict[str, float] = {"documents": sum(len(s.documents) for s in opened)}
     rng = random.Random(0)
     rows = [rng.randrange(10**12) for _ in range(args.resume_rounds)]
-    load, first = [], []
-    for row in rows:
-        began = time.perf_counter()
-        mixture.load_state_dict({**state, "row": row})
-        load.append(time.perf_counter() - began)
-        fresh = Mixture(opened, block=args.block, batch_size=args.batch_size, boundary_id=0)
-        began = time.perf_counter()
-        fresh.load_state_dict({**state, "row": row})
-        next(iter(fresh))
-        first.append(time.perf_counter() - began)
-    documents = sum(len(s.documents) for s in opened)
-    return {
-        "documents": documents,
-        "load_ms": statistics.median(load) * 1e3,
-        "load_and_first_batch_ms": statistics.median(first) * 1e3,
-    }
+    for objective in ("packed", "windows"):
+        options: dict[str, Any] = {
+            "block": args.block,
+            "batch_size": args.batch_size,
+            "boundary_id": 0,
+            "objective": objective,
+        }
+        mixture = Mixture(opened, **options)
+        state = mixture.state_dict()
+        load, first = [], []
+        for row in rows:
+            began = time.perf_counter()
+            mixture.load_state_dict({**state, "row": row})
+            load.append(time.perf_counter() - began)
+            fresh = Mixture(opened, **options)
+            began = time.perf_counter()
+            fresh.load_state_dict({**state, "row": row})
+            next(iter(fresh))
+            first.append(time.perf_counter() - began)
+        out[f"{objective} load_ms"] = round(statistics.median(load) * 1e3, 3)
+        out[f"{objective} load_and_first_batch_ms"] = round(statistics.median(first) * 1e3, 3)
+    return out
 
 
 def memory(paths: list[Path], args: argparse.Namespace) -> dict[str, float]:
