@@ -21,10 +21,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mixle.data import Mixture, MixturePhase, MixtureSource
+from mixle.data import Mixture, MixturePhase, MixtureSource, TokenStream
 from mixle.data._mixture_source import source_seed
 from mixle.data._permutation import FeistelPermutation
-from mixle.errors import ArgumentError, StateMismatchError
+from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
 from tests.data.resume_helpers import assert_items_equal
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,14 +45,14 @@ BASES = (0, 10_000, 20_000)
 
 def _mixture(weights: tuple[float, ...] = (0.6, 0.3, 0.1), **kwargs: object) -> Mixture:
     options: dict[str, object] = {"block": BLOCK, "batch_size": 4, "seed": 7}
-    options.update(kwargs)
+    options.update({"objective": "windows", **kwargs})
     sources = [
         MixtureSource(docs, weight, name)
         for docs, weight, name in zip(
             (WEB, CODE, MATH), weights, ("web", "code", "math"), strict=False
         )
     ]
-    return Mixture(sources, objective="windows", **options)  # type: ignore[arg-type]
+    return Mixture(sources, **options)  # type: ignore[arg-type]
 
 
 def _stream(docs: list[np.ndarray]) -> np.ndarray:
@@ -142,17 +142,7 @@ def test_phases_and_accounting_count_windows() -> None:
 
 def test_packed_and_windows_states_do_not_mix() -> None:
     windows = _mixture()
-    packed = Mixture(
-        [
-            MixtureSource(d, w, n)
-            for d, w, n in zip(
-                (WEB, CODE, MATH), (0.6, 0.3, 0.1), ("web", "code", "math"), strict=True
-            )
-        ],
-        block=BLOCK,
-        batch_size=4,
-        seed=7,
-    )
+    packed = _mixture(objective="packed")
     with pytest.raises(
         StateMismatchError, match="objective in checkpoint: '<absent>' / in stream: 'windows'"
     ):
@@ -166,6 +156,8 @@ def test_bad_windows_arguments_raise_before_any_batch() -> None:
         _mixture(document_ids=True)
     with pytest.raises(ArgumentError, match="`objective` must be one of 'packed', 'windows'"):
         Mixture([MixtureSource(WEB, 1.0, "web")], block=BLOCK, objective="rows")
+    with pytest.raises(ArgumentTypeError, match="objective='windows'"):
+        TokenStream(_mixture(objective="packed"), BLOCK, 4)  # type: ignore[arg-type]
     tiny = [np.arange(3), np.arange(2)]
     with pytest.raises(ArgumentError, match="source 'tiny' is too small for the windows objective"):
         Mixture(
