@@ -6,7 +6,9 @@ the end) and measures, in the same run:
 (1) throughput: iterating a 3-source :class:`mixle.data.Mixture` (weights
     0.5/0.3/0.2, the sources' token shares) against iterating one global-layout
     ``StreamingCorpus`` over the same documents written as one corpus, ``--batches``
-    batches per round, interleaved rounds, medians (target: mixture >= 0.9x);
+    batches per round, interleaved rounds, medians of wall and of CPU time (target:
+    mixture >= 0.9x); likewise a windows mixture (``objective="windows"``) against one
+    global ``TokenStream`` over the union;
 (2) resume: on a 3-source mixture of ``--resume-documents`` documents (opened once),
     ``load_state_dict`` to random rows up to 10**12, alone and with the first batch
     on a fresh ``Mixture`` object (that batch builds each touched source's epoch
@@ -16,6 +18,7 @@ the end) and measures, in the same run:
 
     python tools/bench_mixture_stream.py            # 300M tokens, 10M-document resume
     python tools/bench_mixture_stream.py --quick    # 30M tokens, 1M-document resume
+    python tools/bench_mixture_stream.py --quick --throughput-only
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_stream import VOCAB, generate
 
 from mixle.corpus import CorpusWriter, open_corpus
-from mixle.data import Mixture, MixtureSource, StreamingCorpus
+from mixle.data import Mixture, MixtureSource, StreamingCorpus, TokenStream
 from tools._memory import peak_rss_mb, rss_anon_mb
 
 SHARES = (0.5, 0.3, 0.2)
@@ -57,57 +60,78 @@ def write_union(paths: list[Path], target: Path) -> None:
 
 
 def throughput(paths: list[Path], union: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Tokens per second of each stream, wall and CPU time, medians of interleaved rounds."""
+    block, batch_size = args.block, args.batch_size
     streams: dict[str, Any] = {
         "single": StreamingCorpus(
             open_corpus(union),
             rank=0,
             world_size=1,
-            block=args.block,
-            batch_size=args.batch_size,
+            block=block,
+            batch_size=batch_size,
             boundary_id=0,
             layout="global",
         ),
-        "mixture": Mixture(
-            sources(paths), block=args.block, batch_size=args.batch_size, boundary_id=0
+        "mixture": Mixture(sources(paths), block=block, batch_size=batch_size, boundary_id=0),
+        # The windows objective: one TokenStream over the union against a windows mixture.
+        "windows_single": TokenStream(
+            open_corpus(union), block, batch_size, epochs=1, boundary_id=0, world_size=1
+        ),
+        "windows_mixture": Mixture(
+            sources(paths), block=block, batch_size=batch_size, boundary_id=0, objective="windows"
         ),
     }
-    rates: dict[str, list[float]] = {name: [] for name in streams}
+    wall: dict[str, list[float]] = {name: [] for name in streams}
+    cpu: dict[str, list[float]] = {name: [] for name in streams}
     iterators = {name: iter(stream) for name, stream in streams.items()}
     names = list(streams)
     for round_ in range(args.rounds):
         for name in names if round_ % 2 == 0 else names[::-1]:
             batches = iterators[name]  # each round continues on fresh pages
-            began = time.perf_counter()
+            began, began_cpu = time.perf_counter(), time.process_time()
             tokens = 0
             for _ in range(args.batches):
                 tokens += next(batches)[0].size
-            rates[name].append(tokens / (time.perf_counter() - began))
-    medians = {name: statistics.median(values) for name, values in rates.items()}
-    return {**medians, "ratio": medians["mixture"] / medians["single"]}
+            wall[name].append(tokens / (time.perf_counter() - began))
+            cpu[name].append(tokens / max(time.process_time() - began_cpu, 1e-9))
+    out: dict[str, Any] = {}
+    for clock, rates in (("wall", wall), ("cpu", cpu)):
+        medians = {name: statistics.median(values) for name, values in rates.items()}
+        out[clock] = {name: f"{value / 1e6:.2f}M tok/s" for name, value in medians.items()}
+        out[clock]["ratio packed"] = round(medians["mixture"] / medians["single"], 3)
+        out[clock]["ratio windows"] = round(
+            medians["windows_mixture"] / medians["windows_single"], 3
+        )
+    return out
 
 
 def resume(paths: list[Path], args: argparse.Namespace) -> dict[str, float]:
     opened = sources(paths)
-    mixture = Mixture(opened, block=args.block, batch_size=args.batch_size, boundary_id=0)
-    state = mixture.state_dict()
+    out: dict[str, float] = {"documents": sum(len(s.documents) for s in opened)}
     rng = random.Random(0)
     rows = [rng.randrange(10**12) for _ in range(args.resume_rounds)]
-    load, first = [], []
-    for row in rows:
-        began = time.perf_counter()
-        mixture.load_state_dict({**state, "row": row})
-        load.append(time.perf_counter() - began)
-        fresh = Mixture(opened, block=args.block, batch_size=args.batch_size, boundary_id=0)
-        began = time.perf_counter()
-        fresh.load_state_dict({**state, "row": row})
-        next(iter(fresh))
-        first.append(time.perf_counter() - began)
-    documents = sum(len(s.documents) for s in opened)
-    return {
-        "documents": documents,
-        "load_ms": statistics.median(load) * 1e3,
-        "load_and_first_batch_ms": statistics.median(first) * 1e3,
-    }
+    for objective in ("packed", "windows"):
+        options: dict[str, Any] = {
+            "block": args.block,
+            "batch_size": args.batch_size,
+            "boundary_id": 0,
+            "objective": objective,
+        }
+        mixture = Mixture(opened, **options)
+        state = mixture.state_dict()
+        load, first = [], []
+        for row in rows:
+            began = time.perf_counter()
+            mixture.load_state_dict({**state, "row": row})
+            load.append(time.perf_counter() - began)
+            fresh = Mixture(opened, **options)
+            began = time.perf_counter()
+            fresh.load_state_dict({**state, "row": row})
+            next(iter(fresh))
+            first.append(time.perf_counter() - began)
+        out[f"{objective} load_ms"] = round(statistics.median(load) * 1e3, 3)
+        out[f"{objective} load_and_first_batch_ms"] = round(statistics.median(first) * 1e3, 3)
+    return out
 
 
 def memory(paths: list[Path], args: argparse.Namespace) -> dict[str, float]:
@@ -132,6 +156,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--resume-rounds", type=int, default=9)
+    parser.add_argument("--throughput-only", action="store_true", help="skip resume and memory")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/mixle-bench-mixture"))
     args = parser.parse_args()
     if args.quick:
@@ -145,6 +170,8 @@ def main() -> None:
         write_union(paths, union)
         print(f"throughput ({args.tokens:,} tokens, block {args.block}, batch {args.batch_size}):")
         print(f"  {throughput(paths, union, args)}")
+        if args.throughput_only:
+            return
         small = [args.workdir / f"small-{i}" for i in range(3)]
         for index, (path, share) in enumerate(zip(small, SHARES, strict=True)):
             documents = int(args.resume_documents * share)

@@ -33,6 +33,12 @@ def register(subparsers: Any) -> None:
     mixture.add_argument("--world-size", type=int, default=1, help="ranks (default 1)")
     mixture.add_argument("--seed", type=int, default=0, help="shuffle seed (0)")
     mixture.add_argument("--boundary-id", type=int, default=None, help="token between documents")
+    mixture.add_argument(
+        "--objective",
+        choices=("packed", "windows"),
+        default="packed",
+        help="packed rows (default) or TokenStream windows (one target each)",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument(
         "--plot", metavar="FILE.png", help="also save a document-length histogram (matplotlib)"
@@ -116,13 +122,15 @@ def _run_mixture(args: argparse.Namespace) -> int:
             world_size=args.world_size,
             seed=args.seed,
             boundary_id=args.boundary_id,
+            objective=args.objective,
         )
         rows = mixture.run_rows(steps=args.steps)
         budget = mixture.budget(steps=args.steps)
     except (CorpusError, ValueError, OSError) as exc:
         return report("inspect", exc)
+    unit = "rows" if args.objective == "packed" else "windows"
     print(
-        f"mixture {args.mixture}: {args.steps:,} steps x {mixture.global_batch_size} rows "
+        f"mixture {args.mixture}: {args.steps:,} steps x {mixture.global_batch_size} {unit} "
         f"x block {mixture.block}"
     )
     print(budget_table(budget, rows))

@@ -8,27 +8,52 @@ world_size * batch_size``, and rank ``r`` reads rows ``[row + r * batch_size, ro
 + 1) * batch_size)``. The state is the global-layout row cursor (``{"version": 2,
 "epoch": 0, "row", "stream"}``) whose ``stream`` is the mixture identity, so a run
 resumes at any row in O(1) with any world size and batch size.
+
+With ``objective="windows"`` a global row is a ``TokenStream`` window (context and next
+token) of its source's endless stream of shuffled windows
+(:class:`~mixle.data._mixture_windows.SourceWindows`); schedule, phases, budgets,
+accounting and the cursor are the same.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from mixle._checks import exact_int, nonnegative_int, positive_int
 from mixle.data._cursor import Cursor
 from mixle.data._mixture_source import MixtureSource, build_rows, check_weight
+from mixle.data._mixture_windows import SourceWindows
 from mixle.data._schedule import MixtureSchedule
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
 
-__all__ = ["Mixture", "MixturePhase", "SourceAccount", "SourceBudget"]
+__all__ = ["OBJECTIVES", "Mixture", "MixturePhase", "SourceAccount", "SourceBudget", "SourceStream"]
+
+OBJECTIVES = ("packed", "windows")
 
 Batch = tuple[np.ndarray, ...]
 # Iteration reads this many global batches' rows of the rank at once.
 _READ_AHEAD = 64
+
+
+class SourceStream(Protocol):
+    """One source's endless stream of rows (packed rows, or windows), as a mixture reads it."""
+
+    name: str
+    fingerprint: str
+    lengths: np.ndarray
+    rows_per_epoch: int
+
+    def real_tokens(self, rows: int) -> int:
+        """Real (trained) targets in the source's first ``rows`` rows, closed form."""
+        ...
+
+    def read(self, first: int, count: int, document_ids: bool) -> list[np.ndarray]:
+        """The source's rows ``[first, first + count)``: arrays with ``count`` leading rows."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,12 +111,23 @@ class Mixture:
         pairs) with strictly increasing ``start_row > 0``.
     document_ids
         If True, batches carry ``(document_ids, position_ids)`` (each source's own
-        document index; -1 and 0 on padding) before the source ids.
+        document index; -1 and 0 on padding) before the source ids (packed only).
+    objective
+        ``"packed"`` (default): a global row is a packed row of its source
+        (:class:`~mixle.data._mixture_source.SourceRows`). ``"windows"``: the
+        ``TokenStream`` windows objective; a global row is one window of ``block``
+        tokens and its next token, drawn from its source's endless stream of Feistel-
+        shuffled windows (:class:`~mixle.data._mixture_windows.SourceWindows`); the
+        weights are then shares of windows (each window trains one target).
 
-    Batches are ``(context, targets, loss_mask, [document_ids, position_ids],
+    Packed batches are ``(context, targets, loss_mask, [document_ids, position_ids],
     source_ids)``: ``(batch_size, block)`` int64, int64, bool, [int64, int64] and a
     ``(batch_size,)`` int64 index into ``sources`` per row. ``loss_mask`` is False
-    only on the padding at the end of a source's epoch.
+    only on the padding at the end of a source's epoch. Windows batches are
+    ``(context, next_tokens, source_ids)``: ``(batch_size, block)``, ``(batch_size,)``
+    and ``(batch_size,)`` int64. Either way the schedule decides every row's source,
+    so every global batch carries the mix (each source within one row of its share
+    of every prefix of rows).
 
     Raises
     ------
@@ -114,6 +150,7 @@ class Mixture:
         boundary_id: int | None = None,
         phases: Sequence[MixturePhase | tuple[int, Mapping[str, float]]] = (),
         document_ids: bool = False,
+        objective: str = "packed",
     ) -> None:
         self.sources = _checked_sources(sources)
         self.block = positive_int("block", block)
@@ -130,6 +167,15 @@ class Mixture:
         if not isinstance(document_ids, bool):
             raise ArgumentTypeError(f"`document_ids` must be True or False. Got {document_ids!r}.")
         self.document_ids = document_ids
+        if objective not in OBJECTIVES:
+            raise ArgumentError(
+                f"`objective` must be one of {', '.join(map(repr, OBJECTIVES))}. Got {objective!r}."
+            )
+        self.objective = objective
+        if document_ids and objective == "windows":
+            raise ArgumentError(
+                "`document_ids=True` needs objective='packed': windows carry no document ids."
+            )
         self.phases = _checked_phases(phases, [s.name for s in self.sources])
         weights = [[s.weight for s in self.sources]]
         weights += [[float(p.weights.get(s.name, 0.0)) for s in self.sources] for p in self.phases]
@@ -144,12 +190,21 @@ class Mixture:
                     f"the weights of {where} are all zero; give at least one source a positive weight."
                 )
         self.schedule = MixtureSchedule([0, *(p.start_row for p in self.phases)], weights)
-        self.rows = build_rows(
-            self.sources,
-            block=self.block,
-            seed=self.seed,
-            boundary_id=self.boundary_id,
-            pad_id=self.pad_id,
+        self.rows: list[SourceStream] = (
+            [
+                SourceWindows(s, block=self.block, seed=self.seed, boundary_id=self.boundary_id)
+                for s in self.sources
+            ]
+            if self.objective == "windows"
+            else list(
+                build_rows(
+                    self.sources,
+                    block=self.block,
+                    seed=self.seed,
+                    boundary_id=self.boundary_id,
+                    pad_id=self.pad_id,
+                )
+            )
         )
         self._cursor = Cursor("Mixture", index_key="row", version=2)
 
@@ -177,24 +232,29 @@ class Mixture:
         schedule hands every source its rows in order); each run of consecutive ones is
         read with one call, so reading many batches at once costs a few calls per source.
         """
-        count, block = len(rows), self.block
+        count = len(rows)
         sources, local = self.schedule.lookup(rows)
-        tokens = np.empty((count, block + 1), dtype=np.int64)
-        mask = np.empty((count, block), dtype=np.bool_)
-        extra = [np.empty((count, block), dtype=np.int64) for _ in range(2 * self.document_ids)]
         order = np.argsort(sources, kind="stable")
         ordered = local[order]
         # Cut where the source changes or the source's row index jumps.
         cuts = np.flatnonzero((np.diff(sources[order]) != 0) | (np.diff(ordered) != 1)) + 1
+        outputs: list[np.ndarray] = []
         for run in np.split(np.arange(count), cuts):
             if not len(run):
                 continue
             where = order[run]
             source = int(sources[where[0]])
             parts = self.rows[source].read(int(ordered[run[0]]), len(run), self.document_ids)
-            for out, part in zip([tokens, mask, *extra], parts, strict=True):
+            if not outputs:
+                outputs = [np.empty((count, *p.shape[1:]), dtype=p.dtype) for p in parts]
+            for out, part in zip(outputs, parts, strict=True):
                 out[where] = part
-        return (tokens[:, :-1], tokens[:, 1:], mask, *extra, sources)
+        if not outputs:  # no rows: the shapes from one row
+            outputs = [part[:0] for part in self.rows[0].read(0, 1, self.document_ids)]
+        if self.objective == "windows":
+            return (*outputs, sources)
+        tokens = outputs[0]
+        return (tokens[:, :-1], tokens[:, 1:], *outputs[1:], sources)
 
     def batch_at_row(self, row: int) -> Batch:
         """This rank's part of the global batch that starts at global row ``row``."""
@@ -239,6 +299,8 @@ class Mixture:
             "boundary_id": self.boundary_id,
             "layout": "global",
         }
+        if self.objective == "windows":  # packed states predate the field: absent = packed
+            identity["objective"] = "windows"
         for source, rows in zip(self.sources, self.rows, strict=True):
             identity[f"source {source.name!r} fingerprint"] = rows.fingerprint
             identity[f"source {source.name!r} num_documents"] = len(rows.lengths)

@@ -23,7 +23,8 @@ import numpy as np
 
 from mixle.data._documents import DocumentSource, as_documents
 from mixle.data._order import global_document_order
-from mixle.data._packing import StreamLayout, rows_for_stream, stream_segment
+from mixle.data._packed_rows import read_packed_rows
+from mixle.data._packing import StreamLayout, rows_for_stream
 from mixle.errors import ArgumentError, ArgumentTypeError
 
 __all__ = ["MixtureSource", "SourceRows", "check_weight"]
@@ -168,46 +169,24 @@ class SourceRows:
         while row < first + count:
             epoch, start = divmod(row, self.rows_per_epoch)
             take = min(first + count - row, self.rows_per_epoch - start)
-            parts.append(self._read_epoch(epoch, start, take, document_ids))
+            rows = read_packed_rows(
+                self.documents,
+                self.layout(epoch),
+                start,
+                take,
+                block=self.block,
+                pad_id=self.pad_id,
+                boundary_id=self.boundary_id,
+                document_ids=document_ids,
+            )
+            part = [rows.rows, rows.mask]
+            if rows.document_ids is not None and rows.position_ids is not None:
+                part += [rows.document_ids, rows.position_ids]
+            parts.append(part)
             row += take
         if len(parts) == 1:
             return parts[0]
         return [np.concatenate(pieces) for pieces in zip(*parts, strict=True)]
-
-    def _read_epoch(
-        self, epoch: int, start: int, count: int, document_ids: bool
-    ) -> list[np.ndarray]:
-        layout, block = self.layout(epoch), self.block
-        begin = start * block
-        end = begin + count * block + 1
-        stream_end = max(min(end, self.stream_tokens), begin)
-        buffer = np.empty(end - begin, dtype=np.int64)
-        stream_segment(
-            self.documents,
-            layout,
-            begin,
-            stream_end,
-            buffer[: stream_end - begin],
-            self.boundary_id,
-        )
-        buffer[stream_end - begin :] = self.pad_id
-        rows = np.lib.stride_tricks.as_strided(
-            buffer, shape=(count, block + 1), strides=(block * 8, 8), writeable=False
-        )
-        # Target j of the segment is real iff begin + j < stream_tokens - 1 (only the
-        # epoch's last row holds padding).
-        mask = np.ones(count * block, dtype=np.bool_)
-        mask[max(self.stream_tokens - 1 - begin, 0) :] = False
-        out = [rows, mask.reshape(count, block)]
-        if document_ids:
-            # Input token positions of the rows (the same indices as their targets).
-            positions = begin + np.arange(count * block, dtype=np.int64).reshape(count, block)
-            local = np.searchsorted(layout.starts, positions, side="right") - 1
-            padding = positions >= self.stream_tokens
-            local = np.minimum(local, len(layout.indices) - 1)
-            out.append(np.where(padding, -1, layout.indices[local]))
-            out.append(np.where(padding, 0, positions - layout.starts[local]))
-        return out
 
 
 def build_rows(

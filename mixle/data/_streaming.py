@@ -18,7 +18,8 @@ from mixle._checks import exact_int, nonnegative_int, positive_int
 from mixle.data._cursor import Cursor, identity_differences
 from mixle.data._documents import as_documents, supports_prefetch
 from mixle.data._order import SequenceSelector, global_document_order
-from mixle.data._packing import StreamLayout, rows_for_stream, stream_segment
+from mixle.data._packed_rows import read_packed_rows
+from mixle.data._packing import StreamLayout, rows_for_stream
 from mixle.data._plan_store import PLAN_FORMAT, PlanStore, plan_arrays, plan_from_arrays
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
 
@@ -403,61 +404,24 @@ class StreamingCorpus:
         Global layout: always ``batch_size`` rows; rows past the stream's last row are
         fully masked padding, which completes the epoch's last global batch.
         """
-        layout, block = plan.layout, self.block
         if self.layout == "global":
             n_rows = self.batch_size
         else:
             n_rows = min(first_row + self.batch_size, plan.rows) - first_row
-        begin = first_row * block
-        end = begin + n_rows * block + 1
-        stream_end = max(min(end, layout.stream_tokens), begin)
-        buffer = np.empty(end - begin, dtype=np.int64)
-        stream_segment(
+        rows = read_packed_rows(
             self.documents,
-            layout,
-            begin,
-            stream_end,
-            buffer[: stream_end - begin],
-            self.boundary_id,
+            plan.layout,
+            first_row,
+            n_rows,
+            block=self.block,
+            pad_id=self.pad_id,
+            boundary_id=self.boundary_id,
+            document_ids=self.document_ids,
         )
-        buffer[stream_end - begin :] = self.pad_id
-        context = buffer[:-1].reshape(n_rows, block)
-        targets = buffer[1:].reshape(n_rows, block)
-        real = min(max(layout.stream_tokens - begin - 1, 0), n_rows * block)
-        mask = np.zeros(n_rows * block, dtype=np.bool_)
-        mask[:real] = True
-        batch: Batch = (context, targets, mask.reshape(n_rows, block))
-        if self.document_ids:
-            batch = (*batch, *self._document_positions(layout, begin, n_rows))
-        return batch, real
-
-    def _document_positions(
-        self, layout: StreamLayout, begin: int, n_rows: int
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Document ids and in-document positions of stream tokens ``[begin, begin + n)``.
-
-        Filled by ranges: the few documents overlapping the span are located with two
-        binary searches and each contributes one run (its boundary token included);
-        positions past the stream's end are padding (-1 and 0).
-        """
-        size = n_rows * self.block
-        doc_ids = np.full(size, -1, dtype=np.int64)
-        pos_ids = np.zeros(size, dtype=np.int64)
-        end = min(begin + size, layout.stream_tokens)
-        if end > begin:
-            first, stop = layout.documents_between(begin, end)
-            edges = np.clip(layout.starts[first : stop + 1], begin, end)
-            edges[-1] = end
-            counts = np.diff(edges)
-            real = end - begin
-            doc_ids[:real] = np.repeat(layout.indices[first:stop], counts)
-            np.subtract(
-                np.arange(begin, end, dtype=np.int64),
-                np.repeat(layout.starts[first:stop], counts),
-                out=pos_ids[:real],
-            )
-        shape = (n_rows, self.block)
-        return doc_ids.reshape(shape), pos_ids.reshape(shape)
+        batch: Batch = (rows.context, rows.targets, rows.mask)
+        if rows.document_ids is not None and rows.position_ids is not None:
+            batch = (*batch, rows.document_ids, rows.position_ids)
+        return batch, rows.real
 
     def batch_at(self, epoch: int, index: int) -> Batch:
         """The batch ``epoch_batches(epoch)`` yields at position ``index``, by seeking.

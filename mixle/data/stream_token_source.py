@@ -27,6 +27,7 @@ import numpy as np
 from mixle._checks import as_token_ids, exact_int, nonnegative_int, positive_int
 from mixle.data._cursor import Cursor
 from mixle.data._documents import SequenceDocuments, as_documents, is_document_source
+from mixle.data._mixture import Mixture
 from mixle.data._permutation import FeistelPermutation
 from mixle.data._token_windows import TokenWindows, checked_document
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError, TokenIdError
@@ -248,6 +249,10 @@ class TokenStream:
     ``documents.fingerprint`` the first :meth:`state_dict` hashes all documents once.
 
     Iterating the same ``TokenStream`` from two loops at once shares one cursor.
+
+    To draw windows from a weighted blend of corpora, use
+    ``Mixture(sources, ..., objective="windows")``: the same windows and Feistel
+    shuffle per source, with an exact schedule choosing each global window's source.
     """
 
     def __init__(
@@ -282,6 +287,12 @@ class TokenStream:
             raise ArgumentTypeError(
                 "`documents` must be a sequence of 1-D token arrays. Got "
                 f"{type(documents).__name__} instead; wrap one token array as [token_ids]."
+            )
+        if isinstance(documents, Mixture):
+            raise ArgumentTypeError(
+                "`documents` is a Mixture: build it with objective='windows' and iterate it "
+                "(Mixture(sources, block=..., objective='windows')) to draw TokenStream "
+                "windows from its sources."
             )
         source = as_documents(documents)
         lengths = np.asarray(source.lengths, dtype=np.int64)

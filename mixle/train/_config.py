@@ -128,9 +128,11 @@ class TrainConfig:
         Show a tqdm bar: ``None`` shows it only when stderr is a terminal.
     mixture
         A mixture file (TOML or JSON, see ``docs/mixtures.md``) to train on instead of
-        one corpus; ``corpus`` then only labels the run. Needs ``steps``, the packed
-        objective, the global layout and no held-out documents; every source's budget
-        is checked against ``steps`` before training.
+        one corpus; ``corpus`` then only labels the run. Needs ``steps``, the global
+        layout and no held-out documents; every source's budget is checked against
+        ``steps`` before training. With ``objective="windows"`` every global window is
+        drawn from the source the mixture's schedule assigns it (weights are shares
+        of windows, i.e. of trained targets).
     prefetch
         Batches produced ahead of the step by a background thread (default 2; 0 reads
         each batch on the training thread). Changes no batch and no checkpoint, so it
@@ -243,7 +245,6 @@ class TrainConfig:
         wrong = [
             f"{name}={value!r} (needs {need!r})"
             for name, value, need in (
-                ("objective", self.objective, "packed"),
                 ("layout", self.layout, "global"),
                 ("holdout_documents", self.holdout_documents, 0),
             )

@@ -87,8 +87,9 @@ def accounting_record(mixture: Mixture, row: int) -> dict[str, dict[str, Any]]:
 class MixtureBatches:
     """A rank's part of every global batch of a :class:`~mixle.data.Mixture`.
 
-    Yields ``((context, targets, loss_mask), (0, first global row))``; the state is the
-    mixture's row cursor (resumes with any world size and batch size).
+    Yields ``(batch, (0, first global row))``: the batch without its source ids,
+    ``(context, targets, loss_mask)`` (packed) or ``(context, next_tokens)`` (windows);
+    the state is the mixture's row cursor (resumes with any world size and batch size).
     """
 
     # The stream is endless: the trainer stops at `steps`.
@@ -111,7 +112,7 @@ class MixtureBatches:
         batches = iter(self.mixture)
         while True:
             batch_id = self.mixture.cursor  # the mixture moves its cursor as it yields
-            yield next(batches)[:3], batch_id
+            yield next(batches)[:-1], batch_id  # the source ids stay out of the step
 
     def state_dict(self) -> dict[str, Any]:
         return self.mixture.state_dict()

@@ -61,25 +61,29 @@ def test_each_source_is_its_own_packed_stream_reshuffled_every_epoch() -> None:
             assert orders[0] != orders[1]  # upsampled by a reshuffled repeat
 
 
-def test_concatenation_over_ranks_is_the_same_for_every_world_size() -> None:
-    whole = _mixture(batch_size=12).batch_at_row(36)
+@pytest.mark.parametrize("objective", ["packed", "windows"])
+def test_concatenation_over_ranks_is_the_same_for_every_world_size(objective: str) -> None:
+    whole = _mixture(batch_size=12, objective=objective).batch_at_row(36)
     for world_size, batch_size in ((2, 6), (3, 4), (4, 3), (12, 1)):
         parts = [
-            _mixture(rank=r, world_size=world_size, batch_size=batch_size).batch_at_row(36)
+            _mixture(
+                rank=r, world_size=world_size, batch_size=batch_size, objective=objective
+            ).batch_at_row(36)
             for r in range(world_size)
         ]
         assert_items_equal(tuple(np.concatenate(p) for p in zip(*parts, strict=True)), whole)
 
 
-def test_resumes_at_every_step_and_with_another_world_size() -> None:
-    assert_resumes_at_every_step(lambda: _mixture(), steps=25)
-    reference = _mixture(batch_size=4)
+@pytest.mark.parametrize("objective", ["packed", "windows"])
+def test_resumes_at_every_step_and_with_another_world_size(objective: str) -> None:
+    assert_resumes_at_every_step(lambda: _mixture(objective=objective), steps=25)
+    reference = _mixture(batch_size=4, objective=objective)
     stream = iter(reference)
     for _ in range(7):
         next(stream)
     state = reference.state_dict()
     expected = [next(stream) for _ in range(3)]
-    halves = [_mixture(rank=r, world_size=2, batch_size=2) for r in range(2)]
+    halves = [_mixture(rank=r, world_size=2, batch_size=2, objective=objective) for r in range(2)]
     for half in halves:
         half.load_state_dict(state)
     got = [[next(it) for _ in range(3)] for it in map(iter, halves)]

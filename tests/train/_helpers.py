@@ -39,6 +39,21 @@ def write_text_corpus(path: Path, documents: int = 96, seed: int = 0) -> Path:
     return path
 
 
+def write_mixture(
+    directory: Path, *, documents: tuple[int, int], seed: int, extra: str = ""
+) -> Path:
+    """``directory/mix.toml`` over two new text corpora: ``big`` (weight 0.75) and
+    ``small`` (0.25), of ``documents`` documents each; ``extra`` is appended (phases)."""
+    write_text_corpus(directory / "big", documents=documents[0], seed=seed)
+    write_text_corpus(directory / "small", documents=documents[1], seed=seed + 1)
+    path = directory / "mix.toml"
+    path.write_text(
+        '[[source]]\nname = "big"\npath = "big"\nweight = 0.75\n\n'
+        '[[source]]\nname = "small"\npath = "small"\nweight = 0.25\n' + extra
+    )
+    return path
+
+
 def tiny_config(corpus: Path, **changes: Any) -> TrainConfig:
     """A model that takes a few milliseconds per step on one thread."""
     base: dict[str, Any] = {

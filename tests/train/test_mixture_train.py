@@ -120,12 +120,13 @@ def test_budget_is_checked_before_training(corpora: Path, tmp_path: Path) -> Non
     assert not (tmp_path / "r").exists() or not list((tmp_path / "r").glob("step-*"))
 
 
-def test_mixture_config_needs_steps_and_the_packed_global_stream(tmp_path: Path) -> None:
+def test_mixture_config_needs_steps_and_the_global_layout(tmp_path: Path) -> None:
     mix = str(tmp_path / "mix.toml")
     with pytest.raises(ArgumentError, match="steps=None"):
         tiny_config(mix, mixture=mix)
-    with pytest.raises(ArgumentError, match="objective='windows'"):
-        tiny_config(mix, mixture=mix, steps=3, objective="windows")
+    with pytest.raises(ArgumentError, match="layout='per-rank'"):
+        tiny_config(mix, mixture=mix, steps=3, objective="windows", layout="per-rank")
+    assert tiny_config(mix, mixture=mix, steps=3, objective="windows").objective == "windows"
 
 
 def _inspect(*args: str) -> subprocess.CompletedProcess[str]:

@@ -1,0 +1,139 @@
+"""Rows of a packed stream: the one batch builder of ``StreamingCorpus`` and mixtures.
+
+A stream laid out by :class:`~mixle.data._packing.StreamLayout` is cut into rows of
+``block + 1`` tokens at stride ``block``: row ``r`` is stream tokens ``[r * block, r *
+block + block + 1)``. :func:`read_packed_rows` returns ``n`` consecutive rows from row
+``first_row`` as one flat int64 buffer (filled by the shared packer,
+:func:`~mixle.data._packing.stream_segment`, and ``pad_id`` past the stream's end), the
+loss mask (False only on targets past the stream's last token) and, when asked, every
+input token's document id and position inside its document (filled by ranges, not per
+token).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mixle.data._documents import DocumentSource
+from mixle.data._packing import StreamLayout, stream_segment
+
+__all__ = ["PackedRows", "read_packed_rows"]
+
+
+@dataclass(frozen=True, slots=True)
+class PackedRows:
+    """``n`` consecutive packed rows (see :func:`read_packed_rows`).
+
+    Attributes
+    ----------
+    buffer
+        ``n * block + 1`` int64 tokens; row ``i`` is ``buffer[i * block : (i + 1) * block
+        + 1]``.
+    mask
+        ``(n, block)`` bool: whether each target is a real stream token.
+    real
+        ``mask.sum()``: real targets (the mask is a prefix of True values).
+    document_ids, position_ids
+        ``(n, block)`` int64 per input token (``-1`` and ``0`` on padding), or ``None``.
+    """
+
+    buffer: np.ndarray
+    mask: np.ndarray
+    real: int
+    document_ids: np.ndarray | None
+    position_ids: np.ndarray | None
+
+    @property
+    def count(self) -> int:
+        return int(self.mask.shape[0])
+
+    @property
+    def context(self) -> np.ndarray:
+        """``(n, block)`` inputs: a contiguous view of ``buffer``."""
+        return self.buffer[:-1].reshape(self.mask.shape)
+
+    @property
+    def targets(self) -> np.ndarray:
+        """``(n, block)`` targets (``context`` shifted by one): a contiguous view."""
+        return self.buffer[1:].reshape(self.mask.shape)
+
+    @property
+    def rows(self) -> np.ndarray:
+        """``(n, block + 1)`` rows: a read-only strided view (consecutive rows overlap)."""
+        count, block = self.mask.shape
+        return np.lib.stride_tricks.as_strided(
+            self.buffer,
+            shape=(count, block + 1),
+            strides=(block * self.buffer.itemsize, self.buffer.itemsize),
+            writeable=False,
+        )
+
+
+def read_packed_rows(
+    documents: DocumentSource,
+    layout: StreamLayout,
+    first_row: int,
+    count: int,
+    *,
+    block: int,
+    pad_id: int,
+    boundary_id: int | None,
+    document_ids: bool,
+) -> PackedRows:
+    """Rows ``[first_row, first_row + count)`` of the packed stream of ``layout``.
+
+    Rows past the stream's end are padding (``pad_id``, masked). Reads only the
+    documents the rows overlap, each once; O(count x block) memory.
+
+    Raises
+    ------
+    TokenIdError, ArgumentTypeError, CorpusFormatError
+        As :func:`~mixle.data._packing.stream_segment` (a bad or changed document).
+    """
+    begin = first_row * block
+    size = count * block
+    end = begin + size + 1
+    stream_end = max(min(end, layout.stream_tokens), begin)
+    buffer = np.empty(end - begin, dtype=np.int64)
+    stream_segment(documents, layout, begin, stream_end, buffer[: stream_end - begin], boundary_id)
+    buffer[stream_end - begin :] = pad_id
+    # Target j of the rows is real iff begin + j + 1 < stream_tokens.
+    real = min(max(layout.stream_tokens - begin - 1, 0), size)
+    mask = np.zeros(size, dtype=np.bool_)
+    mask[:real] = True
+    shape = (count, block)
+    if not document_ids:
+        return PackedRows(buffer, mask.reshape(shape), real, None, None)
+    doc_ids, pos_ids = _document_positions(layout, begin, size)
+    return PackedRows(
+        buffer, mask.reshape(shape), real, doc_ids.reshape(shape), pos_ids.reshape(shape)
+    )
+
+
+def _document_positions(
+    layout: StreamLayout, begin: int, size: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Document ids and in-document positions of stream tokens ``[begin, begin + size)``.
+
+    Filled by ranges: the few documents overlapping the span are located with two
+    binary searches and each contributes one run (its boundary token included);
+    positions past the stream's end are padding (-1 and 0).
+    """
+    doc_ids = np.full(size, -1, dtype=np.int64)
+    pos_ids = np.zeros(size, dtype=np.int64)
+    end = min(begin + size, layout.stream_tokens)
+    if end > begin:
+        first, stop = layout.documents_between(begin, end)
+        edges = np.clip(layout.starts[first : stop + 1], begin, end)
+        edges[-1] = end
+        counts = np.diff(edges)
+        real = end - begin
+        doc_ids[:real] = np.repeat(layout.indices[first:stop], counts)
+        np.subtract(
+            np.arange(begin, end, dtype=np.int64),
+            np.repeat(layout.starts[first:stop], counts),
+            out=pos_ids[:real],
+        )
+    return doc_ids, pos_ids
