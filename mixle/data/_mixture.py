@@ -21,6 +21,7 @@ import numpy as np
 from mixle._checks import exact_int, nonnegative_int, positive_int
 from mixle.data._cursor import Cursor
 from mixle.data._mixture_source import MixtureSource, build_rows, check_weight
+from mixle.data._plan_store import PlanStore, checked_plan_store
 from mixle.data._schedule import MixtureSchedule
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
 
@@ -87,6 +88,12 @@ class Mixture:
     document_ids
         If True, batches carry ``(document_ids, position_ids)`` (each source's own
         document index; -1 and 0 on padding) before the source ids.
+    plan_store
+        Optional :class:`~mixle.data._plan_store.PlanStore` (e.g.
+        ``mixle.corpus.storage.plan_cache.PlanFiles``) that keeps every source's epoch
+        layouts and token count by the source's identity and epoch: a restarted
+        process loads them instead of reading every length and planning the epochs
+        it resumes in. Batches are the same with or without it.
 
     Batches are ``(context, targets, loss_mask, [document_ids, position_ids],
     source_ids)``: ``(batch_size, block)`` int64, int64, bool, [int64, int64] and a
@@ -114,6 +121,7 @@ class Mixture:
         boundary_id: int | None = None,
         phases: Sequence[MixturePhase | tuple[int, Mapping[str, float]]] = (),
         document_ids: bool = False,
+        plan_store: PlanStore | None = None,
     ) -> None:
         self.sources = _checked_sources(sources)
         self.block = positive_int("block", block)
@@ -150,6 +158,7 @@ class Mixture:
             seed=self.seed,
             boundary_id=self.boundary_id,
             pad_id=self.pad_id,
+            plan_store=checked_plan_store(plan_store),
         )
         self._cursor = Cursor("Mixture", index_key="row", version=2)
 
@@ -241,7 +250,7 @@ class Mixture:
         }
         for source, rows in zip(self.sources, self.rows, strict=True):
             identity[f"source {source.name!r} fingerprint"] = rows.fingerprint
-            identity[f"source {source.name!r} num_documents"] = len(rows.lengths)
+            identity[f"source {source.name!r} num_documents"] = rows.num_documents
             identity[f"source {source.name!r} max_epochs"] = source.max_epochs
         identity["phases"] = self._phase_identity()
         return identity

@@ -106,6 +106,7 @@ class _Trainer:
                 world_size=ctx.world_size,
                 seed=config.seed,
                 boundary_id=config.boundary_id,
+                plan_store=self._plan_store(),
             )
             self.mixture.check_budget(steps=config.steps)
             vocab = vocab if vocab is not None else mixture_vocab
