@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from mixle.data._documents import DocumentSource, as_documents
-from mixle.data._order import global_document_order
+from mixle.data._order import global_document_order, length_table
 from mixle.data._packing import StreamLayout, rows_for_stream, stream_segment
 from mixle.data._plan_store import (
     PLAN_FORMAT,
@@ -177,9 +177,9 @@ class SourceRows:
         self.__dict__.update(state)
 
     def _lengths(self) -> np.ndarray:
-        """Every document's length (int64), read on first use."""
+        """Every document's length (a :func:`length_table`), read on first use."""
         if self._lengths_array is None:
-            self._lengths_array = np.asarray(self.documents.lengths, dtype=np.int64)
+            self._lengths_array = length_table(self.documents.lengths)
         return self._lengths_array
 
     def _identity(self, **plan: Any) -> dict[str, Any]:
@@ -198,7 +198,7 @@ class SourceRows:
     def _document_tokens(self) -> int:
         """Tokens of all documents (boundaries excluded), from the store when kept."""
         if self.plan_store is None:
-            return int(self._lengths().sum())
+            return int(self._lengths().sum(dtype=np.int64))
 
         def check(arrays: Any) -> int | None:
             record = arrays.get("tokens")
@@ -208,7 +208,7 @@ class SourceRows:
             return tokens if tokens >= 0 and digest == _tokens_digest(tokens) else None
 
         def build() -> tuple[int, dict[str, np.ndarray]]:
-            tokens = int(self._lengths().sum())
+            tokens = int(self._lengths().sum(dtype=np.int64))
             return tokens, _tokens_arrays(tokens)
 
         return stored_or_built(self.plan_store, self._identity(plan="tokens"), check, build)
@@ -236,11 +236,13 @@ class SourceRows:
 
     def _build_layout(self, epoch: int) -> StreamLayout:
         order = global_document_order(self.num_documents, seed=self.seed, epoch=epoch)
-        layout = StreamLayout.build(order, self._lengths()[order], self.boundary_id is not None)
+        layout = StreamLayout.build(
+            order, self._lengths().take(order), self.boundary_id is not None
+        )
         if layout.stream_tokens != self.stream_tokens:
             # Only a token count loaded from the store can disagree with the lengths.
             if self.plan_store is not None:
-                tokens = int(self._lengths().sum())
+                tokens = int(self._lengths().sum(dtype=np.int64))
                 self.plan_store.save(self._identity(plan="tokens"), _tokens_arrays(tokens))
             raise CorpusFormatError(
                 f"the plan store {self.plan_store!r} held a token count for source "
