@@ -351,7 +351,9 @@ class StreamingCorpus:
             layout = StreamLayout.build(order, ordered_lengths, has_boundary)
             rows = rows_for_stream(layout.stream_tokens, self.block)
             return _EpochPlan(layout, rows, int(_ceil_div(rows, self.global_batch_size)))
-        own = order[self.rank :: self.world_size]
+        # A copy: a strided view would keep every rank's order (world_size times the
+        # rank's share) alive in the plan for the whole epoch.
+        own = order[self.rank :: self.world_size].copy()
         layout = StreamLayout.build(
             own, ordered_lengths[self.rank :: self.world_size], has_boundary
         )

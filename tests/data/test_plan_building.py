@@ -128,6 +128,8 @@ def test_plans_match_the_reference_definition(
     assert plan.layout.lengths.dtype == np.int64 and plan.layout.lengths.tolist() == own_lengths
     assert plan.layout.starts.dtype == np.int64 and plan.layout.starts.tolist() == starts
     assert (plan.rows, plan.num_batches) == (rows, batches)
+    if layout == "per-rank":  # the rank's share only, not a view of every rank's order
+        assert plan.layout.indices.base is None
 
 
 @settings(max_examples=25, deadline=None)
