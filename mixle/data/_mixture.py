@@ -27,6 +27,7 @@ from mixle._checks import exact_int, nonnegative_int, positive_int
 from mixle.data._cursor import Cursor
 from mixle.data._mixture_source import MixtureSource, build_rows, check_weight
 from mixle.data._mixture_windows import SourceWindows
+from mixle.data._plan_store import PlanStore, checked_plan_store
 from mixle.data._schedule import MixtureSchedule
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
 
@@ -44,7 +45,7 @@ class SourceStream(Protocol):
 
     name: str
     fingerprint: str
-    lengths: np.ndarray
+    num_documents: int
     rows_per_epoch: int
 
     def real_tokens(self, rows: int) -> int:
@@ -119,6 +120,13 @@ class Mixture:
         tokens and its next token, drawn from its source's endless stream of Feistel-
         shuffled windows (:class:`~mixle.data._mixture_windows.SourceWindows`); the
         weights are then shares of windows (each window trains one target).
+        document index; -1 and 0 on padding) before the source ids.
+    plan_store
+        Optional :class:`~mixle.data._plan_store.PlanStore` (e.g.
+        ``mixle.corpus.storage.plan_cache.PlanFiles``) that keeps every source's epoch
+        layouts and token count by the source's identity and epoch: a restarted
+        process loads them instead of reading every length and planning the epochs
+        it resumes in. Batches are the same with or without it.
 
     Packed batches are ``(context, targets, loss_mask, [document_ids, position_ids],
     source_ids)``: ``(batch_size, block)`` int64, int64, bool, [int64, int64] and a
@@ -151,6 +159,7 @@ class Mixture:
         phases: Sequence[MixturePhase | tuple[int, Mapping[str, float]]] = (),
         document_ids: bool = False,
         objective: str = "packed",
+        plan_store: PlanStore | None = None,
     ) -> None:
         self.sources = _checked_sources(sources)
         self.block = positive_int("block", block)
@@ -203,6 +212,7 @@ class Mixture:
                     seed=self.seed,
                     boundary_id=self.boundary_id,
                     pad_id=self.pad_id,
+                    plan_store=checked_plan_store(plan_store),
                 )
             )
         )
@@ -303,7 +313,7 @@ class Mixture:
             identity["objective"] = "windows"
         for source, rows in zip(self.sources, self.rows, strict=True):
             identity[f"source {source.name!r} fingerprint"] = rows.fingerprint
-            identity[f"source {source.name!r} num_documents"] = len(rows.lengths)
+            identity[f"source {source.name!r} num_documents"] = rows.num_documents
             identity[f"source {source.name!r} max_epochs"] = source.max_epochs
         identity["phases"] = self._phase_identity()
         return identity

@@ -9,6 +9,12 @@ the global layout packs a corpus (``block + 1`` tokens at stride ``block``, the
 boundary between documents, padding only at the tail of the epoch's last row), so an
 epoch has the same number of rows ``R`` whatever its order and the source's row ``m``
 is row ``m % R`` of epoch ``m // R``: O(1), no replay.
+
+With a :class:`~mixle.data._plan_store.PlanStore`, a source keeps its epoch layouts in
+it, keyed by the source's identity (name, fingerprint, document count, source seed,
+block, boundary) and the epoch, together with its token count: a restarted process
+loads them (checked against the documents on a sample) instead of reading every
+length and planning the epoch again, and rebuilds any that is missing or corrupt.
 """
 
 from __future__ import annotations
@@ -22,10 +28,18 @@ from typing import Any
 import numpy as np
 
 from mixle.data._documents import DocumentSource, as_documents
-from mixle.data._order import global_document_order
+from mixle.data._order import global_document_order, length_table
 from mixle.data._packed_rows import read_packed_rows
 from mixle.data._packing import StreamLayout, rows_for_stream
-from mixle.errors import ArgumentError, ArgumentTypeError
+from mixle.data._plan_store import (
+    PLAN_FORMAT,
+    PlanStore,
+    plan_arrays,
+    plan_from_arrays,
+    sampled_lengths,
+    stored_or_built,
+)
+from mixle.errors import ArgumentError, ArgumentTypeError, CorpusFormatError
 
 __all__ = ["MixtureSource", "SourceRows", "check_weight"]
 
@@ -98,15 +112,32 @@ def source_seed(seed: int, name: str, fingerprint: str) -> int:
     return int.from_bytes(digest.digest()[:8], "little") >> 1
 
 
+def _tokens_arrays(tokens: int) -> dict[str, np.ndarray]:
+    """The stored record of a source's token count, with a digest of it: a plan file's
+    header is checksummed but its arrays are not, and this count is not checked against
+    the documents when it is loaded."""
+    return {"tokens": np.array([tokens, _tokens_digest(tokens)], dtype=np.int64)}
+
+
+def _tokens_digest(tokens: int) -> int:
+    digest = hashlib.sha256(f"mixle-source-tokens\0{tokens}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
 class SourceRows:
     """The endless packed row stream of one source (see the module docstring).
 
     Attributes
     ----------
+    num_documents
+        Documents of the source.
     stream_tokens
         Tokens of one epoch's stream, boundaries included (the same every epoch).
     rows_per_epoch
         ``R``: rows of one epoch.
+    plan_store
+        Where the epoch layouts and the token count are kept across processes, or
+        ``None`` (every process reads the lengths and plans each epoch it reads).
     """
 
     def __init__(
@@ -117,16 +148,19 @@ class SourceRows:
         seed: int,
         boundary_id: int | None,
         pad_id: int,
+        plan_store: PlanStore | None = None,
     ) -> None:
         self.name = source.name
         self.documents: DocumentSource = as_documents(source.documents)
-        self.lengths = np.asarray(self.documents.lengths, dtype=np.int64)
+        self.num_documents = len(self.documents)
         self.fingerprint = self.documents.fingerprint
         self.block, self.boundary_id, self.pad_id = block, boundary_id, pad_id
         self.seed = source_seed(seed, source.name, self.fingerprint)
-        count = len(self.lengths)
+        self.plan_store = plan_store
+        self._lengths_array: np.ndarray | None = None
+        count = self.num_documents
         boundaries = count - 1 if boundary_id is not None and count else 0
-        self.stream_tokens = int(self.lengths.sum()) + boundaries
+        self.stream_tokens = self._document_tokens() + boundaries
         self.rows_per_epoch = rows_for_stream(self.stream_tokens, block)
         if self.rows_per_epoch == 0:
             raise ArgumentError(
@@ -143,15 +177,95 @@ class SourceRows:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
 
+    def _lengths(self) -> np.ndarray:
+        """Every document's length (a :func:`length_table`), read on first use."""
+        if self._lengths_array is None:
+            self._lengths_array = length_table(self.documents.lengths)
+        return self._lengths_array
+
+    def _identity(self, **plan: Any) -> dict[str, Any]:
+        """The identity of one of this source's plans in the store."""
+        return {
+            "mixture_source": self.name,
+            "fingerprint": self.fingerprint,
+            "num_documents": self.num_documents,
+            "seed": self.seed,
+            "block": self.block,
+            "boundary_id": self.boundary_id,
+            "plan_format": PLAN_FORMAT,
+            **plan,
+        }
+
+    def _document_tokens(self) -> int:
+        """Tokens of all documents (boundaries excluded), from the store when kept."""
+        if self.plan_store is None:
+            return int(self._lengths().sum(dtype=np.int64))
+
+        def check(arrays: Any) -> int | None:
+            record = arrays.get("tokens")
+            if record is None or record.dtype != np.int64 or record.shape != (2,):
+                return None
+            tokens, digest = (int(v) for v in record)
+            return tokens if tokens >= 0 and digest == _tokens_digest(tokens) else None
+
+        def build() -> tuple[int, dict[str, np.ndarray]]:
+            tokens = int(self._lengths().sum(dtype=np.int64))
+            return tokens, _tokens_arrays(tokens)
+
+        return stored_or_built(self.plan_store, self._identity(plan="tokens"), check, build)
+
     def layout(self, epoch: int) -> StreamLayout:
-        """The epoch's layout (the two most recent epochs are cached)."""
+        """The epoch's layout (the two most recent epochs are cached; loaded from the
+        plan store when it holds a consistent one, else built and saved to it)."""
         layout = self._layouts.get(epoch)
         if layout is None:
-            order = global_document_order(len(self.lengths), seed=self.seed, epoch=epoch)
-            layout = StreamLayout.build(order, self.lengths[order], self.boundary_id is not None)
+            store = self.plan_store
+            if store is None:
+                layout = self._build_layout(epoch)
+            else:
+
+                def build() -> tuple[StreamLayout, dict[str, np.ndarray]]:
+                    built = self._build_layout(epoch)
+                    return built, plan_arrays(built, self.rows_per_epoch, self.rows_per_epoch)
+
+                identity = self._identity(epoch=epoch)
+                layout = stored_or_built(store, identity, self._stored_layout, build)
             if len(self._layouts) >= 2:
                 self._layouts.pop(next(iter(self._layouts)))
             self._layouts[epoch] = layout
+        return layout
+
+    def _build_layout(self, epoch: int) -> StreamLayout:
+        order = global_document_order(self.num_documents, seed=self.seed, epoch=epoch)
+        layout = StreamLayout.build(
+            order, self._lengths().take(order), self.boundary_id is not None
+        )
+        if layout.stream_tokens != self.stream_tokens:
+            # Only a token count loaded from the store can disagree with the lengths.
+            if self.plan_store is not None:
+                tokens = int(self._lengths().sum(dtype=np.int64))
+                self.plan_store.save(self._identity(plan="tokens"), _tokens_arrays(tokens))
+            raise CorpusFormatError(
+                f"the plan store {self.plan_store!r} held a token count for source "
+                f"{self.name!r} that its documents do not have ({self.stream_tokens} stream "
+                f"tokens recorded, {layout.stream_tokens} now); the record has been rewritten: "
+                "build the mixture again."
+            )
+        return layout
+
+    def _stored_layout(self, arrays: Any) -> StreamLayout | None:
+        """A loaded layout, or ``None`` when it is not consistent with this source."""
+        loaded = plan_from_arrays(
+            arrays,
+            self.num_documents,
+            lambda indices: sampled_lengths(self.documents, self._lengths_array, indices),
+            self.boundary_id is not None,
+        )
+        if loaded is None:
+            return None
+        layout, rows, _ = loaded
+        if layout.stream_tokens != self.stream_tokens or rows != self.rows_per_epoch:
+            return None
         return layout
 
     def real_tokens(self, rows: int) -> int:
@@ -196,9 +310,12 @@ def build_rows(
     seed: int,
     boundary_id: int | None,
     pad_id: int,
+    plan_store: PlanStore | None = None,
 ) -> list[SourceRows]:
     """One :class:`SourceRows` per source (raises on the first empty source)."""
     return [
-        SourceRows(s, block=block, seed=seed, boundary_id=boundary_id, pad_id=pad_id)
+        SourceRows(
+            s, block=block, seed=seed, boundary_id=boundary_id, pad_id=pad_id, plan_store=plan_store
+        )
         for s in sources
     ]

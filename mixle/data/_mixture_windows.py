@@ -40,6 +40,7 @@ class SourceWindows:
         self.name = source.name
         self.documents: DocumentSource = as_documents(source.documents)
         self.lengths = np.asarray(self.documents.lengths, dtype=np.int64)
+        self.num_documents = len(self.lengths)
         self.fingerprint = self.documents.fingerprint
         self.seed = source_seed(seed, source.name, self.fingerprint)
         self.windows = TokenWindows(self.documents, self.lengths, block, boundary_id)

@@ -14,6 +14,7 @@ __all__ = [
     "SequenceSelector",
     "as_document_indices",
     "global_document_order",
+    "length_table",
     "shard_documents_for_rank",
 ]
 
@@ -71,6 +72,24 @@ def as_document_indices(values: Any, what: str, num_documents: int | None) -> np
             f"valid indices are {bound}."
         )
     return result
+
+
+def length_table(lengths: Any) -> np.ndarray:
+    """Document lengths in the narrowest integer dtype that holds them all.
+
+    Planning an epoch gathers every length in shuffled order (10M random reads for 10M
+    documents). Documents of fewer than 65,536 tokens fit in a 2-byte table, a quarter
+    of the int64 one, so the gather misses the cache less, and the table kept beside a
+    stream costs a quarter of the memory. Values are unchanged; sums and cumulative
+    sums over the table must ask for an int64 result.
+    """
+    array = np.asarray(lengths)
+    if array.size == 0:
+        return np.empty(0, dtype=np.uint8)
+    dtype = np.result_type(
+        np.min_scalar_type(int(array.min())), np.min_scalar_type(int(array.max()))
+    )
+    return array.astype(dtype)
 
 
 def global_document_order(

@@ -19,13 +19,25 @@ rejected (and rebuilt by the caller) instead of producing wrong batches.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
+from mixle.data._documents import DocumentSource
 from mixle.data._packing import StreamLayout
+from mixle.errors import ArgumentTypeError
 
-__all__ = ["PLAN_FORMAT", "PlanStore", "plan_arrays", "plan_from_arrays"]
+__all__ = [
+    "PLAN_FORMAT",
+    "PlanStore",
+    "checked_plan_store",
+    "plan_arrays",
+    "plan_from_arrays",
+    "sampled_lengths",
+    "stored_or_built",
+]
+
+Plan = TypeVar("Plan")
 
 # Bumped whenever the arrays below change meaning.
 PLAN_FORMAT = 1
@@ -46,6 +58,22 @@ class PlanStore(Protocol):
     def load(self, identity: Mapping[str, Any]) -> Mapping[str, np.ndarray] | None: ...
 
     def save(self, identity: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None: ...
+
+
+def checked_plan_store(value: Any) -> PlanStore | None:
+    """``value`` when it is ``None`` or a :class:`PlanStore`.
+
+    Raises
+    ------
+    ArgumentTypeError
+        Anything else.
+    """
+    if value is not None and not isinstance(value, PlanStore):
+        raise ArgumentTypeError(
+            "`plan_store` must have load(identity) and save(identity, arrays). "
+            f"Got {type(value).__name__} instead."
+        )
+    return value
 
 
 def plan_arrays(layout: StreamLayout, rows: int, num_batches: int) -> dict[str, np.ndarray]:
@@ -102,3 +130,30 @@ def plan_from_arrays(
         if not np.array_equal(starts[picks + 1] - starts[picks], pieces):
             return None
     return StreamLayout(indices, lengths, starts, has_boundary), rows, num_batches
+
+
+def sampled_lengths(
+    documents: DocumentSource, lengths: np.ndarray | None, indices: np.ndarray
+) -> np.ndarray:
+    """Lengths of a few documents (int64): from ``lengths`` when it has been read, else
+    from the documents themselves (so checking a loaded plan never reads every length)."""
+    if lengths is not None:
+        return np.asarray(lengths[indices], dtype=np.int64)
+    return np.array(list(map(len, documents.take(indices.tolist()))), dtype=np.int64)
+
+
+def stored_or_built(
+    store: PlanStore,
+    identity: Mapping[str, Any],
+    check: Callable[[Mapping[str, np.ndarray]], Plan | None],
+    build: Callable[[], tuple[Plan, Mapping[str, np.ndarray]]],
+) -> Plan:
+    """The plan of ``identity`` loaded from ``store`` when ``check`` accepts its arrays,
+    else ``build()``'s plan, whose arrays are saved to ``store`` under ``identity``
+    (replacing a missing, corrupt or inconsistent one)."""
+    arrays = store.load(identity)
+    plan = None if arrays is None else check(arrays)
+    if plan is None:
+        plan, arrays = build()
+        store.save(identity, arrays)
+    return plan

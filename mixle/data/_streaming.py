@@ -7,7 +7,7 @@ lengths) and O(batch_size x block) tokens per batch; it never packs a whole shar
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import BuiltinFunctionType, FunctionType, MethodType
 from typing import Any
@@ -17,10 +17,18 @@ import numpy as np
 from mixle._checks import exact_int, nonnegative_int, positive_int
 from mixle.data._cursor import Cursor, identity_differences
 from mixle.data._documents import as_documents, supports_prefetch
-from mixle.data._order import SequenceSelector, global_document_order
+from mixle.data._order import SequenceSelector, global_document_order, length_table
 from mixle.data._packed_rows import read_packed_rows
 from mixle.data._packing import StreamLayout, rows_for_stream
-from mixle.data._plan_store import PLAN_FORMAT, PlanStore, plan_arrays, plan_from_arrays
+from mixle.data._plan_store import (
+    PLAN_FORMAT,
+    PlanStore,
+    checked_plan_store,
+    plan_arrays,
+    plan_from_arrays,
+    sampled_lengths,
+    stored_or_built,
+)
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
 
 __all__ = ["LAYOUTS", "StreamingCorpus"]
@@ -253,11 +261,7 @@ class StreamingCorpus:
         self.prefetch = _flag("prefetch", prefetch)
         self._supports_prefetch = self.prefetch and supports_prefetch(self.documents)
         self._plans: dict[int, _EpochPlan] = {}
-        if plan_store is not None and not isinstance(plan_store, PlanStore):
-            raise ArgumentTypeError(
-                "`plan_store` must have load(identity) and save(identity, arrays). "
-                f"Got {type(plan_store).__name__} instead."
-            )
+        plan_store = checked_plan_store(plan_store)
         self.plan_store = None if sequence_selector is not None else plan_store
         if self.plan_store is None:
             # Read (and, for in-memory documents, check) every length now; with a plan
@@ -302,28 +306,24 @@ class StreamingCorpus:
         if store is None:
             return self._keep(epoch, self._build_plan(epoch))
         identity = {**self.stream_identity(), "epoch": epoch, "plan_format": PLAN_FORMAT}
-        plan = self._stored_plan(store.load(identity))
-        if plan is None:
-            plan = self._build_plan(epoch)
-            store.save(identity, plan_arrays(plan.layout, plan.rows, plan.num_batches))
-        return self._keep(epoch, plan)
+
+        def build() -> tuple[_EpochPlan, dict[str, np.ndarray]]:
+            built = self._build_plan(epoch)
+            return built, plan_arrays(built.layout, built.rows, built.num_batches)
+
+        return self._keep(epoch, stored_or_built(store, identity, self._stored_plan, build))
 
     def _lengths(self) -> np.ndarray:
-        """Every document's length (int64), read from ``documents`` on first use."""
+        """Every document's length (a :func:`length_table`), read on first use."""
         if self._lengths_array is None:
-            self._lengths_array = np.asarray(self.documents.lengths, dtype=np.int64)
+            self._lengths_array = length_table(self.documents.lengths)
         return self._lengths_array
 
     def _sampled_lengths(self, indices: np.ndarray) -> np.ndarray:
-        """Lengths of a few documents: from the lengths when read, else the documents."""
-        if self._lengths_array is not None:
-            return self._lengths_array[indices]
-        return np.array(list(map(len, self.documents.take(indices.tolist()))), dtype=np.int64)
+        return sampled_lengths(self.documents, self._lengths_array, indices)
 
-    def _stored_plan(self, arrays: Any) -> _EpochPlan | None:
-        """A loaded plan, or ``None`` when there is none or it fails the checks."""
-        if arrays is None:
-            return None
+    def _stored_plan(self, arrays: Mapping[str, np.ndarray]) -> _EpochPlan | None:
+        """A loaded plan, or ``None`` when it fails the checks."""
         loaded = plan_from_arrays(
             arrays, self._num_documents, self._sampled_lengths, self.boundary_id is not None
         )
@@ -343,15 +343,18 @@ class StreamingCorpus:
             epoch=epoch,
             sequence_selector=self.sequence_selector,
         )
-        # One random gather of the lengths serves this rank's layout and every rank's total.
-        ordered_lengths = self._lengths()[order]
+        # One random gather of the lengths serves this rank's layout and every rank's
+        # total (`take` of the narrow table: about 30% cheaper than int64 fancy indexing).
+        ordered_lengths = self._lengths().take(order)
         has_boundary = self.boundary_id is not None
         if self.layout == "global":
             # One row stream for all ranks: global batch k is rows [kG, (k+1)G).
             layout = StreamLayout.build(order, ordered_lengths, has_boundary)
             rows = rows_for_stream(layout.stream_tokens, self.block)
             return _EpochPlan(layout, rows, int(_ceil_div(rows, self.global_batch_size)))
-        own = order[self.rank :: self.world_size]
+        # A copy: a strided view would keep every rank's order (world_size times the
+        # rank's share) alive in the plan for the whole epoch.
+        own = order[self.rank :: self.world_size].copy()
         layout = StreamLayout.build(
             own, ordered_lengths[self.rank :: self.world_size], has_boundary
         )

@@ -35,8 +35,10 @@ def open_mixture(path: str, *, block: int, **options: Any) -> tuple[Mixture, int
     """The mixture described by the file at ``path``, and the sources' largest vocab size.
 
     ``options`` go to :class:`~mixle.data.Mixture` (``batch_size``, ``rank``,
-    ``world_size``, ``seed``, ``boundary_id``...). Raises what the file parser, the
-    corpora and the mixture raise, before any batch.
+    ``world_size``, ``seed``, ``boundary_id``, ``plan_store``...; ``mixle train`` passes
+    ``PlanFiles(<checkpoint_dir>/plans)``, so a resumed run loads every source's epoch
+    layouts instead of planning them). Raises what the file parser, the corpora and
+    the mixture raise, before any batch.
     """
     spec = read_mixture_file(path)
     sources, vocab = [], None

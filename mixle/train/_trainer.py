@@ -108,6 +108,7 @@ class _Trainer:
                 seed=config.seed,
                 boundary_id=config.boundary_id,
                 objective=config.objective,
+                plan_store=self._plan_store(),
             )
             self.mixture.check_budget(steps=config.steps)
             vocab = vocab if vocab is not None else mixture_vocab
