@@ -9,7 +9,9 @@ command gets the same plan, and :attr:`IngestPlan.plan_id` names it: a unit reco
 carries the id of the plan it was converted for, and commit refuses records of any
 other plan.
 
-A plan is JSON (never pickle): :meth:`IngestPlan.write` / :meth:`IngestPlan.read`.
+A plan is JSON (never pickle) with a format ``version``: :meth:`IngestPlan.write` /
+:meth:`IngestPlan.read`; :meth:`IngestPlan.check_inputs` tells whether the inputs are
+still the files the plan was made of.
 """
 
 from __future__ import annotations
@@ -32,7 +34,10 @@ from mixle.corpus.ingestion.options import IngestOptions
 from mixle.corpus.ingestion.workers import UnitJob
 from mixle.errors import ArgumentError, IngestError
 
-__all__ = ["IngestPlan", "plan_differences", "plan_ingest", "recorded_options"]
+__all__ = ["PLAN_VERSION", "IngestPlan", "plan_differences", "plan_ingest", "recorded_options"]
+
+#: Format version of a plan file; :meth:`IngestPlan.from_dict` refuses any other.
+PLAN_VERSION = 1
 
 
 def recorded_options(options: IngestOptions) -> dict[str, Any]:
@@ -122,6 +127,7 @@ class IngestPlan:
     def to_dict(self) -> dict[str, Any]:
         """The JSON-able plan (what :meth:`write` stores)."""
         return {
+            "version": PLAN_VERSION,
             "source": json.loads(json.dumps(self.source)),
             "files": [item.to_dict() for item in self.files],
             "units": [unit.to_dict() for unit in self.units],
@@ -135,8 +141,16 @@ class IngestPlan:
         Raises
         ------
         IngestError
-            ``value`` is not a plan (a key is missing or has the wrong shape).
+            ``value`` is not a plan (a key is missing or has the wrong shape), or is a
+            plan of another format version.
         """
+        version = value.get("version")
+        if version != PLAN_VERSION:
+            raise IngestError(
+                f"plan format version {version!r} is not the version this mixle reads "
+                f"({PLAN_VERSION}); write the plan again with this mixle (mixle ingest ... "
+                "--write-plan PLAN.json)."
+            )
         try:
             files = tuple(InputFile(**item) for item in value["files"])
             units = tuple(
@@ -162,16 +176,48 @@ class IngestPlan:
         Raises
         ------
         IngestError
-            The file is missing, not JSON, or not a plan.
+            The file is missing, not JSON, not a plan or of another format version
+            (the message names the file).
         """
+        name = os.fspath(path)
         try:
-            with open(os.fspath(path), encoding="utf-8") as handle:
+            with open(name, encoding="utf-8") as handle:
                 value = json.load(handle)
         except (OSError, ValueError) as exc:
-            raise IngestError(f"cannot read the ingest plan {os.fspath(path)} ({exc}).") from exc
+            raise IngestError(f"cannot read the ingest plan {name} ({exc}).") from exc
         if not isinstance(value, dict):
-            raise IngestError(f"{os.fspath(path)} is not an ingest plan (not a JSON object).")
-        return cls.from_dict(value)
+            raise IngestError(f"{name} is not an ingest plan (not a JSON object).")
+        try:
+            return cls.from_dict(value)
+        except IngestError as exc:
+            raise IngestError(f"{name}: {exc}") from exc
+
+    def check_inputs(self) -> None:
+        """Check that the inputs still resolve to the files of the plan (names, sizes,
+        mtimes), so units run from a plan file convert what was planned.
+
+        Raises
+        ------
+        IngestError
+            An input is missing, or has changed or appeared since the plan was made
+            (the changed files are named).
+        """
+        files = resolve_inputs(list(self.source["inputs"]), self.source["options"]["input_format"])
+        planned = {item.path: item for item in self.files}
+        found = {item.path: item for item in files}
+        changed = [path for path in planned if path in found and found[path] != planned[path]]
+        missing = [path for path in planned if path not in found]
+        added = [path for path in found if path not in planned]
+        problems = [
+            f"{label}: {', '.join(paths[:5])}{' ...' if len(paths) > 5 else ''}"
+            for label, paths in (("changed", changed), ("missing", missing), ("new", added))
+            if paths
+        ]
+        if problems:
+            raise IngestError(
+                f"the inputs are no longer the files the plan was made of ({'; '.join(problems)}); "
+                "make the plan again (--write-plan) from the current inputs."
+            )
 
 
 def plan_ingest(inputs: Any, options: IngestOptions) -> IngestPlan:

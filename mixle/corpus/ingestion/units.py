@@ -59,26 +59,20 @@ def unit_name(index: int) -> str:
     return f"unit-{index:06d}"
 
 
-def require_distributable(plan: IngestPlan, output: OutputArea) -> None:
-    """Refuse a plan that cannot run as independent units into ``output``.
+def require_distributable(plan: IngestPlan) -> None:
+    """Refuse a plan that cannot run as independent units.
 
     Raises
     ------
     ArgumentError
         The token dtype is not fixed (each unit would pick its own, and the widest is
-        known only after a second pass over every unit), or ``on_error="skip"`` with a
-        URL output (the rejects list is assembled on a local disk).
+        known only after a second pass over every unit).
     """
     if plan.dtype is None:
         raise ArgumentError(
             "distributed ingestion (--executor dask, --task i/n, run_unit) needs the token "
             "dtype before any unit runs: pass --vocab-size N (e.g. --vocab-size 50257) or "
             "--dtype uint16|uint32|int64 (vocab_size=/dtype= in Python)."
-        )
-    if output.is_url and plan.job["on_error"] == "skip":
-        raise ArgumentError(
-            "distributed ingestion to a URL supports only on_error='raise' (the rejects list "
-            "needs a local output); ingest to a local directory, or fix the input."
         )
 
 
@@ -155,7 +149,7 @@ def run_unit(
         ``output`` already holds a committed corpus.
     """
     area = OutputArea(os.fspath(output), storage_options)
-    require_distributable(plan, area)
+    require_distributable(plan)
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(plan.units):
         raise ArgumentError(
             f"`index` must be a unit of the plan, 0 <= index < {len(plan.units)}. Got {index!r} instead."
