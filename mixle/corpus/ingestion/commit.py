@@ -36,6 +36,7 @@ from mixle.corpus.ingestion.publishing import (
     build_publish_plan,
     publish,
     read_publish_plan,
+    remove_tree,
     write_publish_plan,
 )
 from mixle.corpus.ingestion.units import PLAN_NAME, WORK_DIR_NAME, unit_name
@@ -375,6 +376,8 @@ def commit_ingest(
     value = area.read_json(f"{WORK_DIR_NAME}/{PLAN_NAME}")
     if value is None:
         if area.exists(MANIFEST_NAME):
+            if not area.is_url:  # killed while removing the renamed work directory
+                remove_tree(f"{work}-done")
             return _existing_summary(area, started)
         raise IngestError(
             f"{area.output} holds no ingest to commit (no {WORK_DIR_NAME}/{PLAN_NAME}); run its "
