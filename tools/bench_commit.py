@@ -13,9 +13,14 @@ For each: wall time of the call, the moment the manifest appeared (relative to t
 start), the process CPU time, and the bytes read (``rchar`` of ``/proc/self/io``)
 against the bytes of token and offsets files published.
 
+With ``--s3-units N`` (N > 0) also: the commit of N units run straight into a moto S3
+server on 127.0.0.1 (records read in one concurrent batch, shards copied server-side,
+manifest last), fresh units every round.
+
 Usage::
 
     python tools/bench_commit.py --units 1000 --rounds 3 --work /tmp/bench-commit
+    python tools/bench_commit.py --units 1000 --rounds 3 --s3-units 200
 """
 
 from __future__ import annotations
@@ -49,6 +54,14 @@ def _read_chars() -> int:
     raise RuntimeError("no rchar in /proc/self/io")
 
 
+def write_input(path: Path, units: int, seed: int) -> None:
+    """A JSONL file of ``4 * units`` documents of 200 random ids."""
+    rng = np.random.default_rng(seed)
+    with open(path, "w", encoding="ascii") as handle:
+        for _ in range(units * 4):
+            handle.write(json.dumps({"input_ids": rng.integers(0, VOCAB, 200).tolist()}) + "\n")
+
+
 def make_template(work: Path, units: int) -> Path:
     """Run every unit of a ``units``-unit plan into ``work/template`` (once)."""
     template = work / "template"
@@ -57,10 +70,7 @@ def make_template(work: Path, units: int) -> Path:
         return template
     shutil.rmtree(template, ignore_errors=True)
     source = work / "commit-input.jsonl"
-    rng = np.random.default_rng(1)
-    with open(source, "w", encoding="ascii") as handle:
-        for _ in range(units * 4):
-            handle.write(json.dumps({"input_ids": rng.integers(0, VOCAB, 200).tolist()}) + "\n")
+    write_input(source, units, 1)
     options = IngestOptions(vocab_size=VOCAB, unit_size=source.stat().st_size // units + 1)
     plan = plan_ingest([str(source)], options)
     for unit in plan.units:
@@ -95,11 +105,45 @@ def commit_round(template: Path, out: Path, removers: int) -> dict[str, float]:
     }
 
 
+def s3_rounds(work: Path, units: int, rounds: int) -> dict[str, object]:
+    """Median commit time of ``units`` units run into moto S3 (fresh units per round)."""
+    import uuid
+
+    from tests.corpus._servers import moto_s3
+
+    source = work / f"s3-input-{units}.jsonl"
+    write_input(source, units, 2)
+    options = IngestOptions(vocab_size=VOCAB, unit_size=source.stat().st_size // units + 1)
+    plan = plan_ingest([str(source)], options)
+    times, cpus = [], []
+    with moto_s3() as storage:
+        from mixle.corpus.storage.fs import filesystem
+
+        filesystem("s3", storage).mkdir("bench")
+        for _ in range(rounds):
+            url = f"s3://bench/{uuid.uuid4().hex}"
+            for unit in plan.units:
+                run_unit(plan, unit.index, url, storage_options=storage)
+            cpu = time.process_time()
+            begin = time.perf_counter()
+            commit_ingest(url, storage_options=storage)
+            times.append(time.perf_counter() - begin)
+            cpus.append(time.process_time() - cpu)
+            print("s3", json.dumps({"commit_s": times[-1], "cpu_s": cpus[-1]}), flush=True)
+    return {
+        "units": len(plan.units),
+        "commit_s": statistics.median(times),
+        "cpu_s": statistics.median(cpus),
+        "rounds_s": times,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--units", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--work", default="/tmp/mixle-bench-commit")
+    parser.add_argument("--s3-units", type=int, default=0)
     args = parser.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -122,6 +166,8 @@ def main() -> None:
     results["ratio_serial_over_parallel"] = (
         results["serial"]["commit_s"] / results["parallel"]["commit_s"]  # type: ignore[index]
     )
+    if args.s3_units:
+        results["s3"] = s3_rounds(work, args.s3_units, args.rounds)
     results["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(results, indent=1))
 

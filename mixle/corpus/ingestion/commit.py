@@ -39,7 +39,7 @@ from mixle.corpus.ingestion.publishing import (
     remove_tree,
     write_publish_plan,
 )
-from mixle.corpus.ingestion.units import PLAN_NAME, WORK_DIR_NAME, unit_name
+from mixle.corpus.ingestion.units import PLAN_NAME, WORK_DIR_NAME, read_output_plan, unit_name
 from mixle.corpus.ingestion.workers import DONE_NAME, REJECTS_NAME, write_json_atomic
 from mixle.corpus.storage.open import is_url
 from mixle.errors import CorpusExistsError, IngestError
@@ -241,7 +241,11 @@ def check_units(area: OutputArea, plan: IngestPlan) -> dict[int, dict[str, Any]]
     records: dict[int, dict[str, Any]] = {}
     finished = [unit_name(unit.index) for unit in plan.units if unit_name(unit.index) in present]
     files = area.read_many(
-        [f"{WORK_DIR_NAME}/{name}/{file}" for name in finished for file in (DONE_NAME, MANIFEST_NAME)]
+        [
+            f"{WORK_DIR_NAME}/{name}/{file}"
+            for name in finished
+            for file in (DONE_NAME, MANIFEST_NAME)
+        ]
     )
     for unit in plan.units:
         name = unit_name(unit.index)
@@ -373,8 +377,8 @@ def commit_ingest(
         if interrupted is not None:  # a commit killed while publishing: finish it
             publish(area.output, work, interrupted)
             return published_summary(interrupted, area.output, 0, 0, started)
-    value = area.read_json(f"{WORK_DIR_NAME}/{PLAN_NAME}")
-    if value is None:
+    plan = read_output_plan(area)
+    if plan is None:
         if area.exists(MANIFEST_NAME):
             if not area.is_url:  # killed while removing the renamed work directory
                 remove_tree(f"{work}-done")
@@ -383,7 +387,6 @@ def commit_ingest(
             f"{area.output} holds no ingest to commit (no {WORK_DIR_NAME}/{PLAN_NAME}); run its "
             "units first (mixle ingest INPUT... OUTPUT --task i/n)."
         )
-    plan = IngestPlan.from_dict(value)
     records = check_units(area, plan)
     units = plan.units
     if not area.is_url:
@@ -395,7 +398,9 @@ def commit_ingest(
     skipped = sum(records[u.index]["skipped"] for u in units)
     path = rejects_path(plan.job["on_error"], rejects, area.output)
     if path is not None:
-        write_rejects(path, OutputArea(area.describe(WORK_DIR_NAME), storage_options), units, records)
+        write_rejects(
+            path, OutputArea(area.describe(WORK_DIR_NAME), storage_options), units, records
+        )
     publish_plan = build_publish_plan(
         shards,
         dtype=str(plan.dtype),

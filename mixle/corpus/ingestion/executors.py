@@ -150,9 +150,7 @@ def run_task(
     )
 
 
-def run_in_pool(
-    plan: IngestPlan, output: str, workers: int, storage_options: Any = None
-) -> None:
+def run_in_pool(plan: IngestPlan, output: str, workers: int, storage_options: Any = None) -> None:
     """Run every unit of ``plan`` into ``output`` in ``workers`` local processes."""
     run = functools.partial(run_unit, plan, output=output, storage_options=storage_options)
     context = multiprocessing.get_context("spawn")

@@ -148,8 +148,7 @@ class IngestPlan:
         if version != PLAN_VERSION:
             raise IngestError(
                 f"plan format version {version!r} is not the version this mixle reads "
-                f"({PLAN_VERSION}); write the plan again with this mixle (mixle ingest ... "
-                "--write-plan PLAN.json)."
+                f"({PLAN_VERSION}); make the plan again with this mixle."
             )
         try:
             files = tuple(InputFile(**item) for item in value["files"])

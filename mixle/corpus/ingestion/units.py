@@ -42,6 +42,7 @@ __all__ = [
     "PLAN_NAME",
     "WORK_DIR_NAME",
     "ensure_plan",
+    "read_output_plan",
     "require_distributable",
     "run_unit",
     "unit_name",
@@ -91,11 +92,10 @@ def ensure_plan(plan: IngestPlan, output: OutputArea) -> None:
             f"{output.output} already holds a corpus; remove it (or pass --overwrite with "
             "--executor dask) before ingesting into it again."
         )
-    existing = output.read_json(_PLAN)
-    if existing is None:
+    previous = read_output_plan(output)
+    if previous is None:
         output.write_bytes(_PLAN, plan_json(plan))
         return
-    previous = IngestPlan.from_dict(existing)
     if previous.plan_id != plan.plan_id:
         differences = plan_differences(previous.to_dict(), plan.to_dict(), "the output's plan")
         raise IngestError(
@@ -103,6 +103,28 @@ def ensure_plan(plan: IngestPlan, output: OutputArea) -> None:
             f"options): {'; '.join(differences) or 'plan ids differ'}. Use the same command, "
             "or remove the output first."
         )
+
+
+def read_output_plan(output: OutputArea) -> IngestPlan | None:
+    """The plan recorded in ``output`` by its first unit, or ``None``.
+
+    Raises
+    ------
+    IngestError
+        The recorded file is not a plan this mixle reads (the file is named).
+    """
+    value = output.read_json(_PLAN)
+    if value is None:
+        return None
+    try:
+        if not isinstance(value, dict):
+            raise IngestError("not a JSON object.")
+        return IngestPlan.from_dict(value)
+    except IngestError as exc:
+        raise IngestError(
+            f"{output.describe(_PLAN)}: {exc} Remove {output.describe(WORK_DIR_NAME)} and run "
+            "the units again."
+        ) from exc
 
 
 def plan_json(plan: IngestPlan) -> bytes:
@@ -195,7 +217,9 @@ def _convert(plan: IngestPlan, unit: WorkUnit, directory: str, plan_id: str) -> 
         )
     with open(os.path.join(directory, MANIFEST_NAME), "rb") as handle:
         manifest = parse_manifest(handle.read(), directory)
-    record = dict(result, plan=plan_id, unit=unit.index, shards=[entry.to_dict() for entry in manifest.shards])
+    record = dict(
+        result, plan=plan_id, unit=unit.index, shards=[entry.to_dict() for entry in manifest.shards]
+    )
     write_json_atomic(os.path.join(directory, DONE_NAME), record)
     return record
 

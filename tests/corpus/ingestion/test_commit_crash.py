@@ -39,12 +39,19 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return units, local
 
 
-def test_a_commit_that_fails_after_the_records_are_gone_is_finished_by_the_next(
-    tmp_path: Path, prepared: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def copied(tmp_path: Path, prepared: tuple[Path, Path]) -> tuple[Path, Path]:
+    """(a fresh copy of the prepared units to commit; the local run)."""
     units, local = prepared
     out = tmp_path / "out"
     shutil.copytree(units, out)
+    return out, local
+
+
+def test_a_commit_that_fails_after_the_records_are_gone_is_finished_by_the_next(
+    copied: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out, local = copied
 
     def fail(*args: object, **kwargs: object) -> None:
         raise OSError("disk full (injected)")
@@ -62,11 +69,9 @@ def test_a_commit_that_fails_after_the_records_are_gone_is_finished_by_the_next(
 
 @pytest.mark.parametrize("delay", [0.0, 0.3, 0.8, 1.5])
 def test_a_commit_killed_at_any_moment_is_finished_by_the_next(
-    tmp_path: Path, prepared: tuple[Path, Path], delay: float
+    copied: tuple[Path, Path], delay: float
 ) -> None:
-    units, local = prepared
-    out = tmp_path / "out"
-    shutil.copytree(units, out)
+    out, local = copied
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     process = subprocess.Popen(
         [sys.executable, "-m", "mixle.cli", "ingest", "--commit", str(out), "-q"], env=env
@@ -83,11 +88,9 @@ def test_a_commit_killed_at_any_moment_is_finished_by_the_next(
 
 
 def test_a_commit_killed_while_removing_the_work_directory_is_cleaned_by_the_next(
-    tmp_path: Path, prepared: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+    copied: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    units, local = prepared
-    out = tmp_path / "out"
-    shutil.copytree(units, out)
+    out, local = copied
     monkeypatch.setattr(publishing, "remove_tree", lambda path: None)  # "killed" there
     commit_ingest(out)
     assert (out / ".mixle-ingest-done").is_dir()

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import json
-import multiprocessing
 import uuid
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,13 @@ from mixle.cli import main
 from mixle.corpus import CorpusWriter, ingest, open_corpus, publish_corpus
 from mixle.corpus.storage.fs import filesystem
 from tests.corpus._remote_fixtures import *  # noqa: F403
-from tests.corpus.ingestion.distributed_helpers import OPTIONS, make_inputs, tree
+from tests.corpus.ingestion.distributed_helpers import (
+    OPTIONS,
+    make_inputs,
+    run_tasks_into,
+    s3_objects,
+    tree,
+)
 
 SKIP = dict(OPTIONS, on_error="skip")
 
@@ -48,20 +53,6 @@ def _inputs_with_bad_records(tmp_path: Path) -> list[str]:
     return [*paths, str(bad)]
 
 
-def _task(inputs: list[str], url: str, task: str, storage_options: dict[str, Any]) -> None:
-    ingest(inputs, url, task=task, storage_options=storage_options, **SKIP)
-
-
-def _objects(url: str, storage_options: dict[str, Any]) -> dict[str, bytes]:
-    fs = filesystem("s3", storage_options)
-    root = url[len("s3://") :]
-    return {
-        name[len(root) + 1 :]: fs.cat_file(name)
-        for name in fs.find(root)
-        if not name[len(root) + 1 :].startswith(".")
-    }
-
-
 def test_skip_with_tasks_into_s3_then_the_commit_command_equal_the_local_run(
     tmp_path: Path, s3: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -70,20 +61,14 @@ def test_skip_with_tasks_into_s3_then_the_commit_command_equal_the_local_run(
     summary = ingest(inputs, local, **SKIP)
     assert summary.skipped == 12
     url = f"s3://corpora/{uuid.uuid4().hex}"
-    context = multiprocessing.get_context("spawn")
-    procs = [context.Process(target=_task, args=(inputs, url, f"{i}/2", s3)) for i in range(2)]
-    for proc in procs:
-        proc.start()
-    for proc in procs:
-        proc.join(timeout=300)
-        assert proc.exitcode == 0
+    run_tasks_into(inputs, url, s3, SKIP)
     fs = filesystem("s3", s3)
     assert not fs.exists(f"{url}/manifest.json")
     assert not fs.exists(f"{url}/rejects.jsonl")  # nothing published before the commit
     capsys.readouterr()
     assert main(["ingest", "--commit", url, *_endpoint(s3)]) == 0
     assert "skipped: 12" in capsys.readouterr().out
-    objects = _objects(url, s3)
+    objects = s3_objects(url, s3)
     assert objects == tree(local)
     reasons = [json.loads(line)["where"] for line in objects["rejects.jsonl"].splitlines()]
     assert reasons[0] == f"{inputs[2]} line 6"
@@ -161,7 +146,7 @@ def test_merge_widens_on_s3_rewriting_only_the_narrower_shards(
         )
         == 0
     )
-    objects, files = _objects(out, s3), tree(local_merge)
+    objects, files = s3_objects(out, s3), tree(local_merge)
     # Same shard files as a local merge; the manifests differ only in the names of the
     # merged corpora (URLs here) recorded under metadata.merged_from.
     assert {k: v for k, v in objects.items() if k != "manifest.json"} == {

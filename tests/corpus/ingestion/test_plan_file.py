@@ -18,22 +18,10 @@ from mixle.cli import main
 from mixle.corpus import IngestOptions, IngestPlan, commit_ingest, ingest, plan_ingest
 from mixle.corpus.ingestion.plan import PLAN_VERSION
 from mixle.errors import ArgumentError, IngestError
-from tests.corpus.ingestion.distributed_helpers import OPTIONS, make_inputs, run_cli, tree
+from tests.corpus.ingestion.distributed_helpers import OPTIONS, run_cli, tree
 
 WORK = ".mixle-ingest"
 FLAGS = ["--unit-size", "2048", "--shard-size", "1024", "--vocab-size", "1000", "-q"]
-
-
-@pytest.fixture
-def inputs(tmp_path: Path) -> list[str]:
-    return make_inputs(tmp_path)
-
-
-@pytest.fixture
-def local_run(tmp_path: Path, inputs: list[str]) -> Path:
-    out = tmp_path / "local"
-    ingest(inputs, out, workers=1, **OPTIONS)
-    return out
 
 
 @pytest.fixture
