@@ -315,10 +315,9 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 def _write_plan(inputs: list[str], options: dict[str, Any], path: str) -> str:
     """Plan ``inputs`` with ``options``, write the plan to ``path``; the line to print."""
     from mixle.corpus import IngestOptions, plan_ingest
-    from mixle.corpus.ingestion.units import require_distributable
 
     plan = plan_ingest(inputs, IngestOptions(**options))
-    require_distributable(plan)
+    plan.require_distributable()
     plan.write(path)
     return (
         f"wrote the plan of {len(plan.units)} work units (id {plan.plan_id[:12]}) to {path}; "

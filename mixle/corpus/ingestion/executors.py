@@ -37,7 +37,7 @@ from mixle.corpus.ingestion.area import OutputArea
 from mixle.corpus.ingestion.commit import IngestSummary, commit_ingest
 from mixle.corpus.ingestion.options import IngestOptions
 from mixle.corpus.ingestion.plan import IngestPlan, plan_ingest, recorded_options
-from mixle.corpus.ingestion.units import WORK_DIR_NAME, require_distributable, run_unit
+from mixle.corpus.ingestion.units import WORK_DIR_NAME, run_unit
 from mixle.errors import ArgumentError, CorpusExistsError, IngestError
 
 __all__ = ["load_plan", "run_distributed", "run_task", "run_with_dask"]
@@ -83,7 +83,7 @@ def run_distributed(
     task ``options.task``, or in a local process pool (a plan file without either)."""
     plan = plan_ingest(inputs, options) if options.plan is None else load_plan(inputs, options)
     area = OutputArea(output, options.storage_options)
-    require_distributable(plan)
+    plan.require_distributable()
     if options.task is not None:
         if options.overwrite:
             raise IngestError(

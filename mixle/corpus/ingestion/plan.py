@@ -112,6 +112,23 @@ class IngestPlan:
         vocab: int | None = self.job["vocab_size"]
         return vocab
 
+    def require_distributable(self) -> None:
+        """Refuse a plan whose units cannot run independently (distributed).
+
+        Raises
+        ------
+        ArgumentError
+            The token dtype is not fixed (each unit would pick its own, and the widest
+            is known only after a second pass over every unit).
+        """
+        if self.dtype is None:
+            raise ArgumentError(
+                "distributed ingestion (--executor dask, --task i/n, --write-plan, run_unit) "
+                "needs the token dtype before any unit runs: pass --vocab-size N (e.g. "
+                "--vocab-size 50257) or --dtype uint16|uint32|int64 (vocab_size=/dtype= in "
+                "Python)."
+            )
+
     def unit_job(self) -> UnitJob:
         """The :class:`UnitJob` every unit of this plan is converted with."""
         job = self.job

@@ -43,7 +43,6 @@ __all__ = [
     "WORK_DIR_NAME",
     "ensure_plan",
     "read_output_plan",
-    "require_distributable",
     "run_unit",
     "unit_name",
 ]
@@ -58,23 +57,6 @@ _TEMPORARY = ".tmp-"
 def unit_name(index: int) -> str:
     """The directory name of unit ``index`` (``unit-000042``)."""
     return f"unit-{index:06d}"
-
-
-def require_distributable(plan: IngestPlan) -> None:
-    """Refuse a plan that cannot run as independent units.
-
-    Raises
-    ------
-    ArgumentError
-        The token dtype is not fixed (each unit would pick its own, and the widest is
-        known only after a second pass over every unit).
-    """
-    if plan.dtype is None:
-        raise ArgumentError(
-            "distributed ingestion (--executor dask, --task i/n, run_unit) needs the token "
-            "dtype before any unit runs: pass --vocab-size N (e.g. --vocab-size 50257) or "
-            "--dtype uint16|uint32|int64 (vocab_size=/dtype= in Python)."
-        )
 
 
 def ensure_plan(plan: IngestPlan, output: OutputArea) -> None:
@@ -171,7 +153,7 @@ def run_unit(
         ``output`` already holds a committed corpus.
     """
     area = OutputArea(os.fspath(output), storage_options)
-    require_distributable(plan)
+    plan.require_distributable()
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(plan.units):
         raise ArgumentError(
             f"`index` must be a unit of the plan, 0 <= index < {len(plan.units)}. Got {index!r} instead."
