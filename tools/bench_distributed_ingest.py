@@ -1,15 +1,12 @@
-"""Benchmark distributed ingestion (issue #15): dask vs local, commit, merge.
+"""Benchmark distributed ingestion (issue #15): dask vs local, merge.
 
-Three measurements, each against a baseline measured in the same run:
+Two measurements (the commit of 1,000 units is tools/bench_commit.py):
 
 1. ``--executor dask`` (a LocalCluster of 2 single-threaded workers) against
    ``--executor local --workers 2`` on a JSONL input of ``--gb`` GB; rounds
    interleaved, medians reported, ratio = dask throughput / local throughput. The
    cluster is started once (its start-up time is reported separately).
-2. ``commit_ingest`` of a plan of ``--units`` units: wall time, and the bytes this
-   process read during the commit (``rchar`` of ``/proc/self/io``, every read system
-   call) against the bytes of token and offsets files it published.
-3. ``merge_corpora`` of two corpora of ``--merge-gb`` GB of tokens each on local disk.
+2. ``merge_corpora`` of two corpora of ``--merge-gb`` GB of tokens each on local disk.
 
 Usage::
 
@@ -31,26 +28,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from mixle.corpus import (
-    CorpusWriter,
-    IngestOptions,
-    commit_ingest,
-    ingest,
-    merge_corpora,
-    open_corpus,
-    plan_ingest,
-    run_unit,
-)
+from mixle.corpus import CorpusWriter, ingest, merge_corpora, open_corpus
 
 VOCAB = 50_257
-
-
-def _read_chars() -> int:
-    with open("/proc/self/io", encoding="ascii") as handle:
-        for line in handle:
-            if line.startswith("rchar:"):
-                return int(line.split()[1])
-    raise RuntimeError("no rchar in /proc/self/io")
 
 
 def make_jsonl(path: Path, gigabytes: float) -> Path:
@@ -129,38 +109,6 @@ def bench_executors(work: Path, source: Path, rounds: int) -> dict[str, object]:
     }
 
 
-def bench_commit(work: Path, units: int) -> dict[str, object]:
-    source = work / "commit-input.jsonl"
-    rng = np.random.default_rng(1)
-    with open(source, "w", encoding="ascii") as handle:
-        for _ in range(units * 4):
-            handle.write(json.dumps({"input_ids": rng.integers(0, VOCAB, 200).tolist()}) + "\n")
-    unit_size = source.stat().st_size // units + 1
-    options = IngestOptions(vocab_size=VOCAB, unit_size=unit_size)
-    plan = plan_ingest([str(source)], options)
-    out = work / "commit-out"
-    shutil.rmtree(out, ignore_errors=True)
-    for unit in plan.units:
-        run_unit(plan, unit.index, out)
-    before = _read_chars()
-    wall = time.time()
-    begin = time.perf_counter()
-    commit_ingest(out)
-    seconds = time.perf_counter() - begin
-    read = _read_chars() - before
-    # The manifest is written before the 1,000 unit directories are deleted.
-    visible = (out / "manifest.json").stat().st_mtime - wall
-    manifest = open_corpus(out).manifest
-    published = sum(e["tokens_bytes"] + e["offsets_bytes"] for e in manifest["shards"])
-    return {
-        "units": len(plan.units),
-        "commit_s": seconds,
-        "manifest_visible_after_s": visible,
-        "bytes_read": read,
-        "shard_bytes_published": published,
-    }
-
-
 def bench_merge(work: Path, gigabytes: float) -> dict[str, object]:
     parts = []
     tokens = int(gigabytes * 1e9) // 2
@@ -188,18 +136,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--gb", type=float, default=1.0, help="JSONL input size (GB)")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--units", type=int, default=1000)
     parser.add_argument("--merge-gb", type=float, default=1.0)
     parser.add_argument("--work", default="/tmp/mixle-bench-distributed")
-    parser.add_argument("--skip", nargs="*", default=[], choices=("executors", "commit", "merge"))
+    parser.add_argument("--skip", nargs="*", default=[], choices=("executors", "merge"))
     args = parser.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     with open("/proc/loadavg", encoding="ascii") as handle:
         results: dict[str, object] = {"loadavg_at_start": handle.read().strip()}
-    if "commit" not in args.skip:
-        results["commit"] = bench_commit(work, args.units)
-        print(json.dumps(results["commit"]), flush=True)
     if "merge" not in args.skip:
         results["merge"] = bench_merge(work, args.merge_gb)
         print(json.dumps(results["merge"]), flush=True)

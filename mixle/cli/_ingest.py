@@ -7,7 +7,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
+from typing import Any
+
+from mixle.cli._corpus_args import (
+    add_command,
+    add_common,
+    split_paths,
+    storage_options,
+    usage_error,
+)
 
 __all__ = ["register"]
 
@@ -35,6 +43,9 @@ examples:
   mixle ingest data/ corpus/ --vocab-size 50257 --executor dask --scheduler tcp://head:8786
   mixle ingest data/ corpus/ --vocab-size 50257 --task 3/16  # one task of a Slurm array
   mixle ingest --commit corpus/                           # ... then publish, once all tasks ended
+  mixle ingest data/ --vocab-size 50257 --write-plan plan.json  # plan once (no OUTPUT) ...
+  mixle ingest --plan plan.json s3://bucket/corpus --task 3/16  # ... run a task's units of it
+  mixle ingest --commit s3://bucket/corpus --storage-option client_kwargs.endpoint_url=http://minio:9000
   mixle inspect corpus/                                   # look at the result
 """
 
@@ -66,20 +77,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add the ``ingest`` subcommand."""
     from mixle.corpus import DEFAULT_UNIT_BYTES, INPUT_FORMATS
 
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "ingest",
-        help="Convert token files or text into a sharded corpus.",
+        help_text="Convert token files or text into a sharded corpus.",
         usage="mixle ingest [options] INPUT... OUTPUT",
         description=_DESCRIPTION,
         epilog=_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "paths",
-        nargs="+",
-        metavar="PATH",
-        help="inputs (files, directories, globs, fsspec URLs; e.g. 'data/*.jsonl') then the "
-        "output corpus directory or URL (e.g. corpus/ or s3://bucket/corpus)",
+        paths_help="inputs (files, directories, globs, fsspec URLs; e.g. 'data/*.jsonl') then the "
+        "output corpus directory or URL (e.g. corpus/ or s3://bucket/corpus); only the "
+        "OUTPUT with --commit or --plan, only INPUTs with --write-plan",
     )
     parser.add_argument(
         "--input-format",
@@ -159,11 +166,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(e.g. rerun the same command with --resume)",
     )
     parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace an existing corpus at OUTPUT (e.g. mixle ingest new.jsonl corpus/ --overwrite)",
-    )
-    parser.add_argument(
         "--layout",
         choices=("raw", "zarr"),
         default="raw",
@@ -228,59 +230,121 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "e.g. mixle ingest --commit corpus/)",
     )
     parser.add_argument(
-        "--quiet",
-        "-q",
-        action="store_true",
-        help="no progress bar and no summary (e.g. -q in scripts)",
+        "--write-plan",
+        "--plan-out",
+        metavar="PLAN.json",
+        dest="write_plan",
+        help="write the plan (every work unit; a pure function of the INPUTs and options) to "
+        "this file and stop; give only INPUTs, and --vocab-size or --dtype "
+        "(e.g. --write-plan plan.json)",
+    )
+    parser.add_argument(
+        "--plan",
+        metavar="PLAN.json",
+        help="run the units of a plan file (--write-plan) into OUTPUT instead of planning: "
+        "with --task only that task's, with --executor dask all of them, else all of them "
+        "in --workers processes, then commit; the inputs must still be the planned files "
+        "(e.g. mixle ingest --plan plan.json corpus/ --task 0/8)",
+    )
+    add_common(
+        parser,
+        overwrite_help="replace an existing corpus at OUTPUT "
+        "(e.g. mixle ingest new.jsonl corpus/ --overwrite)",
+        quiet_help="no progress bar and no summary (e.g. -q in scripts)",
     )
     parser.set_defaults(func=_run)
 
 
+def _paths(args: argparse.Namespace) -> tuple[list[str], str] | str:
+    """``(inputs, output)`` for this mode (output ``""`` with --write-plan), or the
+    usage error."""
+    exclusive = [
+        flag
+        for flag, on in (
+            ("--commit", args.commit),
+            ("--plan", args.plan),
+            ("--write-plan", args.write_plan),
+        )
+        if on
+    ]
+    if len(exclusive) > 1:
+        return f"{' and '.join(exclusive)} cannot be combined"
+    if args.commit:
+        if len(args.paths) != 1:
+            return "--commit takes only the OUTPUT directory or URL"
+        return [], args.paths[0]
+    if args.write_plan:
+        return list(args.paths), ""
+    needed = 0 if args.plan else 1
+    split = split_paths(args.paths, inputs=needed)
+    return split if split is not None else "give at least one INPUT and the OUTPUT directory or URL"
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of :func:`mixle.corpus.ingest` given on the command line."""
+    from mixle.corpus import DEFAULT_SHARD_MAX_BYTES
+
+    return {
+        "input_format": args.input_format,
+        "field": args.field,
+        "tokenizer": args.tokenizer,
+        "split": args.split,
+        "append_eos": args.append_eos,
+        "shard_size": args.shard_size or DEFAULT_SHARD_MAX_BYTES,
+        "vocab_size": args.vocab_size,
+        "dtype": args.dtype,
+        "workers": args.workers,
+        "on_error": args.on_error,
+        "rejects": args.rejects,
+        "resume": args.resume,
+        "overwrite": args.overwrite,
+        "unit_size": args.unit_size,
+        "progress": False if args.quiet else None,
+        "layout": args.layout,
+        "storage_options": storage_options(args),
+        "staging_dir": args.staging_dir,
+        "executor": args.executor,
+        "scheduler": args.scheduler,
+        "scheduler_timeout": args.scheduler_timeout,
+        "retries": args.retries,
+        "task": args.task,
+        "plan": args.plan,
+    }
+
+
+def _write_plan(inputs: list[str], options: dict[str, Any], path: str) -> str:
+    """Plan ``inputs`` with ``options``, write the plan to ``path``; the line to print."""
+    from mixle.corpus import IngestOptions, plan_ingest
+
+    plan = plan_ingest(inputs, IngestOptions(**options))
+    plan.require_distributable()
+    plan.write(path)
+    return (
+        f"wrote the plan of {len(plan.units)} work units (id {plan.plan_id[:12]}) to {path}; "
+        f"run them with: mixle ingest --plan {path} OUTPUT --task i/n"
+    )
+
+
 def _run(args: argparse.Namespace) -> int:
     from mixle.cli._errors import report
-    from mixle.corpus import DEFAULT_SHARD_MAX_BYTES, commit_ingest, ingest
+    from mixle.corpus import commit_ingest, ingest
     from mixle.errors import CorpusError
 
-    if args.commit and len(args.paths) != 1:
-        problem = "--commit takes only the OUTPUT directory or URL"
-    elif not args.commit and len(args.paths) < 2:
-        problem = "give at least one INPUT and the OUTPUT directory or URL"
-    else:
-        problem = ""
-    if problem:
-        print(f"mixle ingest: error: {problem}", file=sys.stderr)
-        return 2
-    *inputs, output = args.paths
+    paths = _paths(args)
+    if isinstance(paths, str):
+        return usage_error("ingest", paths)
+    inputs, output = paths
     try:
+        options = _options(args)
+        if args.write_plan:
+            print(_write_plan(inputs, dict(options, plan=None), args.write_plan))
+            return 0
         if args.commit:
-            summary = commit_ingest(output, rejects=args.rejects)
-        else:
-            summary = ingest(
-                inputs,
-                output,
-                input_format=args.input_format,
-                field=args.field,
-                tokenizer=args.tokenizer,
-                split=args.split,
-                append_eos=args.append_eos,
-                shard_size=args.shard_size or DEFAULT_SHARD_MAX_BYTES,
-                vocab_size=args.vocab_size,
-                dtype=args.dtype,
-                workers=args.workers,
-                on_error=args.on_error,
-                rejects=args.rejects,
-                resume=args.resume,
-                overwrite=args.overwrite,
-                unit_size=args.unit_size,
-                progress=False if args.quiet else None,
-                layout=args.layout,
-                staging_dir=args.staging_dir,
-                executor=args.executor,
-                scheduler=args.scheduler,
-                scheduler_timeout=args.scheduler_timeout,
-                retries=args.retries,
-                task=args.task,
+            summary = commit_ingest(
+                output, storage_options=options["storage_options"], rejects=args.rejects
             )
+        else:
+            summary = ingest(inputs, output, **options)
     except CorpusError as exc:
         return report("ingest", exc)
     if not args.quiet:

@@ -6,7 +6,14 @@ A thin wrapper over :func:`mixle.corpus.merge_corpora`.
 from __future__ import annotations
 
 import argparse
-import sys
+
+from mixle.cli._corpus_args import (
+    add_command,
+    add_common,
+    split_paths,
+    storage_options,
+    usage_error,
+)
 
 __all__ = ["register"]
 
@@ -23,24 +30,21 @@ examples:
   mixle merge part-a/ part-b/ corpus/
   mixle merge web/ books/ code/ corpus/ --dtype uint32 --vocab-size 100000
   mixle merge s3://bucket/a s3://bucket/b s3://bucket/all      # server-side copies
+  mixle merge s3://b/a s3://b/b s3://b/all --dtype uint32 \
+      --storage-option client_kwargs.endpoint_url=http://127.0.0.1:9000
 """
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``merge`` subcommand."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "merge",
-        help="Combine corpora into one (hard links / server-side copies, no token bytes read).",
+        help_text="Combine corpora into one (hard links / server-side copies, no token bytes read).",
         usage="mixle merge [options] CORPUS CORPUS... OUTPUT",
         description=_DESCRIPTION,
         epilog=_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "paths",
-        nargs="+",
-        metavar="PATH",
-        help="two or more corpora (directories or URLs), then the output (e.g. a/ b/ merged/)",
+        paths_help="two or more corpora (directories or URLs), then the output (e.g. a/ b/ merged/)",
     )
     parser.add_argument(
         "--dtype",
@@ -54,12 +58,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="vocab size of the merged corpus; needed when the corpora's differ "
         "(e.g. --vocab-size 100000)",
     )
-    parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace a corpus already at OUTPUT",
+    add_common(
+        parser,
+        overwrite_help="replace a corpus already at OUTPUT",
+        quiet_help="print nothing on success",
     )
-    parser.add_argument("--quiet", "-q", action="store_true", help="print nothing on success")
     parser.set_defaults(func=_run)
 
 
@@ -68,13 +71,18 @@ def _run(args: argparse.Namespace) -> int:
     from mixle.corpus import merge_corpora
     from mixle.errors import CorpusError
 
-    if len(args.paths) < 3:
-        print("mixle merge: error: give at least two corpora and the OUTPUT", file=sys.stderr)
-        return 2
-    *inputs, output = args.paths
+    split = split_paths(args.paths, inputs=2)
+    if split is None:
+        return usage_error("merge", "give at least two corpora and the OUTPUT")
+    inputs, output = split
     try:
         manifest = merge_corpora(
-            inputs, output, dtype=args.dtype, vocab_size=args.vocab_size, overwrite=args.overwrite
+            inputs,
+            output,
+            dtype=args.dtype,
+            vocab_size=args.vocab_size,
+            overwrite=args.overwrite,
+            storage_options=storage_options(args),
         )
     except CorpusError as exc:
         return report("merge", exc)

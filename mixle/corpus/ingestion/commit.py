@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,10 +36,12 @@ from mixle.corpus.ingestion.publishing import (
     build_publish_plan,
     publish,
     read_publish_plan,
+    remove_tree,
     write_publish_plan,
 )
-from mixle.corpus.ingestion.units import PLAN_NAME, WORK_DIR_NAME, unit_name
+from mixle.corpus.ingestion.units import PLAN_NAME, WORK_DIR_NAME, read_output_plan, unit_name
 from mixle.corpus.ingestion.workers import DONE_NAME, REJECTS_NAME, write_json_atomic
+from mixle.corpus.storage.open import is_url
 from mixle.errors import CorpusExistsError, IngestError
 
 __all__ = ["IngestSummary", "commit_ingest", "plan_publish", "published_summary", "rejects_path"]
@@ -106,12 +108,13 @@ class IngestSummary:
 
 
 def rejects_path(on_error: str, rejects: str | os.PathLike[str] | None, out: str) -> str | None:
-    """Where skipped records are listed (``None`` unless ``on_error="skip"``)."""
+    """Where skipped records are listed (``None`` unless ``on_error="skip"``): ``rejects``
+    (a local file), or ``rejects.jsonl`` in the output (local or URL)."""
     if on_error != "skip":
         return None
     if rejects:
         return os.path.abspath(os.fspath(rejects))
-    return os.path.join(out, "rejects.jsonl")
+    return f"{out}/rejects.jsonl" if is_url(out) else os.path.join(out, "rejects.jsonl")
 
 
 def line_base(units: Sequence[WorkUnit], results: dict[int, dict[str, Any]], unit: WorkUnit) -> int:
@@ -123,20 +126,36 @@ def line_base(units: Sequence[WorkUnit], results: dict[int, dict[str, Any]], uni
     )
 
 
-def _write_rejects(
-    path: str, work: str, units: Sequence[WorkUnit], results: dict[int, dict[str, Any]]
+def _rejects_lines(
+    work: OutputArea, units: Sequence[WorkUnit], results: dict[int, dict[str, Any]]
+) -> Iterator[str]:
+    """The lines of the rejects file: every unit's skipped records, in corpus order,
+    located by file and line (read from the units' lists in ``work``, all at once)."""
+    skipped = [unit for unit in units if results[unit.index]["skipped"]]
+    texts = work.read_many([f"{unit_name(unit.index)}/{REJECTS_NAME}" for unit in skipped])
+    for unit in skipped:
+        base = line_base(units, results, unit)
+        for line in texts.get(f"{unit_name(unit.index)}/{REJECTS_NAME}", b"").decode().splitlines():
+            record = json.loads(line)
+            where = describe_location(unit, tuple(record["location"]), base)
+            yield json.dumps({"where": where, "reason": record["reason"]}) + "\n"
+
+
+def write_rejects(
+    path: str,
+    work: OutputArea,
+    units: Sequence[WorkUnit],
+    results: dict[int, dict[str, Any]],
 ) -> None:
+    """Write the rejects file ``path`` (a local file, atomically, or a URL: one put)
+    from the units' lists in the work area ``work``."""
+    lines = _rejects_lines(work, units, results)
+    if is_url(path):
+        directory, name = path.rsplit("/", 1)
+        OutputArea(directory, work.storage_options).write_bytes(name, "".join(lines).encode())
+        return
     with atomic_write(path, "w") as out:
-        for unit in units:
-            source = os.path.join(work, unit_name(unit.index), REJECTS_NAME)
-            if not results[unit.index]["skipped"]:
-                continue
-            base = line_base(units, results, unit)
-            with open(source, encoding="utf-8") as handle:
-                for line in handle:
-                    record = json.loads(line)
-                    where = describe_location(unit, tuple(record["location"]), base)
-                    out.write(json.dumps({"where": where, "reason": record["reason"]}) + "\n")
+        out.writelines(lines)
 
 
 def plan_publish(
@@ -171,7 +190,7 @@ def plan_publish(
         shards.extend((unit_name(unit.index), entry) for entry in entries)
     skipped = sum(results[u.index]["skipped"] for u in units)
     if rejects is not None:
-        _write_rejects(rejects, work, units, results)
+        write_rejects(rejects, OutputArea(work), units, results)
     metadata = {"source": dict(plan.source, skipped_documents=skipped)}
     summary = {"skipped": skipped, "rejects": rejects}
     publish_plan = build_publish_plan(
@@ -220,17 +239,26 @@ def check_units(area: OutputArea, plan: IngestPlan) -> dict[int, dict[str, Any]]
     missing: list[str] = []
     problems: list[str] = []
     records: dict[int, dict[str, Any]] = {}
+    finished = [unit_name(unit.index) for unit in plan.units if unit_name(unit.index) in present]
+    files = area.read_many(
+        [
+            f"{WORK_DIR_NAME}/{name}/{file}"
+            for name in finished
+            for file in (DONE_NAME, MANIFEST_NAME)
+        ]
+    )
     for unit in plan.units:
         name = unit_name(unit.index)
         if name not in present:
             missing.append(name)
             continue
-        record = area.read_json(f"{WORK_DIR_NAME}/{name}/{DONE_NAME}")
+        record = _json_or_none(files.get(f"{WORK_DIR_NAME}/{name}/{DONE_NAME}"))
         if not isinstance(record, dict) or record.get("plan") != plan_id:
             other = record.get("plan") if isinstance(record, dict) else None
             foreign.append(f"{name} (plan {str(other)[:12]}, not {plan_id[:12]})")
             continue
-        problems.extend(_check_record(area, name, record, sizes))
+        manifest = _json_or_none(files.get(f"{WORK_DIR_NAME}/{name}/{MANIFEST_NAME}"))
+        problems.extend(_check_record(name, record, manifest, sizes))
         records[unit.index] = record
     where = area.describe(WORK_DIR_NAME)
     if foreign:
@@ -252,12 +280,22 @@ def check_units(area: OutputArea, plan: IngestPlan) -> dict[int, dict[str, Any]]
     return records
 
 
+def _json_or_none(data: bytes | None) -> Any:
+    """``data`` parsed as JSON; ``None`` when missing or not JSON (a damaged file)."""
+    if data is None:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
 def _check_record(
-    area: OutputArea, name: str, record: dict[str, Any], sizes: dict[str, int]
+    name: str, record: dict[str, Any], manifest: Any, sizes: dict[str, int]
 ) -> list[str]:
-    """What is wrong with unit ``name``'s files according to its record (sizes, digests)."""
+    """What is wrong with unit ``name``'s files according to its record (sizes, digests),
+    given the unit's own manifest (parsed)."""
     problems = []
-    manifest = area.read_json(f"{WORK_DIR_NAME}/{name}/{MANIFEST_NAME}")
     listed = {
         (entry["tokens"], entry["offsets"]): entry
         for entry in (manifest.get("shards", []) if isinstance(manifest, dict) else [])
@@ -339,15 +377,16 @@ def commit_ingest(
         if interrupted is not None:  # a commit killed while publishing: finish it
             publish(area.output, work, interrupted)
             return published_summary(interrupted, area.output, 0, 0, started)
-    value = area.read_json(f"{WORK_DIR_NAME}/{PLAN_NAME}")
-    if value is None:
+    plan = read_output_plan(area)
+    if plan is None:
         if area.exists(MANIFEST_NAME):
+            if not area.is_url:  # killed while removing the renamed work directory
+                remove_tree(f"{work}-done")
             return _existing_summary(area, started)
         raise IngestError(
             f"{area.output} holds no ingest to commit (no {WORK_DIR_NAME}/{PLAN_NAME}); run its "
             "units first (mixle ingest INPUT... OUTPUT --task i/n)."
         )
-    plan = IngestPlan.from_dict(value)
     records = check_units(area, plan)
     units = plan.units
     if not area.is_url:
@@ -357,12 +396,17 @@ def commit_ingest(
         return published_summary(publish_plan, area.output, len(units), 0, started)
     shards = [(unit_name(u.index), entry) for u in units for entry in records[u.index]["shards"]]
     skipped = sum(records[u.index]["skipped"] for u in units)
+    path = rejects_path(plan.job["on_error"], rejects, area.output)
+    if path is not None:
+        write_rejects(
+            path, OutputArea(area.describe(WORK_DIR_NAME), storage_options), units, records
+        )
     publish_plan = build_publish_plan(
         shards,
         dtype=str(plan.dtype),
         vocab_size=plan.vocab_size,
         metadata={"source": dict(plan.source, skipped_documents=skipped)},
-        summary={"skipped": skipped, "rejects": None},
+        summary={"skipped": skipped, "rejects": path},
     )
     _publish_remote(area, publish_plan)
     return published_summary(publish_plan, area.output, len(units), 0, started)

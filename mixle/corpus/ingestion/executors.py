@@ -9,6 +9,9 @@
     No engine at all: this process runs units ``i, i + n, i + 2n, ...`` (for Slurm
     arrays, Kubernetes indexed jobs); ``mixle ingest --commit OUTPUT`` publishes once
     every task has finished.
+``--plan PLAN.json``
+    The units of a plan file (``--write-plan``) instead of a plan computed here, with
+    ``--task``, ``--executor dask``, or this machine's process pool (``--workers``).
 
 Both write exactly the unit files a local run writes and commit them the same way, so
 the corpus is identical for any executor, worker count and ``n``.
@@ -16,9 +19,12 @@ the corpus is identical for any executor, worker count and ``n``.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import logging
+import multiprocessing
 import os
 import sys
 import time
@@ -30,20 +36,54 @@ from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.ingestion.area import OutputArea
 from mixle.corpus.ingestion.commit import IngestSummary, commit_ingest
 from mixle.corpus.ingestion.options import IngestOptions
-from mixle.corpus.ingestion.plan import IngestPlan, plan_ingest
-from mixle.corpus.ingestion.units import WORK_DIR_NAME, require_distributable, run_unit
-from mixle.errors import CorpusExistsError, IngestError
+from mixle.corpus.ingestion.plan import IngestPlan, plan_ingest, recorded_options
+from mixle.corpus.ingestion.units import WORK_DIR_NAME, run_unit
+from mixle.errors import ArgumentError, CorpusExistsError, IngestError
 
-__all__ = ["run_distributed", "run_task", "run_with_dask"]
+__all__ = ["load_plan", "run_distributed", "run_task", "run_with_dask"]
+
+
+def load_plan(inputs: Any, options: IngestOptions) -> IngestPlan:
+    """The plan ``options.plan`` (a plan or a plan file), checked against the call.
+
+    Raises
+    ------
+    IngestError
+        The file cannot be read or is not a plan of this format version, or the
+        inputs are no longer the planned files.
+    ArgumentError
+        ``inputs`` (when given) differ from the plan's, or an option that shapes the
+        corpus was given with another value than the plan's (both sides listed).
+    """
+    given = options.plan
+    plan = given if isinstance(given, IngestPlan) else IngestPlan.read(given)
+    name = "the plan" if isinstance(given, IngestPlan) else f"plan file {os.fspath(given)}"
+    listed = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs or [])
+    problems = []
+    if listed and [os.fspath(item) for item in listed] != plan.source["inputs"]:
+        problems.append(f"inputs in {name}: {plan.source['inputs']} / given: {listed}")
+    defaults = recorded_options(IngestOptions())
+    planned = plan.source["options"]
+    for key, value in recorded_options(options).items():
+        if value != defaults[key] and value != planned.get(key):
+            problems.append(f"{key} in {name}: {planned.get(key)!r} / given: {value!r}")
+    if problems:
+        raise ArgumentError(
+            f"the call does not match {name}: {'; '.join(problems)}. Drop those arguments "
+            "(the plan fixes them) or write a new plan."
+        )
+    plan.check_inputs()
+    return plan
 
 
 def run_distributed(
     inputs: Any, output: str, options: IngestOptions, started: float
 ) -> IngestSummary:
-    """Plan, then run the units with ``options.executor`` or as task ``options.task``."""
-    plan = plan_ingest(inputs, options)
+    """Plan (or load ``options.plan``), then run the units with ``options.executor``, as
+    task ``options.task``, or in a local process pool (a plan file without either)."""
+    plan = plan_ingest(inputs, options) if options.plan is None else load_plan(inputs, options)
     area = OutputArea(output, options.storage_options)
-    require_distributable(plan, area)
+    plan.require_distributable()
     if options.task is not None:
         if options.overwrite:
             raise IngestError(
@@ -53,7 +93,10 @@ def run_distributed(
         index, count = options.task
         return run_task(plan, output, index, count, options.storage_options, started)
     _prepare(area, options.overwrite)
-    run_with_dask(plan, output, options)
+    if options.executor == "dask":
+        run_with_dask(plan, output, options)
+    else:
+        run_in_pool(plan, output, options.workers, options.storage_options)
     summary = commit_ingest(
         output, storage_options=options.storage_options, rejects=options.rejects
     )
@@ -105,6 +148,15 @@ def run_task(
         units=len(mine),
         resumed_units=0,
     )
+
+
+def run_in_pool(plan: IngestPlan, output: str, workers: int, storage_options: Any = None) -> None:
+    """Run every unit of ``plan`` into ``output`` in ``workers`` local processes."""
+    run = functools.partial(run_unit, plan, output=output, storage_options=storage_options)
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+        for _ in pool.map(run, [unit.index for unit in plan.units]):
+            pass
 
 
 def _import_distributed() -> Any:

@@ -9,13 +9,15 @@ written last: until then the output is not a corpus.
 
 Corpora of different dtypes or vocabulary sizes are refused unless the caller says how
 to reconcile them: ``dtype`` (at least as wide as every input) rewrites only the
-shards of narrower corpora; ``vocab_size`` (at least every input's) records the new
+shards of narrower corpora (on an object store: downloaded, widened locally and
+uploaded; the others are still copied server-side); ``vocab_size`` (at least every input's) records the new
 vocabulary size.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -57,9 +59,7 @@ def _target_dtype(sources: Sequence[tuple[str, Manifest]], dtype: Any) -> str:
     return target
 
 
-def _target_vocab(
-    sources: Sequence[tuple[str, Manifest]], vocab_size: int | None
-) -> int | None:
+def _target_vocab(sources: Sequence[tuple[str, Manifest]], vocab_size: int | None) -> int | None:
     found = {name: manifest.vocab_size for name, manifest in sources}
     if vocab_size is None:
         hint = "pass --vocab-size at least as large as every one of them (vocab_size=...)."
@@ -110,8 +110,8 @@ def merge_corpora(
     ------
     ArgumentError
         Fewer than two inputs, ``output`` among them, dtypes or vocab sizes that differ
-        without ``dtype``/``vocab_size``, a ``dtype`` narrower than an input, widening
-        of an object-store corpus, or inputs on another store than ``output``.
+        without ``dtype``/``vocab_size``, a ``dtype`` narrower than an input, or
+        inputs on another store than ``output``.
     CorpusExistsError
         ``output`` holds a corpus and ``overwrite`` is false.
     CorpusFormatError, CorpusNotFoundError
@@ -147,17 +147,12 @@ def merge_corpora(
         for shard in manifest.shards:
             entry = shard.to_dict()
             tokens, offsets = shard_file_names(len(entries))
-            for key, name in (("tokens", tokens), ("offsets", offsets)):
-                _copy_between(area, entry[key], out, name)
             renamed = dict(entry, tokens=tokens, offsets=offsets)
-            if manifest.dtype != target:
-                if out.is_url:
-                    raise ArgumentError("--dtype widening needs corpora on local disk.")
-                # The links are replaced by the rewritten files (by rename): the
-                # input's files are read, never modified.
-                renamed = rewrite_shard_dtype(
-                    out.output, renamed, from_dtype=manifest.dtype, to_dtype=target
-                )
+            if manifest.dtype == target:
+                for key in ("tokens", "offsets"):
+                    _copy_between(area, entry[key], out, renamed[key])
+            else:
+                renamed = _widen(area, entry, out, renamed, manifest.dtype, target)
             entries.append(renamed)
     _remove_stale_shards(out, entries)
     metadata = {
@@ -180,6 +175,37 @@ def _copy_between(source: OutputArea, name: str, out: OutputArea, target: str) -
         out.fs.copy(source.path(name), out.path(target))
         return
     link_or_copy(source.path(name), out.path(target))
+
+
+def _widen(
+    source: OutputArea,
+    entry: dict[str, Any],
+    out: OutputArea,
+    renamed: dict[str, Any],
+    from_dtype: str,
+    to_dtype: str,
+) -> dict[str, Any]:
+    """Write shard ``entry`` of ``source`` widened to ``to_dtype`` as ``renamed``'s files
+    in ``out``; return the new entry (new sizes and digests).
+
+    On local disk the shard is linked, then rewritten under the link's name (by
+    rename: the input's files are read, never modified). On an object store it is
+    downloaded to a temporary directory, rewritten there and uploaded; memory stays
+    O(16 Mi ids) either way.
+    """
+    if not out.is_url:
+        for key in ("tokens", "offsets"):
+            link_or_copy(source.path(entry[key]), out.path(renamed[key]))
+        return rewrite_shard_dtype(out.output, renamed, from_dtype=from_dtype, to_dtype=to_dtype)
+    with tempfile.TemporaryDirectory(prefix="mixle-merge-") as local:
+        for key in ("tokens", "offsets"):
+            source.fs.get_file(source.path(entry[key]), os.path.join(local, renamed[key]))
+        widened = rewrite_shard_dtype(
+            local, renamed, from_dtype=from_dtype, to_dtype=to_dtype, durable=False
+        )
+        for key in ("tokens", "offsets"):
+            out.fs.put_file(os.path.join(local, widened[key]), out.path(widened[key]))
+    return widened
 
 
 def _remove_stale_shards(out: OutputArea, entries: Sequence[Mapping[str, Any]]) -> None:

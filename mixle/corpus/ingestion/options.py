@@ -81,6 +81,7 @@ class IngestOptions:
     task: Any = None
     retries: int = 3
     scheduler_timeout: float = 30.0
+    plan: Any = None
 
     def __post_init__(self) -> None:
         one_of("layout", self.layout, LAYOUTS)
@@ -116,7 +117,7 @@ class IngestOptions:
         if eos is not None and fixed is not None and eos >= dtype_limit(fixed):
             raise ArgumentError(f"`append_eos` {eos} does not fit the dtype {fixed}.")
         normalized["append_eos"] = eos
-        if self.distributed and fixed is None:
+        if self.distributed and fixed is None and self.plan is None:
             raise ArgumentError(
                 "distributed ingestion (--executor dask, --task i/n) needs the token dtype "
                 "before any unit runs, so no unit has to be rewritten after a second pass: "
@@ -132,8 +133,8 @@ class IngestOptions:
 
     @property
     def distributed(self) -> bool:
-        """Whether units run as independent tasks (dask or a task array)."""
-        return self.executor != "local" or self.task is not None
+        """Whether units run as independent tasks (dask, a task array, or a plan file)."""
+        return self.executor != "local" or self.task is not None or self.plan is not None
 
     @property
     def fixed_dtype(self) -> str | None:

@@ -216,6 +216,7 @@ def ingest(
     task: str | tuple[int, int] | None = None,
     retries: int = 3,
     scheduler_timeout: float = 30.0,
+    plan: IngestPlan | str | os.PathLike[str] | None = None,
 ) -> IngestSummary:
     """Convert tokenized (or raw text) inputs into a sharded corpus (directory or URL).
 
@@ -292,6 +293,13 @@ def ingest(
         With ``executor="dask"``: how many times a failed or lost unit is run again.
     scheduler_timeout
         Seconds to wait for ``scheduler`` before raising :class:`IngestError`.
+    plan
+        Run the units of this plan (an :class:`IngestPlan` or a file written by
+        :meth:`IngestPlan.write`, ``mixle ingest --write-plan``) instead of planning:
+        with ``task`` only that task's units, else every unit (``executor``) and then
+        the commit. ``inputs`` may be empty or must equal the plan's; options that
+        shape the corpus come from the plan (one given that differs is refused), and
+        the inputs must still be the planned files (checked first).
 
     Returns
     -------
@@ -343,6 +351,7 @@ def ingest(
         task=task,
         retries=retries,
         scheduler_timeout=scheduler_timeout,
+        plan=plan,
     )
     return run_ingest(inputs, output, options)
 
@@ -355,7 +364,7 @@ def run_ingest(
     destination = os.fspath(output)
     staged = options.layout != "raw" or is_url(destination)
     out = _output_directory(destination, options, staged)
-    if options.executor != "local" or options.task is not None:
+    if options.distributed:
         return run_distributed(inputs, destination, options, started)
     plan = plan_ingest(inputs, options)
     if options.on_error == "skip" and options.rejects:  # before any work, not after it

@@ -9,7 +9,9 @@ command gets the same plan, and :attr:`IngestPlan.plan_id` names it: a unit reco
 carries the id of the plan it was converted for, and commit refuses records of any
 other plan.
 
-A plan is JSON (never pickle): :meth:`IngestPlan.write` / :meth:`IngestPlan.read`.
+A plan is JSON (never pickle) with a format ``version``: :meth:`IngestPlan.write` /
+:meth:`IngestPlan.read`; :meth:`IngestPlan.check_inputs` tells whether the inputs are
+still the files the plan was made of.
 """
 
 from __future__ import annotations
@@ -32,7 +34,10 @@ from mixle.corpus.ingestion.options import IngestOptions
 from mixle.corpus.ingestion.workers import UnitJob
 from mixle.errors import ArgumentError, IngestError
 
-__all__ = ["IngestPlan", "plan_differences", "plan_ingest", "recorded_options"]
+__all__ = ["PLAN_VERSION", "IngestPlan", "plan_differences", "plan_ingest", "recorded_options"]
+
+#: Format version of a plan file; :meth:`IngestPlan.from_dict` refuses any other.
+PLAN_VERSION = 1
 
 
 def recorded_options(options: IngestOptions) -> dict[str, Any]:
@@ -107,6 +112,23 @@ class IngestPlan:
         vocab: int | None = self.job["vocab_size"]
         return vocab
 
+    def require_distributable(self) -> None:
+        """Refuse a plan whose units cannot run independently (distributed).
+
+        Raises
+        ------
+        ArgumentError
+            The token dtype is not fixed (each unit would pick its own, and the widest
+            is known only after a second pass over every unit).
+        """
+        if self.dtype is None:
+            raise ArgumentError(
+                "distributed ingestion (--executor dask, --task i/n, --write-plan, run_unit) "
+                "needs the token dtype before any unit runs: pass --vocab-size N (e.g. "
+                "--vocab-size 50257) or --dtype uint16|uint32|int64 (vocab_size=/dtype= in "
+                "Python)."
+            )
+
     def unit_job(self) -> UnitJob:
         """The :class:`UnitJob` every unit of this plan is converted with."""
         job = self.job
@@ -122,6 +144,7 @@ class IngestPlan:
     def to_dict(self) -> dict[str, Any]:
         """The JSON-able plan (what :meth:`write` stores)."""
         return {
+            "version": PLAN_VERSION,
             "source": json.loads(json.dumps(self.source)),
             "files": [item.to_dict() for item in self.files],
             "units": [unit.to_dict() for unit in self.units],
@@ -135,8 +158,15 @@ class IngestPlan:
         Raises
         ------
         IngestError
-            ``value`` is not a plan (a key is missing or has the wrong shape).
+            ``value`` is not a plan (a key is missing or has the wrong shape), or is a
+            plan of another format version.
         """
+        version = value.get("version")
+        if version != PLAN_VERSION:
+            raise IngestError(
+                f"plan format version {version!r} is not the version this mixle reads "
+                f"({PLAN_VERSION}); make the plan again with this mixle."
+            )
         try:
             files = tuple(InputFile(**item) for item in value["files"])
             units = tuple(
@@ -162,16 +192,48 @@ class IngestPlan:
         Raises
         ------
         IngestError
-            The file is missing, not JSON, or not a plan.
+            The file is missing, not JSON, not a plan or of another format version
+            (the message names the file).
         """
+        name = os.fspath(path)
         try:
-            with open(os.fspath(path), encoding="utf-8") as handle:
+            with open(name, encoding="utf-8") as handle:
                 value = json.load(handle)
         except (OSError, ValueError) as exc:
-            raise IngestError(f"cannot read the ingest plan {os.fspath(path)} ({exc}).") from exc
+            raise IngestError(f"cannot read the ingest plan {name} ({exc}).") from exc
         if not isinstance(value, dict):
-            raise IngestError(f"{os.fspath(path)} is not an ingest plan (not a JSON object).")
-        return cls.from_dict(value)
+            raise IngestError(f"{name} is not an ingest plan (not a JSON object).")
+        try:
+            return cls.from_dict(value)
+        except IngestError as exc:
+            raise IngestError(f"{name}: {exc}") from exc
+
+    def check_inputs(self) -> None:
+        """Check that the inputs still resolve to the files of the plan (names, sizes,
+        mtimes), so units run from a plan file convert what was planned.
+
+        Raises
+        ------
+        IngestError
+            An input is missing, or has changed or appeared since the plan was made
+            (the changed files are named).
+        """
+        files = resolve_inputs(list(self.source["inputs"]), self.source["options"]["input_format"])
+        planned = {item.path: item for item in self.files}
+        found = {item.path: item for item in files}
+        changed = [path for path in planned if path in found and found[path] != planned[path]]
+        missing = [path for path in planned if path not in found]
+        added = [path for path in found if path not in planned]
+        problems = [
+            f"{label}: {', '.join(paths[:5])}{' ...' if len(paths) > 5 else ''}"
+            for label, paths in (("changed", changed), ("missing", missing), ("new", added))
+            if paths
+        ]
+        if problems:
+            raise IngestError(
+                f"the inputs are no longer the files the plan was made of ({'; '.join(problems)}); "
+                "make the plan again (--write-plan) from the current inputs."
+            )
 
 
 def plan_ingest(inputs: Any, options: IngestOptions) -> IngestPlan:

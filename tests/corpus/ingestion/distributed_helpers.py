@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -48,6 +49,53 @@ def run_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     if check:
         assert result.returncode == 0, result.stderr
     return result
+
+
+def task_into(
+    inputs: list[str], url: str, task: str, storage_options: dict[str, Any], options: dict[str, Any]
+) -> None:
+    """Run task ``task`` ("i/n") of the ingest of ``inputs`` into ``url`` (in a spawned
+    process, as one task of an array)."""
+    from mixle.corpus import ingest
+
+    ingest(inputs, url, task=task, storage_options=storage_options, **options)
+
+
+def run_tasks_into(
+    inputs: list[str],
+    url: str,
+    storage_options: dict[str, Any],
+    options: dict[str, Any],
+    count: int = 2,
+) -> None:
+    """Run all ``count`` tasks of the ingest into ``url``, each in its own process."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    procs = [
+        context.Process(
+            target=task_into, args=(inputs, url, f"{i}/{count}", storage_options, options)
+        )
+        for i in range(count)
+    ]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=300)
+        assert proc.exitcode == 0
+
+
+def s3_objects(url: str, storage_options: dict[str, Any]) -> dict[str, bytes]:
+    """Every object under the ``s3://`` ``url`` except hidden ones (name -> bytes)."""
+    from mixle.corpus.storage.fs import filesystem
+
+    fs = filesystem("s3", storage_options)
+    root = url[len("s3://") :]
+    return {
+        name[len(root) + 1 :]: fs.cat_file(name)
+        for name in fs.find(root)
+        if not name[len(root) + 1 :].startswith(".")
+    }
 
 
 def documents(path: Path) -> list[np.ndarray]:

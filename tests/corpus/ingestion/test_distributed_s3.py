@@ -7,7 +7,6 @@ local run; nothing is visible as a corpus before the commit.
 
 from __future__ import annotations
 
-import multiprocessing
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,21 +17,13 @@ from mixle.corpus import commit_ingest, ingest, merge_corpora, open_corpus
 from mixle.corpus.storage.fs import filesystem
 from mixle.errors import ArgumentError
 from tests.corpus._remote_fixtures import *  # noqa: F403
-from tests.corpus.ingestion.distributed_helpers import OPTIONS, make_inputs, tree
-
-
-def _task(inputs: list[str], url: str, task: str, storage_options: dict[str, Any]) -> None:
-    ingest(inputs, url, task=task, storage_options=storage_options, **OPTIONS)
-
-
-def _objects(url: str, storage_options: dict[str, Any]) -> dict[str, bytes]:
-    fs = filesystem("s3", storage_options)
-    root = url[len("s3://") :]
-    return {
-        name[len(root) + 1 :]: fs.cat_file(name)
-        for name in fs.find(root)
-        if not name[len(root) + 1 :].startswith(".")
-    }
+from tests.corpus.ingestion.distributed_helpers import (
+    OPTIONS,
+    make_inputs,
+    run_tasks_into,
+    s3_objects,
+    tree,
+)
 
 
 def test_two_task_processes_into_s3_then_commit_equal_the_local_run(
@@ -42,18 +33,12 @@ def test_two_task_processes_into_s3_then_commit_equal_the_local_run(
     local = tmp_path / "local"
     ingest(inputs, local, **OPTIONS)
     url = f"s3://corpora/{uuid.uuid4().hex}"
-    context = multiprocessing.get_context("spawn")
-    procs = [context.Process(target=_task, args=(inputs, url, f"{i}/2", s3)) for i in range(2)]
-    for proc in procs:
-        proc.start()
-    for proc in procs:
-        proc.join(timeout=300)
-        assert proc.exitcode == 0
+    run_tasks_into(inputs, url, s3, OPTIONS)
     fs = filesystem("s3", s3)
     assert not fs.exists(f"{url}/manifest.json")  # units only: not a corpus yet
     summary = commit_ingest(url, storage_options=s3)
     assert summary.documents == 300
-    assert _objects(url, s3) == tree(local)
+    assert s3_objects(url, s3) == tree(local)
     assert not fs.exists(f"{url}/.mixle-ingest")
     remote = open_corpus(url, storage_options=s3, cache_dir=str(tmp_path / "cache"))
     assert remote.fingerprint == open_corpus(local).fingerprint

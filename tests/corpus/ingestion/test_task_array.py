@@ -32,18 +32,6 @@ from tests.corpus.ingestion.distributed_helpers import OPTIONS, make_inputs, run
 WORK = ".mixle-ingest"
 
 
-@pytest.fixture
-def inputs(tmp_path: Path) -> list[str]:
-    return make_inputs(tmp_path)
-
-
-@pytest.fixture
-def local_run(tmp_path: Path, inputs: list[str]) -> Path:
-    out = tmp_path / "local"
-    ingest(inputs, out, workers=1, **OPTIONS)
-    return out
-
-
 def _run_all(plan: IngestPlan, out: Path, order: list[int]) -> None:
     for index in order:
         run_unit(plan, index, out)
