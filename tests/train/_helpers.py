@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from mixle.corpus import CorpusWriter
+from mixle.corpus import CorpusWriter, open_corpus
 from mixle.train import TrainConfig, read_metrics
+from mixle.train._sources import make_source
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -182,3 +183,17 @@ def run_until(
 
 def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "mixle.cli", "train", *args]
+
+
+def packed_source(corpus: Path) -> Any:
+    """The packed batch source over ``corpus`` (block 32, batch 4, seed 0), one rank."""
+    return make_source(
+        "packed",
+        open_corpus(corpus),
+        rank=0,
+        world_size=1,
+        block=32,
+        batch_size=4,
+        seed=0,
+        boundary_id=None,
+    )

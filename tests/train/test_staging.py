@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
 import mixle.train._staging as staging
-from mixle.corpus import open_corpus
 from mixle.models._inputs import TokenBatch, parse_batch
 from mixle.train import train
 from mixle.train._prefetch import PrefetchedBatches
-from mixle.train._sources import make_source
-from tests.train._helpers import assert_bitwise_equal, final_tensors, step_records, tiny_config
+from tests.train._helpers import (
+    assert_bitwise_equal,
+    final_tensors,
+    packed_source,
+    step_records,
+    tiny_config,
+)
 
 RNG = np.random.default_rng(0)
 DENSE = (
@@ -88,19 +91,6 @@ def test_pinned_staging_copies_every_array_into_host_buffers_bitwise(
     assert torch.equal(copied, torch.from_numpy(parsed.contexts))
 
 
-def _source(text_corpus: Path) -> Any:
-    return make_source(
-        "packed",
-        open_corpus(text_corpus),
-        rank=0,
-        world_size=1,
-        block=32,
-        batch_size=4,
-        seed=0,
-        boundary_id=None,
-    )
-
-
 def test_prefetch_thread_stages_each_batch_and_reports_the_one_taken(text_corpus: Path) -> None:
     stage_threads: set[str] = set()
 
@@ -108,8 +98,8 @@ def test_prefetch_thread_stages_each_batch_and_reports_the_one_taken(text_corpus
         stage_threads.add(threading.current_thread().name)
         return staging.stage_batch(batch, vocab=256, block=32, pin=False)
 
-    reference = _source(text_corpus)
-    wrapper = PrefetchedBatches(_source(text_corpus), 2, prepare=stage)
+    reference = packed_source(text_corpus)
+    wrapper = PrefetchedBatches(packed_source(text_corpus), 2, prepare=stage)
     try:
         for (batch, batch_id), (expected, expected_id) in zip(wrapper, reference, strict=False):
             assert batch_id == expected_id
