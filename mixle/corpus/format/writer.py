@@ -34,8 +34,8 @@ DEFAULT_SHARD_MAX_BYTES = 256 * 1024 * 1024
 # Documents are validated and written in batches of about this many ids: large enough
 # to amortize per-call overhead, small enough that memory stays O(batch).
 _BATCH_TOKENS = 1 << 22
-# add_many takes documents from its iterable this many at a time and type-checks each
-# such chunk in bulk.
+# add_many takes documents from its iterable in chunks of at most this many (fewer when
+# they are long) and type-checks each chunk in bulk.
 _CHUNK_DOCUMENTS = 1024
 _NDIM = operator.attrgetter("ndim")
 _DTYPE = operator.attrgetter("dtype")
@@ -185,15 +185,22 @@ class CorpusWriter:
         self._check_open()
         iterator = iter(documents)
         batch: list[np.ndarray] = []
-        batch_tokens = 0
-        while chunk := list(itertools.islice(iterator, _CHUNK_DOCUMENTS)):
+        batch_tokens = seen_documents = seen_tokens = 0
+        size = 16
+        while chunk := list(itertools.islice(iterator, size)):
             if not self._plain(chunk):
                 chunk = self._validated(chunk, batch)
             batch += chunk
-            batch_tokens += sum(map(len, chunk))
+            tokens = sum(map(len, chunk))
+            batch_tokens += tokens
+            seen_documents, seen_tokens = seen_documents + len(chunk), seen_tokens + tokens
             if batch_tokens >= _BATCH_TOKENS:
                 self._add_batch(batch)
                 batch, batch_tokens = [], 0
+            # Take about as many documents as fill the batch (a generator's documents
+            # are held until written, so memory stays O(batch) for long documents too).
+            average = seen_tokens // seen_documents + 1
+            size = max(1, min(_CHUNK_DOCUMENTS, (_BATCH_TOKENS - batch_tokens) // average))
         if batch:
             self._add_batch(batch)
 

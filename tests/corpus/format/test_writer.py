@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -379,3 +380,30 @@ def test_add_many_accepts_mixed_chunks_in_order(
             writer.add_many(iter([np.array([1]), np.array([2]), np.array([11]), np.array([3])]))
     expected = [[1, 2], [3], [4], [], [5, 6], [7, 8, 9], [10], [1], [2]]
     assert [doc.tolist() for doc in open_corpus(tmp_path / "c")] == expected
+
+
+def test_add_many_holds_about_one_batch_of_a_generators_long_documents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("mixle.corpus.format.writer._BATCH_TOKENS", 10_000)
+    produced = 0
+    written: list[int] = []
+
+    def documents() -> Iterator[np.ndarray]:
+        nonlocal produced
+        for index in range(200):
+            produced += 1
+            yield np.full(1_000 if index < 100 else 3_000, index % 7, dtype=np.uint16)
+
+    with CorpusWriter(tmp_path / "c", dtype="uint16") as writer:
+        real_add_batch = writer._add_batch
+
+        def add_batch(arrays: list[np.ndarray]) -> None:
+            # Documents taken from the generator but not yet written stay within ~2 batches.
+            written.append(produced - writer.num_documents)
+            real_add_batch(arrays)
+
+        monkeypatch.setattr(writer, "_add_batch", add_batch)
+        writer.add_many(documents())
+    assert max(written) <= 2 * 10_000 // 1_000
+    assert len(open_corpus(tmp_path / "c")) == 200
