@@ -11,7 +11,10 @@ Three same-run references say what stands between the figure and the target:
 * the machine's ceiling: a pure-Python CPU burn in 1 vs 2 processes (other jobs share
   the cores, so no program can scale past it);
 * transport alone: the same DataLoader over a dataset that yields ready-made tensors of
-  the same shapes (no corpus work), 1 vs 2 workers;
+  the same shapes (no corpus work), 1 vs 2 workers, as torch moves them (each through
+  shared memory and a file descriptor; ``StreamingDataset`` workers instead send one
+  ``PackedBatch`` payload through the result pipe);
+* the DataLoader's own floor: a dataset that yields ``0`` (no data moves);
 * a CPU-time profile per batch: ``corpus.batch_at`` in-process (the work a worker
   does), and for each worker count the main process's CPU seconds (receiving,
   unpickling and mapping the shared-memory tensors) and the workers' (from
@@ -49,6 +52,14 @@ from mixle.data import StreamingCorpus
 from mixle.data.torch import StreamingDataset
 from tools.bench_ingest import cpu_ceiling
 from tools.bench_stream import generate
+
+
+class Nothing(IterableDataset[int]):
+    """The DataLoader's own floor: yields ``0`` forever (no data moves)."""
+
+    def __iter__(self) -> Iterator[int]:
+        while True:
+            yield 0
 
 
 class ReadyBatches(IterableDataset[tuple[torch.Tensor, ...]]):
@@ -121,13 +132,13 @@ def measure(path: Path, args: argparse.Namespace) -> dict[str, Any]:
     parts = tuple(torch.from_numpy(part) for part in corpus.batch_at(0, 0))
     rows = torch.cat([parts[0], parts[1][:, -1:]], dim=1)  # the (b, block + 1) token rows
     three, one = ReadyBatches(parts), ReadyBatches((rows,))
-    fd, fs = DEFAULT_STRATEGY, "file_system"
+    fd = DEFAULT_STRATEGY
     configs: dict[str, tuple[Any, int, str]] = {
         "corpus, 0 workers": (StreamingDataset(corpus), 0, fd),
         "corpus, 1 worker": (StreamingDataset(corpus), 1, fd),
         "corpus, 2 workers": (StreamingDataset(corpus), 2, fd),
-        f"corpus, 1 worker, {fs}": (StreamingDataset(corpus), 1, fs),
-        f"corpus, 2 workers, {fs}": (StreamingDataset(corpus), 2, fs),
+        "nothing (DataLoader floor), 1 worker": (Nothing(), 1, fd),
+        "nothing (DataLoader floor), 2 workers": (Nothing(), 2, fd),
         "transport of 3 tensors, 1 worker": (three, 1, fd),
         "transport of 3 tensors, 2 workers": (three, 2, fd),
         "transport of 1 tensor, 1 worker": (one, 1, fd),

@@ -30,6 +30,19 @@ worker count (0 included) for ``m`` workers, continuing at the same next batch::
 
 Worker processes may be forked or spawned; the corpus (and its ``documents``) must be
 picklable for spawn.
+
+Transport
+---------
+In a worker process each batch is handed to the DataLoader as one :class:`PackedBatch`:
+all its arrays copied into one byte buffer, which pickles as a single bytes payload
+through the worker's result pipe. The main process unpickles it straight into the
+list of tensors the DataLoader yields (the same list ``default_convert`` makes of a
+tuple; each tensor a contiguous view of the one received buffer, bitwise equal to the
+in-process batch). Tensors handed over one by one cost torch a shared-memory segment,
+a socket connection to the worker's ``resource_sharer`` and an authentication
+handshake *each*, answered one at a time: that serialised the workers. A custom
+``collate_fn`` running in a worker receives the :class:`PackedBatch`;
+``PackedBatch.unpack()`` gives its tensors.
 """
 
 from __future__ import annotations
@@ -47,7 +60,7 @@ from mixle.data._streaming import StreamingCorpus
 from mixle.data.stream_token_source import TokenStream
 from mixle.errors import ArgumentTypeError, StateMismatchError
 
-__all__ = ["StreamingDataset", "TokenStreamDataset"]
+__all__ = ["PackedBatch", "StreamingDataset", "TokenStreamDataset"]
 
 
 # Keys of the StatefulDataLoader main-process state that carry over to any worker count.
@@ -65,7 +78,60 @@ def _worker() -> tuple[int, int]:
     return (0, 1) if info is None else (int(info.id), int(info.num_workers))
 
 
-class _WorkerSplitDataset(IterableDataset[tuple[torch.Tensor, ...]]):
+# Each part starts at a multiple of this many bytes in a packed buffer, so every view
+# is aligned for its dtype (int64 at most).
+_ALIGN = 8
+
+
+def _unpack(
+    buffer: bytearray, layout: tuple[tuple[str, tuple[int, ...], int], ...]
+) -> list[torch.Tensor]:
+    """The tensors of a packed batch: contiguous views of ``buffer``, in order."""
+    raw = np.frombuffer(buffer, dtype=np.uint8)
+    tensors = []
+    for dtype_str, shape, offset in layout:
+        dtype = np.dtype(dtype_str)
+        size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        tensors.append(torch.from_numpy(raw[offset : offset + size].view(dtype).reshape(shape)))
+    return tensors
+
+
+class PackedBatch:
+    """One batch as a DataLoader worker sends it: every array in one byte buffer.
+
+    Pickling it produces one bytes payload and a small layout (dtype, shape and offset
+    of each array); unpickling produces the ``list`` of tensors directly, so the
+    DataLoader's main process never sees this class. Built only in worker processes.
+
+    Parameters
+    ----------
+    parts
+        The batch's arrays, in order (copied; C order, any shape, fixed-size dtypes).
+    """
+
+    __slots__ = ("buffer", "layout")
+
+    def __init__(self, parts: tuple[np.ndarray, ...]) -> None:
+        layout = []
+        offset = 0
+        for part in parts:
+            layout.append((part.dtype.str, tuple(part.shape), offset))
+            offset += -(-part.nbytes // _ALIGN) * _ALIGN
+        self.buffer = bytearray(offset)
+        raw = np.frombuffer(self.buffer, dtype=np.uint8)
+        for part, (_, shape, start) in zip(parts, layout, strict=True):
+            raw[start : start + part.nbytes].view(part.dtype).reshape(shape)[...] = part
+        self.layout = tuple(layout)
+
+    def unpack(self) -> list[torch.Tensor]:
+        """The batch's tensors (views of :attr:`buffer`), as the DataLoader yields them."""
+        return _unpack(self.buffer, self.layout)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return (_unpack, (self.buffer, self.layout))
+
+
+class _WorkerSplitDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch]):
     """Worker-count-invariant, resumable iteration over batches addressed by position.
 
     A position is ``(epoch, batch index)``. Subclasses say how to step a position, how
@@ -112,8 +178,9 @@ class _WorkerSplitDataset(IterableDataset[tuple[torch.Tensor, ...]]):
             return self._next
         return self._advance(self._origin, worker)
 
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, ...]]:
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, ...] | PackedBatch]:
         worker, workers = _worker()
+        packed = get_worker_info() is not None  # a worker process: one payload per batch
         position = self._first(worker)
         self._loaded = False
         self._started = True
@@ -124,7 +191,10 @@ class _WorkerSplitDataset(IterableDataset[tuple[torch.Tensor, ...]]):
             batch = self._batch(position)
             position = self._advance(position, workers)
             self._next = position
-            yield tuple(torch.from_numpy(np.ascontiguousarray(part)) for part in batch)
+            if packed:
+                yield PackedBatch(batch)
+            else:
+                yield tuple(torch.from_numpy(np.ascontiguousarray(part)) for part in batch)
 
     def _identity(self, worker: int, workers: int) -> dict[str, Any]:
         return {

@@ -8,6 +8,11 @@ last batch the *trainer* took, never of the batches waiting in the queue, so a
 checkpoint taken after step ``k`` resumes at batch ``k + 1`` exactly as without
 prefetching; the batches themselves are the source's, unchanged and in order.
 
+With a ``prepare`` function the thread also applies it to every batch (the trainer
+passes :func:`~mixle.train._staging.stage_batch`: parsing, and pinning on CUDA), and
+:attr:`PrefetchedBatches.prepared` is its result for the last batch taken; an error
+it raises is that batch's error.
+
 The thread stops when the source is exhausted, when :meth:`close` is called (the
 trainer calls it in a ``finally``) and when producing a batch raises; that exception is
 re-raised in the trainer's thread at the position of the failed batch.
@@ -17,7 +22,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from mixle._checks import positive_int
@@ -48,11 +53,18 @@ class PrefetchedBatches:
         ``iter``; from then on only the producer thread touches it.
     depth
         Positive number of batches produced ahead of the one being trained on.
+    prepare
+        Optional function applied to each batch in the producer thread; its result
+        for the last batch taken is :attr:`prepared`.
     """
 
-    def __init__(self, source: BatchSource, depth: int) -> None:
+    def __init__(
+        self, source: BatchSource, depth: int, prepare: Callable[[Batch], Any] | None = None
+    ) -> None:
         self.source = source
         self.depth = positive_int("prefetch", depth)
+        self._prepare = prepare
+        self._prepared: Any = None
         self._cursor = source.cursor
         self._state = source.state_dict()
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=self.depth)
@@ -63,6 +75,11 @@ class PrefetchedBatches:
     def cursor(self) -> BatchId:
         """``(epoch, index)`` of the next batch the trainer will take."""
         return self._cursor
+
+    @property
+    def prepared(self) -> Any:
+        """``prepare(batch)`` of the last batch taken (``None`` without ``prepare``)."""
+        return self._prepared
 
     def steps_in_epoch(self, epoch: int) -> int:
         return self.source.steps_in_epoch(epoch)
@@ -83,10 +100,11 @@ class PrefetchedBatches:
         self._state = self.source.state_dict()
 
     def _produce(self) -> None:
-        source = self.source
+        source, prepare = self.source, self._prepare
         try:
             for item in source:
-                if not self._put((item, source.cursor, source.state_dict())):
+                prepared = None if prepare is None else prepare(item[0])
+                if not self._put((item, prepared, source.cursor, source.state_dict())):
                     return
         except BaseException as error:  # re-raised in the trainer's thread
             self._put(_End(error))
@@ -119,7 +137,7 @@ class PrefetchedBatches:
                 if item.error is not None:
                     raise item.error
                 return
-            batch_and_id, self._cursor, self._state = item
+            batch_and_id, self._prepared, self._cursor, self._state = item
             yield batch_and_id
 
     def close(self) -> None:

@@ -14,6 +14,7 @@ as an uninterrupted one and consumes the same batches — none repeated, none sk
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import signal
@@ -34,7 +35,7 @@ from mixle.models import (
     StreamingTransformer,
     StreamingTransformerEstimator,
 )
-from mixle.models._inputs import parse_batch
+from mixle.models._inputs import TokenBatch, parse_batch
 from mixle.stats.registry import tensors_from_blob
 from mixle.train._config import TrainConfig
 from mixle.train._distributed import DistributedContext, setup_distributed
@@ -57,6 +58,7 @@ from mixle.train._sources import (
     make_source,
     split_holdout,
 )
+from mixle.train._staging import pin_for, stage_batch
 from mixle.train._summary import TrainSummary, mean_or_none
 from mixle.train.checkpoint import (
     latest_checkpoint,
@@ -296,9 +298,16 @@ class _Trainer:
         return int(self.last_checkpoint.rstrip("/").rsplit("step-", 1)[1])
 
     # ----------------------------------------------------------------- stepping
-    def train_step(self, batch: Batch, stop: bool) -> tuple[float, float, bool]:
-        """One optimizer step; returns ``(global loss sum, global weight, stop)``."""
-        parsed = parse_batch(batch, self.vocab, self.config.block)
+    def train_step(self, batch: Batch | TokenBatch, stop: bool) -> tuple[float, float, bool]:
+        """One optimizer step; returns ``(global loss sum, global weight, stop)``.
+
+        ``batch`` is a raw batch, or one the prefetch thread already staged (parsed,
+        pinned on CUDA: see ``_staging``).
+        """
+        if isinstance(batch, TokenBatch):
+            parsed = batch
+        else:
+            parsed = parse_batch(batch, self.vocab, self.config.block)
         if self._estimator is None:
             # One estimator for the run: it shares the leaf's module and persistent AdamW.
             self._estimator = self.leaf.estimator()
@@ -432,7 +441,15 @@ class _Trainer:
         if config.prefetch:
             # Batches are produced ahead in a thread; the wrapper reports the cursor and
             # state of the last batch taken here, so checkpoints are unchanged.
-            self.source = PrefetchedBatches(self.source, config.prefetch)
+            # The thread also parses each batch and, on CUDA, pins it for an
+            # asynchronous copy (``_staging``); the values are unchanged.
+            stage = functools.partial(
+                stage_batch,
+                vocab=self.vocab,
+                block=config.block,
+                pin=pin_for(ctx.device),
+            )
+            self.source = PrefetchedBatches(self.source, config.prefetch, prepare=stage)
         batches = iter(self.source)
         try:
             while True:
@@ -448,7 +465,11 @@ class _Trainer:
                 except StopIteration:
                     break
                 data_wait = time.perf_counter() - began
-                loss_sum, weight, stop = self.train_step(batch, self.stop.signal is not None)
+                # The prefetch thread staged the batch (parsed, pinned on CUDA).
+                staged = (
+                    self.source.prepared if isinstance(self.source, PrefetchedBatches) else batch
+                )
+                loss_sum, weight, stop = self.train_step(staged, self.stop.signal is not None)
                 ids = ctx.all_gather_int64([epoch, index, int(batch_digest(batch), 16) >> 1])
                 extra: dict[str, Any] = {}
                 if self.layout == "global":

@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from mixle.corpus import CorpusWriter
+from mixle.corpus import CorpusWriter, open_corpus
 from mixle.train import TrainConfig, read_metrics
+from mixle.train._sources import make_source
 from tests._torchrun import ROOT, launch_env
 
 # The environment of a launched CLI or torchrun job (see tests/_torchrun.py).
@@ -192,3 +193,17 @@ def run_until(
 
 def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "mixle.cli", "train", *args]
+
+
+def packed_source(corpus: Path) -> Any:
+    """The packed batch source over ``corpus`` (block 32, batch 4, seed 0), one rank."""
+    return make_source(
+        "packed",
+        open_corpus(corpus),
+        rank=0,
+        world_size=1,
+        block=32,
+        batch_size=4,
+        seed=0,
+        boundary_id=None,
+    )

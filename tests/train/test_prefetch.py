@@ -10,12 +10,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mixle.corpus import open_corpus
 from mixle.errors import ArgumentError
 from mixle.train import read_metrics, train
 from mixle.train._prefetch import PrefetchedBatches
-from mixle.train._sources import Batch, BatchId, batch_digest, make_source
-from tests.train._helpers import assert_bitwise_equal, final_tensors, step_records, tiny_config
+from mixle.train._sources import Batch, BatchId, batch_digest
+from tests.train._helpers import (
+    assert_bitwise_equal,
+    final_tensors,
+    packed_source,
+    step_records,
+    tiny_config,
+)
 
 
 def _quiet(line: str) -> None:
@@ -80,27 +85,14 @@ def test_negative_prefetch_is_rejected(text_corpus: Path) -> None:
         tiny_config(text_corpus, prefetch=-1)
 
 
-def _source(text_corpus: Path) -> Any:
-    return make_source(
-        "packed",
-        open_corpus(text_corpus),
-        rank=0,
-        world_size=1,
-        block=32,
-        batch_size=4,
-        seed=0,
-        boundary_id=None,
-    )
-
-
 def test_wrapper_yields_the_source_batches_and_reports_the_consumed_state(
     text_corpus: Path,
 ) -> None:
-    plain = _source(text_corpus)
+    plain = packed_source(text_corpus)
     expected = []
     for (batch, batch_id), _ in zip(plain, range(10), strict=False):
         expected.append((batch_digest(batch), batch_id, plain.cursor, plain.state_dict()))
-    wrapped = PrefetchedBatches(_source(text_corpus), depth=3)
+    wrapped = PrefetchedBatches(packed_source(text_corpus), depth=3)
     assert wrapped.cursor == (0, 0)
     iterator = iter(wrapped)
     for digest, batch_id, cursor, state in expected:
@@ -111,7 +103,7 @@ def test_wrapper_yields_the_source_batches_and_reports_the_consumed_state(
         assert wrapped.state_dict() == state
     wrapped.close()
     assert not _prefetch_threads()
-    resumed = _source(text_corpus)
+    resumed = packed_source(text_corpus)
     resumed.load_state_dict(expected[4][3])
     assert batch_digest(next(iter(resumed))[0]) == expected[5][0]
 
@@ -161,7 +153,7 @@ def test_a_producer_error_is_raised_in_order_and_stops_the_thread() -> None:
 
 
 def test_close_stops_a_producer_blocked_on_a_full_queue(text_corpus: Path) -> None:
-    source = _source(text_corpus)
+    source = packed_source(text_corpus)
     wrapped = PrefetchedBatches(source, depth=2)
     iterator = iter(wrapped)
     next(iterator)

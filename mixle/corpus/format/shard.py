@@ -45,7 +45,13 @@ __all__ = ["ShardWriter", "rewrite_shard_dtype", "write_shard"]
 _COPY_CHUNK = 1 << 24
 # Chunks smaller than this are hashed inline (thread hand-off would cost more).
 _THREAD_MIN_BYTES = 1 << 20
-_HASH_IN_FLIGHT = 2
+# Chunks handed to the hashing thread and not yet hashed, at most: enough slack that a
+# briefly descheduled hasher does not stall the writing thread, and memory stays bounded.
+_HASH_IN_FLIGHT = 4
+# A durable shard asks the kernel to write its data to disk every this many bytes, on a
+# helper thread, so the disk works while the next chunks are encoded, hashed and written,
+# and the fsync before the rename finds at most this much left to write.
+_FLUSH_BYTES = 1 << 26
 
 
 def _discard(handle: Any, paths: tuple[str, ...]) -> None:
@@ -82,6 +88,12 @@ class ShardWriter:
     Use as a context manager: leaving the block by an exception calls :meth:`abort`.
     :meth:`write` takes ids that are already validated and already of ``dtype``;
     :meth:`add_documents` validates arbitrary documents first.
+
+    Two helper threads overlap the work with the writing: one computes the SHA-256 of
+    large chunks (in order) while they are written, and, for a durable shard, one
+    fsyncs the data written so far every 64 MiB so the disk writes while more is
+    appended. Neither changes a byte of the output, and nothing is visible under the
+    final names before :meth:`commit` has fsynced and renamed the files.
     """
 
     def __init__(
@@ -103,6 +115,9 @@ class ShardWriter:
         self._hash = hashlib.sha256()
         self._hasher: ThreadPoolExecutor | None = None
         self._pending_hashes: deque[Future[None]] = deque()
+        self._flusher: ThreadPoolExecutor | None = None
+        self._flushing: Future[None] | None = None
+        self._unflushed = 0
         self._lengths: list[np.ndarray] = []
         self.num_documents = 0
         self.num_tokens = 0
@@ -177,21 +192,48 @@ class ShardWriter:
             self._wait_hashes(_HASH_IN_FLIGHT - 1)
             # The future keeps ``view`` (and so its buffer) alive until hashed.
             self._pending_hashes.append(self._hasher.submit(self._hash.update, view))
+        nbytes = view.nbytes
         while view:
             written = self._file.write(view)
             view = view[written or 0 :]
+        if self.durable:
+            self._unflushed += nbytes
+            self._flush_behind()
+
+    def _flush_behind(self) -> None:
+        """Start writing the data so far to disk on a helper thread (durable shards).
+
+        ``fsync`` of the bytes written until now, while this thread goes on
+        appending: the final fsync in :meth:`commit` then waits only for the tail. One
+        flush at a time; an error surfaces at the next call or at :meth:`commit`.
+        """
+        if self._unflushed < _FLUSH_BYTES:
+            return
+        if self._flushing is not None:
+            if not self._flushing.done():
+                return
+            self._flushing.result()
+        if self._flusher is None:
+            self._flusher = ThreadPoolExecutor(1, thread_name_prefix="mixle-flush")
+        self._flushing = self._flusher.submit(os.fsync, self._file.fileno())
+        self._unflushed = 0
 
     def _wait_hashes(self, keep: int) -> None:
         while len(self._pending_hashes) > keep:
             self._pending_hashes.popleft().result()
 
-    def _stop_hasher(self) -> None:
+    def _stop_helpers(self) -> None:
+        """Wait for pending hashes and the flush in flight, then end both threads."""
         try:
             self._wait_hashes(0)
+            if self._flushing is not None:
+                self._flushing.result()
         finally:
-            if self._hasher is not None:
-                self._hasher.shutdown(wait=True)
-                self._hasher = None
+            self._flushing = None
+            for pool in (self._hasher, self._flusher):
+                if pool is not None:
+                    pool.shutdown(wait=True)
+            self._hasher = self._flusher = None
 
     def add_documents(
         self,
@@ -230,7 +272,7 @@ class ShardWriter:
         if self._done:
             raise ArgumentError("this ShardWriter is already committed or aborted.")
         try:
-            self._stop_hasher()
+            self._stop_helpers()
             if self.durable:
                 fsync_file(self._file)
             self._file.close()
@@ -274,7 +316,7 @@ class ShardWriter:
             return
         self._done = True
         with contextlib.suppress(Exception):
-            self._stop_hasher()
+            self._stop_helpers()
         self._finalizer()
 
     def __enter__(self) -> ShardWriter:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -300,3 +302,108 @@ def test_empty_shards_in_a_manifest_are_skipped_by_readers(tmp_path: Path) -> No
     assert [doc.tolist() for doc in documents] == [[1, 2], [3], [4]]
     assert [doc.tolist() for doc in documents.take([2, 0])] == [[4], [1, 2]]
     np.testing.assert_array_equal(documents.lengths, [2, 1, 1])
+
+
+def _helper_threads() -> set[str]:
+    return {
+        thread.name
+        for thread in threading.enumerate()
+        if thread.name.startswith(("mixle-flush", "mixle-sha256"))
+    }
+
+
+def test_durable_writer_flushes_behind_and_writes_the_same_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("mixle.corpus.format.writer._BATCH_TOKENS", 1000)
+    monkeypatch.setattr("mixle.corpus.format.shard._THREAD_MIN_BYTES", 1)
+    monkeypatch.setattr("mixle.corpus.format.shard._FLUSH_BYTES", 4096)
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(threading.current_thread().name)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    rng = np.random.default_rng(0)
+    documents = [rng.integers(0, 5000, size=n, dtype=np.uint16) for n in rng.integers(1, 900, 60)]
+    for durable in (True, False):
+        with CorpusWriter(tmp_path / str(durable), vocab_size=5000, durable=durable) as writer:
+            writer.add_many(documents)
+    assert any(name.startswith("mixle-flush") for name in synced)
+    assert not _helper_threads()
+    durable_files = sorted(os.listdir(tmp_path / "True"))
+    assert durable_files == sorted(os.listdir(tmp_path / "False"))
+    for name in durable_files:
+        assert (tmp_path / "True" / name).read_bytes() == (tmp_path / "False" / name).read_bytes()
+    assert verify_corpus(tmp_path / "True").ok
+
+
+def test_a_failed_background_flush_aborts_the_shard_and_publishes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("mixle.corpus.format.shard._FLUSH_BYTES", 1024)
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if threading.current_thread().name.startswith("mixle-flush"):
+            raise OSError(5, "Input/output error")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with (
+        pytest.raises(OSError, match="Input/output error"),
+        CorpusWriter(tmp_path / "c", dtype="uint16") as writer,
+    ):
+        writer.add_many([np.arange(2000, dtype=np.uint16)] * 3)
+    assert os.listdir(tmp_path / "c") == []
+    assert not _helper_threads()
+
+
+def test_add_many_accepts_mixed_chunks_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("mixle.corpus.format.writer._CHUNK_DOCUMENTS", 3)
+    documents: list[object] = [
+        np.array([1, 2], dtype=np.int32),
+        [3],
+        np.array([4], dtype=np.uint64),
+        np.array([], dtype=np.int64),
+        (5, 6),
+        np.array([7, 8, 9], dtype=np.uint16),
+        np.array([10], dtype=np.int8),
+    ]
+    with CorpusWriter(tmp_path / "c", vocab_size=11) as writer:
+        writer.add_many(iter(documents))
+        with pytest.raises(TokenIdError, match=r"document 9 has token id 11 at position 0"):
+            writer.add_many(iter([np.array([1]), np.array([2]), np.array([11]), np.array([3])]))
+    expected = [[1, 2], [3], [4], [], [5, 6], [7, 8, 9], [10], [1], [2]]
+    assert [doc.tolist() for doc in open_corpus(tmp_path / "c")] == expected
+
+
+def test_add_many_holds_about_one_batch_of_a_generators_long_documents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("mixle.corpus.format.writer._BATCH_TOKENS", 10_000)
+    produced = 0
+    written: list[int] = []
+
+    def documents() -> Iterator[np.ndarray]:
+        nonlocal produced
+        for index in range(200):
+            produced += 1
+            yield np.full(1_000 if index < 100 else 3_000, index % 7, dtype=np.uint16)
+
+    with CorpusWriter(tmp_path / "c", dtype="uint16") as writer:
+        real_add_batch = writer._add_batch
+
+        def add_batch(arrays: list[np.ndarray]) -> None:
+            # Documents taken from the generator but not yet written stay within ~2 batches.
+            written.append(produced - writer.num_documents)
+            real_add_batch(arrays)
+
+        monkeypatch.setattr(writer, "_add_batch", add_batch)
+        writer.add_many(documents())
+    assert max(written) <= 2 * 10_000 // 1_000
+    assert len(open_corpus(tmp_path / "c")) == 200
