@@ -17,6 +17,7 @@ import numpy as np
 from mixle._checks import exact_int, nonnegative_int, positive_int
 from mixle.data._cursor import Cursor, identity_differences
 from mixle.data._documents import as_documents, supports_prefetch
+from mixle.data._gather import fill_document_ids
 from mixle.data._order import SequenceSelector, global_document_order
 from mixle.data._packing import StreamLayout, rows_for_stream, stream_segment
 from mixle.data._plan_store import PLAN_FORMAT, PlanStore, plan_arrays, plan_from_arrays
@@ -408,54 +409,54 @@ class StreamingCorpus:
             n_rows = self.batch_size
         else:
             n_rows = min(first_row + self.batch_size, plan.rows) - first_row
+        size = n_rows * block
         begin = first_row * block
-        end = begin + n_rows * block + 1
-        stream_end = max(min(end, layout.stream_tokens), begin)
-        buffer = np.empty(end - begin, dtype=np.int64)
-        stream_segment(
-            self.documents,
-            layout,
-            begin,
-            stream_end,
-            buffer[: stream_end - begin],
-            self.boundary_id,
+        stream_end = min(begin + size + 1, layout.stream_tokens)
+        buffer = np.empty(size + 1, dtype=np.int64)
+        real_tokens = max(stream_end - begin, 0)
+        first, stop = stream_segment(
+            self.documents, layout, begin, stream_end, buffer, self.boundary_id
         )
-        buffer[stream_end - begin :] = self.pad_id
+        if real_tokens <= size:
+            buffer[real_tokens:] = self.pad_id
         context = buffer[:-1].reshape(n_rows, block)
         targets = buffer[1:].reshape(n_rows, block)
-        real = min(max(layout.stream_tokens - begin - 1, 0), n_rows * block)
-        mask = np.zeros(n_rows * block, dtype=np.bool_)
-        mask[:real] = True
-        batch: Batch = (context, targets, mask.reshape(n_rows, block))
+        real = min(max(real_tokens - 1, 0), size)
+        if real == size:
+            mask = np.ones((n_rows, block), dtype=np.bool_)
+        else:
+            flat = np.zeros(size, dtype=np.bool_)
+            flat[:real] = True
+            mask = flat.reshape(n_rows, block)
+        batch: Batch = (context, targets, mask)
         if self.document_ids:
-            batch = (*batch, *self._document_positions(layout, begin, n_rows))
+            batch = (*batch, *self._document_positions(layout, begin, n_rows, first, stop))
         return batch, real
 
     def _document_positions(
-        self, layout: StreamLayout, begin: int, n_rows: int
+        self, layout: StreamLayout, begin: int, n_rows: int, first: int, stop: int
     ) -> tuple[np.ndarray, np.ndarray]:
         """Document ids and in-document positions of stream tokens ``[begin, begin + n)``.
 
-        Filled by ranges: the few documents overlapping the span are located with two
-        binary searches and each contributes one run (its boundary token included);
-        positions past the stream's end are padding (-1 and 0).
+        ``[first, stop)`` are the positions in ``layout.indices`` of the documents the span
+        overlaps (as :func:`stream_segment` returned them); each contributes one run (its
+        boundary token included), filled by :func:`fill_document_ids`; positions past the
+        stream's end are padding (-1 and 0).
         """
         size = n_rows * self.block
-        doc_ids = np.full(size, -1, dtype=np.int64)
-        pos_ids = np.zeros(size, dtype=np.int64)
-        end = min(begin + size, layout.stream_tokens)
-        if end > begin:
-            first, stop = layout.documents_between(begin, end)
-            edges = np.clip(layout.starts[first : stop + 1], begin, end)
-            edges[-1] = end
-            counts = np.diff(edges)
-            real = end - begin
-            doc_ids[:real] = np.repeat(layout.indices[first:stop], counts)
-            np.subtract(
-                np.arange(begin, end, dtype=np.int64),
-                np.repeat(layout.starts[first:stop], counts),
-                out=pos_ids[:real],
+        doc_ids = np.empty(size, dtype=np.int64)
+        pos_ids = np.empty(size, dtype=np.int64)
+        real = max(min(begin + size, layout.stream_tokens) - begin, 0)
+        if real:
+            fill_document_ids(
+                doc_ids[:real],
+                pos_ids[:real],
+                layout.indices[first:stop],
+                layout.starts[first : stop + 1],
+                begin,
             )
+        doc_ids[real:] = -1
+        pos_ids[real:] = 0
         shape = (n_rows, self.block)
         return doc_ids.reshape(shape), pos_ids.reshape(shape)
 

@@ -24,9 +24,15 @@ from mixle._checks import exact_int, positive_int
 from mixle._file_checks import open_regular
 from mixle.corpus.format.descriptors import exhaustion_error, is_descriptor_exhaustion, shard_budget
 from mixle.corpus.format.manifest import Manifest, ShardEntry, parse_manifest
-from mixle.corpus.format.spec import HEADER_SIZE, check_offsets
+from mixle.corpus.format.spec import (
+    HEADER_SIZE,
+    check_offset_ends,
+    check_offsets,
+    check_offsets_range,
+)
 from mixle.corpus.format.verify import check_shard_files, verify_store
 from mixle.corpus.format.view import DocumentsView, as_index
+from mixle.data._gather import gather_pieces
 from mixle.errors import ArgumentTypeError, CorpusFormatError
 
 __all__ = ["DEFAULT_MAX_OPEN_SHARDS", "ShardedDocuments", "open_documents"]
@@ -47,6 +53,13 @@ _SAMPLE_PAGES = 4
 _UNSET: Any = object()
 # take() of a list this short indexes document by document (see ShardedDocuments._take_each).
 _TAKE_LOOP_MAX = 256
+# A shard of up to _CHECK_WHOLE documents has its offsets checked whole when it is mapped
+# (~1 ms); a larger one block by block of _CHECK_BLOCK documents (32 KiB of offsets, a
+# few microseconds), each block when one of its documents is first read, so opening a
+# stream over a 10M-document shard does not pay ~40 ms for offsets it does not read.
+_CHECK_SHIFT = 12
+_CHECK_BLOCK = 1 << _CHECK_SHIFT
+_CHECK_WHOLE = 1 << 18
 _mincore_function: Any = _UNSET
 
 
@@ -86,9 +99,25 @@ def _all_resident(samples: list[tuple[int, int, int]]) -> bool:
 
 
 class _OpenShard:
-    """The mapped arrays of one shard (kept alive by the LRU and by returned views)."""
+    """The mapped arrays of one shard (kept alive by the LRU and by returned views).
 
-    __slots__ = ("address", "mapping", "offsets", "offsets_array", "start", "stop", "tokens")
+    ``unchecked`` flags the blocks of :data:`_CHECK_BLOCK` documents whose offsets have not
+    been checked yet (``None`` once all have): a large offsets file is checked range by
+    range as its documents are first read, never a document before its range.
+    """
+
+    __slots__ = (
+        "address",
+        "mapping",
+        "num_tokens",
+        "offsets",
+        "offsets_array",
+        "start",
+        "stop",
+        "tokens",
+        "unchecked",
+        "where",
+    )
 
     def __init__(
         self,
@@ -97,11 +126,16 @@ class _OpenShard:
         tokens: np.ndarray,
         offsets_array: np.ndarray,
         mapping: mmap.mmap | None,
+        unchecked: np.ndarray | None = None,
+        where: str = "",
     ) -> None:
         self.start = start
         self.stop = stop
         self.tokens = tokens
         self.offsets_array = offsets_array
+        self.unchecked = unchecked
+        self.where = where
+        self.num_tokens = int(offsets_array[-1])
         # memoryview item access returns Python ints, cheaper than numpy scalars.
         self.offsets: Any = (
             offsets_array.data.cast("B").cast("q") if _LITTLE_ENDIAN else offsets_array
@@ -109,6 +143,34 @@ class _OpenShard:
         self.mapping = mapping
         # Base address of the token mapping, for mincore(2) residency checks.
         self.address: int = tokens.__array_interface__["data"][0] if mapping is not None else 0
+
+    def check(self, local: int | np.ndarray) -> None:
+        """Check the offsets blocks holding shard-local documents ``local`` (once each)."""
+        unchecked = self.unchecked
+        if unchecked is None:
+            return
+        blocks = np.unique(np.asarray(local, dtype=np.int64) >> _CHECK_SHIFT)
+        count = self.stop - self.start
+        for block in blocks[unchecked[blocks]].tolist():
+            first = block << _CHECK_SHIFT
+            check_offsets_range(
+                self.offsets_array,
+                first,
+                min(first + _CHECK_BLOCK, count),
+                self.num_tokens,
+                self.where,
+            )
+            unchecked[block] = False
+        if not unchecked.any():
+            self.unchecked = None
+
+    def check_all(self) -> None:
+        """Check every offset of the shard (a no-op once done)."""
+        if self.unchecked is not None:
+            check_offsets_range(
+                self.offsets_array, 0, self.stop - self.start, self.num_tokens, self.where
+            )
+            self.unchecked = None
 
 
 _NO_SHARD = _OpenShard(0, 0, np.empty(0, np.uint16), np.zeros(1, np.int64), None)
@@ -220,7 +282,10 @@ class ShardedDocuments(Sequence[np.ndarray]):
             number = bisect.bisect_right(self._starts, index) - 1
             shard = self._slots[number] or self._load(number)
             self._referenced[number] = True
-            self._last = shard
+            if shard.unchecked is not None:
+                shard.check(index - shard.start)
+            if shard.unchecked is None:  # the fast path above skips the offsets check
+                self._last = shard
         local = index - shard.start
         offsets = shard.offsets
         return shard.tokens[offsets[local] : offsets[local + 1]]
@@ -258,14 +323,33 @@ class ShardedDocuments(Sequence[np.ndarray]):
             )
             assert offsets_map is not None  # an offsets file is never empty
             offsets = np.frombuffer(offsets_map, dtype="<i8", offset=HEADER_SIZE)
-            if number not in self._checked:
-                check_offsets(offsets, entry.num_tokens, offsets_path)
-                self._checked.add(number)
             start = self._starts[number]
-            shard = _OpenShard(start, start + entry.num_documents, tokens, offsets, mapping)
+            unchecked = self._unchecked_blocks(number, offsets, offsets_path)
+            shard = _OpenShard(
+                start,
+                start + entry.num_documents,
+                tokens,
+                offsets,
+                mapping,
+                unchecked,
+                offsets_path,
+            )
             self._admit(number)
             self._slots[number] = shard
             return shard
+
+    def _unchecked_blocks(self, number: int, offsets: np.ndarray, where: str) -> np.ndarray | None:
+        """Check what is cheap to check of a newly mapped offsets array now; return the
+        flags of the blocks left to check as documents are read (``None``: none left)."""
+        entry = self._entries[number]
+        if number in self._checked:
+            return None
+        check_offset_ends(offsets, entry.num_tokens, where)
+        if entry.num_documents <= _CHECK_WHOLE:
+            check_offsets_range(offsets, 0, entry.num_documents, entry.num_tokens, where)
+            self._checked.add(number)
+            return None
+        return np.ones(-(-entry.num_documents // _CHECK_BLOCK), dtype=np.bool_)
 
     def _admit(self, number: int) -> None:
         """Make room for shard ``number`` among the resident shards (CLOCK eviction)."""
@@ -289,6 +373,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
         """Offsets of shard ``number`` from its open mapping or a plain file read."""
         shard = self._slots[number]
         if shard is not None:
+            shard.check_all()
             return shard.offsets_array
         entry = self._entries[number]
         path = self._store.local_path(entry.offsets)
@@ -422,6 +507,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
         for number, positions in groups:
             shard = self._shard(number)
             local = (array if positions is None else array[positions]) - shard.start
+            shard.check(local)
             offsets = shard.offsets_array
             begins = offsets[local].tolist()
             ends = offsets[local + 1].tolist()
@@ -432,6 +518,84 @@ class ShardedDocuments(Sequence[np.ndarray]):
         inverse = np.empty_like(order)
         inverse[order] = np.arange(order.shape[0])
         return list(map(pieces.__getitem__, inverse.tolist()))
+
+    def gather_into(
+        self,
+        indices: np.ndarray,
+        begins: np.ndarray,
+        ends: np.ndarray,
+        out: np.ndarray,
+        at: np.ndarray,
+    ) -> None:
+        """Copy pieces of documents into ``out``: the packer's batch read.
+
+        For each ``k``, tokens ``[begins[k], ends[k])`` of document ``indices[k]`` are
+        written, cast to ``out``'s dtype (``same_kind`` casting), to
+        ``out[at[k] : at[k] + ends[k] - begins[k]]``; nothing else of ``out`` is written.
+        One vectorised call per shard touched (compiled when the ``mixle[fast]`` extra is
+        installed, see :mod:`mixle.data._gather`), straight from the mapping into ``out``:
+        no per-document views, lists or intermediate arrays.
+
+        Raises
+        ------
+        IndexError
+            An index is out of range, or a piece is outside its document or outside
+            ``out`` (naming the piece).
+        ArgumentTypeError
+            The arguments are not 1-D integer arrays of one length, or ``out`` is not a
+            writable 1-D array.
+        CorpusFormatError
+            The offsets of a document read are corrupt (naming the file and document);
+            raised before any token of that shard is copied.
+        """
+        indices = _int64_vector("indices", indices)
+        count = indices.shape[0]
+        begins, ends, at = (
+            _int64_vector(name, value, count)
+            for name, value in (("begins", begins), ("ends", ends), ("at", at))
+        )
+        if type(out) is not np.ndarray or out.ndim != 1 or not out.flags.writeable:
+            raise ArgumentTypeError(
+                f"`out` must be a writable 1-D numpy array. Got {type(out).__name__} instead."
+            )
+        if not count:
+            return
+        low, high = int(indices.min()), int(indices.max())
+        if low < 0 or high >= self._n:
+            position = int(np.flatnonzero((indices < 0) | (indices >= self._n))[0])
+            raise IndexError(
+                f"`indices[{position}]` is out of range for a corpus of {self._n} documents."
+            )
+        shard = self._last
+        groups = [(-1, None)] if shard.start <= low and high < shard.stop else self._groups(indices)
+        for number, positions in groups:
+            if number >= 0:
+                shard = self._shard(number)
+            if positions is None:
+                local, piece_begins, piece_ends, piece_at = indices - shard.start, begins, ends, at
+            else:
+                local = indices[positions] - shard.start
+                piece_begins, piece_ends, piece_at = (
+                    begins[positions],
+                    ends[positions],
+                    at[positions],
+                )
+            if shard.unchecked is not None:
+                shard.check(local)
+            if positions is None and shard.unchecked is None:
+                self._last = shard
+            bad = gather_pieces(
+                out, shard.tokens, shard.offsets_array, local, piece_begins, piece_ends, piece_at
+            )
+            if bad >= 0:
+                k = bad if positions is None else int(positions[bad])
+                document = int(indices[k])
+                length = int(np.diff(shard.offsets_array[local[bad] : local[bad] + 2])[0])
+                raise IndexError(
+                    f"piece {k}: tokens [{int(begins[k])}, {int(ends[k])}) of document "
+                    f"{document} ({length} tokens) written at {int(at[k])} do not fit the "
+                    f"document or `out` ({out.shape[0]} tokens)."
+                )
 
     def _sampled_resident(self, indices: Sequence[int] | np.ndarray) -> bool:
         """Whether up to 4 documents spread over ``indices`` are wholly in the page cache.
@@ -451,7 +615,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
             if not 0 <= index < self._n:
                 return False
             shard = self._slots[bisect.bisect_right(self._starts, index) - 1]
-            if shard is None or shard.mapping is None:
+            if shard is None or shard.mapping is None or shard.unchecked is not None:
                 return False
             local = index - shard.start
             begin = shard.offsets[local] * itemsize
@@ -484,6 +648,8 @@ class ShardedDocuments(Sequence[np.ndarray]):
             referenced[number] = True
             offsets = shard.offsets
             local = index - shard.start
+            if shard.unchecked is not None:
+                shard.check(local)
             append(shard.tokens[offsets[local] : offsets[local + 1]])
         return views
 
@@ -521,6 +687,10 @@ class ShardedDocuments(Sequence[np.ndarray]):
             if shard.mapping is None:
                 continue
             local = (array if positions is None else array[positions]) - shard.start
+            try:
+                shard.check(local)
+            except CorpusFormatError:
+                continue  # a hint never fails; reading these documents raises
             offsets = shard.offsets_array
             begins = offsets[local] * itemsize // _PAGE * _PAGE
             ends = offsets[local + 1] * itemsize
@@ -591,6 +761,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
             if not entry.num_documents:
                 continue
             shard = self._shard(number)
+            shard.check_all()
             bounds = shard.offsets_array.tolist()
             yield from map(shard.tokens.__getitem__, map(slice, bounds[:-1], bounds[1:]))
 
@@ -605,6 +776,23 @@ class ShardedDocuments(Sequence[np.ndarray]):
             f"ShardedDocuments({self._store.location!r}, documents={self._n}, "
             f"tokens={self.num_tokens}, shards={len(self._entries)}, dtype={self._dtype.name})"
         )
+
+
+def _int64_vector(name: str, value: Any, count: int | None = None) -> np.ndarray:
+    """``value`` as a 1-D int64 array (no copy when it already is one), of ``count`` items."""
+    if type(value) is not np.ndarray or value.dtype != np.int64:
+        value = np.asarray(value)
+        if value.dtype.kind not in "iu" and value.size:
+            raise ArgumentTypeError(
+                f"`{name}` must be a 1-D array of integers. Got dtype {value.dtype} instead."
+            )
+        value = value.astype(np.int64)
+    if value.ndim != 1 or (count is not None and value.shape[0] != count):
+        raise ArgumentTypeError(
+            f"`{name}` must be a 1-D array of {count if count is not None else 'any'} "
+            f"integers. Got shape {value.shape} instead."
+        )
+    return value
 
 
 def _merge_arrays(begins: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

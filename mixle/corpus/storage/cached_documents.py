@@ -76,6 +76,7 @@ class CachedDocuments(ShardedDocuments):
     def _read_offsets(self, number: int) -> np.ndarray:
         shard = self._slots[number]
         if shard is not None:
+            shard.check_all()
             return shard.offsets_array
         entry = self._entries[number]
         path = self._store.local_path(entry.offsets)

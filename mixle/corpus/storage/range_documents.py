@@ -24,6 +24,7 @@ import numpy as np
 
 from mixle.corpus.format.documents import ShardedDocuments, _OpenShard
 from mixle.corpus.format.spec import HEADER_SIZE, OffsetsHeader, check_offsets
+from mixle.data._documents import gather_by_take
 from mixle.errors import CorpusFormatError
 
 __all__ = ["COALESCE_GAP", "ITER_BLOCK", "MAX_COALESCED", "RangeDocuments"]
@@ -171,6 +172,18 @@ class RangeDocuments(ShardedDocuments):
                 blocks[request], dtype=self._dtype, count=(end - begin) // item, offset=begin - low
             )
         return [doc for doc in out if doc is not None]
+
+    def gather_into(
+        self,
+        indices: np.ndarray,
+        begins: np.ndarray,
+        ends: np.ndarray,
+        out: np.ndarray,
+        at: np.ndarray,
+    ) -> None:
+        """Pieces of documents into ``out`` (see :meth:`ShardedDocuments.gather_into`),
+        the documents fetched with :meth:`take`'s coalesced, concurrent range requests."""
+        gather_by_take(self, indices, begins, ends, out, at)
 
     def prefetch(self, indices: Sequence[int] | np.ndarray) -> None:
         """A no-op: range mode keeps no local copy to fill ahead of time."""
