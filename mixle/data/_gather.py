@@ -49,8 +49,12 @@ def gather_pieces_numpy(
     begins: np.ndarray,
     ends: np.ndarray,
     at: np.ndarray,
+    count: int,
 ) -> int:
     """Reference implementation of :func:`gather_pieces` (see there)."""
+    outside = (local < 0) | (local >= count)
+    if outside.any():
+        return int(np.flatnonzero(outside)[0])
     low = offsets[local]
     lengths = ends - begins
     bad = (begins < 0) | (lengths < 0) | (low + ends > offsets[local + 1])
@@ -92,10 +96,12 @@ def _compile() -> tuple[Callable[..., int], Callable[..., None]] | None:
         return None
 
     def gather(
-        out: Any, tokens: Any, offsets: Any, local: Any, begins: Any, ends: Any, at: Any
+        out: Any, tokens: Any, offsets: Any, local: Any, begins: Any, ends: Any, at: Any, count: int
     ) -> int:
         size = out.shape[0]
         for k in range(local.shape[0]):  # validate each piece before copying it
+            if local[k] < 0 or local[k] >= count:
+                return k
             low = offsets[local[k]]
             begin, end, position = begins[k], ends[k], at[k]
             length = end - begin
@@ -136,7 +142,7 @@ def _compile() -> tuple[Callable[..., int], Callable[..., None]] | None:
             tokens = np.zeros(1, dtype=dtype)
             tokens.flags.writeable = False
             gather_kernel(
-                np.zeros(1, np.int64), tokens, offsets, one * 0, one * 0, one + 0, one * 0
+                np.zeros(1, np.int64), tokens, offsets, one * 0, one * 0, one + 0, one * 0, 1
             )
         for writeable in (True, False):
             indices, starts = np.zeros(1, np.int64), np.array([0, 1], np.int64)
@@ -207,6 +213,7 @@ def gather_pieces(
     begins: np.ndarray,
     ends: np.ndarray,
     at: np.ndarray,
+    count: int,
 ) -> int:
     """Copy pieces of documents stored as ``tokens`` split at ``offsets`` into ``out``.
 
@@ -215,18 +222,18 @@ def gather_pieces(
     cast to ``out``'s dtype, to ``out[at[k] : at[k] + ends[k] - begins[k]]``. Nothing
     else of ``out`` is written.
 
-    Preconditions (the caller's, not checked): every ``local[k]`` is a valid document
-    number, and ``offsets`` never decreases and stays within ``tokens`` over the
-    documents named. Every other argument is int64 and 1-D, of one length.
+    Precondition (the caller's, not checked): ``offsets`` (``count + 1`` entries) never
+    decreases and stays within ``tokens`` over the documents named. Every other array
+    is int64 and 1-D, of one length.
 
     Returns
     -------
     int
-        ``-1`` when every piece was copied; otherwise the first ``k`` whose range is not
-        inside its document or whose destination is not inside ``out`` (pieces before it
-        may have been written).
+        ``-1`` when every piece was copied; otherwise the first ``k`` whose document is
+        not in ``[0, count)``, whose range is not inside its document or whose
+        destination is not inside ``out`` (pieces before it may have been written).
     """
-    return _gather(out, tokens, offsets, local, begins, ends, at)
+    return _gather(out, tokens, offsets, local, begins, ends, at, count)
 
 
 def fill_document_ids(

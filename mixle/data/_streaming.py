@@ -423,7 +423,8 @@ class StreamingCorpus:
         targets = buffer[1:].reshape(n_rows, block)
         real = min(max(real_tokens - 1, 0), size)
         if real == size:
-            mask = np.ones((n_rows, block), dtype=np.bool_)
+            mask = np.empty((n_rows, block), dtype=np.bool_)
+            mask.fill(True)
         else:
             flat = np.zeros(size, dtype=np.bool_)
             flat[:real] = True

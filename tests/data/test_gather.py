@@ -97,7 +97,9 @@ def test_gather_pieces_backends_agree_with_per_piece_slices(case: tuple[np.ndarr
         previous = set_gather_backend(name)
         try:
             out = np.full(int(size), -1, dtype=np.int64)
-            assert gather_pieces(out, tokens, offsets, local, begins, ends, at) == -1
+            assert (
+                gather_pieces(out, tokens, offsets, local, begins, ends, at, len(offsets) - 1) == -1
+            )
         finally:
             set_gather_backend(previous)
         np.testing.assert_array_equal(out, want)
@@ -124,7 +126,7 @@ def test_gather_pieces_names_the_first_bad_piece(
         np.array([0, 0, 1], np.int64), np.array([4, 2, 4], np.int64), np.array([0, 4, 6], np.int64)
     )
     out = np.zeros(9, dtype=np.int64)
-    assert gather_pieces(out, tokens, offsets, local, begins, ends, at) == bad
+    assert gather_pieces(out, tokens, offsets, local, begins, ends, at, 3) == bad
 
 
 @settings(max_examples=150, deadline=None)
@@ -253,3 +255,16 @@ def test_environment_variable_forces_numpy_and_rejects_unknown_values() -> None:
 def test_numba_is_the_default_when_installed() -> None:
     if os.environ.get("MIXLE_GATHER", "auto") in ("", "auto"):
         assert _gather.gather_backend() == "numba"
+
+
+@pytest.mark.parametrize(("local", "bad"), [([0, 3, 1], 1), ([-1, 0, 1], 0), ([0, 1, 2], -1)])
+def test_gather_pieces_refuses_documents_outside_the_shard(
+    backend: str, local: list[int], bad: int
+) -> None:
+    del backend
+    tokens = np.arange(10, dtype=np.uint16)
+    offsets = np.array([0, 4, 6, 10], dtype=np.int64)
+    zeros = np.zeros(3, dtype=np.int64)
+    out = np.zeros(9, dtype=np.int64)
+    result = gather_pieces(out, tokens, offsets, np.array(local, np.int64), zeros, zeros, zeros, 3)
+    assert result == bad

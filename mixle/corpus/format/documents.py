@@ -550,27 +550,56 @@ class ShardedDocuments(Sequence[np.ndarray]):
         """
         indices = _int64_vector("indices", indices)
         count = indices.shape[0]
-        begins, ends, at = (
-            _int64_vector(name, value, count)
-            for name, value in (("begins", begins), ("ends", ends), ("at", at))
-        )
+        if not (
+            type(begins) is type(ends) is type(at) is np.ndarray
+            and begins.dtype == ends.dtype == at.dtype == np.int64
+            and begins.shape == ends.shape == at.shape == indices.shape
+        ):
+            begins, ends, at = (
+                _int64_vector(name, value, count)
+                for name, value in (("begins", begins), ("ends", ends), ("at", at))
+            )
         if type(out) is not np.ndarray or out.ndim != 1 or not out.flags.writeable:
             raise ArgumentTypeError(
                 f"`out` must be a writable 1-D numpy array. Got {type(out).__name__} instead."
             )
-        if not count:
-            return
+        shard = self._last  # checked whole (see __getitem__), or the empty placeholder
+        if (
+            gather_pieces(
+                out,
+                shard.tokens,
+                shard.offsets_array,
+                indices - shard.start,
+                begins,
+                ends,
+                at,
+                shard.stop - shard.start,
+            )
+            < 0
+        ):
+            return  # every document was in the shard read last: one call, no grouping
+        # Some piece is in another shard, or invalid: group by shard (which also names
+        # an index out of range); pieces already written are written again.
+        self._gather_grouped(indices, begins, ends, out, at)
+
+    def _gather_grouped(
+        self,
+        indices: np.ndarray,
+        begins: np.ndarray,
+        ends: np.ndarray,
+        out: np.ndarray,
+        at: np.ndarray,
+    ) -> None:
+        """:meth:`gather_into` one shard at a time (the general path)."""
         low, high = int(indices.min()), int(indices.max())
         if low < 0 or high >= self._n:
             position = int(np.flatnonzero((indices < 0) | (indices >= self._n))[0])
             raise IndexError(
                 f"`indices[{position}]` is out of range for a corpus of {self._n} documents."
             )
-        shard = self._last
-        groups = [(-1, None)] if shard.start <= low and high < shard.stop else self._groups(indices)
+        groups = self._groups(indices)
         for number, positions in groups:
-            if number >= 0:
-                shard = self._shard(number)
+            shard = self._shard(number)
             if positions is None:
                 local, piece_begins, piece_ends, piece_at = indices - shard.start, begins, ends, at
             else:
@@ -582,19 +611,25 @@ class ShardedDocuments(Sequence[np.ndarray]):
                 )
             if shard.unchecked is not None:
                 shard.check(local)
-            if positions is None and shard.unchecked is None:
+            elif len(groups) == 1:
                 self._last = shard
             bad = gather_pieces(
-                out, shard.tokens, shard.offsets_array, local, piece_begins, piece_ends, piece_at
+                out,
+                shard.tokens,
+                shard.offsets_array,
+                local,
+                piece_begins,
+                piece_ends,
+                piece_at,
+                shard.stop - shard.start,
             )
             if bad >= 0:
                 k = bad if positions is None else int(positions[bad])
-                document = int(indices[k])
                 length = int(np.diff(shard.offsets_array[local[bad] : local[bad] + 2])[0])
                 raise IndexError(
                     f"piece {k}: tokens [{int(begins[k])}, {int(ends[k])}) of document "
-                    f"{document} ({length} tokens) written at {int(at[k])} do not fit the "
-                    f"document or `out` ({out.shape[0]} tokens)."
+                    f"{int(indices[k])} ({length} tokens) written at {int(at[k])} do not fit "
+                    f"the document or `out` ({out.shape[0]} tokens)."
                 )
 
     def _sampled_resident(self, indices: Sequence[int] | np.ndarray) -> bool:
