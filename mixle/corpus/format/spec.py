@@ -246,24 +246,28 @@ def check_offset_ends(offsets: np.ndarray, num_tokens: int, where: str) -> None:
 def check_offsets_range(
     offsets: np.ndarray, first: int, stop: int, num_tokens: int, where: str
 ) -> None:
-    """Check the offsets of documents ``[first, stop)``: ``offsets[first : stop + 1]``
-    never decreases and stays within ``[0, num_tokens]``.
+    """Check the offsets around documents ``[first, stop)``: ``offsets[first - 1 : stop + 2]``
+    (clipped to the array) never decreases and stays within ``[0, num_tokens]``.
 
-    With :func:`check_offset_ends`, checking every range of a partition of the documents
-    is :func:`check_offsets` (neighbouring ranges share their boundary offset), so a
-    reader may check a large offsets file range by range as documents are first read.
-    Raises :class:`CorpusFormatError` naming the first bad document.
+    The window reaches one offset past each end, so every decrease next to an offset of
+    a document in the range is seen: a corrupt offset that makes a document longer also
+    makes its neighbour negative, and reading either raises. With
+    :func:`check_offset_ends`, checking the ranges of a partition of the documents is
+    :func:`check_offsets`, so a reader may check a large offsets file range by range as
+    documents are first read. Raises :class:`CorpusFormatError` naming the first bad
+    document.
     """
-    window = offsets[first : stop + 1]
+    low = max(first - 1, 0)
+    window = offsets[low : stop + 2]
     decreasing = window[1:] < window[:-1]
     if decreasing.any():
-        doc = first + int(np.flatnonzero(decreasing)[0])
+        doc = low + int(np.flatnonzero(decreasing)[0])
         raise CorpusFormatError(
             f"{where}: offsets decrease at document {doc} "
             f"({int(offsets[doc])} then {int(offsets[doc + 1])})."
         )
     if window.shape[0] and (int(window[0]) < 0 or int(window[-1]) > num_tokens):
         raise CorpusFormatError(
-            f"{where}: offsets of documents {first} to {stop - 1} leave [0, {num_tokens}] "
-            f"({int(window[0])} to {int(window[-1])})."
+            f"{where}: offsets of documents {low} to {low + window.shape[0] - 2} leave "
+            f"[0, {num_tokens}] ({int(window[0])} to {int(window[-1])})."
         )
