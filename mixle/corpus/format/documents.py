@@ -16,16 +16,15 @@ import operator
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
 from mixle._checks import exact_int, positive_int
-from mixle._file_checks import open_regular
 from mixle.corpus.format.descriptors import exhaustion_error, is_descriptor_exhaustion, shard_budget
 from mixle.corpus.format.manifest import Manifest, ShardEntry, parse_manifest
+from mixle.corpus.format.shard_loader import MappedShards, ShardLoader
 from mixle.corpus.format.spec import (
-    HEADER_SIZE,
     check_offset_ends,
     check_offsets,
     check_offsets_range,
@@ -176,19 +175,6 @@ class _OpenShard:
 _NO_SHARD = _OpenShard(0, 0, np.empty(0, np.uint16), np.zeros(1, np.int64), None)
 
 
-def _map(path: str, size: int) -> mmap.mmap | None:
-    """Map the regular file ``path`` of ``size`` bytes (checked on the open descriptor)."""
-    if size == 0:
-        return None
-    with open_regular(path, CorpusFormatError, size) as handle:
-        mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-    if len(mapping) != size:
-        actual = len(mapping)
-        mapping.close()
-        raise CorpusFormatError(f"{path}: {actual} bytes, the manifest says {size} (file changed).")
-    return mapping
-
-
 class ShardedDocuments(Sequence[np.ndarray]):
     """A read-only sequence of documents stored in the shards of one corpus.
 
@@ -214,20 +200,17 @@ class ShardedDocuments(Sequence[np.ndarray]):
     rename instead.
     """
 
-    #: File descriptors one open shard holds: CPython's ``mmap`` keeps a duplicate
-    #: descriptor per mapping (``.tokens`` and ``.offsets``). See
-    #: :mod:`mixle.corpus.format.descriptors` for the budget.
-    descriptors_per_shard: ClassVar[int] = 2
-
     def __init__(
         self,
         store: ShardStore,
         manifest: Manifest,
         *,
         max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS,
+        loader: ShardLoader | None = None,
     ) -> None:
         self._store = store
         self._manifest = manifest
+        self._loader = MappedShards(store) if loader is None else loader
         self._max_open_requested = positive_int("max_open_shards", max_open_shards)
         self._max_open = shard_budget(self._max_open_requested, self.descriptors_per_shard)
         self._entries: tuple[ShardEntry, ...] = manifest.shards
@@ -297,49 +280,61 @@ class ShardedDocuments(Sequence[np.ndarray]):
         return shard
 
     # -- opening shards -------------------------------------------------------------
+    @property
+    def descriptors_per_shard(self) -> int:
+        """File descriptors one open shard holds (its loader's; CPython's ``mmap`` keeps
+        a duplicate descriptor per mapping). See :mod:`mixle.corpus.format.descriptors`."""
+        return self._loader.descriptors_per_shard
+
+    @property
+    def loader(self) -> ShardLoader:
+        """The :class:`~mixle.corpus.format.shard_loader.ShardLoader` shards are opened with."""
+        return self._loader
+
     def _load(self, number: int) -> _OpenShard:
+        if self._slots[number] is None:
+            # Make room (and release) before loading, so a loader that downloads into a
+            # shared cache may already reclaim the shard pushed out.
+            with self._lock:
+                victims = self._make_room()
+            self._release(victims)
         with self._lock:
             shard = self._slots[number]
             if shard is not None:
                 return shard
             entry = self._entries[number]
-            tokens_path = self._store.local_path(entry.tokens)
-            offsets_path = self._store.local_path(entry.offsets)
             try:
-                mapping = _map(tokens_path, entry.tokens_bytes)
-                offsets_map = _map(offsets_path, entry.offsets_bytes)
+                arrays = self._loader.open(entry, self._dtype)
             except OSError as exc:
                 if is_descriptor_exhaustion(exc):
                     held = (
                         f" ({len(self._resident)} shards open, "
                         f"{self.descriptors_per_shard} descriptors each)"
                     )
-                    raise exhaustion_error(tokens_path, held) from exc
+                    raise exhaustion_error(f"{self._store.location}/{entry.tokens}", held) from exc
                 raise
-            tokens = (
-                np.empty(0, dtype=self._dtype)
-                if mapping is None
-                else np.frombuffer(mapping, dtype=self._dtype)
-            )
-            assert offsets_map is not None  # an offsets file is never empty
-            offsets = np.frombuffer(offsets_map, dtype="<i8", offset=HEADER_SIZE)
+            if arrays.offsets.shape[0] != entry.num_documents + 1:
+                raise CorpusFormatError(f"{arrays.where}: offsets count changed since open.")
+            if arrays.checked:
+                self._checked.add(number)
             start = self._starts[number]
-            unchecked = self._unchecked_blocks(number, offsets, offsets_path)
             shard = _OpenShard(
                 start,
                 start + entry.num_documents,
-                tokens,
-                offsets,
-                mapping,
-                unchecked,
-                offsets_path,
+                arrays.tokens,
+                arrays.offsets,
+                arrays.mapping,
+                self._unchecked_blocks(number, arrays.offsets, arrays.where),
+                arrays.where,
             )
-            self._admit(number)
+            victims = self._make_room()  # only if another thread filled the set meanwhile
+            self._resident.append(number)
             self._slots[number] = shard
-            return shard
+        self._release(victims)
+        return shard
 
     def _unchecked_blocks(self, number: int, offsets: np.ndarray, where: str) -> np.ndarray | None:
-        """Check what is cheap to check of a newly mapped offsets array now; return the
+        """Check what is cheap to check of a newly opened offsets array now; return the
         flags of the blocks left to check as documents are read (``None``: none left)."""
         entry = self._entries[number]
         if number in self._checked:
@@ -351,41 +346,63 @@ class ShardedDocuments(Sequence[np.ndarray]):
             return None
         return np.ones(-(-entry.num_documents // _CHECK_BLOCK), dtype=np.bool_)
 
-    def _admit(self, number: int) -> None:
-        """Make room for shard ``number`` among the resident shards (CLOCK eviction)."""
+    def _make_room(self) -> list[int]:
+        """CLOCK-evict until one more shard fits; return the evicted numbers (lock held).
+
+        A hit only sets a flag; the hand sweeps the resident list, clearing flags, and
+        evicts the first shard not referenced since its last pass. Views handed out keep
+        an evicted shard's mapping alive until they are collected.
+        """
         resident = self._resident
-        if len(resident) < self._max_open:
-            resident.append(number)
-            return
-        while True:
-            hand = self._hand
+        victims = []
+        while resident and len(resident) >= self._max_open:
+            hand = self._hand % len(resident)
             candidate = resident[hand]
-            self._hand = (hand + 1) % len(resident)
             if self._referenced[candidate]:
                 self._referenced[candidate] = False
+                self._hand = (hand + 1) % len(resident)
                 continue
-            # Views handed out keep the old mapping alive until they are collected.
             self._slots[candidate] = None
-            resident[hand] = number
-            return
+            resident.pop(hand)
+            self._hand = hand % len(resident) if resident else 0
+            victims.append(candidate)
+        return victims
+
+    def _release(self, numbers: list[int]) -> None:
+        for number in numbers:
+            self._loader.release(self._entries[number])
 
     def _read_offsets(self, number: int) -> np.ndarray:
-        """Offsets of shard ``number`` from its open mapping or a plain file read."""
+        """Offsets of shard ``number``, checked whole: from the open shard, or read
+        without opening it."""
         shard = self._slots[number]
         if shard is not None:
             shard.check_all()
             return shard.offsets_array
         entry = self._entries[number]
-        path = self._store.local_path(entry.offsets)
-        with open_regular(path, CorpusFormatError, entry.offsets_bytes) as handle:
-            handle.seek(HEADER_SIZE)
-            offsets = np.frombuffer(handle.read(), dtype="<i8")
-        if offsets.shape[0] != entry.num_documents + 1:
-            raise CorpusFormatError(f"{path}: offsets count changed since open.")
+        arrays = self._loader.read_offsets(entry)
+        if arrays.offsets.shape[0] != entry.num_documents + 1:
+            raise CorpusFormatError(f"{arrays.where}: offsets count changed since open.")
         if number not in self._checked:
-            check_offsets(offsets, entry.num_tokens, path)
+            check_offsets(arrays.offsets, entry.num_tokens, arrays.where)
             self._checked.add(number)
-        return offsets
+        return arrays.offsets
+
+    def close(self) -> None:
+        """Release every open shard (unpinning cached copies) and stop background fetches.
+
+        Views already returned stay valid (POSIX keeps an unlinked mapped file alive).
+        The reader stays usable: the next read opens (and pins) again.
+        """
+        with self._lock:
+            numbers = list(self._resident)
+            for number in numbers:
+                self._slots[number] = None
+            self._resident.clear()
+            self._hand = 0
+            self._last = _NO_SHARD
+        self._release(numbers)
+        self._loader.close()
 
     # -- capabilities -------------------------------------------------------------------
     @property
@@ -689,37 +706,54 @@ class ShardedDocuments(Sequence[np.ndarray]):
         return views
 
     def prefetch(self, indices: Sequence[int] | np.ndarray) -> None:
-        """Hint that ``indices`` will be read soon: ``madvise(WILLNEED)`` their byte ranges.
+        """Hint that ``indices`` will be read soon, in that order; never blocks on I/O.
 
-        Asks the kernel to start reading the pages in the background and returns
-        without waiting for them. Maps at most ``max_open_shards`` shards (their
-        offsets are read to locate the documents); invalid indices are ignored, since
-        a hint must never fail a training step. A no-op where ``madvise`` is missing.
+        Shards not open yet are fetched in the background when the loader can
+        (``supports_background_fetch``: a remote cache starts downloading them, in order
+        of first use, pinned until read) and otherwise mapped (at most
+        ``max_open_shards``); documents of open shards get ``madvise(WILLNEED)`` on their
+        byte ranges, so the kernel reads them in the background. Invalid indices are
+        ignored, since a hint must never fail a training step; a no-op for a loader
+        without hints (range reads keep nothing locally).
 
-        First, up to 4 documents spread over ``indices`` are checked with
-        ``mincore(2)``: when every sampled page is already in the page cache, the call
-        returns without issuing anything, so hinting a cached corpus costs a few
-        microseconds per call however many documents it names. Otherwise the byte
-        ranges are located per shard, merged when within a page of each other, and
-        each merged range gets one ``madvise``. A partly cached corpus may skip a hint
-        whose samples all hit; those pages are still read on demand.
+        For a local corpus, up to 4 documents spread over ``indices`` are first checked
+        with ``mincore(2)``: when every sampled page is in the page cache, the call
+        returns at once, so hinting a cached corpus costs a few microseconds however many
+        documents it names. Otherwise the byte ranges are located per shard, merged when
+        within a page of each other, and each merged range gets one ``madvise``. A partly
+        cached corpus may skip a hint whose samples all hit; those pages are still read
+        on demand.
         """
-        if _MADV_WILLNEED is None:
+        loader, willneed = self._loader, _MADV_WILLNEED
+        if not loader.supports_hints:
             return
+        background = loader.supports_background_fetch
         try:
-            if self._sampled_resident(indices):
+            if not background and (willneed is None or self._sampled_resident(indices)):
                 return
             array = self._normalize(indices)
         except (IndexError, TypeError, ValueError):
             return
         if array.size == 0:
             return
+        groups = self._groups(array)
+        if background:
+            numbers = np.searchsorted(self._starts_array, array, side="right") - 1
+            _, first = np.unique(numbers, return_index=True)
+            ahead = [
+                self._entries[number]
+                for number in numbers[np.sort(first)].tolist()
+                if self._slots[number] is None and self._entries[number].num_documents
+            ]
+            loader.fetch_ahead(ahead)
+        if willneed is None:
+            return
         itemsize = self._dtype.itemsize
-        for count, (number, positions) in enumerate(self._groups(array)):
+        for count, (number, positions) in enumerate(groups):
             if count >= self._max_open:
                 break
-            shard = self._shard(number)
-            if shard.mapping is None:
+            shard = self._slots[number] if background else self._shard(number)
+            if shard is None or shard.mapping is None:
                 continue
             local = (array if positions is None else array[positions]) - shard.start
             try:
@@ -733,7 +767,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
             madvise = shard.mapping.madvise
             for begin, end in _merge(begins[order], ends[order]):
                 if end > begin:
-                    madvise(_MADV_WILLNEED, begin, end - begin)
+                    madvise(willneed, begin, end - begin)
 
     def read_tokens(self, start: int, stop: int) -> np.ndarray:
         """Return tokens ``start:stop`` of the corpus's concatenated token order.
