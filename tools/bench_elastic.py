@@ -33,7 +33,7 @@ from bench_stream import generate, peak_rss_mb
 
 from mixle.corpus import open_corpus
 from mixle.data import StreamingCorpus
-from mixle.data._gather import gather_backend
+from mixle.data._gather import gather_backend, set_gather_backend
 
 LAYOUTS = ("per-rank", "global")
 
@@ -112,7 +112,9 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--batches", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--gather", choices=["auto", "numpy", "numba"], default="auto")
     args = parser.parse_args()
+    set_gather_backend(args.gather)  # auto: the compiled gather when numba is installed
     if args.quick:
         args.tokens = 40_000_000
     workdir = Path(args.workdir)

@@ -11,8 +11,8 @@ Generates a corpus with ``mixle.corpus.CorpusWriter`` under ``--workdir`` (defau
     ``np.memmap`` token/offset files, and chunking them into rows;
 ours: ``StreamingCorpus(open_corpus(...)).epoch_batches(0)``, per-rank and global
     layout, with and without ``document_ids``; with the compiled gather
-    (``mixle[fast]``, numba) when it is installed, and each layout again with the
-    pure-numpy gather (``[numpy]``) for comparison.
+    (``mixle[fast]``, numba; ``--gather``, default ``auto``) when it is installed, and
+    each layout again with the pure-numpy gather (``[numpy]``) for comparison.
 
 Each round times ``--batches`` batches of each, in wall-clock and in CPU time
 (``time.process_time``, which other jobs on a shared machine do not inflate); figures
@@ -206,6 +206,7 @@ def throughput(path: Path, args: argparse.Namespace) -> dict[str, float]:
         )
         for name, options in variants.items()
     }
+    set_gather_backend(args.gather)
     compiled = gather_backend() == "numba"
     print(
         f"corpus: {len(documents):,} documents, {documents.num_tokens:,} tokens, "
@@ -353,6 +354,13 @@ def main() -> int:
     parser.add_argument("--batches", type=int, default=1500, help="batches per timed measurement")
     parser.add_argument("--rounds", type=int, default=None, help="default 3 (2 with --quick)")
     parser.add_argument("--keep", action="store_true", help="keep the generated corpora")
+    parser.add_argument(
+        "--gather",
+        choices=["auto", "numpy", "numba"],
+        default="auto",
+        help="gather backend of 'ours' (auto: numba when installed); the [numpy] rows "
+        "always use numpy",
+    )
     parser.add_argument(
         "--quick", action="store_true", help="40M tokens, 1M-document resume corpus"
     )
