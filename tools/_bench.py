@@ -35,6 +35,7 @@ from bench_stream import generate
 
 from mixle.corpus import open_corpus
 from mixle.data import StreamingCorpus
+from mixle.data._gather import set_gather_backend
 
 __all__ = [
     "QUICK_TOKENS",
@@ -76,6 +77,12 @@ def corpus_bench_parser(
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--batches", type=int, default=batches)
     parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument(
+        "--gather",
+        choices=["auto", "numpy", "numba"],
+        default="auto",
+        help="packed-row gather: auto = the compiled one when mixle[fast] (numba) is installed",
+    )
     return parser
 
 
@@ -89,7 +96,7 @@ def run_corpus_bench(
     rounds: int,
 ) -> tuple[argparse.Namespace, _R]:
     """Parse the command line (:func:`corpus_bench_parser` with these defaults; ``--quick``
-    sets ``tokens`` to :data:`QUICK_TOKENS`), run ``measure(path, args)`` on a
+    sets ``tokens`` to :data:`QUICK_TOKENS`; ``--gather`` selects the packed-row gather), run ``measure(path, args)`` on a
     :func:`generated_corpus` and return ``(args, what it measured)``."""
     parser = corpus_bench_parser(
         doc, workdir=workdir, world_size=world_size, batches=batches, rounds=rounds
@@ -97,6 +104,7 @@ def run_corpus_bench(
     args = parser.parse_args()
     if args.quick:
         args.tokens = QUICK_TOKENS
+    set_gather_backend(args.gather)
     with generated_corpus(args) as path:
         return args, measure(path, args)
 

@@ -10,10 +10,13 @@ Generates a corpus with ``mixle.corpus.CorpusWriter`` under ``--workdir`` (defau
 (b) a plain Python loop concatenating the same shuffled documents, read from raw
     ``np.memmap`` token/offset files, and chunking them into rows;
 ours: ``StreamingCorpus(open_corpus(...)).epoch_batches(0)``, per-rank and global
-    layout, with and without ``document_ids``.
+    layout, with and without ``document_ids``; with the compiled gather
+    (``mixle[fast]``, numba; ``--gather``, default ``auto``) when it is installed, and
+    each layout again with the pure-numpy gather (``[numpy]``) for comparison.
 
-Each round times ``--batches`` batches of each; figures are medians; targets are
-ours >= 0.6x (a) and >= 2x (b). Then a full epoch of ours for RssAnon growth (target
+Each round times ``--batches`` batches of each, in wall-clock and in CPU time
+(``time.process_time``, which other jobs on a shared machine do not inflate); figures
+are medians of interleaved rounds; targets are ours >= 0.6x (a) and (a2), >= 2x (b). Then a full epoch of ours for RssAnon growth (target
 < 64 MB), and ``load_state_dict`` + first batch at the start, middle and end of an epoch
 of a second, ``--resume-documents``-document corpus (target < 50 ms each, flat).
 
@@ -39,6 +42,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from mixle.corpus import CorpusWriter, open_corpus
+from mixle.data._gather import gather_backend, numba_available, set_gather_backend
 from mixle.data.streaming_corpus import StreamingCorpus, global_document_order
 from tools._memory import peak_rss_mb, rss_anon_mb
 
@@ -140,12 +144,28 @@ def baseline_python_loop(
 
 def timed(
     batches: Iterator[np.ndarray] | Iterator[tuple[np.ndarray, ...]], count: int
-) -> tuple[float, int]:
-    start = time.perf_counter()
+) -> tuple[float, float, int]:
+    """Consume ``count`` batches; return (wall seconds, CPU seconds, input tokens)."""
+    start, cpu = time.perf_counter(), time.process_time()
     tokens = 0
     for item in itertools.islice(batches, count):
         tokens += (item[0] if isinstance(item, tuple) else item[:, :-1]).size
-    return time.perf_counter() - start, tokens
+    return time.perf_counter() - start, time.process_time() - cpu, tokens
+
+
+def with_backend(
+    name: str, make: Callable[[], Iterator[tuple[np.ndarray, ...]]]
+) -> Callable[[], Iterator[tuple[np.ndarray, ...]]]:
+    """``make``'s batches produced with gather backend ``name`` (restored afterwards)."""
+
+    def batches() -> Iterator[tuple[np.ndarray, ...]]:
+        previous = set_gather_backend(name)
+        try:
+            yield from make()
+        finally:
+            set_gather_backend(previous)
+
+    return batches
 
 
 def throughput(path: Path, args: argparse.Namespace) -> dict[str, float]:
@@ -174,8 +194,12 @@ def throughput(path: Path, args: argparse.Namespace) -> dict[str, float]:
         )
         for name, options in variants.items()
     }
+    set_gather_backend(args.gather)
+    compiled = gather_backend() == "numba"
     print(
-        f"corpus: {len(documents):,} documents, {documents.num_tokens:,} tokens, {documents.num_shards} shards"
+        f"corpus: {len(documents):,} documents, {documents.num_tokens:,} tokens, "
+        f"{documents.num_shards} shards; gather backend: {gather_backend()} "
+        f"(numba {'installed' if numba_available() else 'not installed'})"
     )
     candidates: dict[str, Callable[[], Iterator[np.ndarray] | Iterator[tuple[np.ndarray, ...]]]] = {
         "(a) sequential memmap": lambda: baseline_sequential(raw, args.block, args.batch_size),
@@ -185,36 +209,49 @@ def throughput(path: Path, args: argparse.Namespace) -> dict[str, float]:
         "(a2) per-row slices": lambda: baseline_row_slices(raw, args.block, args.batch_size),
         **{name: (lambda s=stream: s.epoch_batches(0)) for name, stream in streams.items()},
     }
+    ours = ["ours epoch_batches", "ours, prefetch=False", *streams]
+    if compiled:
+        for name, stream in (
+            ("ours epoch_batches", corpus),
+            ("ours global", streams["ours global"]),
+        ):
+            candidates[f"{name} [numpy]"] = with_backend(
+                "numpy", lambda s=stream: s.epoch_batches(0)
+            )
+            ours.append(f"{name} [numpy]")
     timed(candidates["(a) sequential memmap"](), 10**9)  # warm the page cache once
+    for name in candidates:  # each reads the same batches every round: map them once
+        timed(candidates[name](), args.batches)
     rates: dict[str, list[float]] = {name: [] for name in candidates}
-    sequence = [
-        "(a) sequential memmap",
-        "ours epoch_batches",
-        "(b) python loop",
-        "ours, prefetch=False",
-        "(a2) per-row slices",
-        *streams,
-    ]
+    cpu_rates: dict[str, list[float]] = {name: [] for name in candidates}
+    sequence = list(candidates)
     for round_number in range(args.rounds):
         # Rotate the order every round: whatever runs first after another method pays for
         # its cache and allocator state, so no method should always follow the same one.
         shift = round_number % len(sequence)
         for name in sequence[shift:] + sequence[:shift]:
-            seconds, tokens = timed(candidates[name](), args.batches)
+            seconds, cpu, tokens = timed(candidates[name](), args.batches)
             rates[name].append(tokens / seconds)
+            cpu_rates[name].append(tokens / cpu)
     median = {name: statistics.median(values) for name, values in rates.items()}
+    cpu_median = {name: statistics.median(values) for name, values in cpu_rates.items()}
     for name, rate in median.items():
-        print(f"{name:>24}: {rate / 1e6:8.1f} M tokens/s  (median of {len(rates[name])})")
-    for label in ("ours epoch_batches", "ours, prefetch=False", *streams):
-        ours = median[label]
-        ratio_a = ours / median["(a) sequential memmap"]
-        ratio_a2 = ours / median["(a2) per-row slices"]
-        ratio_b = ours / median["(b) python loop"]
         print(
-            f"{label}: / (a) = {ratio_a:.2f}x, / (a2) = {ratio_a2:.2f}x "
-            f"(target >= 0.6x: {'met' if min(ratio_a, ratio_a2) >= 0.6 else 'NOT met'}); "
-            f"/ (b) = {ratio_b:.2f}x (target >= 2x: {'met' if ratio_b >= 2 else 'NOT met'})"
+            f"{name:>30}: {rate / 1e6:8.1f} M tokens/s wall, {cpu_median[name] / 1e6:8.1f} "
+            f"CPU, {args.batch_size * args.block / cpu_median[name] * 1e6:7.1f} us CPU/batch "
+            f"(medians of {len(rates[name])})"
         )
+    for label in ours:
+        line = [f"{label}:"]
+        for clock, table in (("CPU", cpu_median), ("wall", median)):
+            mine = table[label]
+            ratio_a = mine / table["(a) sequential memmap"]
+            ratio_a2 = mine / table["(a2) per-row slices"]
+            ratio_b = mine / table["(b) python loop"]
+            line.append(
+                f"{clock} / (a) = {ratio_a:.2f}x, / (a2) = {ratio_a2:.2f}x, / (b) = {ratio_b:.2f}x;"
+            )
+        print(" ".join(line))
 
     before = rss_anon_mb()
     start = time.perf_counter()
@@ -303,19 +340,23 @@ def main() -> int:
     parser.add_argument("--block", type=int, default=2048)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--batches", type=int, default=1500, help="batches per timed measurement")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=None, help="default 3 (2 with --quick)")
     parser.add_argument("--keep", action="store_true", help="keep the generated corpora")
+    parser.add_argument(
+        "--gather",
+        choices=["auto", "numpy", "numba"],
+        default="auto",
+        help="gather backend of 'ours' (auto: numba when installed); the [numpy] rows "
+        "always use numpy",
+    )
     parser.add_argument(
         "--quick", action="store_true", help="40M tokens, 1M-document resume corpus"
     )
     args = parser.parse_args()
     if args.quick:
-        args.tokens, args.resume_documents, args.batches, args.rounds = (
-            40_000_000,
-            1_000_000,
-            200,
-            2,
-        )
+        args.tokens, args.resume_documents, args.batches = 40_000_000, 1_000_000, 200
+    if args.rounds is None:
+        args.rounds = 2 if args.quick else 3
     args.workdir.mkdir(parents=True, exist_ok=True)
     try:
         big = args.workdir / "throughput"

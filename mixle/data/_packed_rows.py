@@ -7,7 +7,7 @@ block + block + 1)``. :func:`read_packed_rows` returns ``n`` consecutive rows fr
 :func:`~mixle.data._packing.stream_segment`, and ``pad_id`` past the stream's end), the
 loss mask (False only on targets past the stream's last token) and, when asked, every
 input token's document id and position inside its document (filled by ranges, not per
-token).
+token, or one compiled pass with ``mixle[fast]``).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mixle.data._documents import DocumentSource
+from mixle.data._gather import fill_document_ids
 from mixle.data._packing import StreamLayout, stream_segment
 
 __all__ = ["PackedRows", "read_packed_rows"]
@@ -97,43 +98,48 @@ def read_packed_rows(
     end = begin + size + 1
     stream_end = max(min(end, layout.stream_tokens), begin)
     buffer = np.empty(end - begin, dtype=np.int64)
-    stream_segment(documents, layout, begin, stream_end, buffer[: stream_end - begin], boundary_id)
+    first, stop = stream_segment(
+        documents, layout, begin, stream_end, buffer[: stream_end - begin], boundary_id
+    )
     buffer[stream_end - begin :] = pad_id
     # Target j of the rows is real iff begin + j + 1 < stream_tokens.
     real = min(max(layout.stream_tokens - begin - 1, 0), size)
-    mask = np.zeros(size, dtype=np.bool_)
-    mask[:real] = True
     shape = (count, block)
+    if real == size:
+        mask = np.empty(shape, dtype=np.bool_)
+        mask.fill(True)
+    else:
+        flat = np.zeros(size, dtype=np.bool_)
+        flat[:real] = True
+        mask = flat.reshape(shape)
     if not document_ids:
-        return PackedRows(buffer, mask.reshape(shape), real, None, None)
-    doc_ids, pos_ids = _document_positions(layout, begin, size)
-    return PackedRows(
-        buffer, mask.reshape(shape), real, doc_ids.reshape(shape), pos_ids.reshape(shape)
-    )
+        return PackedRows(buffer, mask, real, None, None)
+    doc_ids, pos_ids = _document_positions(layout, begin, size, first, stop)
+    return PackedRows(buffer, mask, real, doc_ids.reshape(shape), pos_ids.reshape(shape))
 
 
 def _document_positions(
-    layout: StreamLayout, begin: int, size: int
+    layout: StreamLayout, begin: int, size: int, first: int, stop: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Document ids and in-document positions of stream tokens ``[begin, begin + size)``.
 
-    Filled by ranges: the few documents overlapping the span are located with two
-    binary searches and each contributes one run (its boundary token included);
-    positions past the stream's end are padding (-1 and 0).
+    ``[first, stop)`` are the positions in ``layout.indices`` of the documents the rows
+    overlap (as :func:`~mixle.data._packing.stream_segment` returned them); each
+    contributes one run (its boundary token included), filled by
+    :func:`~mixle.data._gather.fill_document_ids`; positions past the stream's end are
+    padding (-1 and 0).
     """
-    doc_ids = np.full(size, -1, dtype=np.int64)
-    pos_ids = np.zeros(size, dtype=np.int64)
-    end = min(begin + size, layout.stream_tokens)
-    if end > begin:
-        first, stop = layout.documents_between(begin, end)
-        edges = np.clip(layout.starts[first : stop + 1], begin, end)
-        edges[-1] = end
-        counts = np.diff(edges)
-        real = end - begin
-        doc_ids[:real] = np.repeat(layout.indices[first:stop], counts)
-        np.subtract(
-            np.arange(begin, end, dtype=np.int64),
-            np.repeat(layout.starts[first:stop], counts),
-            out=pos_ids[:real],
+    doc_ids = np.empty(size, dtype=np.int64)
+    pos_ids = np.empty(size, dtype=np.int64)
+    real = max(min(begin + size, layout.stream_tokens) - begin, 0)
+    if real:
+        fill_document_ids(
+            doc_ids[:real],
+            pos_ids[:real],
+            layout.indices[first:stop],
+            layout.starts[first : stop + 1],
+            begin,
         )
+    doc_ids[real:] = -1
+    pos_ids[real:] = 0
     return doc_ids, pos_ids

@@ -15,58 +15,24 @@ batch costs O(batch_size x block) memory however large the corpus is.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from mixle._checks import as_token_ids, exact_int, nonnegative_int, positive_int
-from mixle.data._documents import DocumentSource, as_documents
+from mixle._checks import exact_int, nonnegative_int, positive_int
+from mixle.data._documents import DocumentSource, as_documents, fetch_documents
 from mixle.data._order import as_document_indices
-from mixle.errors import ArgumentError, ArgumentTypeError, CorpusFormatError
+from mixle.errors import ArgumentError, ArgumentTypeError
 
 __all__ = [
     "PackedCorpus",
     "StreamLayout",
-    "document_tokens",
     "pack_documents",
     "rows_for_stream",
     "stream_segment",
 ]
-
-# Integer dtypes whose every value is a valid int64 token id: concatenating them into an
-# int64 buffer is lossless, so no per-element check is needed (as in `as_token_ids`).
-_LOSSLESS = frozenset(
-    np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32)
-)
-
-
-def _validated(raw: Any, index: int) -> np.ndarray:
-    """Slow path of :func:`document_tokens`: full id validation via ``as_token_ids``."""
-    array = np.asarray(raw)
-    if array.ndim == 1 and array.dtype in _LOSSLESS:
-        return array
-    return as_token_ids(array, f"document {index}")
-
-
-def document_tokens(documents: Sequence[Any], index: int) -> np.ndarray:
-    """Return document ``index`` as a 1-D array whose ids are valid int64 token ids.
-
-    Integer arrays of up to 32 bits (and int64) are returned as they are (no copy);
-    anything else goes through :func:`mixle._checks.as_token_ids`, which rejects
-    fractional, non-finite, boolean and out-of-range ids, naming the document and the
-    position.
-    """
-    raw = documents[index]
-    if isinstance(raw, np.ndarray) and raw.ndim == 1 and raw.dtype in _LOSSLESS:
-        return raw
-    return _validated(raw, index)
-
-
-_DTYPE_NDIM = operator.attrgetter("dtype", "ndim")
-_FAST_KINDS = frozenset((dtype, 1) for dtype in _LOSSLESS)
 
 
 def _interleave(
@@ -78,25 +44,6 @@ def _interleave(
     pieces = [boundary] * (2 * count - (0 if trailing else 1)) if count else []
     pieces[::2] = arrays
     return pieces
-
-
-def fetch_documents(documents: DocumentSource, indices: list[int]) -> list[np.ndarray]:
-    """``[document_tokens(documents, i) for i in indices]``, vectorised for the common case.
-
-    When every fetched document already is a 1-D array of a lossless integer dtype (one
-    C-level pass over the dtypes and ndims), nothing is converted; otherwise each document
-    goes through the validating path, which names the first bad document and position.
-    """
-    # ShardedDocuments.take is one loop in the reader, ~15% cheaper than indexing here
-    # for a batch's few dozen documents.
-    raw = documents.take(indices)
-    try:
-        fast = set(map(_DTYPE_NDIM, raw)) <= _FAST_KINDS
-    except AttributeError:  # lists or other non-array documents
-        fast = False
-    if fast:
-        return raw
-    return [_validated(array, index) for array, index in zip(raw, indices, strict=True)]
 
 
 def rows_for_stream(stream_tokens: int, block: int) -> int:
@@ -159,56 +106,48 @@ def stream_segment(
     end: int,
     out: np.ndarray,
     boundary_id: int | None,
-) -> None:
+) -> tuple[int, int]:
     """Write stream tokens ``[begin, end)`` (``end <= stream_tokens``) into ``out``.
 
     ``out`` is an int64 array of length ``end - begin``. Reads only the documents that
-    overlap the range, each once, with one ``np.concatenate`` into ``out``.
+    overlap the range, each once, with one ``documents.gather_into`` call (one vectorised
+    copy per shard for a sharded corpus; no intermediate arrays); boundary tokens are
+    written by ranges. Returns ``(first, stop)``, the positions in ``layout.indices`` of
+    the documents read (``(0, 0)`` when the range is empty).
 
     Raises
     ------
     TokenIdError, ArgumentTypeError
         A document holds an invalid token id or is not one-dimensional.
-    CorpusFormatError
-        A document's length differs from the length recorded when the layout was built.
+    CorpusFormatError, IndexError
+        A document is shorter than the length recorded when the layout was built, or
+        changed since (``documents`` must not change while it is being streamed).
     """
     if end <= begin:
-        return
+        return 0, 0
     first, stop = layout.documents_between(begin, end)
-    # Python ints from one tolist() each: per-element numpy scalar indexing is ~10x slower.
-    starts = layout.starts[first:stop].tolist()
-    lengths = layout.lengths[first:stop].tolist()
-    indices = layout.indices[first:stop].tolist()
-    arrays = fetch_documents(documents, indices)
-    if list(map(len, arrays)) != lengths:
-        bad = next(k for k, a in enumerate(arrays) if len(a) != lengths[k])
-        raise CorpusFormatError(
-            f"document {indices[bad]} has {len(arrays[bad])} tokens, but {lengths[bad]} were "
-            "recorded when the stream was laid out; `documents` must not change while it "
-            "is being streamed."
-        )
-    boundary = np.array([boundary_id if boundary_id is not None else 0], dtype=np.int64)
-    rank_last = len(layout.indices) - 1 - first  # its last document has no boundary
-
-    def clipped(k: int) -> list[np.ndarray]:
-        lo = max(begin - starts[k], 0)
-        hi = min(end - starts[k], lengths[k])
-        out_pieces = [arrays[k][lo:hi]] if lo < hi else []
-        if layout.has_boundary and k < rank_last and begin <= starts[k] + lengths[k] < end:
-            out_pieces.append(boundary)
-        return out_pieces
-
-    count = len(arrays)
-    pieces = clipped(0)
-    if count > 1:
-        # Documents strictly between the first and the last lie wholly inside [begin, end),
-        # boundaries included (the next document starts before `end`).
-        middle = arrays[1 : count - 1]
-        if layout.has_boundary:
-            middle = _interleave(middle, boundary, trailing=True)
-        pieces += middle
-        pieces += clipped(count - 1)
-    np.concatenate(pieces, out=out, casting="same_kind")
+    starts = layout.starts[first:stop]
+    lengths = layout.lengths[first:stop]
+    # Pieces: documents strictly between the first and the last lie wholly inside
+    # [begin, end), boundaries included (the next document starts before `end`); only
+    # the first may start before `begin` and only the last may run past `end`.
+    at = starts - begin
+    begins = np.zeros(stop - first, dtype=np.int64)
+    ends = lengths.copy()
+    ends[-1] = min(int(ends[-1]), end - int(starts[-1]))
+    begins[0] = -int(at[0])
+    at[0] = 0
+    documents.gather_into(layout.indices[first:stop], begins, ends, out, at)
+    if layout.has_boundary:
+        fill = 0 if boundary_id is None else boundary_id
+        # The boundary after document k sits just before document k + 1 starts; the last
+        # document's is inside the range only if it ends before `end`, and the rank's
+        # last document has none.
+        out[at[1:] - 1] = fill
+        after = int(starts[-1]) + int(lengths[-1]) - begin
+        if after < end - begin and stop < len(layout.indices):
+            out[after] = fill
+    return first, stop
 
 
 class PackedCorpus:

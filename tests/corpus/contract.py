@@ -48,6 +48,7 @@ def assert_documents_contract(documents: Any, expected: Sequence[np.ndarray]) ->
     for got, index in zip(documents.take(indices), indices, strict=True):
         np.testing.assert_array_equal(got, expected[index])
     assert documents.take([]) == []
+    assert_gather_contract(documents, expected)
     # Capabilities used by the data layer.
     lengths = document_lengths(documents)
     assert lengths.dtype == np.int64
@@ -71,3 +72,46 @@ def shard_starts(documents: Any) -> list[int]:
     for entry in documents.manifest["shards"]:
         starts.append(starts[-1] + entry["num_documents"])
     return starts
+
+
+def assert_gather_contract(documents: Any, expected: Sequence[np.ndarray]) -> None:
+    """``gather_into`` writes exactly the requested pieces (cast to int64) and nothing else,
+    and rejects a piece outside its document or outside ``out`` with :class:`IndexError`."""
+    count = len(expected)
+    if not count:
+        return
+    rng = np.random.default_rng(count)
+    indices = rng.integers(0, count, size=min(3 * count, 40)).astype(np.int64)
+    lengths = np.array([len(expected[i]) for i in indices.tolist()], dtype=np.int64)
+    begins = (rng.random(len(indices)) * (lengths + 1)).astype(np.int64)
+    ends = begins + (rng.random(len(indices)) * (lengths - begins + 1)).astype(np.int64)
+    gaps = rng.integers(0, 3, size=len(indices))
+    at = np.cumsum(gaps + ends - begins) - (ends - begins)
+    sentinel = -7
+    out = np.full(int(at[-1] + ends[-1] - begins[-1]) + 2, sentinel, dtype=np.int64)
+    want = out.copy()
+    for index, begin, end, position in zip(indices, begins, ends, at, strict=True):
+        want[position : position + end - begin] = expected[index][begin:end]
+    documents.gather_into(indices, begins, ends, out, at)
+    np.testing.assert_array_equal(out, want)
+    longest = int(np.argmax(lengths))
+    with pytest.raises(IndexError):
+        documents.gather_into(
+            indices[longest : longest + 1],
+            np.zeros(1, np.int64),
+            lengths[longest : longest + 1] + 1,
+            out,
+            np.zeros(1, np.int64),
+        )
+    with pytest.raises(IndexError):
+        documents.gather_into(
+            np.array([count], np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64), out, at[:1]
+        )
+    with pytest.raises(IndexError):
+        documents.gather_into(
+            indices[longest : longest + 1],
+            np.zeros(1, np.int64),
+            lengths[longest : longest + 1],
+            out,
+            np.array([len(out) - int(lengths[longest]) + 1], np.int64),
+        )

@@ -16,17 +16,22 @@ import operator
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
 from mixle._checks import exact_int, positive_int
-from mixle._file_checks import open_regular
 from mixle.corpus.format.descriptors import exhaustion_error, is_descriptor_exhaustion, shard_budget
 from mixle.corpus.format.manifest import Manifest, ShardEntry, parse_manifest
-from mixle.corpus.format.spec import HEADER_SIZE, check_offsets
+from mixle.corpus.format.shard_loader import MappedShards, ShardLoader
+from mixle.corpus.format.spec import (
+    check_offset_ends,
+    check_offsets,
+    check_offsets_range,
+)
 from mixle.corpus.format.verify import check_shard_files, verify_store
 from mixle.corpus.format.view import DocumentsView, as_index
+from mixle.data._gather import gather_pieces
 from mixle.errors import ArgumentTypeError, CorpusFormatError
 
 __all__ = ["DEFAULT_MAX_OPEN_SHARDS", "ShardedDocuments", "open_documents"]
@@ -47,6 +52,13 @@ _SAMPLE_PAGES = 4
 _UNSET: Any = object()
 # take() of a list this short indexes document by document (see ShardedDocuments._take_each).
 _TAKE_LOOP_MAX = 256
+# A shard of up to _CHECK_WHOLE documents has its offsets checked whole when it is mapped
+# (~1 ms); a larger one block by block of _CHECK_BLOCK documents (32 KiB of offsets, a
+# few microseconds), each block when one of its documents is first read, so opening a
+# stream over a 10M-document shard does not pay ~40 ms for offsets it does not read.
+_CHECK_SHIFT = 12
+_CHECK_BLOCK = 1 << _CHECK_SHIFT
+_CHECK_WHOLE = 1 << 18
 _mincore_function: Any = _UNSET
 
 
@@ -86,9 +98,25 @@ def _all_resident(samples: list[tuple[int, int, int]]) -> bool:
 
 
 class _OpenShard:
-    """The mapped arrays of one shard (kept alive by the LRU and by returned views)."""
+    """The mapped arrays of one shard (kept alive by the LRU and by returned views).
 
-    __slots__ = ("address", "mapping", "offsets", "offsets_array", "start", "stop", "tokens")
+    ``unchecked`` flags the blocks of :data:`_CHECK_BLOCK` documents whose offsets have not
+    been checked yet (``None`` once all have): a large offsets file is checked range by
+    range as its documents are first read, never a document before its range.
+    """
+
+    __slots__ = (
+        "address",
+        "mapping",
+        "num_tokens",
+        "offsets",
+        "offsets_array",
+        "start",
+        "stop",
+        "tokens",
+        "unchecked",
+        "where",
+    )
 
     def __init__(
         self,
@@ -97,11 +125,16 @@ class _OpenShard:
         tokens: np.ndarray,
         offsets_array: np.ndarray,
         mapping: mmap.mmap | None,
+        unchecked: np.ndarray | None = None,
+        where: str = "",
     ) -> None:
         self.start = start
         self.stop = stop
         self.tokens = tokens
         self.offsets_array = offsets_array
+        self.unchecked = unchecked
+        self.where = where
+        self.num_tokens = int(offsets_array[-1])
         # memoryview item access returns Python ints, cheaper than numpy scalars.
         self.offsets: Any = (
             offsets_array.data.cast("B").cast("q") if _LITTLE_ENDIAN else offsets_array
@@ -110,21 +143,36 @@ class _OpenShard:
         # Base address of the token mapping, for mincore(2) residency checks.
         self.address: int = tokens.__array_interface__["data"][0] if mapping is not None else 0
 
+    def check(self, local: int | np.ndarray) -> None:
+        """Check the offsets blocks holding shard-local documents ``local`` (once each)."""
+        unchecked = self.unchecked
+        if unchecked is None:
+            return
+        blocks = np.unique(np.asarray(local, dtype=np.int64) >> _CHECK_SHIFT)
+        count = self.stop - self.start
+        for block in blocks[unchecked[blocks]].tolist():
+            first = block << _CHECK_SHIFT
+            check_offsets_range(
+                self.offsets_array,
+                first,
+                min(first + _CHECK_BLOCK, count),
+                self.num_tokens,
+                self.where,
+            )
+            unchecked[block] = False
+        if not unchecked.any():
+            self.unchecked = None
+
+    def check_all(self) -> None:
+        """Check every offset of the shard (a no-op once done)."""
+        if self.unchecked is not None:
+            check_offsets_range(
+                self.offsets_array, 0, self.stop - self.start, self.num_tokens, self.where
+            )
+            self.unchecked = None
+
 
 _NO_SHARD = _OpenShard(0, 0, np.empty(0, np.uint16), np.zeros(1, np.int64), None)
-
-
-def _map(path: str, size: int) -> mmap.mmap | None:
-    """Map the regular file ``path`` of ``size`` bytes (checked on the open descriptor)."""
-    if size == 0:
-        return None
-    with open_regular(path, CorpusFormatError, size) as handle:
-        mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-    if len(mapping) != size:
-        actual = len(mapping)
-        mapping.close()
-        raise CorpusFormatError(f"{path}: {actual} bytes, the manifest says {size} (file changed).")
-    return mapping
 
 
 class ShardedDocuments(Sequence[np.ndarray]):
@@ -152,20 +200,17 @@ class ShardedDocuments(Sequence[np.ndarray]):
     rename instead.
     """
 
-    #: File descriptors one open shard holds: CPython's ``mmap`` keeps a duplicate
-    #: descriptor per mapping (``.tokens`` and ``.offsets``). See
-    #: :mod:`mixle.corpus.format.descriptors` for the budget.
-    descriptors_per_shard: ClassVar[int] = 2
-
     def __init__(
         self,
         store: ShardStore,
         manifest: Manifest,
         *,
         max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS,
+        loader: ShardLoader | None = None,
     ) -> None:
         self._store = store
         self._manifest = manifest
+        self._loader = MappedShards(store) if loader is None else loader
         self._max_open_requested = positive_int("max_open_shards", max_open_shards)
         self._max_open = shard_budget(self._max_open_requested, self.descriptors_per_shard)
         self._entries: tuple[ShardEntry, ...] = manifest.shards
@@ -220,7 +265,10 @@ class ShardedDocuments(Sequence[np.ndarray]):
             number = bisect.bisect_right(self._starts, index) - 1
             shard = self._slots[number] or self._load(number)
             self._referenced[number] = True
-            self._last = shard
+            if shard.unchecked is not None:
+                shard.check(index - shard.start)
+            if shard.unchecked is None:  # the fast path above skips the offsets check
+                self._last = shard
         local = index - shard.start
         offsets = shard.offsets
         return shard.tokens[offsets[local] : offsets[local + 1]]
@@ -232,75 +280,129 @@ class ShardedDocuments(Sequence[np.ndarray]):
         return shard
 
     # -- opening shards -------------------------------------------------------------
+    @property
+    def descriptors_per_shard(self) -> int:
+        """File descriptors one open shard holds (its loader's; CPython's ``mmap`` keeps
+        a duplicate descriptor per mapping). See :mod:`mixle.corpus.format.descriptors`."""
+        return self._loader.descriptors_per_shard
+
+    @property
+    def loader(self) -> ShardLoader:
+        """The :class:`~mixle.corpus.format.shard_loader.ShardLoader` shards are opened with."""
+        return self._loader
+
     def _load(self, number: int) -> _OpenShard:
+        if self._slots[number] is None:
+            # Make room (and release) before loading, so a loader that downloads into a
+            # shared cache may already reclaim the shard pushed out.
+            with self._lock:
+                victims = self._make_room()
+            self._release(victims)
         with self._lock:
             shard = self._slots[number]
             if shard is not None:
                 return shard
             entry = self._entries[number]
-            tokens_path = self._store.local_path(entry.tokens)
-            offsets_path = self._store.local_path(entry.offsets)
             try:
-                mapping = _map(tokens_path, entry.tokens_bytes)
-                offsets_map = _map(offsets_path, entry.offsets_bytes)
+                arrays = self._loader.open(entry, self._dtype)
             except OSError as exc:
                 if is_descriptor_exhaustion(exc):
                     held = (
                         f" ({len(self._resident)} shards open, "
                         f"{self.descriptors_per_shard} descriptors each)"
                     )
-                    raise exhaustion_error(tokens_path, held) from exc
+                    raise exhaustion_error(f"{self._store.location}/{entry.tokens}", held) from exc
                 raise
-            tokens = (
-                np.empty(0, dtype=self._dtype)
-                if mapping is None
-                else np.frombuffer(mapping, dtype=self._dtype)
-            )
-            assert offsets_map is not None  # an offsets file is never empty
-            offsets = np.frombuffer(offsets_map, dtype="<i8", offset=HEADER_SIZE)
-            if number not in self._checked:
-                check_offsets(offsets, entry.num_tokens, offsets_path)
+            if arrays.offsets.shape[0] != entry.num_documents + 1:
+                raise CorpusFormatError(f"{arrays.where}: offsets count changed since open.")
+            if arrays.checked:
                 self._checked.add(number)
             start = self._starts[number]
-            shard = _OpenShard(start, start + entry.num_documents, tokens, offsets, mapping)
-            self._admit(number)
+            shard = _OpenShard(
+                start,
+                start + entry.num_documents,
+                arrays.tokens,
+                arrays.offsets,
+                arrays.mapping,
+                self._unchecked_blocks(number, arrays.offsets, arrays.where),
+                arrays.where,
+            )
+            victims = self._make_room()  # only if another thread filled the set meanwhile
+            self._resident.append(number)
             self._slots[number] = shard
-            return shard
+        self._release(victims)
+        return shard
 
-    def _admit(self, number: int) -> None:
-        """Make room for shard ``number`` among the resident shards (CLOCK eviction)."""
+    def _unchecked_blocks(self, number: int, offsets: np.ndarray, where: str) -> np.ndarray | None:
+        """Check what is cheap to check of a newly opened offsets array now; return the
+        flags of the blocks left to check as documents are read (``None``: none left)."""
+        entry = self._entries[number]
+        if number in self._checked:
+            return None
+        check_offset_ends(offsets, entry.num_tokens, where)
+        if entry.num_documents <= _CHECK_WHOLE:
+            check_offsets_range(offsets, 0, entry.num_documents, entry.num_tokens, where)
+            self._checked.add(number)
+            return None
+        return np.ones(-(-entry.num_documents // _CHECK_BLOCK), dtype=np.bool_)
+
+    def _make_room(self) -> list[int]:
+        """CLOCK-evict until one more shard fits; return the evicted numbers (lock held).
+
+        A hit only sets a flag; the hand sweeps the resident list, clearing flags, and
+        evicts the first shard not referenced since its last pass. Views handed out keep
+        an evicted shard's mapping alive until they are collected.
+        """
         resident = self._resident
-        if len(resident) < self._max_open:
-            resident.append(number)
-            return
-        while True:
-            hand = self._hand
+        victims = []
+        while resident and len(resident) >= self._max_open:
+            hand = self._hand % len(resident)
             candidate = resident[hand]
-            self._hand = (hand + 1) % len(resident)
             if self._referenced[candidate]:
                 self._referenced[candidate] = False
+                self._hand = (hand + 1) % len(resident)
                 continue
-            # Views handed out keep the old mapping alive until they are collected.
             self._slots[candidate] = None
-            resident[hand] = number
-            return
+            resident.pop(hand)
+            self._hand = hand % len(resident) if resident else 0
+            victims.append(candidate)
+        return victims
+
+    def _release(self, numbers: list[int]) -> None:
+        for number in numbers:
+            self._loader.release(self._entries[number])
 
     def _read_offsets(self, number: int) -> np.ndarray:
-        """Offsets of shard ``number`` from its open mapping or a plain file read."""
+        """Offsets of shard ``number``, checked whole: from the open shard, or read
+        without opening it."""
         shard = self._slots[number]
         if shard is not None:
+            shard.check_all()
             return shard.offsets_array
         entry = self._entries[number]
-        path = self._store.local_path(entry.offsets)
-        with open_regular(path, CorpusFormatError, entry.offsets_bytes) as handle:
-            handle.seek(HEADER_SIZE)
-            offsets = np.frombuffer(handle.read(), dtype="<i8")
-        if offsets.shape[0] != entry.num_documents + 1:
-            raise CorpusFormatError(f"{path}: offsets count changed since open.")
+        arrays = self._loader.read_offsets(entry)
+        if arrays.offsets.shape[0] != entry.num_documents + 1:
+            raise CorpusFormatError(f"{arrays.where}: offsets count changed since open.")
         if number not in self._checked:
-            check_offsets(offsets, entry.num_tokens, path)
+            check_offsets(arrays.offsets, entry.num_tokens, arrays.where)
             self._checked.add(number)
-        return offsets
+        return arrays.offsets
+
+    def close(self) -> None:
+        """Release every open shard (unpinning cached copies) and stop background fetches.
+
+        Views already returned stay valid (POSIX keeps an unlinked mapped file alive).
+        The reader stays usable: the next read opens (and pins) again.
+        """
+        with self._lock:
+            numbers = list(self._resident)
+            for number in numbers:
+                self._slots[number] = None
+            self._resident.clear()
+            self._hand = 0
+            self._last = _NO_SHARD
+        self._release(numbers)
+        self._loader.close()
 
     # -- capabilities -------------------------------------------------------------------
     @property
@@ -422,6 +524,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
         for number, positions in groups:
             shard = self._shard(number)
             local = (array if positions is None else array[positions]) - shard.start
+            shard.check(local)
             offsets = shard.offsets_array
             begins = offsets[local].tolist()
             ends = offsets[local + 1].tolist()
@@ -432,6 +535,119 @@ class ShardedDocuments(Sequence[np.ndarray]):
         inverse = np.empty_like(order)
         inverse[order] = np.arange(order.shape[0])
         return list(map(pieces.__getitem__, inverse.tolist()))
+
+    def gather_into(
+        self,
+        indices: np.ndarray,
+        begins: np.ndarray,
+        ends: np.ndarray,
+        out: np.ndarray,
+        at: np.ndarray,
+    ) -> None:
+        """Copy pieces of documents into ``out``: the packer's batch read.
+
+        For each ``k``, tokens ``[begins[k], ends[k])`` of document ``indices[k]`` are
+        written, cast to ``out``'s dtype (``same_kind`` casting), to
+        ``out[at[k] : at[k] + ends[k] - begins[k]]``; nothing else of ``out`` is written.
+        One vectorised call per shard touched (compiled when the ``mixle[fast]`` extra is
+        installed, see :mod:`mixle.data._gather`), straight from the mapping into ``out``:
+        no per-document views, lists or intermediate arrays.
+
+        Raises
+        ------
+        IndexError
+            An index is out of range, or a piece is outside its document or outside
+            ``out`` (naming the piece).
+        ArgumentTypeError
+            The arguments are not 1-D integer arrays of one length, or ``out`` is not a
+            writable 1-D array.
+        CorpusFormatError
+            The offsets of a document read are corrupt (naming the file and document);
+            raised before any token of that shard is copied.
+        """
+        indices = _int64_vector("indices", indices)
+        count = indices.shape[0]
+        if not (
+            type(begins) is type(ends) is type(at) is np.ndarray
+            and begins.dtype == ends.dtype == at.dtype == np.int64
+            and begins.shape == ends.shape == at.shape == indices.shape
+        ):
+            begins, ends, at = (
+                _int64_vector(name, value, count)
+                for name, value in (("begins", begins), ("ends", ends), ("at", at))
+            )
+        if type(out) is not np.ndarray or out.ndim != 1 or not out.flags.writeable:
+            raise ArgumentTypeError(
+                f"`out` must be a writable 1-D numpy array. Got {type(out).__name__} instead."
+            )
+        shard = self._last  # checked whole (see __getitem__), or the empty placeholder
+        if (
+            gather_pieces(
+                out,
+                shard.tokens,
+                shard.offsets_array,
+                indices - shard.start,
+                begins,
+                ends,
+                at,
+                shard.stop - shard.start,
+            )
+            < 0
+        ):
+            return  # every document was in the shard read last: one call, no grouping
+        # Some piece is in another shard, or invalid: group by shard (which also names
+        # an index out of range); pieces already written are written again.
+        self._gather_grouped(indices, begins, ends, out, at)
+
+    def _gather_grouped(
+        self,
+        indices: np.ndarray,
+        begins: np.ndarray,
+        ends: np.ndarray,
+        out: np.ndarray,
+        at: np.ndarray,
+    ) -> None:
+        """:meth:`gather_into` one shard at a time (the general path)."""
+        low, high = int(indices.min()), int(indices.max())
+        if low < 0 or high >= self._n:
+            position = int(np.flatnonzero((indices < 0) | (indices >= self._n))[0])
+            raise IndexError(
+                f"`indices[{position}]` is out of range for a corpus of {self._n} documents."
+            )
+        groups = self._groups(indices)
+        for number, positions in groups:
+            shard = self._shard(number)
+            if positions is None:
+                local, piece_begins, piece_ends, piece_at = indices - shard.start, begins, ends, at
+            else:
+                local = indices[positions] - shard.start
+                piece_begins, piece_ends, piece_at = (
+                    begins[positions],
+                    ends[positions],
+                    at[positions],
+                )
+            if shard.unchecked is not None:
+                shard.check(local)
+            elif len(groups) == 1:
+                self._last = shard
+            bad = gather_pieces(
+                out,
+                shard.tokens,
+                shard.offsets_array,
+                local,
+                piece_begins,
+                piece_ends,
+                piece_at,
+                shard.stop - shard.start,
+            )
+            if bad >= 0:
+                k = bad if positions is None else int(positions[bad])
+                length = int(np.diff(shard.offsets_array[local[bad] : local[bad] + 2])[0])
+                raise IndexError(
+                    f"piece {k}: tokens [{int(begins[k])}, {int(ends[k])}) of document "
+                    f"{int(indices[k])} ({length} tokens) written at {int(at[k])} do not fit "
+                    f"the document or `out` ({out.shape[0]} tokens)."
+                )
 
     def _sampled_resident(self, indices: Sequence[int] | np.ndarray) -> bool:
         """Whether up to 4 documents spread over ``indices`` are wholly in the page cache.
@@ -451,7 +667,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
             if not 0 <= index < self._n:
                 return False
             shard = self._slots[bisect.bisect_right(self._starts, index) - 1]
-            if shard is None or shard.mapping is None:
+            if shard is None or shard.mapping is None or shard.unchecked is not None:
                 return False
             local = index - shard.start
             begin = shard.offsets[local] * itemsize
@@ -484,43 +700,66 @@ class ShardedDocuments(Sequence[np.ndarray]):
             referenced[number] = True
             offsets = shard.offsets
             local = index - shard.start
+            if shard.unchecked is not None:
+                shard.check(local)
             append(shard.tokens[offsets[local] : offsets[local + 1]])
         return views
 
     def prefetch(self, indices: Sequence[int] | np.ndarray) -> None:
-        """Hint that ``indices`` will be read soon: ``madvise(WILLNEED)`` their byte ranges.
+        """Hint that ``indices`` will be read soon, in that order; never blocks on I/O.
 
-        Asks the kernel to start reading the pages in the background and returns
-        without waiting for them. Maps at most ``max_open_shards`` shards (their
-        offsets are read to locate the documents); invalid indices are ignored, since
-        a hint must never fail a training step. A no-op where ``madvise`` is missing.
+        Shards not open yet are fetched in the background when the loader can
+        (``supports_background_fetch``: a remote cache starts downloading them, in order
+        of first use, pinned until read) and otherwise mapped (at most
+        ``max_open_shards``); documents of open shards get ``madvise(WILLNEED)`` on their
+        byte ranges, so the kernel reads them in the background. Invalid indices are
+        ignored, since a hint must never fail a training step; a no-op for a loader
+        without hints (range reads keep nothing locally).
 
-        First, up to 4 documents spread over ``indices`` are checked with
-        ``mincore(2)``: when every sampled page is already in the page cache, the call
-        returns without issuing anything, so hinting a cached corpus costs a few
-        microseconds per call however many documents it names. Otherwise the byte
-        ranges are located per shard, merged when within a page of each other, and
-        each merged range gets one ``madvise``. A partly cached corpus may skip a hint
-        whose samples all hit; those pages are still read on demand.
+        For a local corpus, up to 4 documents spread over ``indices`` are first checked
+        with ``mincore(2)``: when every sampled page is in the page cache, the call
+        returns at once, so hinting a cached corpus costs a few microseconds however many
+        documents it names. Otherwise the byte ranges are located per shard, merged when
+        within a page of each other, and each merged range gets one ``madvise``. A partly
+        cached corpus may skip a hint whose samples all hit; those pages are still read
+        on demand.
         """
-        if _MADV_WILLNEED is None:
+        loader, willneed = self._loader, _MADV_WILLNEED
+        if not loader.supports_hints:
             return
+        background = loader.supports_background_fetch
         try:
-            if self._sampled_resident(indices):
+            if not background and (willneed is None or self._sampled_resident(indices)):
                 return
             array = self._normalize(indices)
         except (IndexError, TypeError, ValueError):
             return
         if array.size == 0:
             return
+        groups = self._groups(array)
+        if background:
+            numbers = np.searchsorted(self._starts_array, array, side="right") - 1
+            _, first = np.unique(numbers, return_index=True)
+            ahead = [
+                self._entries[number]
+                for number in numbers[np.sort(first)].tolist()
+                if self._slots[number] is None and self._entries[number].num_documents
+            ]
+            loader.fetch_ahead(ahead)
+        if willneed is None:
+            return
         itemsize = self._dtype.itemsize
-        for count, (number, positions) in enumerate(self._groups(array)):
+        for count, (number, positions) in enumerate(groups):
             if count >= self._max_open:
                 break
-            shard = self._shard(number)
-            if shard.mapping is None:
+            shard = self._slots[number] if background else self._shard(number)
+            if shard is None or shard.mapping is None:
                 continue
             local = (array if positions is None else array[positions]) - shard.start
+            try:
+                shard.check(local)
+            except CorpusFormatError:
+                continue  # a hint never fails; reading these documents raises
             offsets = shard.offsets_array
             begins = offsets[local] * itemsize // _PAGE * _PAGE
             ends = offsets[local + 1] * itemsize
@@ -528,7 +767,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
             madvise = shard.mapping.madvise
             for begin, end in _merge(begins[order], ends[order]):
                 if end > begin:
-                    madvise(_MADV_WILLNEED, begin, end - begin)
+                    madvise(willneed, begin, end - begin)
 
     def read_tokens(self, start: int, stop: int) -> np.ndarray:
         """Return tokens ``start:stop`` of the corpus's concatenated token order.
@@ -591,6 +830,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
             if not entry.num_documents:
                 continue
             shard = self._shard(number)
+            shard.check_all()
             bounds = shard.offsets_array.tolist()
             yield from map(shard.tokens.__getitem__, map(slice, bounds[:-1], bounds[1:]))
 
@@ -605,6 +845,23 @@ class ShardedDocuments(Sequence[np.ndarray]):
             f"ShardedDocuments({self._store.location!r}, documents={self._n}, "
             f"tokens={self.num_tokens}, shards={len(self._entries)}, dtype={self._dtype.name})"
         )
+
+
+def _int64_vector(name: str, value: Any, count: int | None = None) -> np.ndarray:
+    """``value`` as a 1-D int64 array (no copy when it already is one), of ``count`` items."""
+    if type(value) is not np.ndarray or value.dtype != np.int64:
+        value = np.asarray(value)
+        if value.dtype.kind not in "iu" and value.size:
+            raise ArgumentTypeError(
+                f"`{name}` must be a 1-D array of integers. Got dtype {value.dtype} instead."
+            )
+        value = value.astype(np.int64)
+    if value.ndim != 1 or (count is not None and value.shape[0] != count):
+        raise ArgumentTypeError(
+            f"`{name}` must be a 1-D array of {count if count is not None else 'any'} "
+            f"integers. Got shape {value.shape} instead."
+        )
+    return value
 
 
 def _merge_arrays(begins: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

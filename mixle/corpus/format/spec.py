@@ -36,7 +36,9 @@ __all__ = [
     "MANIFEST_NAME",
     "OffsetsHeader",
     "check_file_name",
+    "check_offset_ends",
     "check_offsets",
+    "check_offsets_range",
     "dtype_for_max_id",
     "dtype_limit",
     "normalize_dtype",
@@ -227,16 +229,45 @@ def check_offsets(offsets: np.ndarray, num_tokens: int, where: str) -> None:
     O(documents), vectorized. Raises :class:`CorpusFormatError` naming the first bad
     document.
     """
+    check_offset_ends(offsets, num_tokens, where)
+    check_offsets_range(offsets, 0, offsets.shape[0] - 1, num_tokens, where)
+
+
+def check_offset_ends(offsets: np.ndarray, num_tokens: int, where: str) -> None:
+    """Check that ``offsets`` starts at 0 and ends at ``num_tokens`` (O(1))."""
     if offsets.shape[0] == 0 or int(offsets[0]) != 0:
         raise CorpusFormatError(f"{where}: offsets must start at 0.")
     if int(offsets[-1]) != num_tokens:
         raise CorpusFormatError(
             f"{where}: last offset is {int(offsets[-1])}, expected the token count {num_tokens}."
         )
-    decreasing = offsets[1:] < offsets[:-1]
+
+
+def check_offsets_range(
+    offsets: np.ndarray, first: int, stop: int, num_tokens: int, where: str
+) -> None:
+    """Check the offsets around documents ``[first, stop)``: ``offsets[first - 1 : stop + 2]``
+    (clipped to the array) never decreases and stays within ``[0, num_tokens]``.
+
+    The window reaches one offset past each end, so every decrease next to an offset of
+    a document in the range is seen: a corrupt offset that makes a document longer also
+    makes its neighbour negative, and reading either raises. With
+    :func:`check_offset_ends`, checking the ranges of a partition of the documents is
+    :func:`check_offsets`, so a reader may check a large offsets file range by range as
+    documents are first read. Raises :class:`CorpusFormatError` naming the first bad
+    document.
+    """
+    low = max(first - 1, 0)
+    window = offsets[low : stop + 2]
+    decreasing = window[1:] < window[:-1]
     if decreasing.any():
-        doc = int(np.flatnonzero(decreasing)[0])
+        doc = low + int(np.flatnonzero(decreasing)[0])
         raise CorpusFormatError(
             f"{where}: offsets decrease at document {doc} "
             f"({int(offsets[doc])} then {int(offsets[doc + 1])})."
+        )
+    if window.shape[0] and (int(window[0]) < 0 or int(window[-1]) > num_tokens):
+        raise CorpusFormatError(
+            f"{where}: offsets of documents {low} to {low + window.shape[0] - 2} leave "
+            f"[0, {num_tokens}] ({int(window[0])} to {int(window[-1])})."
         )

@@ -111,6 +111,27 @@ class DocumentsView(Sequence[np.ndarray]):
             raise IndexError(f"`indices[{position}]` is out of range for a view of {count}.")
         return self._base.take(self._range.start + array * self._range.step)
 
+    def gather_into(
+        self,
+        indices: np.ndarray,
+        begins: np.ndarray,
+        ends: np.ndarray,
+        out: np.ndarray,
+        at: np.ndarray,
+    ) -> None:
+        """Pieces of the documents at view positions ``indices`` into ``out`` (see
+        :meth:`ShardedDocuments.gather_into`; no negative positions)."""
+        array = np.asarray(indices)
+        if array.size and (array.dtype.kind not in "iu" or array.ndim != 1):
+            raise ArgumentTypeError("`indices` must be a 1-D sequence of integers.")
+        array = array.astype(np.int64)
+        count = len(self._range)
+        bad = (array < 0) | (array >= count)
+        if bad.any():
+            position = int(np.flatnonzero(bad)[0])
+            raise IndexError(f"`indices[{position}]` is out of range for a view of {count}.")
+        self._base.gather_into(self._range.start + array * self._range.step, begins, ends, out, at)
+
     def prefetch(self, indices: Sequence[int] | np.ndarray) -> None:
         """Forward the hint to the base corpus (invalid indices are ignored)."""
         array = np.asarray(indices)

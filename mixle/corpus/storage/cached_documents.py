@@ -1,138 +1,84 @@
 """CachedDocuments: the memory-mapped reader over shards fetched into the shared cache.
 
-Identical to :class:`~mixle.corpus.ShardedDocuments` on the read path (documents
-are zero-copy views of mmap'd files in the cache); it adds the two things a remote
-corpus needs:
+:class:`~mixle.corpus.ShardedDocuments` composed with :class:`CachedShards`, the loading
+strategy a remote corpus needs. The read path is the local one (documents are zero-copy
+views of mmap'd files in the cache); the strategy adds:
 
 - **pins**: a shard is pinned in the :class:`~mixle.corpus.storage.cache.ShardCache` while
-  it is in this reader's open-shard LRU, so no process evicts it; leaving the LRU
+  it is in the reader's open-shard set, so no process evicts it; leaving the set
   unpins it.
-- **background prefetch**: :meth:`prefetch` (called by consumers that know their
-  future order, via :func:`mixle.data.prefetch_hint`) starts downloading the next
-  shards without blocking; already open shards get the usual ``madvise`` hint.
+- **background prefetch**: ``prefetch`` (called by consumers that know their future
+  order, via :func:`mixle.data.prefetch_hint`) starts downloading the next shards
+  without blocking; already open shards get the usual ``madvise`` hint.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from mixle.corpus.format.documents import _NO_SHARD, ShardedDocuments, _OpenShard
-from mixle.corpus.format.spec import HEADER_SIZE, check_offsets
-from mixle.errors import ArgumentTypeError, CorpusFormatError
+from mixle.corpus.format.documents import DEFAULT_MAX_OPEN_SHARDS, ShardedDocuments
+from mixle.corpus.format.shard_loader import MappedShards, ShardArrays
+from mixle.corpus.format.spec import HEADER_SIZE
 
-__all__ = ["CachedDocuments"]
+if TYPE_CHECKING:
+    from mixle.corpus.format.manifest import Manifest, ShardEntry
+    from mixle.corpus.format.store import ShardStore
+
+__all__ = ["CachedDocuments", "CachedShards"]
+
+
+class CachedShards(MappedShards):
+    """Shards downloaded into a pinned local cache by the store, then memory-mapped.
+
+    ``store.local_path`` fetches and pins a file; :meth:`release` unpins both files of
+    a shard when it leaves the reader's open set; :meth:`fetch_ahead` starts downloads
+    in the background (``store.prefetch_files``).
+    """
+
+    #: Two mappings plus one cache pin lock per file (``ShardCache.pin``).
+    descriptors_per_shard: ClassVar[int] = 4
+    supports_background_fetch: ClassVar[bool] = True
+
+    def read_offsets(self, entry: ShardEntry) -> ShardArrays:
+        path = self.store.local_path(entry.offsets)
+        try:
+            offsets = np.fromfile(path, dtype="<i8", offset=HEADER_SIZE)
+        finally:
+            self.store.release(entry.offsets)
+        return ShardArrays(None, offsets, None, path)
+
+    def release(self, entry: ShardEntry) -> None:
+        self.store.release(entry.tokens)
+        self.store.release(entry.offsets)
+
+    def fetch_ahead(self, entries: Sequence[ShardEntry]) -> None:
+        self.store.prefetch_files([name for e in entries for name in (e.offsets, e.tokens)])
+
+    def close(self) -> None:
+        self.store.close()
 
 
 class CachedDocuments(ShardedDocuments):
     """A :class:`ShardedDocuments` over a remote or zarr store with a local shard cache.
 
-    Obtain one with :func:`mixle.corpus.open_corpus` on a URL or a zarr corpus.
+    Obtain one with :func:`mixle.corpus.open_corpus` on a URL or a zarr corpus. Reads
+    through :class:`CachedShards`; :meth:`close` (or leaving a ``with`` block) unpins
+    every open shard and stops prefetching.
     """
 
-    #: Two mappings plus one cache pin lock per file (``ShardCache.pin``).
-    descriptors_per_shard: ClassVar[int] = 4
-
-    def _release_shard(self, number: int) -> None:
-        entry = self._entries[number]
-        self._store.release(entry.tokens)
-        self._store.release(entry.offsets)
-
-    def _load(self, number: int) -> _OpenShard:
-        if self._slots[number] is None:
-            # Make room among the resident shards (and unpin) before fetching, so the
-            # download's eviction pass may already reclaim the shard pushed out.
-            with self._lock:
-                victims = self._make_room()
-            for victim in victims:
-                self._release_shard(victim)
-        return super()._load(number)
-
-    def _make_room(self) -> list[int]:
-        """CLOCK-evict until one slot is free; return the evicted numbers (lock held)."""
-        resident = self._resident
-        victims = []
-        while resident and len(resident) >= self._max_open:
-            hand = self._hand % len(resident)
-            candidate = resident[hand]
-            if self._referenced[candidate]:
-                self._referenced[candidate] = False
-                self._hand = (hand + 1) % len(resident)
-                continue
-            self._slots[candidate] = None
-            resident.pop(hand)
-            self._hand = hand % len(resident) if resident else 0
-            victims.append(candidate)
-        return victims
-
-    def _admit(self, number: int) -> None:
-        before = set(self._resident)
-        super()._admit(number)
-        for gone in before - set(self._resident):  # only if another thread raced us
-            self._release_shard(gone)
-
-    def _read_offsets(self, number: int) -> np.ndarray:
-        shard = self._slots[number]
-        if shard is not None:
-            return shard.offsets_array
-        entry = self._entries[number]
-        path = self._store.local_path(entry.offsets)
-        try:
-            offsets = np.fromfile(path, dtype="<i8", offset=HEADER_SIZE)
-        finally:
-            self._store.release(entry.offsets)
-        if offsets.shape[0] != entry.num_documents + 1:
-            raise CorpusFormatError(f"{path}: offsets count changed since open.")
-        if number not in self._checked:
-            check_offsets(offsets, entry.num_tokens, path)
-            self._checked.add(number)
-        return offsets
-
-    def prefetch(self, indices: Sequence[int] | np.ndarray) -> None:
-        """Hint that ``indices`` will be read soon, in that order; never blocks on I/O.
-
-        The first few shards not yet open (in order of first use) start downloading
-        in the background and stay pinned until read; documents in open shards get
-        ``madvise(WILLNEED)``. Invalid indices are ignored.
-        """
-        try:
-            array = self._normalize(indices)
-        except (IndexError, ArgumentTypeError):
-            return
-        if array.size == 0:
-            return
-        numbers = np.searchsorted(self._starts_array, array, side="right") - 1
-        _, first = np.unique(numbers, return_index=True)
-        ordered = numbers[np.sort(first)].tolist()
-        is_open = np.fromiter(
-            (self._slots[n] is not None for n in numbers.tolist()), dtype=bool, count=len(numbers)
+    def __init__(
+        self,
+        store: ShardStore,
+        manifest: Manifest,
+        *,
+        max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS,
+    ) -> None:
+        super().__init__(
+            store, manifest, max_open_shards=max_open_shards, loader=CachedShards(store)
         )
-        wanted: list[str] = []
-        for number in ordered:
-            if self._slots[number] is None and self._entries[number].num_documents:
-                wanted.extend((self._entries[number].offsets, self._entries[number].tokens))
-        self._store.prefetch_files(wanted)
-        if is_open.any():
-            super().prefetch(array[is_open])
-
-    def close(self) -> None:
-        """Unpin every open shard, stop prefetching, and drop the mappings this reader holds.
-
-        Views already returned stay valid (POSIX keeps an unlinked mapped file alive).
-        The reader stays usable: the next read fetches and pins again.
-        """
-        with self._lock:
-            numbers = list(self._resident)
-            for number in numbers:
-                self._slots[number] = None
-            self._resident.clear()
-            self._hand = 0
-            self._last = _NO_SHARD
-        for number in numbers:
-            self._release_shard(number)
-        self._store.close()
 
     def __enter__(self) -> CachedDocuments:
         return self

@@ -18,15 +18,21 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 
-from mixle.corpus.format.documents import ShardedDocuments, _OpenShard
-from mixle.corpus.format.spec import HEADER_SIZE, OffsetsHeader, check_offsets
-from mixle.errors import CorpusFormatError
+from mixle.corpus.format.documents import DEFAULT_MAX_OPEN_SHARDS, ShardedDocuments
+from mixle.corpus.format.shard_loader import ShardArrays, ShardLoader
+from mixle.corpus.format.spec import HEADER_SIZE, OffsetsHeader
+from mixle.data._documents import gather_by_take
 
-__all__ = ["COALESCE_GAP", "ITER_BLOCK", "MAX_COALESCED", "RangeDocuments"]
+if TYPE_CHECKING:
+    from mixle.corpus.format.manifest import Manifest, ShardEntry
+    from mixle.corpus.format.store import ShardStore
+    from mixle.corpus.storage.remote import RemoteStore
+
+__all__ = ["COALESCE_GAP", "ITER_BLOCK", "MAX_COALESCED", "RangeDocuments", "RangeShards"]
 
 #: Ranges closer than this many bytes are fetched as one request.
 COALESCE_GAP = 64 * 1024
@@ -80,51 +86,58 @@ def coalesce(
     return merged
 
 
+class RangeShards(ShardLoader):
+    """Shards read by byte ranges: the offsets file fetched whole when the shard is
+    opened, tokens fetched range by range as they are sliced."""
+
+    #: Range reads map nothing and hold no descriptor per open shard.
+    descriptors_per_shard: ClassVar[int] = 0
+    supports_hints: ClassVar[bool] = False  # nothing is kept locally to fill ahead
+
+    def __init__(self, store: RemoteStore) -> None:
+        super().__init__(store)
+        self.store: RemoteStore = store
+
+    def open(self, entry: ShardEntry, dtype: np.dtype[Any]) -> ShardArrays:
+        arrays = self.read_offsets(entry)
+        tokens = _RangeTokens(self.store, entry.tokens, dtype, entry.tokens_bytes)
+        return ShardArrays(tokens, arrays.offsets, None, arrays.where)
+
+    def read_offsets(self, entry: ShardEntry) -> ShardArrays:
+        name = entry.offsets
+        data = self.store.read_range(name, 0, entry.offsets_bytes)
+        where = f"{self.store.location}/{name}"
+        OffsetsHeader.unpack(data[:HEADER_SIZE], where)
+        return ShardArrays(None, np.frombuffer(data, dtype="<i8", offset=HEADER_SIZE), None, where)
+
+
 class RangeDocuments(ShardedDocuments):
     """A :class:`ShardedDocuments` whose documents are fetched by byte-range requests.
 
-    Obtain one with ``open_corpus(url, mode="range")``. Same documents, ``take`` and
-    errors as the cached reader; ``prefetch`` is a no-op (nothing is kept locally).
+    Obtain one with ``open_corpus(url, mode="range")``. Composed with
+    :class:`RangeShards`; same documents, ``take`` and errors as the cached reader;
+    ``prefetch`` is a no-op (nothing is kept locally). Batched reads (``take``,
+    ``gather_into``, iteration) coalesce the ranges of many documents into few
+    concurrent requests.
     """
+
+    def __init__(
+        self,
+        store: ShardStore,
+        manifest: Manifest,
+        *,
+        max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS,
+    ) -> None:
+        super().__init__(
+            store,
+            manifest,
+            max_open_shards=max_open_shards,
+            loader=RangeShards(cast("RemoteStore", store)),
+        )
 
     @property
     def _remote(self) -> Any:
         return self._store  # a RemoteStore: read_range / read_ranges
-
-    def _fetch_offsets(self, number: int) -> np.ndarray:
-        entry = self._entries[number]
-        name = entry.offsets
-        data = self._remote.read_range(name, 0, entry.offsets_bytes)
-        where = f"{self._store.location}/{name}"
-        OffsetsHeader.unpack(data[:HEADER_SIZE], where)
-        offsets = np.frombuffer(data, dtype="<i8", offset=HEADER_SIZE)
-        if offsets.shape[0] != entry.num_documents + 1:
-            raise CorpusFormatError(f"{where}: offsets count changed since open.")
-        if number not in self._checked:
-            check_offsets(offsets, entry.num_tokens, where)
-            self._checked.add(number)
-        return offsets
-
-    #: Range reads map nothing and hold no descriptor per open shard.
-    descriptors_per_shard: ClassVar[int] = 0
-
-    def _load(self, number: int) -> _OpenShard:
-        with self._lock:
-            shard = self._slots[number]
-            if shard is not None:
-                return shard
-            entry = self._entries[number]
-            offsets = self._fetch_offsets(number)
-            tokens: Any = _RangeTokens(self._store, entry.tokens, self._dtype, entry.tokens_bytes)
-            start = self._starts[number]
-            shard = _OpenShard(start, start + entry.num_documents, tokens, offsets, None)
-            self._admit(number)
-            self._slots[number] = shard
-            return shard
-
-    def _read_offsets(self, number: int) -> np.ndarray:
-        shard = self._slots[number]
-        return shard.offsets_array if shard is not None else self._fetch_offsets(number)
 
     def take(self, indices: Sequence[int] | np.ndarray) -> list[np.ndarray]:
         """Documents at ``indices``, fetched with coalesced, concurrent range requests."""
@@ -172,8 +185,17 @@ class RangeDocuments(ShardedDocuments):
             )
         return [doc for doc in out if doc is not None]
 
-    def prefetch(self, indices: Sequence[int] | np.ndarray) -> None:
-        """A no-op: range mode keeps no local copy to fill ahead of time."""
+    def gather_into(
+        self,
+        indices: np.ndarray,
+        begins: np.ndarray,
+        ends: np.ndarray,
+        out: np.ndarray,
+        at: np.ndarray,
+    ) -> None:
+        """Pieces of documents into ``out`` (see :meth:`ShardedDocuments.gather_into`),
+        the documents fetched with :meth:`take`'s coalesced, concurrent range requests."""
+        gather_by_take(self, indices, begins, ends, out, at)
 
     def __iter__(self) -> Iterator[np.ndarray]:
         item = self._dtype.itemsize

@@ -156,7 +156,7 @@ def test_open_len_lengths_and_fingerprint_map_no_token_file(
     def forbidden(path: str, size: int) -> None:
         raise AssertionError(f"mapped {path}")
 
-    monkeypatch.setattr("mixle.corpus.format.documents._map", forbidden)
+    monkeypatch.setattr("mixle.corpus.format.shard_loader.map_file", forbidden)
     documents = open_corpus(path)
     assert len(documents) == 50
     np.testing.assert_array_equal(documents.lengths, [len(d) for d in expected])
