@@ -18,6 +18,8 @@ make the cache safe across processes (ranks, DataLoader workers):
 A download goes to ``<cache_dir>/tmp/`` under a unique name, is checked (size and
 SHA-256 against the manifest) and only then renamed into ``objects/``: a file in
 ``objects/`` is always complete and valid, and a checksum failure is never cached.
+:meth:`ShardCache.get` fetches one file; :meth:`ShardCache.fill` fetches a batch (one
+asynchronous download of a prefetch hint) under the same locks and checks.
 
 With ``limit`` set, least-recently-used files (by mtime, touched on every use) are
 evicted before a download so that the cache stays within ``limit`` bytes, except

@@ -141,14 +141,23 @@ def server(sample_corpus: Path) -> Iterator[CorpusHTTPServer]:
         yield httpd
 
 
+def _prefetch_corrupted(
+    server: CorpusHTTPServer, cache: Path, bad_bodies: int, shard: int, hinted: range
+) -> tuple[ShardedDocuments, list[int], np.ndarray]:
+    """Open over HTTP, corrupt ``bad_bodies`` bodies of ``shard``'s tokens, hint ``hinted``
+    shards; return the reader, the shard starts and the hinted document indices."""
+    documents = open_corpus(server.url, cache_dir=cache, **FAST)
+    server.fail("corrupt", bad_bodies, match=f"shard-{shard:05d}.tokens")
+    starts = shard_starts(documents)
+    future = np.arange(starts[hinted.start], starts[hinted.stop])
+    documents.prefetch(future)
+    return documents, starts, future
+
+
 def test_a_corrupted_batch_download_is_refetched_never_served(
     server: CorpusHTTPServer, sample_corpus: Path, tmp_path: Path, batches: list[list[str]]
 ) -> None:
-    documents = open_corpus(server.url, cache_dir=tmp_path, **FAST)
-    server.fail("corrupt", 1, match="shard-00003.tokens")
-    starts = shard_starts(documents)
-    future = np.arange(starts[2], starts[5])
-    documents.prefetch(future)
+    documents, _, future = _prefetch_corrupted(server, tmp_path, 1, 3, range(2, 5))
     reference = open_corpus(sample_corpus)
     for got, want in zip(documents.take(future), reference.take(future), strict=True):
         np.testing.assert_array_equal(got, want)
@@ -160,10 +169,7 @@ def test_a_corrupted_batch_download_is_refetched_never_served(
 def test_persistent_corruption_in_a_batch_names_the_shard_and_caches_nothing(
     server: CorpusHTTPServer, tmp_path: Path, batches: list[list[str]]
 ) -> None:
-    documents = open_corpus(server.url, cache_dir=tmp_path, **FAST)
-    server.fail("corrupt", 100, match="shard-00004.tokens")
-    starts = shard_starts(documents)
-    documents.prefetch(np.arange(starts[3], starts[5]))
+    documents, starts, _ = _prefetch_corrupted(server, tmp_path, 100, 4, range(3, 5))
     with pytest.raises(ChecksumError, match=r"shard 4 \(shard-00004\.tokens\)"):
         documents[int(starts[4])]
     assert len(batches) == 1
