@@ -106,6 +106,19 @@ def timed(function: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - started, result
 
 
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed_cpu(function: Callable[[], Any], server: int) -> tuple[float, float, float, Any]:
+    """``(wall, client CPU, server CPU, result)`` of one call (CPU of every thread)."""
+    client, before = time.process_time(), process_cpu(server)
+    wall, result = timed(function)
+    return wall, time.process_time() - client, process_cpu(server) - before, result
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokens", type=int, default=64 * 2**20, help="corpus size in tokens")
@@ -145,21 +158,35 @@ def main() -> int:
         expected = consume(reference, args.window, False)
 
         cold, base_cold, warm, base_warm, first_cold, first_local = [], [], [], [], [], []
+        cpu: dict[str, list[float]] = {"cold": [], "get": [], "cold-moto": [], "get-moto": []}
         for repeat in range(args.repeats):
             target = work / f"s3fs-get-{repeat}"
             target.mkdir()
-            base_cold.append(timed(lambda target=target: fs.get(files, str(target) + "/"))[0])
-            shutil.rmtree(target)
             cache = work / f"cache-{repeat}"
+
+            def baseline(target: Path = target) -> None:
+                wall, client, server, _ = timed_cpu(
+                    lambda: fs.get(files, str(target) + "/"), process.pid
+                )
+                base_cold.append(wall)
+                cpu["get"].append(client)
+                cpu["get-moto"].append(server)
 
             def cold_run(cache: Path = cache) -> int:
                 documents = open_corpus(url, storage_options=options, cache_dir=cache)
                 documents.prefetch(np.arange(min(len(documents), 32 * args.window)))
                 return consume(documents, args.window, True)
 
-            seconds, total = timed(cold_run)
-            assert total == expected, "cold-cache read returned different data"
-            cold.append(seconds)
+            def ours() -> None:
+                wall, client, server, total = timed_cpu(cold_run, process.pid)
+                assert total == expected, "cold-cache read returned different data"
+                cold.append(wall)
+                cpu["cold"].append(client)
+                cpu["cold-moto"].append(server)
+
+            for run in (baseline, ours) if repeat % 2 == 0 else (ours, baseline):
+                run()  # interleaved: each goes first in alternate repeats
+            shutil.rmtree(target)
             os.sync()  # let the cold run's writeback finish before timing warm reads
             for turn in range(4):  # fresh readers, page cache warm for both, interleaved
                 warm_reader = open_corpus(url, storage_options=options, cache_dir=cache)
@@ -188,6 +215,17 @@ def main() -> int:
         w, bw = statistics.median(warm), statistics.median(base_warm)
         print(
             f"cold cache stream : {mib / c:8.1f} MiB/s  vs s3fs.get {mib / bc:8.1f} MiB/s  ratio {bc / c:.2f}x (target >= 0.7)"
+        )
+        print(
+            "  client CPU s (median): stream {:.2f}, s3fs.get {:.2f};  moto CPU s: {:.2f}, {:.2f}".format(
+                *(statistics.median(cpu[k]) for k in ("cold", "get", "cold-moto", "get-moto"))
+            )
+        )
+        print(
+            "  per repeat wall s: stream "
+            + " ".join(f"{x:.2f}" for x in cold)
+            + ", s3fs.get "
+            + " ".join(f"{x:.2f}" for x in base_cold)
         )
         print(
             f"warm cache stream : {mib / w:8.1f} MiB/s  vs local    {mib / bw:8.1f} MiB/s  ratio {bw / w:.2f}x (target >= 0.9)"

@@ -18,6 +18,8 @@ make the cache safe across processes (ranks, DataLoader workers):
 A download goes to ``<cache_dir>/tmp/`` under a unique name, is checked (size and
 SHA-256 against the manifest) and only then renamed into ``objects/``: a file in
 ``objects/`` is always complete and valid, and a checksum failure is never cached.
+:meth:`ShardCache.get` fetches one file; :meth:`ShardCache.fill` fetches a batch (one
+asynchronous download of a prefetch hint) under the same locks and checks.
 
 With ``limit`` set, least-recently-used files (by mtime, touched on every use) are
 evicted before a download so that the cache stays within ``limit`` bytes, except
@@ -31,7 +33,7 @@ import fcntl
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from mixle.errors import ArgumentError
 
@@ -173,7 +175,7 @@ class ShardCache:
             if not self._present(final, size):
                 with _flock(os.path.join(self._locks, f"{digest}.dl"), fcntl.LOCK_EX):
                     if not self._present(final, size):
-                        self._make_room(size, digest)
+                        self._make_room(size, {digest})
                         temporary = os.path.join(self._tmp, f"{digest}.{uuid.uuid4().hex}")
                         try:
                             fetch(temporary)
@@ -188,6 +190,67 @@ class ShardCache:
             if pin:
                 self.release(digest)
             raise
+
+    def fill(
+        self,
+        items: Sequence[tuple[str, int]],
+        fetch_many: Callable[[list[int], list[str]], list[bool]],
+    ) -> list[bool]:
+        """Fetch the missing files among ``items`` (``(digest, size)`` pairs) as one batch.
+
+        The caller pins the items first. Each missing file whose download lock is free
+        is claimed (locks are taken without blocking, so two batches never wait on each
+        other while holding locks); room is made for all claimed files at once; then
+        ``fetch_many(indices, temporaries)`` writes item ``indices[k]`` to
+        ``temporaries[k]`` and returns, per claimed item, whether that file is complete
+        and verified (size and SHA-256). Only verified files are renamed into
+        ``objects/``; every temporary is removed. Returns, per item, whether it is now
+        cached: ``False`` (another process holds its download lock, or it failed)
+        means "fetch it with :meth:`get`", which waits, retries and reports.
+        """
+        self._ensure()
+        present = [self._present(self.path(digest), size) for digest, size in items]
+        claimed: list[int] = []
+        temporaries: list[str] = []
+        locks: list[int] = []
+        try:
+            for index, (digest, size) in enumerate(items):
+                if present[index]:
+                    continue
+                fd = os.open(
+                    os.path.join(self._locks, f"{digest}.dl"), os.O_RDWR | os.O_CREAT, 0o644
+                )
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)  # being downloaded elsewhere (or twice in this batch)
+                    continue
+                locks.append(fd)
+                if self._present(self.path(digest), size):  # finished while we looked
+                    present[index] = True
+                else:
+                    claimed.append(index)
+            if claimed:
+                self._make_room(sum(items[i][1] for i in claimed), {items[i][0] for i in claimed})
+                temporaries = [
+                    os.path.join(self._tmp, f"{items[i][0]}.{uuid.uuid4().hex}") for i in claimed
+                ]
+                verified = fetch_many(claimed, temporaries)
+                for index, temporary, good in zip(claimed, temporaries, verified, strict=True):
+                    if good:
+                        os.replace(temporary, self.path(items[index][0]))
+                        present[index] = True
+        finally:
+            for temporary in temporaries:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temporary)
+            for fd in locks:
+                os.close(fd)  # releases the download lock
+        for (digest, _), here in zip(items, present, strict=True):
+            if here:
+                with contextlib.suppress(OSError):
+                    os.utime(self.path(digest))  # LRU clock
+        return present
 
     @staticmethod
     def _present(path: str, size: int) -> bool:
@@ -208,7 +271,7 @@ class ShardCache:
                     total += entry.stat().st_size
         return total
 
-    def _make_room(self, incoming: int, keep: str) -> None:
+    def _make_room(self, incoming: int, keep: set[str]) -> None:
         if self.limit is None:
             return
         with _flock(os.path.join(self._locks, "evict.lock"), fcntl.LOCK_EX):
@@ -223,7 +286,7 @@ class ShardCache:
             for _, size, name in files:
                 if total + incoming <= self.limit:
                     break
-                if name != keep and self._evict(name):
+                if name not in keep and self._evict(name):
                     total -= size
 
     def _evict(self, digest: str) -> bool:

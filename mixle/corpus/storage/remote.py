@@ -39,6 +39,8 @@ from mixle.corpus.storage.fs import (
     BadResult,
     call_with_retries,
     filesystem,
+    get_files,
+    is_async,
 )
 from mixle.corpus.storage.range_documents import RangeDocuments
 from mixle.errors import (
@@ -334,9 +336,11 @@ class RemoteStore(ShardStore):
     def _fetch(self, name: str) -> str:
         _number, key, entry = self._entry(name)
         digest, size = entry.file_sha256(key), entry.file_bytes(key)
-        return self.cache.get(
-            digest, size, lambda temporary: self._download(name, temporary, size, digest)
-        )
+        return self.cache.get(digest, size, self._downloader(name, size, digest))
+
+    def _downloader(self, name: str, size: int, digest: str) -> Callable[[str], None]:
+        """The ``fetch`` callback of :meth:`ShardCache.get` for ``name``."""
+        return lambda temporary: self._download(name, temporary, size, digest)
 
     def _download(self, name: str, temporary: str, size: int, digest: str) -> None:
         """Copy ``name`` to ``temporary``; refetch on a transient error or a bad body.
@@ -352,21 +356,84 @@ class RemoteStore(ShardStore):
             self.fs.get_file(url, temporary)
             return temporary
 
-        def invalid(path: str) -> BadResult | None:
-            actual = os.stat(path).st_size
-            if actual != size:  # consistently the wrong size: the file changed
-                return BadResult(
-                    f"body is {actual} bytes, the manifest says {size} (truncated)",
-                    CorpusFormatError,
-                )
-            if file_sha256(path) != digest:
-                return BadResult(
-                    f"body SHA-256 differs from the manifest's {digest} (corrupted)", ChecksumError
-                )
-            return None
-
-        self._fetch_checked(fetch, name, invalid, lambda exc: f"{url}: shard file missing.")
+        self._fetch_checked(
+            fetch,
+            name,
+            lambda path: self._bad_body(path, size, digest),
+            lambda exc: f"{url}: shard file missing.",
+        )
         self.bytes_fetched += size
+
+    @staticmethod
+    def _bad_body(path: str, size: int, digest: str) -> BadResult | None:
+        """What is wrong with the downloaded file at ``path`` (``None``: it is the
+        manifest's file, by size and SHA-256)."""
+        actual = os.stat(path).st_size
+        if actual != size:  # consistently the wrong size: the file changed
+            return BadResult(
+                f"body is {actual} bytes, the manifest says {size} (truncated)",
+                CorpusFormatError,
+            )
+        if file_sha256(path) != digest:
+            return BadResult(
+                f"body SHA-256 differs from the manifest's {digest} (corrupted)", ChecksumError
+            )
+        return None
+
+    def _fetch_batch(
+        self, names: Sequence[str], futures: Sequence[concurrent.futures.Future[str]]
+    ) -> None:
+        """Fetch ``names`` into the cache as one asynchronous batch and resolve ``futures``.
+
+        Each file is pinned, then every missing file this process can claim is
+        downloaded in one :func:`get_files` call on the filesystem's event loop (one
+        thread, no per-file thread), checked against the manifest and only then
+        published (:meth:`ShardCache.fill`). A file that failed or was being
+        downloaded by another process goes through :meth:`ShardCache.get` with the
+        usual retries, so its error names the shard. A resolved future holds a pin
+        that passes to :meth:`local_path`'s caller; a failed one holds none.
+        """
+        items = [
+            (entry.file_sha256(key), entry.file_bytes(key))
+            for _, key, entry in (self._entry(name) for name in names)
+        ]
+
+        def fetch_many(indices: list[int], temporaries: list[str]) -> list[bool]:
+            errors = get_files(self.fs, [self.url_of(names[i]) for i in indices], temporaries)
+            good = [
+                error is None and self._bad_body(temporary, items[i][1], items[i][0]) is None
+                for i, temporary, error in zip(indices, temporaries, errors, strict=True)
+            ]
+            self.bytes_fetched += sum(
+                items[i][1] for i, ok in zip(indices, good, strict=True) if ok
+            )
+            return good
+
+        pinned: list[str] = []
+        try:
+            for digest, _ in items:
+                self.cache.pin(digest)
+                pinned.append(digest)
+            present = self.cache.fill(items, fetch_many)
+        except BaseException as exc:
+            for digest in pinned:
+                self.cache.release(digest)
+            for future in futures:
+                future.set_exception(exc)
+            return
+        for (digest, _), future, here in zip(items, futures, present, strict=True):
+            if here:
+                future.set_result(self.cache.path(digest))
+        for name, (digest, size), future, here in zip(names, items, futures, present, strict=True):
+            if here:
+                continue
+            try:
+                future.set_result(
+                    self.cache.get(digest, size, self._downloader(name, size, digest), pin=False)
+                )
+            except BaseException as exc:
+                self.cache.release(digest)
+                future.set_exception(exc)
 
     def _fetch_checked(
         self,
@@ -447,7 +514,9 @@ class RemoteStore(ShardStore):
 
         Never blocks on the network and never raises for a remote problem (the read
         itself will). At most ``2 * PREFETCH_SHARDS`` files are outstanding, taken
-        in hint order; finished prefetches that are no longer hinted make room.
+        in hint order; finished prefetches that are no longer hinted make room. On an
+        asynchronous filesystem the hint's new files are downloaded as one batch
+        (:meth:`_fetch_batch`); on a synchronous one, by one pool thread each.
         """
         with self._lock():
             if self._executor is None:
@@ -455,10 +524,11 @@ class RemoteStore(ShardStore):
                     max_workers=PREFETCH_SHARDS, thread_name_prefix="mixle-prefetch"
                 )
             hinted = set(names)
+            batch: list[str] = []
             for name in names:
-                if name in self._prefetching or name not in self._entries:
+                if name in self._prefetching or name in batch or name not in self._entries:
                     continue
-                if len(self._prefetching) >= 2 * PREFETCH_SHARDS:
+                if len(self._prefetching) + len(batch) >= 2 * PREFETCH_SHARDS:
                     # Full: make room only by dropping finished prefetches that are no
                     # longer hinted; the hint's order is its priority.
                     stale = next(
@@ -468,7 +538,18 @@ class RemoteStore(ShardStore):
                     if stale is None:
                         break
                     self._prefetching.pop(stale).add_done_callback(self._unpin_after(stale))
-                self._prefetching[name] = self._executor.submit(self._fetch, name)
+                batch.append(name)
+            if not batch:
+                return
+            if is_async(self.fs):
+                # One task drives the whole hint as one asynchronous batch.
+                futures = [concurrent.futures.Future[str]() for _ in batch]
+                task = self._executor.submit(self._fetch_batch, batch, futures)
+                task.add_done_callback(_cancel_if_cancelled(futures))
+                self._prefetching.update(zip(batch, futures, strict=True))
+            else:  # a synchronous backend: one thread per file
+                for name in batch:
+                    self._prefetching[name] = self._executor.submit(self._fetch, name)
 
     def _lock(self) -> threading.Lock:
         """This process's guard; after a fork, drop the parent's prefetches and pool
@@ -481,7 +562,7 @@ class RemoteStore(ShardStore):
 
     def _unpin_after(self, name: str) -> Callable[[concurrent.futures.Future[str]], None]:
         def done(future: concurrent.futures.Future[str]) -> None:
-            if future.exception() is None:
+            if not future.cancelled() and future.exception() is None:
                 self.release(name)
 
         return done
@@ -495,6 +576,19 @@ class RemoteStore(ShardStore):
             future.add_done_callback(self._unpin_after(name))
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _cancel_if_cancelled(
+    futures: Sequence[concurrent.futures.Future[str]],
+) -> Callable[[concurrent.futures.Future[None]], None]:
+    """A batch task cancelled before it ran (``close``) cancels its files' futures."""
+
+    def done(task: concurrent.futures.Future[None]) -> None:
+        if task.cancelled():
+            for future in futures:
+                future.cancel()
+
+    return done
 
 
 def _rebuild(cls: type, url: str, options: dict[str, Any]) -> Any:

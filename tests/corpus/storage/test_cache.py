@@ -238,7 +238,10 @@ def test_prefetch_downloads_in_the_background_before_the_read(
         server.state.hold.set()
     wanted = {entries[n][k] for n in (5, 6) for k in ("tokens_sha256", "offsets_sha256")}
     deadline = time.time() + 60  # generous: only bounds a hang, never a pass
-    while not wanted <= set(os.listdir(tmp_path / "objects")) and time.time() < deadline:
+    objects = tmp_path / "objects"  # created by the background task once it starts
+    while not (objects.exists() and wanted <= set(os.listdir(objects))) and (
+        time.time() < deadline
+    ):
         time.sleep(0.02)
     assert wanted <= set(os.listdir(tmp_path / "objects"))
     before = sum(server.state.gets.values())
