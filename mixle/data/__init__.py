@@ -4,6 +4,7 @@ Nothing here knows about files: ``documents`` may be a list of numpy arrays or a
 memory-mapped :class:`mixle.corpus.ShardedDocuments`; the contracts are the same.
 """
 
+from mixle.data._gather import gather_backend, set_gather_backend
 from mixle.data._mixture import Mixture, MixturePhase, SourceAccount, SourceBudget
 from mixle.data._mixture_source import MixtureSource
 from mixle.data.stream_token_source import TokenStream, stream_token_source
@@ -24,8 +25,10 @@ __all__ = [
     "SourceBudget",
     "StreamingCorpus",
     "TokenStream",
+    "gather_backend",
     "global_document_order",
     "pack_documents",
+    "set_gather_backend",
     "shard_documents_for_rank",
     "stream_token_source",
 ]

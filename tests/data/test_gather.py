@@ -253,3 +253,14 @@ def test_environment_variable_selects_the_backend_and_rejects_unknown_values() -
         text=True,
     )
     assert failed.returncode != 0 and "MIXLE_GATHER must be one of" in failed.stderr
+
+
+def test_the_backend_switch_is_public_and_round_trips() -> None:
+    import mixle.data as data
+
+    previous = data.set_gather_backend("numpy")
+    try:
+        assert data.gather_backend() == "numpy"
+    finally:
+        data.set_gather_backend(previous)
+    assert data.gather_backend() == previous
