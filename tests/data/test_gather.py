@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mixle.corpus import CorpusWriter, open_corpus
-from mixle.data import StreamingCorpus
+from mixle.data import StreamingCorpus, gather_backend, set_gather_backend
 from mixle.data._gather import (
     fill_document_ids,
     gather_backend,
@@ -256,11 +256,9 @@ def test_environment_variable_selects_the_backend_and_rejects_unknown_values() -
 
 
 def test_the_backend_switch_is_public_and_round_trips() -> None:
-    import mixle.data as data
-
-    previous = data.set_gather_backend("numpy")
+    previous = set_gather_backend("numpy")
     try:
-        assert data.gather_backend() == "numpy"
+        assert gather_backend() == "numpy"
     finally:
-        data.set_gather_backend(previous)
-    assert data.gather_backend() == previous
+        set_gather_backend(previous)
+    assert gather_backend() == previous
