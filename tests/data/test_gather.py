@@ -25,10 +25,8 @@ from mixle.corpus import CorpusWriter, open_corpus
 from mixle.data import StreamingCorpus, gather_backend, set_gather_backend
 from mixle.data._gather import (
     fill_document_ids,
-    gather_backend,
     gather_pieces,
     numba_available,
-    set_gather_backend,
 )
 from mixle.errors import ArgumentError
 
