@@ -98,3 +98,22 @@ def test_offsets_past_the_token_count_raise(large_corpus: Path) -> None:
     corrupt = _corrupt(large_corpus, COUNT - 10, 2 * COUNT + 50)
     with pytest.raises(CorpusFormatError, match=r"shard-00000\.offsets: offsets"):
         open_corpus(corrupt)[COUNT - 11]
+
+
+def test_the_blocks_of_one_read_are_checked_together_and_a_bad_one_is_named(
+    large_corpus: Path,
+) -> None:
+    spread = np.arange(11, COUNT, COUNT // 97)  # ~100 documents in ~100 blocks
+    out = np.zeros(2 * spread.size, dtype=np.int64)
+    ones = np.ones(spread.size, dtype=np.int64)
+    open_corpus(large_corpus).gather_into(
+        spread, 0 * ones, 2 * ones, out, 2 * np.arange(spread.size)
+    )
+    np.testing.assert_array_equal(out.reshape(-1, 2)[:, 0], TOKENS[2 * spread])
+    bad = int(spread[40]) + 1
+    corrupt = _corrupt(large_corpus, bad, -3)
+    with pytest.raises(CorpusFormatError, match=rf"offsets decrease at document {bad - 1}"):
+        open_corpus(corrupt).take(spread.tolist())
+    too_far = _corrupt(large_corpus, COUNT - 10, 2 * COUNT + 51)
+    with pytest.raises(CorpusFormatError, match=r"shard-00000\.offsets: offsets"):
+        open_corpus(too_far).take([3, 70_000, COUNT - 11])
