@@ -688,13 +688,14 @@ class ShardedDocuments(Sequence[np.ndarray]):
             if not 0 <= index < self._n:
                 return False
             shard = self._slots[bisect.bisect_right(self._starts, index) - 1]
-            if shard is None or shard.mapping is None or shard.unchecked is not None:
+            if shard is None or shard.mapping is None:
                 return False
+            # Offsets not checked yet are clamped to the mapping: a sample is only a hint.
+            size = shard.num_tokens * itemsize
             local = index - shard.start
-            begin = shard.offsets[local] * itemsize
-            samples.append(
-                (shard.address, begin // _PAGE * _PAGE, shard.offsets[local + 1] * itemsize)
-            )
+            begin = min(max(shard.offsets[local] * itemsize, 0), size)
+            end = min(max(shard.offsets[local + 1] * itemsize, begin), size)
+            samples.append((shard.address, begin // _PAGE * _PAGE, end))
         return _all_resident(samples)
 
     def _take_each(self, indices: list[Any]) -> list[np.ndarray] | None:
@@ -777,13 +778,13 @@ class ShardedDocuments(Sequence[np.ndarray]):
             if shard is None or shard.mapping is None:
                 continue
             local = (array if positions is None else array[positions]) - shard.start
-            try:
-                shard.check(local)
-            except CorpusFormatError:
-                continue  # a hint never fails; reading these documents raises
+            # Offsets are not checked for a hint (reading the documents checks them):
+            # the ranges are clamped to the mapping, so a corrupt offset only mis-aims
+            # an advice and a hint never fails.
+            size = shard.num_tokens * itemsize
             offsets = shard.offsets_array
-            begins = offsets[local] * itemsize // _PAGE * _PAGE
-            ends = offsets[local + 1] * itemsize
+            begins = np.clip(offsets[local] * itemsize, 0, size) // _PAGE * _PAGE
+            ends = np.clip(offsets[local + 1] * itemsize, 0, size)
             order = np.argsort(begins, kind="stable")
             madvise = shard.mapping.madvise
             for begin, end in _merge(begins[order], ends[order]):
