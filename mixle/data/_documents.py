@@ -53,7 +53,8 @@ class DocumentSource(Protocol):
     any document's content changes; ``dtype`` is the dtype of every returned array, or
     ``None`` when the collection does not promise one; ``take(indices)`` returns the
     documents at ``indices`` in order; ``prefetch(indices)`` is a hint that those
-    documents will be read soon, in that order (it must not block on I/O).
+    documents will be read soon, in that order (it must not block on I/O; the streams
+    pass a 1-D int64 array).
 
     ``gather_into(indices, begins, ends, out, at)`` is the packer's batch read: for each
     ``k`` it writes tokens ``[begins[k], ends[k])`` of document ``indices[k]``, cast to
@@ -81,7 +82,7 @@ class DocumentSource(Protocol):
 
     def take(self, indices: Sequence[int]) -> list[Any]: ...
 
-    def prefetch(self, indices: Sequence[int]) -> None: ...
+    def prefetch(self, indices: Sequence[int] | np.ndarray) -> None: ...
 
     def gather_into(
         self,
@@ -271,7 +272,7 @@ class SequenceDocuments:
     def take(self, indices: Sequence[int]) -> list[Any]:
         return list(map(self.items.__getitem__, indices))
 
-    def prefetch(self, indices: Sequence[int]) -> None:
+    def prefetch(self, indices: Sequence[int] | np.ndarray) -> None:
         """No-op: the documents are already in memory."""
 
     def gather_into(
@@ -320,7 +321,7 @@ class TakeGatherAdapter:
     def take(self, indices: Sequence[int]) -> list[Any]:
         return cast("list[Any]", self.source.take(indices))
 
-    def prefetch(self, indices: Sequence[int]) -> None:
+    def prefetch(self, indices: Sequence[int] | np.ndarray) -> None:
         self.source.prefetch(indices)
 
     def gather_into(
@@ -428,6 +429,6 @@ def documents_fingerprint(documents: Any) -> str:
     return as_documents(documents).fingerprint
 
 
-def prefetch_hint(documents: Any, indices: Sequence[int]) -> None:
+def prefetch_hint(documents: Any, indices: Sequence[int] | np.ndarray) -> None:
     """Tell ``documents`` that ``indices`` will be read next (a no-op for plain sequences)."""
     as_documents(documents).prefetch(indices)

@@ -236,11 +236,18 @@ def test_memmap_documents_receive_prefetch_hints_for_upcoming_batches(tmp_path: 
     ("world_size", "batch_size", "boundary_id", "start_batch"),
     [(1, 1, None, 0), (2, 3, 65535, 0), (3, 2, None, 5), (1, 2, 7, 11)],
 )
+@pytest.mark.parametrize("layout", ["per-rank", "global"])
 def test_every_document_is_hinted_before_its_batch_reads_it(
-    tmp_path: Path, world_size: int, batch_size: int, boundary_id: int | None, start_batch: int
+    tmp_path: Path,
+    world_size: int,
+    batch_size: int,
+    boundary_id: int | None,
+    start_batch: int,
+    layout: str,
 ) -> None:
     rng = np.random.default_rng(world_size + batch_size)
-    source = [np.arange(int(n)) for n in rng.integers(0, 20, size=120)]
+    # Enough documents for several chunks of global-layout hint windows.
+    source = [np.arange(int(n)) for n in rng.integers(0, 20, size=1500)]
     documents = write_memmap_corpus(tmp_path / "c", source)
 
     def make(prefetch: bool) -> StreamingCorpus:
@@ -252,6 +259,7 @@ def test_every_document_is_hinted_before_its_batch_reads_it(
             batch_size=batch_size,
             boundary_id=boundary_id,
             prefetch=prefetch,
+            layout=layout,
         )
 
     corpus = make(True)
@@ -272,6 +280,37 @@ def test_every_document_is_hinted_before_its_batch_reads_it(
     without = list(make(False).epoch_batches(0, start_batch=start_batch))
     assert documents.prefetched == []
     assert_items_equal(with_hints, without)
+
+
+@pytest.mark.parametrize("world_size", [1, 3])
+def test_global_iteration_hints_each_document_once_before_it_is_read(
+    tmp_path: Path, world_size: int
+) -> None:
+    rng = np.random.default_rng(world_size)
+    source = [np.arange(int(n)) for n in rng.integers(1, 30, size=2000)]
+    documents = write_memmap_corpus(tmp_path / "c", source)
+    corpus = StreamingCorpus(
+        documents,
+        rank=world_size - 1,
+        world_size=world_size,
+        block=6,
+        batch_size=2,
+        boundary_id=7,
+        layout="global",
+    )
+    ready: set[int] = set()
+    steps = 0
+    documents.events.clear()
+    for steps, _ in enumerate(itertools.islice(corpus, corpus.num_batches(0)), 1):
+        reads = {doc for kind, doc in documents.events if kind == "read"}
+        ready |= {doc for kind, doc in documents.events if kind == "hint"}
+        if steps > 1:
+            assert reads <= ready, steps
+        ready |= reads
+        documents.events.clear()
+    assert steps > 4 * 32  # several chunks of hint windows
+    hinted = [index for hint in documents.prefetched for index in hint]
+    assert len(hinted) == len(set(hinted))
 
 
 def test_state_dict_is_small_json_and_pins_the_stream() -> None:
