@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mixle._arrays import distinct
 from mixle.data._documents import DocumentSource, as_documents
 from mixle.data._mixture_source import MixtureSource, source_seed
 from mixle.data._permutation import FeistelPermutation
@@ -70,7 +71,7 @@ class SourceWindows:
             np.arange(first, first + count, dtype=np.int64), self.rows_per_epoch
         )
         starts = np.empty(count, dtype=np.int64)
-        for epoch in np.unique(epochs).tolist():
+        for epoch in distinct(epochs).tolist():
             where = epochs == epoch
             starts[where] = self._permutation(epoch)(positions[where])
         return starts

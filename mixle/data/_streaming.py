@@ -43,8 +43,10 @@ Batch = tuple[np.ndarray, ...]
 # previous window is still ahead: one call (and one vectorised pass in the corpus) per
 # window instead of one per batch, and every document is hinted once.
 _HINT_BATCHES = 32
-# Global-layout hint windows are located this many at a time (one vectorised pass).
+# Global-layout hint windows are located up to this many at a time (one vectorised
+# pass), as long as a pass stays under about this many documents.
 _HINT_CHUNK = 16
+_HINT_CHUNK_DOCUMENTS = 1 << 16
 _NAMED_CALLABLES = (FunctionType, BuiltinFunctionType, MethodType, type)
 
 
@@ -518,9 +520,11 @@ class StreamingCorpus:
         already, or being read) is left out.
 
         Per-rank rows are contiguous, so a window is one slice of the layout. Global rows
-        are one range per batch, so :data:`_HINT_CHUNK` windows are located with one
+        are one range per batch, so up to :data:`_HINT_CHUNK` windows are located with one
         ``searchsorted`` pair and gathered in one vectorised pass (which costs about the
-        same for 32 batches as for 512).
+        same for 32 batches as for 512): the first pass covers one window (a restart's
+        first batch waits for it), later ones double while they stay under
+        :data:`_HINT_CHUNK_DOCUMENTS` documents.
         """
         layout, block = plan.layout, self.block
         span = self.batch_size * block
@@ -534,9 +538,10 @@ class StreamingCorpus:
                 yield layout.indices[low + 1 : high]
             return
         previous = 0  # end of the documents hinted so far, in `layout.indices`
-        step = _HINT_BATCHES * _HINT_CHUNK
-        for at in range(0, len(first_rows), step):
-            rows = first_rows[at : at + step]
+        at, windows = 0, 1  # the first pass locates one window: a restart waits for it
+        while at < len(first_rows):
+            rows = first_rows[at : at + windows * _HINT_BATCHES]
+            at += len(rows)
             begins = np.arange(rows.start, rows.stop, rows.step, dtype=np.int64) * block
             lows = np.maximum(layout.starts.searchsorted(begins, side="right") - 1, 0)
             highs = np.minimum(layout.starts.searchsorted(begins + span + 1, side="left"), count)
@@ -555,6 +560,9 @@ class StreamingCorpus:
             for first, stop in itertools.pairwise(bounds):
                 yield chunk[first:stop]
             previous = max(previous, int(highs[-1]))
+            # Grow the passes while they stay small (short documents fill them fast).
+            fits = _HINT_CHUNK_DOCUMENTS * windows // max(chunk.shape[0], 1)
+            windows = max(1, min(2 * windows, _HINT_CHUNK, fits))
 
     def _hint(self, indices: np.ndarray | None) -> None:
         if indices is not None and indices.size:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from mixle._arrays import in_first_seen_order
 from mixle._checks import as_token_ids
 from mixle.data._documents import (
     DocumentSource,
@@ -156,8 +157,7 @@ class TokenWindows:
         first[order] = np.searchsorted(self._starts, ordered, side="right") - 1
         last[order] = np.searchsorted(self._starts, ordered + self.block, side="right") - 1
         docs = _expand(first, last + 1)[1]
-        _, where = np.unique(docs, return_index=True)
-        return docs[np.sort(where)].tolist()
+        return in_first_seen_order(docs).tolist()
 
     def _boundaries_before(self, positions: np.ndarray) -> np.ndarray:
         """Number of boundary tokens at stream positions ``< positions``."""

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
+from mixle._arrays import distinct, in_first_seen_order
 from mixle._checks import exact_int, positive_int
 from mixle.corpus.format.descriptors import exhaustion_error, is_descriptor_exhaustion, shard_budget
 from mixle.corpus.format.manifest import Manifest, ShardEntry, parse_manifest
@@ -150,7 +151,7 @@ class _OpenShard:
         unchecked = self.unchecked
         if unchecked is None:
             return
-        blocks = np.unique(np.asarray(local, dtype=np.int64) >> _CHECK_SHIFT)
+        blocks = distinct(np.asarray(local, dtype=np.int64).reshape(-1) >> _CHECK_SHIFT)
         todo = blocks[unchecked[blocks]]
         if todo.size == 0:
             return
@@ -761,10 +762,9 @@ class ShardedDocuments(Sequence[np.ndarray]):
         groups = self._groups(array)
         if background:
             numbers = np.searchsorted(self._starts_array, array, side="right") - 1
-            _, first = np.unique(numbers, return_index=True)
             ahead = [
                 self._entries[number]
-                for number in numbers[np.sort(first)].tolist()
+                for number in in_first_seen_order(numbers).tolist()
                 if self._slots[number] is None and self._entries[number].num_documents
             ]
             loader.fetch_ahead(ahead)

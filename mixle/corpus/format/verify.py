@@ -174,9 +174,7 @@ def verify_store(store: ShardStore, manifest: Manifest) -> VerifyReport:
     for number, entry in enumerate(manifest.shards):
         error: CorpusError | None = None
         try:
-            _verify_shard(
-                store, manifest.dtype, manifest.vocab_size, number, entry, first_document
-            )
+            _verify_shard(store, manifest.dtype, manifest.vocab_size, number, entry, first_document)
         except CorpusError as exc:
             error = exc
         except OSError as exc:

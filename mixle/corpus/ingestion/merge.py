@@ -59,9 +59,7 @@ def _target_dtype(sources: Sequence[tuple[str, Manifest]], dtype: Any) -> str:
     return target
 
 
-def _target_vocab(
-    sources: Sequence[tuple[str, Manifest]], vocab_size: int | None
-) -> int | None:
+def _target_vocab(sources: Sequence[tuple[str, Manifest]], vocab_size: int | None) -> int | None:
     found = {name: manifest.vocab_size for name, manifest in sources}
     if vocab_size is None:
         hint = "pass --vocab-size at least as large as every one of them (vocab_size=...)."

@@ -199,7 +199,9 @@ def _convert(plan: IngestPlan, unit: WorkUnit, directory: str, plan_id: str) -> 
         )
     with open(os.path.join(directory, MANIFEST_NAME), "rb") as handle:
         manifest = parse_manifest(handle.read(), directory)
-    record = dict(result, plan=plan_id, unit=unit.index, shards=[entry.to_dict() for entry in manifest.shards])
+    record = dict(
+        result, plan=plan_id, unit=unit.index, shards=[entry.to_dict() for entry in manifest.shards]
+    )
     write_json_atomic(os.path.join(directory, DONE_NAME), record)
     return record
 

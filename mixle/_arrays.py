@@ -1,0 +1,34 @@
+"""Set operations on 1-D integer arrays for the read path, without ``np.unique``.
+
+``np.unique`` in numpy 2.4 imports ``numpy.ma`` on its first call (about 20 ms), which a
+restarted run would pay before its first batch; these helpers sort and compare instead.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["distinct", "in_first_seen_order"]
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values of 1-D ``values``, ascending (a new array)."""
+    ordered = np.sort(values)
+    if ordered.shape[0] < 2:
+        return ordered
+    keep = np.empty(ordered.shape[0], dtype=np.bool_)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
+
+
+def in_first_seen_order(values: np.ndarray) -> np.ndarray:
+    """The distinct values of 1-D ``values``, each once, in order of first appearance."""
+    if values.shape[0] < 2:
+        return values.copy()
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    first = np.empty(ordered.shape[0], dtype=np.bool_)
+    first[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    return values[np.sort(order[first])]
