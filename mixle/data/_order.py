@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from mixle._checks import INT64_MAX, nonnegative_int, positive_int
+from mixle.data._gather import legacy_permutation
 from mixle.errors import ArgumentError, ArgumentTypeError
 
 __all__ = [
@@ -139,8 +140,7 @@ def global_document_order(
             "`sequence_selector` must be callable (order, seed, epoch) -> order or None. "
             f"Got {type(sequence_selector).__name__} instead."
         )
-    generator = np.random.RandomState(np.random.MT19937(np.random.SeedSequence([seed, epoch])))
-    order = generator.permutation(count).astype(np.int64, copy=False)
+    order = legacy_permutation(np.random.MT19937(np.random.SeedSequence([seed, epoch])), count)
     if sequence_selector is None:
         return order
     return as_document_indices(

@@ -28,6 +28,7 @@ from mixle.data._gather import (
     gather_pieces,
     numba_available,
 )
+from mixle.data._order import global_document_order
 from mixle.errors import ArgumentError
 
 BACKENDS = [
@@ -260,3 +261,37 @@ def test_the_backend_switch_is_public_and_round_trips() -> None:
     finally:
         set_gather_backend(previous)
     assert gather_backend() == previous
+
+
+@pytest.mark.parametrize("draws", [8, 64, 1 << 21])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    count=st.one_of(st.integers(0, 40), st.integers(41, 5000)),
+    seed=st.integers(0, 2**63 - 1),
+    epoch=st.integers(0, 2**20),
+)
+def test_the_epoch_shuffle_is_numpys_legacy_permutation_bitwise(
+    backend: str, monkeypatch: pytest.MonkeyPatch, draws: int, count: int, seed: int, epoch: int
+) -> None:
+    # Tiny chunks of raw draws force the compiled shuffle to resume mid-rejection.
+    monkeypatch.setattr("mixle.data._gather._SHUFFLE_DRAWS", draws)
+    expected = np.random.RandomState(
+        np.random.MT19937(np.random.SeedSequence([seed, epoch]))
+    ).permutation(count)
+    got = global_document_order(count, seed=seed, epoch=epoch)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_a_large_epoch_shuffle_is_the_same_with_either_backend() -> None:
+    orders = []
+    for name in _both_backends():
+        previous = set_gather_backend(name)
+        try:
+            orders.append(global_document_order(3_000_001, seed=5, epoch=2))
+        finally:
+            set_gather_backend(previous)
+    assert all(np.array_equal(orders[0], order) for order in orders[1:])
+    np.testing.assert_array_equal(np.sort(orders[0]), np.arange(3_000_001))
