@@ -222,6 +222,38 @@ def test_packed_batches_of_a_corpus_match_the_per_document_path_bitwise(
                     np.testing.assert_array_equal(got_array, want_array)
 
 
+@pytest.mark.skipif(not numba_available(), reason="numba is not installed")
+@pytest.mark.parametrize("dtype", ["uint16", "uint32", "int64"])
+def test_streaming_compiles_nothing_after_the_warm_up(tmp_path: Path, dtype: str) -> None:
+    # A fresh process's first batch must not compile (or load from numba's cache) a new
+    # specialisation: every signature the reader and the packer use is warmed up.
+    from mixle.data import _gather
+
+    previous = set_gather_backend("numba")
+    try:
+        assert _gather._KERNELS is not None
+        counts = [len(kernel.signatures) for kernel in _gather._KERNELS]  # type: ignore[attr-defined]
+        rng = np.random.default_rng(1)
+        with CorpusWriter(tmp_path / "c", dtype=dtype, shard_max_bytes=256) as writer:
+            writer.add_many([rng.integers(0, 100, size=int(n)) for n in rng.integers(1, 40, 200)])
+        for layout in ("per-rank", "global"):
+            stream = StreamingCorpus(
+                open_corpus(tmp_path / "c"),
+                block=16,
+                batch_size=2,
+                world_size=2,
+                rank=1,
+                boundary_id=0,
+                document_ids=True,
+                layout=layout,
+            )
+            for _ in itertools.islice(stream, 30):
+                pass
+        assert [len(kernel.signatures) for kernel in _gather._KERNELS] == counts  # type: ignore[attr-defined]
+    finally:
+        set_gather_backend(previous)
+
+
 def test_unknown_backend_is_refused() -> None:
     with pytest.raises(ArgumentError, match="`name` must be one of"):
         set_gather_backend("fortran")

@@ -194,7 +194,17 @@ class _OpenShard:
             self.unchecked = None
 
 
-_NO_SHARD = _OpenShard(0, 0, np.empty(0, np.uint16), np.zeros(1, np.int64), None)
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+# Read-only like a mapped shard's arrays: the compiled gather sees one signature (a
+# writable one would be compiled, or loaded from numba's cache, on a fresh process's
+# first batch: ~100 ms).
+_NO_SHARD = _OpenShard(
+    0, 0, _read_only(np.empty(0, np.uint16)), _read_only(np.zeros(1, np.int64)), None
+)
 
 
 class ShardedDocuments(Sequence[np.ndarray]):
