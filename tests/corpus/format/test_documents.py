@@ -296,6 +296,34 @@ def test_prefetch_skips_madvise_only_when_sampled_pages_are_resident(
     np.testing.assert_array_equal(documents[4], expected[4])
 
 
+@pytest.mark.skipif(not hasattr(__import__("mmap"), "MADV_WILLNEED"), reason="no madvise")
+def test_a_corpus_found_cached_in_a_row_is_sampled_once_per_hint_until_a_miss(
+    corpus: tuple[ShardedDocuments, list[np.ndarray]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mixle.corpus.format import documents as _reader
+
+    documents, _ = corpus
+    calls = _record_madvise(documents)
+    answers: list[bool] = []
+    sampled: list[int] = []
+
+    def residency(samples: list[tuple[int, int, int]]) -> bool:
+        sampled.append(len(samples))
+        return answers.pop(0)
+
+    monkeypatch.setattr(_reader, "_all_resident", residency)
+    streak, every = _reader._RESIDENT_STREAK, _reader._RESIDENT_RECHECK
+    four = _reader._RESIDENCY_SAMPLES
+    # 4 samples per call until `streak` calls in a row hit; then one sample on every
+    # `every`-th call and none in between; a miss hints (madvise) and goes back to 4.
+    answers[:] = [True] * streak + [True, True, False] + [True] * 2
+    for _ in range(streak + 2 * every + 1 + 2):
+        documents.prefetch(range(0, 120, 2))
+    assert answers == []
+    assert sampled == [four] * streak + [1, 1, 1] + [four] * 2
+    assert calls  # the missed call advised the kernel
+
+
 def test_residency_check_sees_evicted_and_cached_pages(tmp_path: Path) -> None:
     import os
 
