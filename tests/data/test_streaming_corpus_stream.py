@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mixle.data.streaming_corpus import StreamingCorpus, pack_documents
@@ -309,6 +309,52 @@ def test_global_iteration_hints_each_document_once_before_it_is_read(
         ready |= reads
         documents.events.clear()
     assert steps > 4 * 32  # several chunks of hint windows
+    hinted = [index for hint in documents.prefetched for index in hint]
+    assert len(hinted) == len(set(hinted))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 40), min_size=1, max_size=400),
+    block=st.integers(1, 9),
+    batch_size=st.integers(1, 3),
+    world_size=st.integers(1, 3),
+    boundary=st.booleans(),
+    layout=st.sampled_from(["per-rank", "global"]),
+    data=st.data(),
+)
+def test_hints_name_each_document_once_before_any_batch_after_the_first_reads_it(
+    tmp_path_factory: pytest.TempPathFactory,
+    lengths: list[int],
+    block: int,
+    batch_size: int,
+    world_size: int,
+    boundary: bool,
+    layout: str,
+    data: st.DataObject,
+) -> None:
+    source = [np.arange(n) % 50 for n in lengths]
+    documents = write_memmap_corpus(tmp_path_factory.mktemp("hints") / "c", source)
+    rank = data.draw(st.integers(0, world_size - 1))
+    corpus = StreamingCorpus(
+        documents,
+        rank=rank,
+        world_size=world_size,
+        block=block,
+        batch_size=batch_size,
+        boundary_id=60 if boundary else None,
+        layout=layout,
+    )
+    start = data.draw(st.integers(0, corpus.num_batches(0)))
+    documents.events.clear()
+    ready: set[int] = set()
+    for index, _ in enumerate(corpus.epoch_batches(0, start_batch=start), start):
+        reads = {doc for kind, doc in documents.events if kind == "read"}
+        ready |= {doc for kind, doc in documents.events if kind == "hint"}
+        if index > start:  # the starting batch is read at once
+            assert reads <= ready, index
+        ready |= reads
+        documents.events.clear()
     hinted = [index for hint in documents.prefetched for index in hint]
     assert len(hinted) == len(set(hinted))
 
