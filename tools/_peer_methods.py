@@ -29,7 +29,8 @@ import numpy as np
 import torch
 
 from mixle.corpus import CorpusWriter, open_corpus
-from mixle.data import StreamingCorpus, TokenStream
+from mixle.data import StreamingCorpus, TokenStream, set_gather_backend
+from mixle.data._gather import numba_available
 from tools.bench_token_stream import floor_batches, nanogpt_batches
 
 VOCAB = 50257  # < 2**16, so every format stores uint16 (2 bytes per token)
@@ -133,6 +134,20 @@ def stepper(iterator: Iterator[Any], size: int) -> Step:
         return size
 
     return step
+
+
+def with_gather(backend: str, step: Step) -> Step:
+    """``step`` run with packed-row gather ``backend`` (the previous one restored after
+    each call: the methods are timed interleaved)."""
+
+    def run() -> int:
+        previous = set_gather_backend(backend)
+        try:
+            return step()
+        finally:
+            set_gather_backend(previous)
+
+    return run
 
 
 def reader(read: Callable[[int], Any], indices: list[int]) -> Step:
@@ -342,7 +357,7 @@ def row_methods(corpus: Corpus, peers: set[str], block: int, batch: int) -> list
     size = block * batch  # context tokens per batch
     flat = str(corpus.flat_path)
 
-    def packed(**options: Any) -> Callable[[], Step]:
+    def packed(backend: str = "numpy", **options: Any) -> Callable[[], Step]:
         def make() -> Step:
             view = StreamingCorpus(
                 open_corpus(corpus.work / "mixle"),
@@ -352,7 +367,7 @@ def row_methods(corpus: Corpus, peers: set[str], block: int, batch: int) -> list
                 batch_size=batch,
                 **options,
             )
-            return stepper(endless(lambda: view.epoch_batches(0)), size)
+            return with_gather(backend, stepper(endless(lambda: view.epoch_batches(0)), size))
 
         return make
 
@@ -377,6 +392,19 @@ def row_methods(corpus: Corpus, peers: set[str], block: int, batch: int) -> list
             "reference",
         ),
         Method("rows", "mixle StreamingCorpus", f"{shuffled}, per-rank", packed(), "mixle"),
+        *(
+            [
+                Method(
+                    "rows",
+                    "mixle StreamingCorpus [fast]",
+                    f"{shuffled}, per-rank, compiled gather (`mixle[fast]`, numba)",
+                    packed("numba"),
+                    "mixle",
+                )
+            ]
+            if numba_available()
+            else []
+        ),
         Method(
             "rows",
             "mixle StreamingCorpus +ids",
