@@ -2,8 +2,8 @@
 
 Layers, bottom to top (a module may import its own layer and the layers below):
 
-1. ``mixle.errors``, ``mixle._checks``, ``mixle._file_checks``, ``mixle._io``,
-   ``mixle._optional``, ``mixle._safe_json``,
+1. ``mixle.errors``, ``mixle._arrays``, ``mixle._checks``, ``mixle._file_checks``,
+   ``mixle._io``, ``mixle._optional``, ``mixle._safe_json``,
    ``mixle._version`` - shared leaves;
 2. ``mixle.data`` - pure iteration logic (never the corpus, training or CLI);
 3. ``mixle.corpus.format`` - the on-disk format, writers and the reader;
@@ -34,6 +34,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "mixle"
 LAYERS: list[tuple[str, ...]] = [
     (
         "mixle.errors",
+        "mixle._arrays",
         "mixle._checks",
         "mixle._file_checks",
         "mixle._safe_json",
