@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 from mixle.data.streaming_corpus import StreamingCorpus, pack_documents
 from mixle.errors import ArgumentError, CorpusFormatError, StateMismatchError
 from tests.data._reference import reference_stream
-from tests.data.memmap_documents import write_memmap_corpus
+from tests.data.memmap_documents import MemmapDocuments, write_memmap_corpus
 from tests.data.resume_helpers import assert_items_equal, assert_resumes_at_every_step
 
 corpora = st.lists(
@@ -232,6 +233,27 @@ def test_memmap_documents_receive_prefetch_hints_for_upcoming_batches(tmp_path: 
     assert set(order) - set(hinted) <= set(order[:3])
 
 
+def _batches_hinted_before_read(documents: MemmapDocuments, batches: Iterable[Any]) -> list[Any]:
+    """Consume ``batches`` (the first one is read at once); check every document a later
+    batch reads was hinted by an earlier step or read by an earlier batch, and that no
+    document is hinted twice. Returns the batches."""
+    documents.events.clear()
+    documents.prefetched.clear()
+    ready: set[int] = set()
+    consumed = []
+    for batch in batches:
+        reads = {doc for kind, doc in documents.events if kind == "read"}
+        ready |= {doc for kind, doc in documents.events if kind == "hint"}
+        if consumed:
+            assert reads <= ready, len(consumed)
+        ready |= reads
+        documents.events.clear()
+        consumed.append(batch)
+    hinted = [index for hint in documents.prefetched for index in hint]
+    assert len(hinted) == len(set(hinted))
+    return consumed
+
+
 @pytest.mark.parametrize(
     ("world_size", "batch_size", "boundary_id", "start_batch"),
     [(1, 1, None, 0), (2, 3, 65535, 0), (3, 2, None, 5), (1, 2, 7, 11)],
@@ -262,19 +284,9 @@ def test_every_document_is_hinted_before_its_batch_reads_it(
             layout=layout,
         )
 
-    corpus = make(True)
-    documents.events.clear()
-    hinted: set[int] = set()
-    ready: set[int] = set()  # hinted by earlier steps, or read by the previous batch
-    with_hints = []
-    for index, batch in enumerate(corpus.epoch_batches(0, start_batch=start_batch), start_batch):
-        reads = {doc for kind, doc in documents.events if kind == "read"}
-        hinted |= {doc for kind, doc in documents.events if kind == "hint"}
-        if index > start_batch:  # the starting batch is read at once, nothing to wait for
-            assert reads <= ready, index
-        ready = hinted | reads
-        documents.events.clear()
-        with_hints.append(batch)
+    with_hints = _batches_hinted_before_read(
+        documents, make(True).epoch_batches(0, start_batch=start_batch)
+    )
     assert documents.prefetched
     documents.prefetched.clear()
     without = list(make(False).epoch_batches(0, start_batch=start_batch))
@@ -298,19 +310,10 @@ def test_global_iteration_hints_each_document_once_before_it_is_read(
         boundary_id=7,
         layout="global",
     )
-    ready: set[int] = set()
-    steps = 0
-    documents.events.clear()
-    for steps, _ in enumerate(itertools.islice(corpus, corpus.num_batches(0)), 1):
-        reads = {doc for kind, doc in documents.events if kind == "read"}
-        ready |= {doc for kind, doc in documents.events if kind == "hint"}
-        if steps > 1:
-            assert reads <= ready, steps
-        ready |= reads
-        documents.events.clear()
-    assert steps > 4 * 32  # several chunks of hint windows
-    hinted = [index for hint in documents.prefetched for index in hint]
-    assert len(hinted) == len(set(hinted))
+    batches = _batches_hinted_before_read(
+        documents, itertools.islice(corpus, corpus.num_batches(0))
+    )
+    assert len(batches) > 4 * 32  # several passes of hint windows
 
 
 @settings(max_examples=40, deadline=None)
@@ -346,17 +349,7 @@ def test_hints_name_each_document_once_before_any_batch_after_the_first_reads_it
         layout=layout,
     )
     start = data.draw(st.integers(0, corpus.num_batches(0)))
-    documents.events.clear()
-    ready: set[int] = set()
-    for index, _ in enumerate(corpus.epoch_batches(0, start_batch=start), start):
-        reads = {doc for kind, doc in documents.events if kind == "read"}
-        ready |= {doc for kind, doc in documents.events if kind == "hint"}
-        if index > start:  # the starting batch is read at once
-            assert reads <= ready, index
-        ready |= reads
-        documents.events.clear()
-    hinted = [index for hint in documents.prefetched for index in hint]
-    assert len(hinted) == len(set(hinted))
+    _batches_hinted_before_read(documents, corpus.epoch_batches(0, start_batch=start))
 
 
 def test_state_dict_is_small_json_and_pins_the_stream() -> None:
