@@ -101,6 +101,8 @@ def fill_document_ids_numpy(
 _Kernels = tuple[Callable[..., int], Callable[..., None], Callable[..., tuple[int, int]]]
 # Raw draws per chunk of the compiled shuffle (the swaps of a chunk need at most that).
 _SHUFFLE_DRAWS = 1 << 21
+# Below this many documents numpy's own shuffle is as fast (the array stays in cache).
+_SHUFFLE_COMPILED_MIN = 1 << 19
 
 
 def _compile() -> _Kernels | None:
@@ -308,22 +310,25 @@ def fill_document_ids(
 def legacy_permutation(bit_generator: np.random.MT19937, count: int) -> np.ndarray:
     """``RandomState(bit_generator).permutation(count)`` as int64, bitwise.
 
-    With the numba backend the same Fisher-Yates swaps are made from the same raw draws
-    by the compiled kernel, in chunks of :data:`_SHUFFLE_DRAWS` draws (``bit_generator``
-    then ends further along its stream than ``RandomState`` would leave it). Otherwise,
-    and for ``count > 2**32`` (whose legacy draws are 64-bit), numpy's own.
+    With the numba backend and at least :data:`_SHUFFLE_COMPILED_MIN` documents, the
+    same Fisher-Yates swaps are made from the same raw draws by the compiled kernel, in
+    chunks of up to :data:`_SHUFFLE_DRAWS` draws (``bit_generator`` then ends further
+    along its stream than ``RandomState`` would leave it). Otherwise, and for
+    ``count > 2**32`` (whose legacy draws are 64-bit), numpy's own.
     """
     kernel = _shuffle
-    if kernel is None or count - 1 > 0xFFFFFFFF:
+    if kernel is None or not _SHUFFLE_COMPILED_MIN <= count <= 0x100000000:
         order = np.random.RandomState(bit_generator).permutation(count)
         return order.astype(np.int64, copy=False)
     values = np.arange(count, dtype=np.int64)
-    targets = np.empty(_SHUFFLE_DRAWS // 2, dtype=np.int64)
+    targets = np.empty(max(min(_SHUFFLE_DRAWS // 2, count), 1), dtype=np.int64)
     raw = np.empty(0, dtype=np.int64)
     top = count - 1
     while top >= 1:
         # Draws left over from the last chunk come first: the stream is consumed in order.
-        fresh = bit_generator.random_raw(_SHUFFLE_DRAWS).view(np.int64)
+        # A step takes fewer than 2 draws on average: a small permutation draws little.
+        wanted = min(_SHUFFLE_DRAWS, 2 * top + 1024)
+        fresh = bit_generator.random_raw(wanted).view(np.int64)
         raw = np.concatenate((raw, fresh)) if raw.size else fresh
         top, used = kernel(values, raw, top, targets)
         raw = raw[used:]

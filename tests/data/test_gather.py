@@ -307,8 +307,10 @@ def test_the_backend_switch_is_public_and_round_trips() -> None:
 def test_the_epoch_shuffle_is_numpys_legacy_permutation_bitwise(
     backend: str, monkeypatch: pytest.MonkeyPatch, draws: int, count: int, seed: int, epoch: int
 ) -> None:
-    # Tiny chunks of raw draws force the compiled shuffle to resume mid-rejection.
+    # Tiny chunks of raw draws force the compiled shuffle to resume mid-rejection; small
+    # permutations take the compiled path too.
     monkeypatch.setattr("mixle.data._gather._SHUFFLE_DRAWS", draws)
+    monkeypatch.setattr("mixle.data._gather._SHUFFLE_COMPILED_MIN", 0)
     expected = np.random.RandomState(
         np.random.MT19937(np.random.SeedSequence([seed, epoch]))
     ).permutation(count)
