@@ -533,7 +533,7 @@ class StreamingCorpus:
         if self.layout != "global":
             for at in range(0, len(first_rows), _HINT_BATCHES):
                 window = first_rows[at : at + _HINT_BATCHES]
-                end = min((window[-1] * block) + span + 1, layout.stream_tokens)
+                end = min(window[-1] * block + span + 1, layout.stream_tokens)
                 low, high = layout.documents_between(window[0] * block, end)
                 yield layout.indices[low + 1 : high]
             return

@@ -15,7 +15,7 @@ import mmap
 import operator
 import sys
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
@@ -699,22 +699,26 @@ class ShardedDocuments(Sequence[np.ndarray]):
         handles it).
         """
         streak = self._resident_streak
-        if streak >= _RESIDENT_STREAK and (streak - _RESIDENT_STREAK) % _RESIDENT_RECHECK:
-            resident = True
+        if streak < _RESIDENT_STREAK:
+            resident = self._samples_resident(indices, _RESIDENCY_SAMPLES)
+        elif (streak - _RESIDENT_STREAK) % _RESIDENT_RECHECK == 0:
+            resident = self._samples_resident(indices, 1)
         else:
-            resident = self._samples_resident(indices)
+            resident = True
         self._resident_streak = streak + 1 if resident else 0
         return resident
 
-    def _samples_resident(self, indices: Sequence[int] | np.ndarray) -> bool:
+    def _samples_resident(self, indices: Sequence[int] | np.ndarray, samples: int) -> bool:
+        """Whether ``samples`` documents spread over ``indices`` (one: the middle one)
+        are wholly resident; False as :meth:`_sampled_resident` says."""
         count = len(indices)
-        if self._resident_streak >= _RESIDENT_STREAK:
-            positions: Iterable[int] = (count // 2,) if count else ()
+        picks = min(count, samples)
+        if picks == 1:
+            positions = [count // 2]
         else:
-            picks = min(count, _RESIDENCY_SAMPLES)
-            positions = (k * (count - 1) // max(picks - 1, 1) for k in range(picks))
+            positions = [k * (count - 1) // (picks - 1) for k in range(picks)]
         itemsize = self._dtype.itemsize
-        samples: list[tuple[int, int, int]] = []
+        ranges: list[tuple[int, int, int]] = []
         for position in positions:
             index = operator.index(indices[position])
             if index < 0:
@@ -729,8 +733,8 @@ class ShardedDocuments(Sequence[np.ndarray]):
             local = index - shard.start
             begin = min(max(shard.offsets[local] * itemsize, 0), size)
             end = min(max(shard.offsets[local + 1] * itemsize, begin), size)
-            samples.append((shard.address, begin // _PAGE * _PAGE, end))
-        return _all_resident(samples)
+            ranges.append((shard.address, begin // _PAGE * _PAGE, end))
+        return _all_resident(ranges)
 
     def _take_each(self, indices: list[Any]) -> list[np.ndarray] | None:
         """:meth:`take` for a short list of Python ints: one lookup per index, in a loop.
