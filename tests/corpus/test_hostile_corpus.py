@@ -167,6 +167,9 @@ def test_percent_encoded_traversal_is_never_requested(
         ("[" * 100_000 + "]" * 100_000, "nested"),
         ('{"a": ' * 50_000 + "1" + "}" * 50_000, "nested"),
     ],
+    # Short ids: pytest puts the test id into PYTEST_CURRENT_TEST, and an environment
+    # string over 128 KiB makes every subprocess the test starts fail with E2BIG.
+    ids=["long-number", "deep-list", "deep-object"],
 )
 def test_oversized_manifest_json_is_a_format_error(corpus: Path, payload: str, match: str) -> None:
     (corpus / "manifest.json").write_text(payload)
