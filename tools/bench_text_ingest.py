@@ -1,0 +1,220 @@
+"""Benchmark text ingestion against the tokenizer's own ``encode_batch`` (issue #29, item 4).
+
+Real text, nothing downloaded: the Python sources of this interpreter's standard
+library (one document per file), a byte-level BPE of ``--vocab`` ids trained on them in
+this run with Hugging Face ``tokenizers``, written as
+
+* ``docs.jsonl`` (one ``{"text": ...}`` record per document), and
+* ``text/`` (one ``.txt`` file per document, ingested whole).
+
+Every round, in alternating order, in fresh processes:
+
+* ``encode_batch``: the tokenizer alone over the same texts, in batches of 1,024, with
+  one thread (``RAYON_NUM_THREADS=1``: what one ingest worker's core can do); the
+  baseline;
+* ``mixle ingest … --tokenizer tokenizer.json --workers 1`` and ``--workers 2``, for
+  the JSONL and the plain-text input.
+
+Reported: tokens/s (median of the rounds, wall time, tokens from the manifest), the
+process CPU time of each, and the two ratios the issue targets: ingest with one worker
+over ``encode_batch`` (>= 0.8x) and two workers over one (>= 1.7x).
+
+    python tools/bench_text_ingest.py                 # ~40 MB of text, 3 rounds
+    python tools/bench_text_ingest.py --quick         # smoke run, seconds
+
+Inputs and outputs live under ``--dir`` (tmpfs by default, so page-cache eviction
+cannot favour one side) and are deleted at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# One BPE pass per worker core: the tokenizer's own pool would otherwise spread each
+# worker over every core and the per-worker figure would measure the machine instead.
+_ONE_THREAD = {"RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+_ENCODE = """
+import json, sys, time
+import tokenizers
+texts = [json.loads(line)["text"] for line in open(sys.argv[2], encoding="utf-8")]
+tokenizer = tokenizers.Tokenizer.from_file(sys.argv[1])
+start = time.perf_counter()
+tokens = 0
+for first in range(0, len(texts), 1024):
+    for encoding in tokenizer.encode_batch(texts[first:first + 1024], add_special_tokens=False):
+        tokens += len(encoding.ids)
+wall = time.perf_counter() - start
+print(json.dumps({"tokens": tokens, "wall": wall}))
+"""
+
+
+def collect_texts(megabytes: float) -> list[str]:
+    """The standard library's ``.py`` files, sorted by path, until ``megabytes`` of UTF-8."""
+    budget = int(megabytes * 1e6)
+    texts: list[str] = []
+    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).rglob("*.py")):
+        if "site-packages" in path.parts:
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if text.strip():
+            texts.append(text)
+            budget -= len(text.encode("utf-8"))
+        if budget <= 0:
+            break
+    return texts
+
+
+def train_tokenizer(texts: list[str], vocab: int, path: Path) -> None:
+    """A byte-level BPE of ``vocab`` ids trained on ``texts``, saved as ``tokenizer.json``."""
+    import tokenizers
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    tokenizer = tokenizers.Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    tokenizer.save(str(path))
+
+
+def write_inputs(texts: list[str], directory: Path) -> tuple[Path, Path]:
+    """Write ``docs.jsonl`` and ``text/NNNNNN.txt`` holding the same documents."""
+    jsonl = directory / "docs.jsonl"
+    with open(jsonl, "w", encoding="utf-8") as handle:
+        for text in texts:
+            handle.write(json.dumps({"text": text}) + "\n")
+    text_dir = directory / "text"
+    text_dir.mkdir()
+    for number, text in enumerate(texts):
+        (text_dir / f"{number:06d}.txt").write_text(text, encoding="utf-8")
+    return jsonl, text_dir
+
+
+def _timed(command: list[str]) -> tuple[float, float, str]:
+    """Run ``command`` with one tokenizer thread; return (wall s, child CPU s, stdout)."""
+    before = os.times()
+    start = time.perf_counter()
+    result = subprocess.run(
+        command,
+        env=dict(os.environ, **_ONE_THREAD, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    wall = time.perf_counter() - start
+    after = os.times()
+    if result.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{result.stderr[-2000:]}")
+    cpu = (after.children_user - before.children_user) + (
+        after.children_system - before.children_system
+    )
+    return wall, cpu, result.stdout
+
+
+def run_encode(tokenizer: Path, jsonl: Path) -> dict[str, float]:
+    """``encode_batch`` alone: tokens, and the encoding loop's own wall time."""
+    _, cpu, out = _timed([sys.executable, "-c", _ENCODE, str(tokenizer), str(jsonl)])
+    figures = json.loads(out)
+    return {"tokens": figures["tokens"], "wall": figures["wall"], "cpu": cpu}
+
+
+def run_ingest(source: Path, output: Path, tokenizer: Path, workers: int) -> dict[str, float]:
+    """``mixle ingest`` of ``source`` into ``output``: tokens, wall and CPU time."""
+    command = [
+        sys.executable,
+        "-m",
+        "mixle.cli",
+        "ingest",
+        str(source),
+        str(output),
+        "--overwrite",
+        "--tokenizer",
+        str(tokenizer),
+        "--workers",
+        str(workers),
+        "--quiet",
+    ]
+    if source.suffix == ".jsonl":
+        command += ["--field", "text"]
+    wall, cpu, _ = _timed(command)
+    manifest = json.loads((output / "manifest.json").read_text())
+    shutil.rmtree(output)
+    return {"tokens": manifest["num_tokens"], "wall": wall, "cpu": cpu}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--megabytes", type=float, default=40.0, help="text to ingest (MB)")
+    parser.add_argument("--vocab", type=int, default=8192, help="BPE vocabulary size")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
+    parser.add_argument("--dir", default="/dev/shm/mixle-text-bench", help="work directory")
+    parser.add_argument("--quick", action="store_true", help="4 MB, 1 round")
+    args = parser.parse_args()
+    if args.quick:
+        args.megabytes, args.rounds = 4.0, 1
+    work = Path(args.dir)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        texts = collect_texts(args.megabytes)
+        tokenizer = work / "tokenizer.json"
+        train_tokenizer(texts[: max(1, len(texts) // 4)], args.vocab, tokenizer)
+        jsonl, text_dir = write_inputs(texts, work)
+        size = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+        print(f"{len(texts)} documents, {size:.1f} MB of text, BPE of {args.vocab} ids")
+        runs: dict[str, list[dict[str, float]]] = {}
+        kinds = {
+            "encode_batch (1 thread)": lambda: run_encode(tokenizer, jsonl),
+            "ingest jsonl, 1 worker": lambda: run_ingest(jsonl, work / "out", tokenizer, 1),
+            "ingest jsonl, 2 workers": lambda: run_ingest(jsonl, work / "out", tokenizer, 2),
+            "ingest text, 1 worker": lambda: run_ingest(text_dir, work / "out", tokenizer, 1),
+            "ingest text, 2 workers": lambda: run_ingest(text_dir, work / "out", tokenizer, 2),
+        }
+        for round_ in range(args.rounds):
+            names = list(kinds) if round_ % 2 == 0 else list(reversed(kinds))
+            for name in names:
+                runs.setdefault(name, []).append(kinds[name]())
+        rate = {
+            name: statistics.median(r["tokens"] / r["wall"] for r in results)
+            for name, results in runs.items()
+        }
+        print(f"\n{'method':<26} {'M tokens/s':>11} {'wall s':>8} {'CPU s':>8}")
+        for name, results in runs.items():
+            wall = statistics.median(r["wall"] for r in results)
+            cpu = statistics.median(r["cpu"] for r in results)
+            print(f"{name:<26} {rate[name] / 1e6:>11.3f} {wall:>8.2f} {cpu:>8.2f}")
+        base = rate["encode_batch (1 thread)"]
+        print()
+        for source in ("jsonl", "text"):
+            one = rate[f"ingest {source}, 1 worker"]
+            two = rate[f"ingest {source}, 2 workers"]
+            print(
+                f"{source}: 1 worker / encode_batch = {one / base:.2f}x (target >= 0.8x); "
+                f"2 workers / 1 worker = {two / one:.2f}x (target >= 1.7x)"
+            )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
