@@ -22,31 +22,21 @@ from mixle.data import (
 )
 from mixle.data._schedule import RESOLUTION, MixtureSchedule, round_weights
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
+from tests.data.mixture_case import BLOCK, SOURCES
 from tests.data.resume_helpers import (
     assert_items_equal,
     assert_resumes_at_every_step,
     assert_resumes_on_two_ranks,
 )
 
-BLOCK = 8
-
-
-def _docs(seed: int, count: int, low: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return [rng.integers(low, low + 100, int(rng.integers(1, 40))) for _ in range(count)]
-
-
-WEB, CODE, MATH = _docs(1, 40, 0), _docs(2, 9, 100), _docs(3, 4, 200)
-
 
 def _mixture(*, weights: Sequence[float] = (1.0, 1.0, 1.0), **kwargs: Any) -> Mixture:
+    """The shared three sources (web 40, code 9, math 4 documents), equal weights."""
     options: dict[str, Any] = {"block": BLOCK, "batch_size": 3, "boundary_id": 999, "seed": 5}
     options.update(kwargs)
     sources = [
         MixtureSource(docs, weight, name)
-        for (name, docs), weight in zip(
-            (("web", WEB), ("code", CODE), ("math", MATH)), weights, strict=True
-        )
+        for (name, docs), weight in zip(SOURCES, weights, strict=True)
     ]
     return Mixture(sources, **options)
 
