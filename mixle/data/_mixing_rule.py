@@ -30,7 +30,7 @@ one rule refused by another with the field named (``schedule in checkpoint: ...`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -38,7 +38,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 
 from mixle.data._schedule import MixtureSchedule
-from mixle.errors import ArgumentTypeError
+from mixle.errors import ArgumentError, ArgumentTypeError
 
 __all__ = [
     "DEFAULT_RULE_NAME",
@@ -47,6 +47,7 @@ __all__ = [
     "PhaseCounts",
     "RowSchedule",
     "checked_rule",
+    "rule_from_table",
     "rule_identity",
 ]
 
@@ -113,7 +114,9 @@ class MixingRule(Protocol):
     ``i`` trains (its token count, counting boundaries and less one per epoch for packed
     rows; its windows for the windows objective; always ``>= 1``). It must be a pure
     function of those arguments and the rule's parameters, and give a source with a
-    positive weight in a phase a positive count in it.
+    positive weight in a phase a positive count in it. ``params()`` are the keywords
+    that build the rule again (``type(rule)(**rule.params())`` is an equal rule), which
+    is how a mixture file names one (``[schedule]``, see :func:`rule_from_table`).
     """
 
     @property
@@ -172,3 +175,33 @@ def rule_identity(rule: MixingRule) -> dict[str, Any] | None:
     if rule.name == DEFAULT_RULE_NAME:
         return None
     return {"name": rule.name, **rule.params()}
+
+
+def rule_from_table(
+    table: Mapping[str, Any], rules: Mapping[str, Callable[..., MixingRule]], where: str
+) -> MixingRule:
+    """The rule a ``{"rule": name, **params}`` table names, built as ``rules[name](**params)``.
+
+    Raises
+    ------
+    ArgumentError, ArgumentTypeError
+        No or an unknown ``rule`` (the known ones listed), a parameter the rule does
+        not take, or a bad parameter value (the rule's own error), each naming ``where``.
+    """
+    name = table.get("rule")
+    if not isinstance(name, str) or name not in rules:
+        raise ArgumentError(
+            f"{where} needs `rule`, one of {', '.join(map(repr, sorted(rules)))}. Got {name!r}."
+        )
+    params = {key: value for key, value in table.items() if key != "rule"}
+    try:
+        return rules[name](**params)
+    except TypeError as exc:
+        if isinstance(exc, ArgumentTypeError):
+            raise ArgumentTypeError(f"{where}: {exc}") from None
+        raise ArgumentError(
+            f"{where}: the parameters of rule {name!r} do not fit it ({exc}); "
+            f"got {', '.join(map(repr, sorted(params))) or 'none'}."
+        ) from None
+    except ArgumentError as exc:
+        raise type(exc)(f"{where}: {exc}") from None

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,8 +22,10 @@ from mixle.data import (
     RowSchedule,
     TemperatureSchedule,
 )
+from mixle.data._mixture_file import read_mixture_file
 from mixle.data._schedule import RESOLUTION, MixtureSchedule, round_weights
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
+from mixle.train import open_mixture
 from tests.data.mixture_case import BLOCK, SOURCES
 from tests.data.resume_helpers import (
     assert_items_equal,
@@ -224,3 +228,95 @@ def test_a_new_rule_is_one_class_and_names_itself_in_the_state() -> None:
     assert mixture.schedule.phases[0].counts == (1, 1, 1)
     assert mixture.state_dict()["stream"]["schedule"] == {"name": "equal-rows"}
     assert_resumes_at_every_step(lambda: _mixture(schedule=_EqualRows()), steps=6)
+
+
+_FILE = """
+[[source]]
+name = "a"
+path = "{sample}"
+weight = 1
+
+[[source]]
+name = "b"
+path = "{sample}"
+weight = 2
+{schedule}
+"""
+SAMPLE = Path(__file__).resolve().parents[2] / "shards" / "sample"
+
+
+def _mixture_file(tmp_path: Path, schedule: str) -> str:
+    path = tmp_path / "mix.toml"
+    path.write_text(_FILE.format(sample=SAMPLE, schedule=schedule))
+    return str(path)
+
+
+def test_a_mixture_file_names_its_rule_in_a_schedule_table(tmp_path: Path) -> None:
+    path = _mixture_file(tmp_path, '[schedule]\nrule = "temperature"\nalpha = 0.3\n')
+    assert read_mixture_file(path).schedule == TemperatureSchedule(alpha=0.3)
+    as_json = tmp_path / "mix.json"
+    as_json.write_text(
+        json.dumps(
+            {
+                "source": [{"name": "a", "path": str(SAMPLE), "weight": 1}],
+                "schedule": {"rule": "temperature", "alpha": 0.3},
+            }
+        )
+    )
+    assert read_mixture_file(str(as_json)).schedule == TemperatureSchedule(alpha=0.3)
+    assert read_mixture_file(_mixture_file(tmp_path, "")).schedule is None
+    exact = _mixture_file(tmp_path, '[schedule]\nrule = "exact"\n')
+    assert read_mixture_file(exact).schedule == ExactSchedule()
+
+
+def test_open_mixture_builds_the_files_rule(tmp_path: Path) -> None:
+    path = _mixture_file(tmp_path, '[schedule]\nrule = "temperature"\nalpha = 0.5\n')
+    mixture, _ = open_mixture(path, block=BLOCK, batch_size=2)
+    assert mixture.schedule_rule == TemperatureSchedule(alpha=0.5)
+    assert mixture.state_dict()["stream"]["schedule"] == {"name": "temperature", "alpha": 0.5}
+    # Same source twice at weights 1 and 2: the sizes are equal, so the shares stay 1/3, 2/3.
+    assert [e["weight"] for e in mixture.rounding()] == pytest.approx([1 / 3, 2 / 3])
+    plain, _ = open_mixture(_mixture_file(tmp_path, ""), block=BLOCK, batch_size=2)
+    assert "schedule" not in plain.state_dict()["stream"]
+
+
+@pytest.mark.parametrize(
+    ("schedule", "error", "match"),
+    [
+        (
+            '[schedule]\nrule = "zipf"\n',
+            ArgumentError,
+            r"\[schedule\] needs `rule`, one of 'exact', 'temperature'",
+        ),
+        ("[schedule]\nalpha = 0.3\n", ArgumentError, r"\[schedule\] needs `rule`"),
+        (
+            '[schedule]\nrule = "temperature"\nalpha = 0\n',
+            ArgumentError,
+            r"\[schedule\]: `alpha` .* > 0",
+        ),
+        (
+            '[schedule]\nrule = "temperature"\nalpha = nan\n',
+            ArgumentError,
+            r"\[schedule\]: `alpha`",
+        ),
+        (
+            '[schedule]\nrule = "temperature"\nalpha = "hot"\n',
+            ArgumentTypeError,
+            r"\[schedule\]: `alpha` .* real",
+        ),
+        (
+            '[schedule]\nrule = "temperature"\nbeta = 1\n',
+            ArgumentError,
+            r"parameters of rule 'temperature' do not fit",
+        ),
+        ('[schedule]\nrule = "exact"\nalpha = 1\n', ArgumentError, r"parameters of rule 'exact'"),
+        ("schedule = 3\n", ArgumentTypeError, r"\[schedule\] must be a table"),
+    ],
+)
+def test_a_bad_schedule_table_is_refused_naming_it(
+    tmp_path: Path, schedule: str, error: type[Exception], match: str
+) -> None:
+    path = tmp_path / "mix.toml"
+    path.write_text(schedule + _FILE.format(sample=SAMPLE, schedule=""))
+    with pytest.raises(error, match=match):
+        read_mixture_file(str(path))
