@@ -46,6 +46,7 @@ __all__ = [
     "MixingRule",
     "PhaseCounts",
     "RowSchedule",
+    "built_schedule",
     "checked_rule",
     "rule_from_table",
     "rule_identity",
@@ -168,6 +169,46 @@ def checked_rule(value: Any) -> MixingRule:
             f"TemperatureSchedule(alpha=0.3). Got {type(value).__name__} instead."
         )
     return value
+
+
+def built_schedule(
+    rule: MixingRule,
+    starts: Sequence[int],
+    weights: Sequence[Sequence[float]],
+    sizes: Sequence[int],
+) -> RowSchedule:
+    """``rule.build(starts, weights, sizes)``, checked against the contract's shape.
+
+    Raises
+    ------
+    ArgumentTypeError
+        The rule returned something that is not a :class:`RowSchedule`.
+    ArgumentError
+        Its phases start elsewhere than ``starts``, a phase has counts for another
+        number of sources, or a source with a positive weight in a phase has no rows
+        in it (each naming the rule and the phase).
+    """
+    schedule = rule.build(starts, weights, sizes)
+    if not isinstance(schedule, RowSchedule):
+        raise ArgumentTypeError(
+            f"mixing rule {rule.name!r} built a {type(schedule).__name__}, not a row schedule "
+            "(starts, phases, source_of, lookup, counts_before, target_rows)."
+        )
+    if list(schedule.starts) != list(starts) or len(schedule.phases) != len(weights):
+        raise ArgumentError(
+            f"mixing rule {rule.name!r} built phases starting at rows "
+            f"{list(schedule.starts)}; the mixture's phases start at {list(starts)}."
+        )
+    for index, (phase, row) in enumerate(zip(schedule.phases, weights, strict=True)):
+        counts = phase.counts
+        if len(counts) != len(row) or any(
+            w > 0 and not n for w, n in zip(row, counts, strict=True)
+        ):
+            raise ArgumentError(
+                f"mixing rule {rule.name!r} gave phase {index} the counts {list(counts)} for "
+                f"the weights {list(row)}: one count per source, positive where the weight is."
+            )
+    return schedule
 
 
 def rule_identity(rule: MixingRule) -> dict[str, Any] | None:

@@ -25,7 +25,13 @@ import numpy as np
 
 from mixle._checks import exact_int, nonnegative_int, positive_int
 from mixle.data._cursor import Cursor
-from mixle.data._mixing_rule import MixingRule, RowSchedule, checked_rule, rule_identity
+from mixle.data._mixing_rule import (
+    MixingRule,
+    RowSchedule,
+    built_schedule,
+    checked_rule,
+    rule_identity,
+)
 from mixle.data._mixture_source import MixtureSource, build_rows, check_weight
 from mixle.data._mixture_windows import SourceWindows
 from mixle.data._plan_store import PlanStore, checked_plan_store
@@ -223,7 +229,8 @@ class Mixture:
                 )
             )
         )
-        self.schedule: RowSchedule = self.schedule_rule.build(
+        self.schedule: RowSchedule = built_schedule(
+            self.schedule_rule,
             [0, *(p.start_row for p in self.phases)],
             weights,
             [r.real_tokens(r.rows_per_epoch) for r in self.rows],

@@ -320,3 +320,42 @@ def test_a_bad_schedule_table_is_refused_naming_it(
     path.write_text(schedule + _FILE.format(sample=SAMPLE, schedule=""))
     with pytest.raises(error, match=match):
         read_mixture_file(str(path))
+
+
+class _Broken:
+    """A rule whose schedules break the contract in the way ``mode`` names."""
+
+    name = "broken"
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+
+    def params(self) -> dict[str, Any]:
+        return {"mode": self.mode}
+
+    def build(
+        self, starts: Sequence[int], weights: Sequence[Sequence[float]], sizes: Sequence[int]
+    ) -> Any:
+        if self.mode == "not a schedule":
+            return [0, 1, 2]
+        if self.mode == "other phases":
+            return MixtureSchedule([0, 10], [weights[0], weights[0]])
+        if self.mode == "fewer sources":
+            return MixtureSchedule(starts, [list(w)[:-1] for w in weights])
+        return MixtureSchedule(starts, [[1.0, 1.0, 0.0] for _ in weights])  # drops "math"
+
+
+@pytest.mark.parametrize(
+    ("mode", "error", "match"),
+    [
+        ("not a schedule", ArgumentTypeError, "built a list, not a row schedule"),
+        ("other phases", ArgumentError, r"phases starting at rows \[0, 10\]"),
+        ("fewer sources", ArgumentError, "one count per source"),
+        ("drops a source", ArgumentError, r"counts \[1, 1, 0\] .* positive where the weight is"),
+    ],
+)
+def test_a_rule_that_breaks_the_contract_is_refused_at_construction(
+    mode: str, error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        _mixture(schedule=_Broken(mode))
