@@ -1,8 +1,10 @@
 """Every dotted ``mixle.`` name the docs cite exists: a doc can never cite a missing name.
 
 From README.md and docs/*.md, inside inline code and code blocks: every dotted name that
-starts with ``mixle.`` (module paths, ``module.attr``, ``module.Class.method``) and every
-name imported by ``from mixle... import a, b`` in a code block. From the package's
+starts with ``mixle.`` (module paths, ``module.attr``, ``module.Class.method``), every
+name imported by ``from mixle... import a, b`` in a code block, and every
+``Class.attr`` whose ``Class`` is a class a public module exports (``Mixture.rows_at``,
+``StreamingCorpus.epoch_batches``; dataclass fields and annotated attributes count). From the package's
 docstrings: every Sphinx cross-reference (``:class:`mixle...```, ``:func:``...). Each is
 imported (the longest prefix that is a module) and resolved attribute by attribute; a
 failure names the file and the name.
@@ -19,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from tests.architecture.test_public_api import EXPECTED
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
@@ -28,6 +32,7 @@ _DOTTED = re.compile(r"(?<![\w./-])mixle(?:\.[A-Za-z_]\w*)+")
 _FROM_IMPORT = re.compile(
     r"^\s*(?:>>> )?from\s+(mixle(?:\.\w+)*)\s+import\s+(\([^)]*\)|[^\n#]+)", re.M
 )
+_CLASS_ATTR = re.compile(r"(?<![\w.])([A-Z]\w*)\.([A-Za-z_]\w*)")
 _ROLE = re.compile(r":(?:class|func|meth|attr|mod|data|exc|obj):`~?(mixle(?:\.\w+)+)`")
 
 
@@ -50,6 +55,38 @@ def cited_names(markdown: str) -> set[str]:
                 if name and name != "*":
                     names.add(f"{module}.{name}")
     return names
+
+
+def public_classes() -> dict[str, type]:
+    """Every class exported by a public module (see test_public_api), by its name."""
+    classes: dict[str, type] = {}
+    for module in EXPECTED:
+        loaded = importlib.import_module(module)
+        for name in loaded.__all__:
+            value = getattr(loaded, name)
+            if isinstance(value, type):
+                classes.setdefault(name, value)
+    return classes
+
+
+def _has_member(cls: type, name: str) -> bool:
+    if hasattr(cls, name):
+        return True
+    return any(
+        name in getattr(base, "__annotations__", {}) or name in getattr(base, "__slots__", ())
+        for base in cls.__mro__
+    )
+
+
+def missing_class_members(markdown: str, classes: dict[str, type]) -> list[str]:
+    """``Class.attr`` spans of ``markdown`` naming a public class that has no ``attr``."""
+    cited = {
+        pair
+        for code in code_spans(markdown)
+        for pair in _CLASS_ATTR.findall(code)
+        if pair[0] in classes
+    }
+    return sorted(f"{c}.{a}" for c, a in cited if not _has_member(classes[c], a))
 
 
 def resolve(name: str) -> Any:
@@ -81,10 +118,15 @@ def _failures(names: set[str]) -> list[str]:
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_mixle_name_a_doc_cites_exists(doc: Path) -> None:
-    failures = _failures(cited_names(doc.read_text(encoding="utf-8")))
+    text = doc.read_text(encoding="utf-8")
+    failures = _failures(cited_names(text))
+    failures += [f"{n} (no such member)" for n in missing_class_members(text, CLASSES)]
     assert not failures, f"{doc.relative_to(ROOT)} cites names that do not exist: " + "; ".join(
         failures
     )
+
+
+CLASSES = public_classes()
 
 
 def test_every_cross_reference_in_a_docstring_exists() -> None:
@@ -128,6 +170,8 @@ def test_a_missing_name_is_caught_in_every_place_a_doc_can_cite_it() -> None:
         assert missing in failures
     for present in ("mixle.corpus.open_corpus", "mixle.data.Mixture.state_dict", "mixle.cli"):
         assert present in names and present not in failures
+    bare = "`Mixture.rows_at(0, 8)`, `MixtureSource.weight`, `Mixture.no_such_verb`, `np.where`"
+    assert missing_class_members(bare, CLASSES) == ["Mixture.no_such_verb"]
 
 
 def test_the_plan_store_example_in_streaming_md_runs(
