@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Sequence
@@ -359,3 +360,20 @@ def test_a_rule_that_breaks_the_contract_is_refused_at_construction(
 ) -> None:
     with pytest.raises(error, match=match):
         _mixture(schedule=_Broken(mode))
+
+
+@pytest.mark.parametrize(
+    ("objective", "digest"), [("packed", "db39dffb97df0f39"), ("windows", "1c15132f9702c15c")]
+)
+def test_default_states_are_byte_identical_to_those_before_rules(
+    objective: str, digest: str
+) -> None:
+    # Digests of json.dumps(state_dict()) computed with the code before mixing rules.
+    mixture = _mixture(
+        weights=(0.6, 0.3, 0.1),
+        phases=[MixturePhase(30, {"web": 0.2, "math": 0.8})],
+        objective=objective,
+    )
+    mixture.seek(45)
+    state = json.dumps(mixture.state_dict()).encode()
+    assert hashlib.sha256(state).hexdigest()[:16] == digest
