@@ -61,16 +61,14 @@ def run(args: argparse.Namespace) -> int:
     if args.mixture is not None or args.path is None:
         return _run_mixture(args)
     from mixle.cli._errors import report
-    from mixle.corpus import check_plot_path, describe_corpus, open_corpus, plot_lengths
+    from mixle.corpus import describe_corpus, open_corpus, plot_lengths
     from mixle.errors import CorpusError
 
     try:
-        if args.plot:  # before reading anything: a typo must not cost a full scan
-            check_plot_path(args.plot)
-        documents = open_corpus(args.path)
-        summary = describe_corpus(documents)
-        if args.plot:
+        documents = open_corpus(args.path)  # reads the manifest and headers only
+        if args.plot:  # before the scan: plot_lengths checks the path before reading
             plot_lengths(documents, args.plot)
+        summary = describe_corpus(documents)
     except CorpusError as exc:
         return report("inspect", exc)
     if args.json:

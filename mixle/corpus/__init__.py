@@ -13,10 +13,17 @@ verify_corpus, VerifyReport, ShardReport
     Full checksum verification.
 describe_corpus, plot_lengths
     Summary statistics and a document-length histogram (``mixle inspect``).
-publish_corpus, convert_corpus, upload_corpus
-    Write a corpus to a local directory or fsspec URL, raw or zarr layout.
+publish_corpus, convert_corpus, upload_corpus, stored_bytes
+    Write a corpus to a local directory or fsspec URL, raw or zarr layout; the bytes a
+    stored corpus occupies (``mixle convert`` reports the ratio of the two layouts).
+ingest, IngestOptions, IngestSummary; plan_ingest, IngestPlan, run_unit, commit_ingest
+    Ingest inputs in one call, or as three steps that may run on many machines (plan,
+    run each unit, commit: ``docs/ingest.md``); merge_corpora, export_corpus.
 CachedDocuments, RangeDocuments, RemoteStore, ShardCache
     Remote corpora: shared local shard cache with prefetch, or byte-range reads.
+PlanFiles
+    A directory of memory-mapped epoch plans: the file-backed
+    :class:`mixle.data.PlanStore` (``StreamingCorpus(..., plan_store=PlanFiles(dir))``).
 
 Building blocks (for parallel ingest and remote backends)
 ----------------------------------------------------------
@@ -26,6 +33,9 @@ commit_manifest
     Publish a list of shard entries as a corpus (totals, fingerprint, atomic write).
 Manifest, ShardEntry
     The typed, validated manifest (``ShardedDocuments.parsed_manifest``) and its shards.
+ShardStore, ShardLoader, ShardArrays
+    Where a corpus's files live, and how a reader obtains one shard's arrays (mapped in
+    place, cached, range-read): the contracts a new storage backend implements.
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ from mixle.corpus.export import DEFAULT_CHUNK_BYTES, EXPORT_FORMATS, ExportSumma
 from mixle.corpus.format.documents import DEFAULT_MAX_OPEN_SHARDS, ShardedDocuments
 from mixle.corpus.format.manifest import Manifest, ShardEntry, commit_manifest
 from mixle.corpus.format.shard import ShardWriter, write_shard
+from mixle.corpus.format.shard_loader import ShardArrays, ShardLoader
 from mixle.corpus.format.spec import FORMAT_VERSION, MANIFEST_NAME
 from mixle.corpus.format.store import ShardStore
 from mixle.corpus.format.verify import ShardReport, VerifyReport
@@ -46,10 +57,11 @@ from mixle.corpus.ingestion.options import IngestOptions
 from mixle.corpus.ingestion.pipeline import DEFAULT_UNIT_BYTES, IngestSummary, ingest
 from mixle.corpus.ingestion.plan import IngestPlan, plan_ingest
 from mixle.corpus.ingestion.units import run_unit
-from mixle.corpus.storage.cache import ShardCache, default_cache_dir
+from mixle.corpus.storage.cache import ShardCache
 from mixle.corpus.storage.cached_documents import CachedDocuments
-from mixle.corpus.storage.inspect import check_plot_path, describe_corpus, plot_lengths
+from mixle.corpus.storage.inspect import describe_corpus, plot_lengths
 from mixle.corpus.storage.open import open_corpus, verify_corpus
+from mixle.corpus.storage.plan_cache import PlanFiles
 from mixle.corpus.storage.publish import convert_corpus, publish_corpus, stored_bytes, upload_corpus
 from mixle.corpus.storage.range_documents import RangeDocuments
 from mixle.corpus.storage.remote import RemoteStore
@@ -67,20 +79,21 @@ __all__ = [
     "CorpusWriter",
     "DocumentsView",
     "Manifest",
+    "PlanFiles",
     "RangeDocuments",
     "RemoteError",
     "RemoteStore",
+    "ShardArrays",
     "ShardCache",
     "ShardEntry",
+    "ShardLoader",
     "ShardReport",
     "ShardStore",
     "ShardWriter",
     "ShardedDocuments",
     "VerifyReport",
-    "check_plot_path",
     "commit_manifest",
     "convert_corpus",
-    "default_cache_dir",
     "describe_corpus",
     "open_corpus",
     "plot_lengths",

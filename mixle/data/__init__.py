@@ -2,11 +2,22 @@
 
 Nothing here knows about files: ``documents`` may be a list of numpy arrays or a lazy
 memory-mapped :class:`mixle.corpus.ShardedDocuments`; the contracts are the same.
+
+Contracts a user may implement: :class:`DocumentSource` (what the streams read:
+``len``, ``lengths``, ``fingerprint``, ``take``, ``prefetch``, ``gather_into``; a plain
+sequence of arrays is adapted), :class:`PlanStore` (where epoch plans are kept across
+processes; ``mixle.corpus.PlanFiles`` keeps them in files) and :class:`MixingRule`
+(how a :class:`Mixture` turns weights into each row's source; :class:`ExactSchedule`
+is the default, :class:`TemperatureSchedule` a second rule).
 """
 
+from mixle.data._documents import DocumentSource
 from mixle.data._gather import gather_backend, set_gather_backend
+from mixle.data._mixing_rule import ExactSchedule, MixingRule, RowSchedule
 from mixle.data._mixture import Mixture, MixturePhase, SourceAccount, SourceBudget
 from mixle.data._mixture_source import MixtureSource
+from mixle.data._plan_store import PlanStore
+from mixle.data._temperature_schedule import TemperatureSchedule
 from mixle.data.stream_token_source import TokenStream, stream_token_source
 from mixle.data.streaming_corpus import (
     PackedCorpus,
@@ -17,13 +28,19 @@ from mixle.data.streaming_corpus import (
 )
 
 __all__ = [
+    "DocumentSource",
+    "ExactSchedule",
+    "MixingRule",
     "Mixture",
     "MixturePhase",
     "MixtureSource",
     "PackedCorpus",
+    "PlanStore",
+    "RowSchedule",
     "SourceAccount",
     "SourceBudget",
     "StreamingCorpus",
+    "TemperatureSchedule",
     "TokenStream",
     "gather_backend",
     "global_document_order",

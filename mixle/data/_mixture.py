@@ -25,10 +25,16 @@ import numpy as np
 
 from mixle._checks import exact_int, nonnegative_int, positive_int
 from mixle.data._cursor import Cursor
+from mixle.data._mixing_rule import (
+    MixingRule,
+    RowSchedule,
+    built_schedule,
+    checked_rule,
+    rule_identity,
+)
 from mixle.data._mixture_source import MixtureSource, build_rows, check_weight
 from mixle.data._mixture_windows import SourceWindows
 from mixle.data._plan_store import PlanStore, checked_plan_store
-from mixle.data._schedule import MixtureSchedule
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
 
 __all__ = ["OBJECTIVES", "Mixture", "MixturePhase", "SourceAccount", "SourceBudget", "SourceStream"]
@@ -127,6 +133,12 @@ class Mixture:
         layouts and token count by the source's identity and epoch: a restarted
         process loads them instead of reading every length and planning the epochs
         it resumes in. Batches are the same with or without it.
+    schedule
+        The mixing rule (:class:`~mixle.data._mixing_rule.MixingRule`) that turns the
+        weights into each row's source: :class:`~mixle.data.ExactSchedule` (default,
+        the weights as given) or e.g. :class:`~mixle.data.TemperatureSchedule` (weights
+        times each source's size to the power ``alpha``). A non-default rule's name and
+        parameters are part of the stream identity.
 
     Packed batches are ``(context, targets, loss_mask, [document_ids, position_ids],
     source_ids)``: ``(batch_size, block)`` int64, int64, bool, [int64, int64] and a
@@ -160,8 +172,10 @@ class Mixture:
         document_ids: bool = False,
         objective: str = "packed",
         plan_store: PlanStore | None = None,
+        schedule: MixingRule | None = None,
     ) -> None:
         self.sources = _checked_sources(sources)
+        self.schedule_rule = checked_rule(schedule)
         self.block = positive_int("block", block)
         self.batch_size = positive_int("batch_size", batch_size)
         self.world_size = positive_int("world_size", world_size)
@@ -198,7 +212,6 @@ class Mixture:
                 raise ArgumentError(
                     f"the weights of {where} are all zero; give at least one source a positive weight."
                 )
-        self.schedule = MixtureSchedule([0, *(p.start_row for p in self.phases)], weights)
         self.rows: list[SourceStream] = (
             [
                 SourceWindows(s, block=self.block, seed=self.seed, boundary_id=self.boundary_id)
@@ -215,6 +228,12 @@ class Mixture:
                     plan_store=checked_plan_store(plan_store),
                 )
             )
+        )
+        self.schedule: RowSchedule = built_schedule(
+            self.schedule_rule,
+            [0, *(p.start_row for p in self.phases)],
+            weights,
+            [r.real_tokens(r.rows_per_epoch) for r in self.rows],
         )
         self._cursor = Cursor("Mixture", index_key="row", version=2)
 
@@ -300,7 +319,8 @@ class Mixture:
 
     def stream_identity(self) -> dict[str, Any]:
         """The mixture identity saved in ``state_dict``: sources' names, fingerprints,
-        rounded weights and ``max_epochs``, the phases, seed, block, pad and boundary."""
+        rounded weights and ``max_epochs``, the phases, seed, block, pad and boundary
+        (and the mixing rule, unless it is the default)."""
         identity: dict[str, Any] = {
             "mixture_sources": self.names,
             "seed": self.seed,
@@ -316,6 +336,9 @@ class Mixture:
             identity[f"source {source.name!r} num_documents"] = rows.num_documents
             identity[f"source {source.name!r} max_epochs"] = source.max_epochs
         identity["phases"] = self._phase_identity()
+        rule = rule_identity(self.schedule_rule)
+        if rule is not None:  # default states predate the field: absent = exact
+            identity["schedule"] = rule
         return identity
 
     def _phase_identity(self) -> list[list[Any]]:

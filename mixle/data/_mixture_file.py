@@ -17,7 +17,11 @@
     start_row = 2000
     weights = { code = 0.5, text = 0.5 }
 
-JSON holds the same structure (``{"source": [...], "phase": [...]}``). Every key is
+    [schedule]             # optional: the mixing rule (default: "exact")
+    rule = "temperature"   # weights x size ** alpha
+    alpha = 0.3
+
+JSON holds the same structure (``{"source": [...], "phase": [...], "schedule": {...}}``). Every key is
 checked: an unknown one is an error naming it, where it is and the keys allowed.
 Opening the corpora is the caller's business (the data layer knows no files).
 """
@@ -32,13 +36,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from mixle._checks import nonnegative_int
+from mixle.data._mixing_rule import ExactSchedule, MixingRule, rule_from_table
 from mixle.data._mixture import MixturePhase
 from mixle.data._mixture_source import check_weight
+from mixle.data._temperature_schedule import TemperatureSchedule
 from mixle.errors import ArgumentError, ArgumentTypeError, CorpusNotFoundError
 
 __all__ = ["MixtureSpec", "SourceSpec", "read_mixture_file"]
 
-_TOP_KEYS = ("source", "phase")
+_TOP_KEYS = ("source", "phase", "schedule")
+# The mixing rules a file may name in [schedule] (rule = name, then the rule's keywords).
+RULES = {rule.name: rule for rule in (ExactSchedule, TemperatureSchedule)}
 _SOURCE_KEYS = ("name", "path", "weight", "max_epochs")
 _PHASE_KEYS = ("start_row", "weights")
 
@@ -55,11 +63,12 @@ class SourceSpec:
 
 @dataclass(frozen=True, slots=True)
 class MixtureSpec:
-    """A parsed mixture file."""
+    """A parsed mixture file (``schedule``: the ``[schedule]`` rule, ``None`` if absent)."""
 
     path: str
     sources: tuple[SourceSpec, ...]
     phases: tuple[MixturePhase, ...]
+    schedule: MixingRule | None = None
 
 
 def _check_keys(table: Any, allowed: tuple[str, ...], where: str) -> Mapping[str, Any]:
@@ -90,8 +99,9 @@ def read_mixture_file(path: str) -> MixtureSpec:
     CorpusNotFoundError
         No such file (a ``FileNotFoundError``).
     ArgumentError, ArgumentTypeError
-        Not valid TOML/JSON, an unknown key, a missing name/path/weight, a bad weight
-        (each naming the file and the source or phase).
+        Not valid TOML/JSON, an unknown key, a missing name/path/weight, a bad weight,
+        an unknown mixing rule or a bad parameter of it (each naming the file and the
+        source, phase or ``[schedule]``).
     """
     try:
         with open(path, "rb") as handle:
@@ -134,4 +144,10 @@ def read_mixture_file(path: str) -> MixtureSpec:
                 f"{path}: `weights` of phase {index} must map source names to weights."
             )
         phases.append(MixturePhase(start, dict(weights)))
-    return MixtureSpec(path, tuple(sources), tuple(phases))
+    schedule = None
+    if "schedule" in top:
+        table = top["schedule"]
+        if not isinstance(table, Mapping):
+            raise ArgumentTypeError(f"{path}: [schedule] must be a table (rule = ..., ...).")
+        schedule = rule_from_table(table, RULES, f"{path}: [schedule]")
+    return MixtureSpec(path, tuple(sources), tuple(phases), schedule)

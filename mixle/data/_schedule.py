@@ -17,6 +17,9 @@ stream.
 Lookups are O(1) (which source, and its own row index) and O(log P) (a source's
 count in any prefix); nothing depends on previous steps. A period costs ``P`` int16
 plus ``P`` int64 entries (under 1 MiB) and is built in O(P log sources).
+
+:class:`MixtureSchedule` is the row schedule every rule of :mod:`mixle.data._mixing_rule`
+builds (the contract a mixture reads is :class:`~mixle.data._mixing_rule.RowSchedule`).
 """
 
 from __future__ import annotations

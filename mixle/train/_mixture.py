@@ -48,6 +48,7 @@ def open_mixture(path: str, *, block: int, **options: Any) -> tuple[Mixture, int
         if size is not None:
             vocab = size if vocab is None else max(vocab, size)
         sources.append(MixtureSource(documents, entry.weight, entry.name, entry.max_epochs))
+    options.setdefault("schedule", spec.schedule)
     return Mixture(sources, block=block, phases=spec.phases, **options), vocab
 
 

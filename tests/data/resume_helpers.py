@@ -86,3 +86,28 @@ def assert_resumes_at_every_step(
         for a, e in zip(actual, expected, strict=True):
             compare(a, e)
     return items
+
+
+def assert_resumes_on_two_ranks(
+    make: Callable[..., Resumable], *, skip: int, steps: int = 3, batch_size: int = 4
+) -> None:
+    """A state saved on one rank after ``skip`` batches resumes on two ranks of half the
+    batch size: the ranks' batches, concatenated, are the rest of the one-rank stream.
+
+    ``make(rank=, world_size=, batch_size=)`` builds the iterator (a global-layout one).
+    """
+    reference = make(rank=0, world_size=1, batch_size=batch_size)
+    stream = iter(reference)
+    for _ in range(skip):
+        next(stream)
+    state = reference.state_dict()
+    expected = [next(stream) for _ in range(steps)]
+    halves = [make(rank=r, world_size=2, batch_size=batch_size // 2) for r in range(2)]
+    for half in halves:
+        half.load_state_dict(state)
+    got = [[next(it) for _ in range(steps)] for it in map(iter, halves)]
+    for step in range(steps):
+        assert_items_equal(
+            tuple(np.concatenate(p) for p in zip(got[0][step], got[1][step], strict=True)),
+            expected[step],
+        )

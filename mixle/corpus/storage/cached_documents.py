@@ -8,7 +8,7 @@ views of mmap'd files in the cache); the strategy adds:
   it is in the reader's open-shard set, so no process evicts it; leaving the set
   unpins it.
 - **background prefetch**: ``prefetch`` (called by consumers that know their future
-  order, via :func:`mixle.data.prefetch_hint`) starts downloading the next shards
+  order: :meth:`mixle.data.DocumentSource.prefetch`) starts downloading the next shards
   without blocking; already open shards get the usual ``madvise`` hint.
 """
 
