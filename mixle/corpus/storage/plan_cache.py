@@ -152,8 +152,7 @@ class PlanFiles:
             if not os.path.exists(path):
                 return None  # no plan (or a dangling link, which the rebuild replaces)
             raise CorpusFormatError(
-                f"epoch-plan file {exc} Plan files are a cache: remove it and the plan is "
-                "rebuilt."
+                f"epoch-plan file {exc} Plan files are a cache: remove it and the plan is rebuilt."
             ) from None
         with handle:
             size = os.fstat(handle.fileno()).st_size
