@@ -38,7 +38,12 @@ from mixle._checks import nonnegative_int
 from mixle._file_checks import read_regular
 from mixle._safe_json import loads_bounded
 from mixle.data._mixture import MixturePhase
-from mixle.data._mixture_source import check_unique_names, check_weight, check_weight_sum
+from mixle.data._mixture_source import (
+    check_max_epochs,
+    check_unique_names,
+    check_weight,
+    check_weight_sum,
+)
 from mixle.errors import ArgumentError, ArgumentTypeError, CorpusNotFoundError
 
 __all__ = ["MAX_BYTES", "MixtureSpec", "SourceSpec", "read_mixture_file"]
@@ -132,6 +137,7 @@ def read_mixture_file(path: str) -> MixtureSpec:
         if "weight" not in table:
             raise ArgumentError(f"{where} needs a `weight` (its share of trained tokens).")
         weight = check_weight(table["weight"], where)
+        check_max_epochs(table.get("max_epochs"), where)
         sources.append(
             SourceSpec(
                 name, _location(table.get("path"), base, where), weight, table.get("max_epochs")
@@ -139,16 +145,28 @@ def read_mixture_file(path: str) -> MixtureSpec:
         )
     check_unique_names((s.name for s in sources), path)
     check_weight_sum([s.weight for s in sources], f"{path}: the sources")
+    names = [s.name for s in sources]
+    entries = top.get("phase", [])
+    if not isinstance(entries, list):
+        raise ArgumentTypeError(f"{path}: `phase` must be a list of [[phase]] tables.")
     phases = []
-    for index, entry in enumerate(top.get("phase", []), 1):
+    for index, entry in enumerate(entries, 1):
         table = _check_keys(entry, _PHASE_KEYS, f"{path}: phase {index}")
         if "start_row" not in table or "weights" not in table:
             raise ArgumentError(f"{path}: phase {index} needs `start_row` and `weights`.")
-        start = nonnegative_int(f"start_row of phase {index}", table["start_row"])
+        start = nonnegative_int(f"{path}: start_row of phase {index}", table["start_row"])
         weights = table["weights"]
         if not isinstance(weights, Mapping):
             raise ArgumentTypeError(
                 f"{path}: `weights` of phase {index} must map source names to weights."
             )
+        for name, weight in weights.items():
+            if name not in names:
+                raise ArgumentError(
+                    f"{path}: phase {index} names unknown source {name!a}; the sources are "
+                    f"{', '.join(map(ascii, names))}."
+                )
+            check_weight(weight, f"{path}: source {name!r} in phase {index}")
+        check_weight_sum(list(map(float, weights.values())), f"{path}: phase {index}")
         phases.append(MixturePhase(start, dict(weights)))
     return MixtureSpec(path, tuple(sources), tuple(phases))

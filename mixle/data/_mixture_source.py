@@ -42,7 +42,14 @@ from mixle.data._plan_store import (
 )
 from mixle.errors import ArgumentError, ArgumentTypeError, CorpusFormatError
 
-__all__ = ["MixtureSource", "SourceRows", "check_unique_names", "check_weight", "check_weight_sum"]
+__all__ = [
+    "MixtureSource",
+    "SourceRows",
+    "check_max_epochs",
+    "check_unique_names",
+    "check_weight",
+    "check_weight_sum",
+]
 
 
 def _shown(value: Any) -> str:
@@ -69,6 +76,29 @@ def check_weight(value: Any, where: str) -> float:
             f"Got {_shown(value)} instead."
         )
     return weight
+
+
+def check_max_epochs(value: Any, where: str) -> None:
+    """Raise unless ``value`` (a source's ``max_epochs``) is ``None`` or a finite
+    positive number.
+
+    Raises
+    ------
+    ArgumentError
+        Anything else, naming ``where`` and the value.
+    """
+    if value is None:
+        return
+    finite = False
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            finite = math.isfinite(value) and value > 0
+        except OverflowError:  # an integer beyond the float range
+            finite = False
+    if not finite:
+        raise ArgumentError(
+            f"max_epochs of {where} must be a positive number or None. Got {_shown(value)} instead."
+        )
 
 
 def check_weight_sum(weights: Sequence[float], where: str) -> None:
@@ -145,17 +175,7 @@ class MixtureSource:
                 f"source `name` must be a non-empty string. Got {self.name!r} instead."
             )
         check_weight(self.weight, f"source {self.name!r}")
-        limit = self.max_epochs
-        if limit is not None and (
-            isinstance(limit, bool)
-            or not isinstance(limit, int | float)
-            or not math.isfinite(limit)
-            or limit <= 0
-        ):
-            raise ArgumentError(
-                f"max_epochs of source {self.name!r} must be a positive number or None. "
-                f"Got {limit!r} instead."
-            )
+        check_max_epochs(self.max_epochs, f"source {self.name!r}")
 
 
 def source_seed(seed: int, name: str, fingerprint: str) -> int:
