@@ -169,3 +169,35 @@ def test_the_largest_accepted_row_gives_batches(objective: str) -> None:
     mixture.load_state_dict({**mixture.state_dict(), "row": MAX_ROW})
     batches = [b for _, b in zip(range(3), mixture, strict=False)]
     assert len(batches) == 3 and mixture.cursor == (0, MAX_ROW + 6)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        (
+            _toml(("a", "1")).replace("weight = 1", "weight = 1\nmax_epochs = " + "9" * 400),
+            "max_epochs of .*source 'a' must be a positive number.*an integer of",
+        ),
+        ("phase = 3\n" + _toml(("a", "1")), "`phase` must be a list"),
+        (
+            _toml(("a", "1")) + "[[phase]]\nstart_row = 4\nweights = { b = 1 }\n",
+            "phase 1 names unknown source 'b'",
+        ),
+        (
+            _toml(("a", "1"), ("b", "1"))
+            + "[[phase]]\nstart_row = 4\nweights = { a = 1e308, b = 1e308 }\n",
+            "phase 1 sum to more than the largest float",
+        ),
+        (
+            _toml(("a", "1")) + "[[phase]]\nstart_row = 4\nweights = { a = [1] }\n",
+            "weight of .*source 'a' in phase 1 must be a number",
+        ),
+    ],
+)
+def test_a_mixture_file_phase_or_limit_is_checked_at_read_time_naming_the_file(
+    tmp_path: Path, text: str, match: str
+) -> None:
+    path = _write(tmp_path, "mix.toml", text)
+    with pytest.raises(ArgumentError, match=match) as caught:
+        read_mixture_file(path)
+    assert path in str(caught.value)
