@@ -146,12 +146,15 @@ def _saved_workers(
                 kind, f"_worker_snapshots.{key}.dataset_state", value.get("dataset_state"), Mapping
             )
             saved.append((worker, count, item))
-        seen = sorted(worker for worker, _, _ in saved)
-        missing = sorted(set(range(count)) - set(seen))
-        if missing:  # keys are unique, so a repeat shows as a key of another worker (above)
+        # Each saved worker is < count under its own (unique) key, so a worker is missing
+        # exactly when fewer than `count` were saved; the first gap is found in
+        # len(saved) + 1 steps (`count` itself may be huge).
+        present = {worker for worker, _, _ in saved}
+        if len(present) < count:
+            missing = next(w for w in range(count) if w not in present)
             raise StateMismatchError(
                 f"{kind} loader state of {count} workers lacks the snapshot of worker "
-                f"{missing[0]}: resuming would skip its batches."
+                f"{missing}: resuming would skip its batches."
             )
     missing_keys = [key for key in _MAIN_KEYS if key not in main]
     if missing_keys:

@@ -172,3 +172,7 @@ def test_a_single_process_state_claiming_another_worker_is_refused(
     single: dict[str, Any],
 ) -> None:
     _refused(single, _set(("dataset_state", "stream", "worker"), 1), r"= \(1, 1\)")
+
+
+def test_a_huge_worker_count_is_refused_without_counting_to_it(three: dict[str, Any]) -> None:
+    _refused(three, _set((*_MAIN, "_num_workers"), 2**63 - 1), "lacks the snapshot of worker 3")
