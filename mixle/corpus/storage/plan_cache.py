@@ -120,7 +120,7 @@ class PlanFiles:
             for name, array in contiguous.items():
                 start = entries[name]["offset"]
                 handle.write(b"\0" * (start - position))
-                handle.write(memoryview(array).cast("B") if array.nbytes else b"")
+                handle.write(array.data.cast("B") if array.nbytes else b"")
                 position = start + array.nbytes
             handle.write(b"\0" * (offset - position))
 
@@ -192,7 +192,7 @@ class PlanFiles:
 
 def _crc32(array: np.ndarray) -> int:
     """CRC-32 of a C-contiguous array's bytes (0 for an empty one)."""
-    return zlib.crc32(memoryview(array).cast("B")) if array.nbytes else 0
+    return zlib.crc32(array.data.cast("B")) if array.nbytes else 0
 
 
 def _mapped_array(mapping: mmap.mmap, entry: Any, body: int, size: int) -> np.ndarray | None:
