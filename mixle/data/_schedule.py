@@ -69,10 +69,11 @@ def round_weights(weights: Sequence[float]) -> tuple[int, ...]:
     step = 1 if missing > 0 else -1
     if step < 0:
         order = sorted(range(len(counts)), key=lambda i: (-counts[i], i))
-    if sum(1 for w in weights if w > 0) > RESOLUTION:
+    positive = sum(1 for w in weights if w > 0)
+    if positive > RESOLUTION:  # each needs a row of the period
         raise ArgumentError(
-            f"a mixture phase gives {sum(1 for w in weights if w > 0)} sources a positive "
-            f"weight; at most {RESOLUTION} can share a period."
+            f"a mixture phase gives {positive} sources a positive weight; at most "
+            f"{RESOLUTION} can share a period."
         )
     # Giving back never takes a source's last row (a positive weight keeps >= 1).
     position = 0

@@ -47,7 +47,7 @@ handshake *each*, answered one at a time: that serialised the workers. A custom
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -56,6 +56,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from mixle._checks import nonnegative_int, positive_int
 from mixle.data._cursor import Cursor
+from mixle.data._loader_state import MAX_POSITION, saved_workers
 from mixle.data._streaming import StreamingCorpus
 from mixle.data.stream_token_source import TokenStream
 from mixle.errors import ArgumentTypeError, StateMismatchError
@@ -71,115 +72,6 @@ _MAIN_KEYS = (
     "_IterableDataset_len_called",
     "_shared_seed",
 )
-
-
-# Largest saved epoch, batch or yielded count accepted (int64 arithmetic downstream).
-_MAX_POSITION = 2**63 - 1
-
-
-def _field(kind: str, where: str, value: Any, expected: type) -> Any:
-    """``value`` if it is an ``expected`` (``Mapping`` or ``int``, never a bool), else
-    the error naming the field ``where``, what it must be and what it is."""
-    if isinstance(value, expected) and not isinstance(value, bool):
-        return value
-    shown = "a dict" if expected is Mapping else "an integer"
-    raise StateMismatchError(
-        f"{kind} loader state is not a StatefulDataLoader state_dict: `{where}` must be "
-        f"{shown}. Got {_short(value)} ({type(value).__name__}) instead."
-    )
-
-
-def _short(value: Any) -> str:
-    text = repr(value) if not isinstance(value, int) or value.bit_length() <= 64 else "a huge int"
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _count(kind: str, where: str, value: Any, low: int) -> int:
-    """An int field in ``[low, 2**63)``, else the error naming it."""
-    value = _field(kind, where, value, int)
-    if not low <= value <= _MAX_POSITION:
-        raise StateMismatchError(
-            f"{kind} loader state field `{where}` must be an integer in [{low}, 2**63). "
-            f"Got {_short(value)} instead."
-        )
-    return int(value)
-
-
-def _saved_workers(
-    kind: str, state: Any
-) -> tuple[dict[str, Any], list[tuple[int, int, Mapping[str, Any]]]]:
-    """The main-process fields of a ``StatefulDataLoader`` state and, per saved worker,
-    ``(worker, num_workers, dataset state)``, checked to be workers ``0 .. n-1`` once each.
-
-    Raises
-    ------
-    StateMismatchError
-        A field missing or malformed, a worker missing or repeated (each named).
-    """
-    _field(kind, "state", state, Mapping)
-    saved: list[tuple[int, int, Mapping[str, Any]]] = []
-    if "_snapshot" not in state:
-        main = {key: state[key] for key in _MAIN_KEYS if key in state}
-        item = _field(kind, "dataset_state", state.get("dataset_state"), Mapping)
-        saved.append((0, 1, item))
-    else:
-        snapshot = _field(kind, "_snapshot", state["_snapshot"], Mapping)
-        main = dict(_field(kind, "_main_snapshot", snapshot.get("_main_snapshot"), Mapping))
-        snapshots = _field(kind, "_worker_snapshots", snapshot.get("_worker_snapshots"), Mapping)
-        count = _count(kind, "_num_workers", main.get("_num_workers"), 1)
-        for key, value in snapshots.items():
-            value = _field(kind, f"_worker_snapshots.{key}", value, Mapping)
-            worker = _count(kind, f"_worker_snapshots.{key}.worker_id", value.get("worker_id"), 0)
-            if key != f"worker_{worker}" and f"worker_{worker}" in snapshots:
-                raise StateMismatchError(
-                    f"{kind} loader state: the snapshot of worker {worker} appears twice "
-                    f"(under 'worker_{worker}' and {_short(key)}); a loader of {count} "
-                    "workers has one snapshot per worker."
-                )
-            if key != f"worker_{worker}" or worker >= count:
-                raise StateMismatchError(
-                    f"{kind} loader state: the snapshot under {_short(key)} is of worker "
-                    f"{worker}; a loader of {count} workers has worker_0 .. "
-                    f"worker_{count - 1}, each under its own key."
-                )
-            item = _field(
-                kind, f"_worker_snapshots.{key}.dataset_state", value.get("dataset_state"), Mapping
-            )
-            saved.append((worker, count, item))
-        # Each saved worker is < count under its own (unique) key, so a worker is missing
-        # exactly when fewer than `count` were saved; the first gap is found in
-        # len(saved) + 1 steps (`count` itself may be huge).
-        present = {worker for worker, _, _ in saved}
-        if len(present) < count:
-            missing = next(w for w in range(count) if w not in present)
-            raise StateMismatchError(
-                f"{kind} loader state of {count} workers lacks the snapshot of worker "
-                f"{missing}: resuming would skip its batches."
-            )
-    missing_keys = [key for key in _MAIN_KEYS if key not in main]
-    if missing_keys:
-        raise StateMismatchError(
-            f"{kind} loader state is not a StatefulDataLoader state_dict: "
-            f"{', '.join(missing_keys)} missing."
-        )
-    _count(kind, "_sampler_iter_yielded", main["_sampler_iter_yielded"], 0)
-    for worker, count, item in saved:
-        stream = item.get("stream")
-        if not isinstance(stream, Mapping) or (
-            stream.get("worker"),
-            stream.get("num_workers"),
-        ) != (worker, count):
-            shown = (
-                (stream.get("worker"), stream.get("num_workers"))
-                if isinstance(stream, Mapping)
-                else stream
-            )
-            raise StateMismatchError(
-                f"{kind} loader state: the dataset state saved for worker {worker} of {count} "
-                f"says (worker, num_workers) = {_short(shown)}: a snapshot of another worker, "
-                "copied or edited."
-            )
-    return main, saved
 
 
 def _worker() -> tuple[int, int]:
@@ -360,14 +252,14 @@ class _WorkerSplitDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch
             exactly workers ``0 .. n-1`` once each (the missing or repeated worker named).
         """
         workers = nonnegative_int("num_workers", num_workers)
-        main, saved = _saved_workers(self._kind, state)
+        main, saved = saved_workers(self._kind, state, _MAIN_KEYS)
         positions: list[tuple[int, int]] = []
         for worker, count, item in saved:
             position = self._cursor.check(item, self._identity(worker, count))
-            if item["done"] not in (0, 1) or max(position) > _MAX_POSITION:
+            if item["done"] not in (0, 1) or max(position) > MAX_POSITION:
                 raise StateMismatchError(
                     f"{self._kind} loader state of worker {worker}: `epoch` and `batch` must "
-                    f"be at most {_MAX_POSITION} and `done` 0 or 1. Got epoch {position[0]}, "
+                    f"be at most {MAX_POSITION} and `done` 0 or 1. Got epoch {position[0]}, "
                     f"batch {position[1]}, done {item['done']!r}."
                 )
             if not item["done"]:
