@@ -32,7 +32,13 @@ from mixle.data._mixing_rule import (
     checked_rule,
     rule_identity,
 )
-from mixle.data._mixture_source import MixtureSource, build_rows, check_weight
+from mixle.data._mixture_source import (
+    MixtureSource,
+    build_rows,
+    check_unique_names,
+    check_weight,
+    check_weight_sum,
+)
 from mixle.data._mixture_windows import SourceWindows
 from mixle.data._plan_store import PlanStore, checked_plan_store
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
@@ -44,6 +50,9 @@ OBJECTIVES = ("packed", "windows")
 Batch = tuple[np.ndarray, ...]
 # Iteration reads this many global batches' rows of the rank at once.
 _READ_AHEAD = 64
+# Largest cursor row accepted: rows are int64 on the way to a batch, and a row plus the
+# read-ahead (64 global batches) must not wrap. 2**62 rows is a century at 10**9 a second.
+MAX_ROW = 1 << 62
 
 
 class SourceStream(Protocol):
@@ -203,12 +212,13 @@ class Mixture:
         weights = [[s.weight for s in self.sources]]
         weights += [[float(p.weights.get(s.name, 0.0)) for s in self.sources] for p in self.phases]
         for index, row in enumerate(weights):
+            where = (
+                "the sources"
+                if index == 0
+                else f"phase {index} (from row {self.phases[index - 1].start_row})"
+            )
+            check_weight_sum(row, where)
             if not any(row):
-                where = (
-                    "the sources"
-                    if index == 0
-                    else f"phase {index} (from row {self.phases[index - 1].start_row})"
-                )
                 raise ArgumentError(
                     f"the weights of {where} are all zero; give at least one source a positive weight."
                 )
@@ -314,8 +324,11 @@ class Mixture:
         return self._cursor.position
 
     def seek(self, row: int) -> None:
-        """Move the cursor to global row ``row`` (O(1))."""
-        self._cursor.move(0, nonnegative_int("row", row))
+        """Move the cursor to global row ``row`` (O(1)), at most :data:`MAX_ROW`."""
+        row = nonnegative_int("row", row)
+        if row > MAX_ROW:
+            raise ArgumentError(f"`row` must be at most {MAX_ROW} (2**62). Got {row} instead.")
+        self._cursor.move(0, row)
 
     def stream_identity(self) -> dict[str, Any]:
         """The mixture identity saved in ``state_dict``: sources' names, fingerprints,
@@ -361,8 +374,9 @@ class Mixture:
         Raises
         ------
         StateMismatchError
-            Malformed state, or any other change (each differing field named with both
-            values; a changed or inserted phase named as ``phases``).
+            Malformed state (a ``row`` beyond :data:`MAX_ROW` included), or any other
+            change (each differing field named with both values; a changed or inserted
+            phase named as ``phases``).
         """
         identity = self.stream_identity()
         saved = state.get("stream") if isinstance(state, Mapping) else None
@@ -380,6 +394,11 @@ class Mixture:
         if state["epoch"] != 0:
             raise StateMismatchError(
                 f"Mixture state has epoch {state['epoch']}; a mixture has only epoch 0."
+            )
+        if state["row"] > MAX_ROW:
+            raise StateMismatchError(
+                f"Mixture state field `row` must be at most {MAX_ROW} (2**62). "
+                f"Got {state['row']} instead."
             )
         self._cursor.move(0, state["row"])
 
@@ -475,17 +494,12 @@ def _checked_sources(sources: Any) -> list[MixtureSource]:
     checked = list(sources)
     if not checked:
         raise ArgumentError("a mixture needs at least one source.")
-    seen: set[str] = set()
     for source in checked:
         if not isinstance(source, MixtureSource):
             raise ArgumentTypeError(
                 f"every source must be a MixtureSource. Got {type(source).__name__}."
             )
-        if source.name in seen:
-            raise ArgumentError(
-                f"source name {source.name!r} is used twice; give every source its own name."
-            )
-        seen.add(source.name)
+    check_unique_names((s.name for s in checked), "the mixture")
     return checked
 
 

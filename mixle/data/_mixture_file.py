@@ -23,12 +23,15 @@
 
 JSON holds the same structure (``{"source": [...], "phase": [...], "schedule": {...}}``). Every key is
 checked: an unknown one is an error naming it, where it is and the keys allowed.
+The file is read through :func:`mixle._file_checks.read_regular` (a regular file of at
+most :data:`MAX_BYTES`: a FIFO or a link to a device is refused, never waited on or
+read without end), JSON through :func:`mixle._safe_json.loads_bounded`, and nesting
+too deep for the TOML parser is reported like any other syntax error.
 Opening the corpora is the caller's business (the data layer knows no files).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import tomllib
 from collections.abc import Mapping
@@ -36,13 +39,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from mixle._checks import nonnegative_int
+from mixle._file_checks import read_regular
+from mixle._safe_json import loads_bounded
 from mixle.data._mixing_rule import ExactSchedule, MixingRule, rule_from_table
 from mixle.data._mixture import MixturePhase
-from mixle.data._mixture_source import check_weight
+from mixle.data._mixture_source import (
+    check_max_epochs,
+    check_unique_names,
+    check_weight,
+    check_weight_sum,
+)
 from mixle.data._temperature_schedule import TemperatureSchedule
 from mixle.errors import ArgumentError, ArgumentTypeError, CorpusNotFoundError
 
-__all__ = ["MixtureSpec", "SourceSpec", "read_mixture_file"]
+__all__ = ["MAX_BYTES", "MixtureSpec", "SourceSpec", "read_mixture_file"]
+
+#: Largest mixture file read (a mixture of thousands of sources is a few hundred KiB).
+MAX_BYTES = 16 << 20
 
 _TOP_KEYS = ("source", "phase", "schedule")
 # The mixing rules a file may name in [schedule] (rule = name, then the rule's keywords).
@@ -99,19 +112,26 @@ def read_mixture_file(path: str) -> MixtureSpec:
     CorpusNotFoundError
         No such file (a ``FileNotFoundError``).
     ArgumentError, ArgumentTypeError
-        Not valid TOML/JSON, an unknown key, a missing name/path/weight, a bad weight,
-        an unknown mixing rule or a bad parameter of it (each naming the file and the
-        source, phase or ``[schedule]``).
+        Not a regular file of at most :data:`MAX_BYTES`, not valid TOML/JSON (nesting
+        too deep included), an unknown key, a missing name/path/weight, a bad weight or
+        weights whose sum overflows, two names equal once NFC-normalised, an unknown
+        mixing rule or a bad parameter of it (each naming the file and the source,
+        phase or ``[schedule]``).
     """
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-    except FileNotFoundError:
-        raise CorpusNotFoundError(f"mixture file {path} does not exist.") from None
-    try:
-        data = json.loads(raw) if path.endswith(".json") else tomllib.loads(raw.decode())
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ArgumentError(f"{path}: not a valid mixture file: {exc}") from None
+    if not os.path.exists(path):
+        raise CorpusNotFoundError(f"mixture file {path} does not exist.")
+    raw = read_regular(path, ArgumentError, limit=MAX_BYTES)
+    if path.endswith(".json"):
+        data = loads_bounded(raw, f"mixture file {path}", ArgumentError)
+    else:
+        try:
+            data = tomllib.loads(raw.decode())
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ArgumentError(f"{path}: not a valid mixture file: {exc}") from None
+        except RecursionError:
+            raise ArgumentError(
+                f"{path}: not a valid mixture file: arrays or tables nested too deeply."
+            ) from None
     top = _check_keys(data, _TOP_KEYS, f"{path}")
     base = os.path.dirname(os.path.abspath(path))
     entries = top.get("source", [])
@@ -127,22 +147,37 @@ def read_mixture_file(path: str) -> MixtureSpec:
         if "weight" not in table:
             raise ArgumentError(f"{where} needs a `weight` (its share of trained tokens).")
         weight = check_weight(table["weight"], where)
+        check_max_epochs(table.get("max_epochs"), where)
         sources.append(
             SourceSpec(
                 name, _location(table.get("path"), base, where), weight, table.get("max_epochs")
             )
         )
+    check_unique_names((s.name for s in sources), path)
+    check_weight_sum([s.weight for s in sources], f"{path}: the sources")
+    names = [s.name for s in sources]
+    entries = top.get("phase", [])
+    if not isinstance(entries, list):
+        raise ArgumentTypeError(f"{path}: `phase` must be a list of [[phase]] tables.")
     phases = []
-    for index, entry in enumerate(top.get("phase", []), 1):
+    for index, entry in enumerate(entries, 1):
         table = _check_keys(entry, _PHASE_KEYS, f"{path}: phase {index}")
         if "start_row" not in table or "weights" not in table:
             raise ArgumentError(f"{path}: phase {index} needs `start_row` and `weights`.")
-        start = nonnegative_int(f"start_row of phase {index}", table["start_row"])
+        start = nonnegative_int(f"{path}: start_row of phase {index}", table["start_row"])
         weights = table["weights"]
         if not isinstance(weights, Mapping):
             raise ArgumentTypeError(
                 f"{path}: `weights` of phase {index} must map source names to weights."
             )
+        for name, weight in weights.items():
+            if name not in names:
+                raise ArgumentError(
+                    f"{path}: phase {index} names unknown source {name!a}; the sources are "
+                    f"{', '.join(map(ascii, names))}."
+                )
+            check_weight(weight, f"{path}: source {name!r} in phase {index}")
+        check_weight_sum(list(map(float, weights.values())), f"{path}: phase {index}")
         phases.append(MixturePhase(start, dict(weights)))
     schedule = None
     if "schedule" in top:

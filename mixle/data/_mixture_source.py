@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+import unicodedata
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +42,21 @@ from mixle.data._plan_store import (
 )
 from mixle.errors import ArgumentError, ArgumentTypeError, CorpusFormatError
 
-__all__ = ["MixtureSource", "SourceRows", "check_weight"]
+__all__ = [
+    "MixtureSource",
+    "SourceRows",
+    "check_max_epochs",
+    "check_unique_names",
+    "check_weight",
+    "check_weight_sum",
+]
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, shortened for integers too long to print usefully."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    return repr(value)
 
 
 def check_weight(value: Any, where: str) -> float:
@@ -49,15 +64,82 @@ def check_weight(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
         raise ArgumentTypeError(
             f"weight of {where} must be a number (a share of trained tokens, e.g. 0.3). "
-            f"Got {value!r} ({type(value).__name__}) instead."
+            f"Got {_shown(value)} ({type(value).__name__}) instead."
         )
-    weight = float(value)
+    try:
+        weight = float(value)
+    except OverflowError:  # an integer beyond the float range
+        weight = math.inf
     if math.isnan(weight) or math.isinf(weight) or weight < 0:
         raise ArgumentError(
             f"weight of {where} must be a finite number >= 0 (a share of trained tokens). "
-            f"Got {value!r} instead."
+            f"Got {_shown(value)} instead."
         )
     return weight
+
+
+def check_max_epochs(value: Any, where: str) -> None:
+    """Raise unless ``value`` (a source's ``max_epochs``) is ``None`` or a finite
+    positive number.
+
+    Raises
+    ------
+    ArgumentError
+        Anything else, naming ``where`` and the value.
+    """
+    if value is None:
+        return
+    finite = False
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            finite = math.isfinite(value) and value > 0
+        except OverflowError:  # an integer beyond the float range
+            finite = False
+    if not finite:
+        raise ArgumentError(
+            f"max_epochs of {where} must be a positive number or None. Got {_shown(value)} instead."
+        )
+
+
+def check_weight_sum(weights: Sequence[float], where: str) -> None:
+    """Raise unless the checked weights ``weights`` have a finite sum (the schedule
+    normalises by it).
+
+    Raises
+    ------
+    ArgumentError
+        The sum overflows a float; names ``where`` and the fix.
+    """
+    try:
+        total = math.fsum(weights)
+    except OverflowError:
+        total = math.inf
+    if math.isinf(total):
+        raise ArgumentError(
+            f"the weights of {where} sum to more than the largest float (about 1.8e308); "
+            "only their ratios matter: scale them down."
+        )
+
+
+def check_unique_names(names: Iterable[str], where: str) -> None:
+    """Raise unless ``names`` are distinct once Unicode-normalised (NFC), so that two
+    spellings of one name ("café" composed and decomposed) are never two sources.
+
+    Raises
+    ------
+    ArgumentError
+        Two names are equal, or equal after NFC normalisation (both shown escaped).
+    """
+    seen: dict[str, str] = {}
+    for name in names:
+        key = unicodedata.normalize("NFC", name)
+        if key in seen:
+            if seen[key] == name:
+                same = f"{name!r} is used twice"
+            else:
+                same = f"{name!a} is the same name as {seen[key]!a} once Unicode-normalised (NFC)"
+            raise ArgumentError(f"source name {same} in {where}; give every source its own name.")
+        seen[key] = name
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,17 +175,7 @@ class MixtureSource:
                 f"source `name` must be a non-empty string. Got {self.name!r} instead."
             )
         check_weight(self.weight, f"source {self.name!r}")
-        limit = self.max_epochs
-        if limit is not None and (
-            isinstance(limit, bool)
-            or not isinstance(limit, int | float)
-            or not math.isfinite(limit)
-            or limit <= 0
-        ):
-            raise ArgumentError(
-                f"max_epochs of source {self.name!r} must be a positive number or None. "
-                f"Got {limit!r} instead."
-            )
+        check_max_epochs(self.max_epochs, f"source {self.name!r}")
 
 
 def source_seed(seed: int, name: str, fingerprint: str) -> int:

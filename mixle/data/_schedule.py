@@ -53,7 +53,12 @@ def round_weights(weights: Sequence[float]) -> tuple[int, ...]:
     total = math.fsum(weights)
     shares = [w / total for w in weights]
     fractions = [Fraction(s).limit_denominator(_EXACT_LIMIT) for s in shares]
-    if all(abs(float(f) - s) <= 1e-12 for f, s in zip(fractions, shares, strict=True)):
+    # A positive weight whose share is within 1e-12 of 0 is not exactly 0/P: it is
+    # given its row by the largest-remainder rounding below.
+    if all(
+        abs(float(f) - s) <= 1e-12 and (f > 0) == (w > 0)
+        for f, s, w in zip(fractions, shares, weights, strict=True)
+    ):
         period = math.lcm(*(f.denominator for f in fractions))
         exact = [f * period for f in fractions]
         if period <= RESOLUTION and sum(exact) == period:
@@ -67,8 +72,21 @@ def round_weights(weights: Sequence[float]) -> tuple[int, ...]:
     step = 1 if missing > 0 else -1
     if step < 0:
         order = sorted(range(len(counts)), key=lambda i: (-counts[i], i))
-    for position in range(abs(missing)):
-        counts[order[position % len(order)]] += step
+    positive = sum(1 for w in weights if w > 0)
+    if positive > RESOLUTION:  # each needs a row of the period
+        raise ArgumentError(
+            f"a mixture phase gives {positive} sources a positive weight; at most "
+            f"{RESOLUTION} can share a period."
+        )
+    # Giving back never takes a source's last row (a positive weight keeps >= 1).
+    position = 0
+    while missing:
+        index = order[position % len(order)]
+        position += 1
+        if step < 0 and counts[index] <= 1:
+            continue
+        counts[index] += step
+        missing -= step
     return tuple(counts)
 
 

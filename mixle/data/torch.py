@@ -47,7 +47,7 @@ handshake *each*, answered one at a time: that serialised the workers. A custom
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -56,6 +56,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from mixle._checks import nonnegative_int, positive_int
 from mixle.data._cursor import Cursor
+from mixle.data._loader_state import MAX_POSITION, saved_workers
 from mixle.data._streaming import StreamingCorpus
 from mixle.data.stream_token_source import TokenStream
 from mixle.errors import ArgumentTypeError, StateMismatchError
@@ -246,31 +247,21 @@ class _WorkerSplitDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch
         Raises
         ------
         StateMismatchError
-            ``state`` is not a ``StatefulDataLoader`` state of this dataset.
+            ``state`` is not a ``StatefulDataLoader`` state of this dataset: a field
+            missing or malformed (named, with its value), or the worker snapshots are not
+            exactly workers ``0 .. n-1`` once each (the missing or repeated worker named).
         """
         workers = nonnegative_int("num_workers", num_workers)
-        if not isinstance(state, Mapping):
-            raise StateMismatchError(
-                f"{self._kind} loader state must be a dict. Got {type(state).__name__} instead."
-            )
-        try:
-            if "_snapshot" in state:
-                main = dict(state["_snapshot"]["_main_snapshot"])
-                saved = [
-                    s["dataset_state"] for s in state["_snapshot"]["_worker_snapshots"].values()
-                ]
-            else:
-                main = {key: state[key] for key in _MAIN_KEYS}
-                saved = [state["dataset_state"]]
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise StateMismatchError(
-                f"{self._kind} loader state is not a StatefulDataLoader state_dict: {exc!r} missing."
-            ) from None
+        main, saved = saved_workers(self._kind, state, _MAIN_KEYS)
         positions: list[tuple[int, int]] = []
-        for item in saved:
-            stream = item.get("stream", {}) if isinstance(item, Mapping) else {}
-            origin = (int(stream.get("worker", 0)), int(stream.get("num_workers", 1)))
-            position = self._cursor.check(item, self._identity(*origin))
+        for worker, count, item in saved:
+            position = self._cursor.check(item, self._identity(worker, count))
+            if item["done"] not in (0, 1) or max(position) > MAX_POSITION:
+                raise StateMismatchError(
+                    f"{self._kind} loader state of worker {worker}: `epoch` and `batch` must "
+                    f"be at most {MAX_POSITION} and `done` 0 or 1. Got epoch {position[0]}, "
+                    f"batch {position[1]}, done {item['done']!r}."
+                )
             if not item["done"]:
                 positions.append(position)
         following = min(positions) if positions else None
