@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     """Print the summary; exit 0, or 2 when the corpus cannot be opened."""
     if args.mixture is not None or args.path is None:
         return _run_mixture(args)
-    from mixle.cli._errors import report
+    from mixle.cli._errors import echo, report
     from mixle.corpus import check_plot_path, describe_corpus, open_corpus, plot_lengths
     from mixle.errors import CorpusError
 
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
             )
     if args.plot:
         lines.append(f"histogram   {args.plot}")
-    print("\n".join(lines))
+    echo("\n".join(lines))
     return 0
 
 

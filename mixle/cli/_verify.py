@@ -28,6 +28,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Verify and print; exit 0 when intact, 1 when corrupt, 2 when there is no corpus."""
+    from mixle.cli._errors import echo
     from mixle.cli._errors import report as report_error
     from mixle.corpus import verify_corpus
     from mixle.errors import CorpusError
@@ -51,5 +52,5 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     bad = sum(not shard.ok for shard in report.shards) + len(report.errors)
     verdict = "intact" if report.ok else f"CORRUPT ({bad} problem{'s' * (bad != 1)})"
-    print(f"{report.location}: {len(report.shards)} shards, {verdict}")
+    echo(f"{report.location}: {len(report.shards)} shards, {verdict}")
     return 0 if report.ok else 1
