@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     except CorpusError as exc:
         return report("inspect", exc)
     if args.json:
-        print(json.dumps(summary, indent=2))
+        echo(json.dumps(summary, indent=2))
         return 0
     length = summary["length"]
     lines = [
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_mixture(args: argparse.Namespace) -> int:
     """Print the mixture's budget table for ``--steps``; 2 on a bad file, 1 over budget."""
-    from mixle.cli._errors import report
+    from mixle.cli._errors import echo, report
     from mixle.errors import CorpusError
     from mixle.train import budget_table, open_mixture
 
@@ -133,7 +133,7 @@ def _run_mixture(args: argparse.Namespace) -> int:
         f"mixture {args.mixture}: {args.steps:,} steps x {mixture.global_batch_size} {unit} "
         f"x block {mixture.block}"
     )
-    print(budget_table(budget, rows))
+    echo(budget_table(budget, rows))
     inexact = [r for r in mixture.rounding() if r["error"]]
     for entry in inexact:
         print(

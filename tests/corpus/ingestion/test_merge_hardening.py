@@ -11,7 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from mixle._file_checks import check_replaceable
 from mixle.cli import main
 from mixle.corpus import CorpusWriter, export_corpus, ingest, merge_corpora, open_corpus
 from mixle.corpus.format.shard import rewrite_shard_dtype
@@ -241,3 +244,85 @@ def test_ingest_overwrite_never_removes_a_work_directory_holding_an_input(
     with pytest.raises(ArgumentError, match="contains the input"):
         ingest([str(inside)], out, overwrite=True)
     assert inside.exists()
+
+
+def test_a_full_disk_during_export_names_the_file_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus = _corpus(tmp_path / "c", 21)
+
+    def full(*args: object) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    # The chunk header is written, then the tokens are copied in the kernel: that fails.
+    monkeypatch.setattr(os, "copy_file_range", full)
+    monkeypatch.setattr(os, "sendfile", full)
+    code = main(["export", str(corpus), str(tmp_path / "exp"), "--format", "litdata"])
+    monkeypatch.undo()
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "No space left on device" in err and "chunk-0-0.bin" in err, err
+    assert sorted(os.listdir(tmp_path)) == ["c"]  # no output, no staging directory
+
+
+# -- property: "is / contains / inside" does not depend on how a path is spelled -----------
+
+_NODES = ["a", "a/b", "a/b/c", "d"]
+
+
+def _spell(root: Path, node: str, how: int) -> str:
+    """One of several spellings of ``root/node``: plain, trailing slash, ``x/..``
+    detours, ``./`` parts, a ``file://`` URL, or through the symlink ``root/la`` -> a."""
+    plain = str(root / node)
+    if how == 1:
+        return plain + "/"
+    if how == 2:
+        return str(root / "d" / ".." / node)
+    if how == 3:
+        return str(root / "." / node.replace("/", "/./"))
+    if how == 4:
+        return "file://" + plain
+    if how == 5 and node.startswith("a"):
+        return str(root / ("la" + node[1:]))
+    return plain
+
+
+@given(
+    target=st.sampled_from(_NODES),
+    kept=st.sampled_from(_NODES),
+    spell_target=st.integers(0, 5),
+    spell_kept=st.integers(0, 5),
+)
+@settings(max_examples=200, deadline=None)
+def test_replace_checks_compare_real_paths_whatever_the_spelling(
+    tmp_path_factory: pytest.TempPathFactory,
+    target: str,
+    kept: str,
+    spell_target: int,
+    spell_kept: int,
+) -> None:
+    root = tmp_path_factory.getbasetemp() / "spellings"
+    if not root.exists():
+        (root / "a" / "b" / "c").mkdir(parents=True)
+        (root / "d").mkdir()
+        (root / "la").symlink_to(root / "a")
+
+    def outcome(t: str, k: str) -> str | None:
+        try:
+            check_replaceable(t, [k], what="t", allow_inside=False)
+        except ArgumentError as exc:
+            return next(word for word in ("is the", "contains", "is inside") if word in str(exc))
+        return None
+
+    spelled = outcome(_spell(root, target, spell_target), _spell(root, kept, spell_kept))
+    assert spelled == outcome(str(root / target), str(root / kept))
+    expected = (
+        "is the"
+        if target == kept
+        else "contains"
+        if kept.startswith(target + "/")
+        else "is inside"
+        if target.startswith(kept + "/")
+        else None
+    )
+    assert spelled == expected
