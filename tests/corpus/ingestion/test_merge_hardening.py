@@ -326,3 +326,14 @@ def test_replace_checks_compare_real_paths_whatever_the_spelling(
         else None
     )
     assert spelled == expected
+
+
+def test_a_manifest_larger_than_the_bound_is_refused_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = _corpus(tmp_path / "a", 22), _corpus(tmp_path / "b", 23)
+    monkeypatch.setattr("mixle.corpus.storage.local.MAX_MANIFEST_BYTES", 100)
+    with pytest.raises(CorpusFormatError, match="larger than the 100 bytes"):
+        merge_corpora([str(a), str(b)], tmp_path / "out")
+    with pytest.raises(CorpusFormatError, match="larger than the 100 bytes"):
+        open_corpus(a)
