@@ -4,6 +4,7 @@ without loss in any order, nothing escapes ``main``'s handler, URLs are redacted
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 from pathlib import Path
@@ -87,9 +88,7 @@ def _lookup(options: dict[str, Any], path: tuple[str, ...]) -> Any:
     return options
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.lists(_OPTION_TEXT, min_size=1, max_size=4))
-def test_merging_is_lossless_and_independent_of_order(texts: list[str]) -> None:
+def _check_lossless_and_order_independent(texts: list[str]) -> None:
     outcomes = []
     for order in itertools.permutations(texts):
         try:
@@ -104,14 +103,52 @@ def test_merging_is_lossless_and_independent_of_order(texts: list[str]) -> None:
                 assert json.dumps(_lookup(merged, path)) == leaf  # nothing given is lost
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.text(max_size=60))
-def test_any_storage_option_text_parses_or_is_a_usage_error(text: str) -> None:
+def _check_any_text(text: str) -> None:
+    """Parsing and merging any text: a usage error, an ArgumentError or a value; never
+    another exception (the CLI would print a traceback)."""
     try:
-        parts, _ = parse_storage_option(text)
+        parsed = parse_storage_option(text)
     except argparse.ArgumentTypeError:
         return
-    assert parts and all(parts)
+    assert parsed[0] and all(parsed[0])
+    with contextlib.suppress(ArgumentError):
+        _check_lossless_and_order_independent([text, text])
+
+
+_ANY_TEXT = st.one_of(
+    st.text(max_size=60),
+    st.builds(
+        lambda key, value: f"{key}={value}",
+        st.text(st.sampled_from("ab._= "), max_size=12),
+        st.text(st.sampled_from('{}[]":,1a.tn '), max_size=40),
+    ),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_OPTION_TEXT, min_size=1, max_size=4))
+def test_merging_is_lossless_and_independent_of_order(texts: list[str]) -> None:
+    _check_lossless_and_order_independent(texts)
+
+
+@pytest.mark.slow
+@settings(max_examples=10_000, deadline=None)
+@given(st.lists(_OPTION_TEXT, min_size=1, max_size=4))
+def test_merging_is_lossless_and_independent_of_order_long(texts: list[str]) -> None:
+    _check_lossless_and_order_independent(texts)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ANY_TEXT)
+def test_any_storage_option_text_parses_or_is_a_usage_error(text: str) -> None:
+    _check_any_text(text)
+
+
+@pytest.mark.slow
+@settings(max_examples=10_000, deadline=None)
+@given(_ANY_TEXT)
+def test_any_storage_option_text_parses_or_is_a_usage_error_long(text: str) -> None:
+    _check_any_text(text)
 
 
 # -- class 10: nothing escapes main's handler ------------------------------------------------
