@@ -41,6 +41,7 @@ from mixle.errors import (
     CorpusExistsError,
     CorpusFormatError,
     CorpusNotFoundError,
+    redact_userinfo,
 )
 
 __all__ = ["merge_corpora"]
@@ -189,9 +190,10 @@ def merge_corpora(
     ]
     target = _target_dtype(sources, dtype)
     vocab = _target_vocab(sources, vocab_size)
-    metadata = {
+    metadata = {  # a URL's userinfo (a password) is never written into the manifest
         "merged_from": [
-            {"corpus": name, "fingerprint": manifest.fingerprint} for name, manifest in sources
+            {"corpus": redact_userinfo(name), "fingerprint": manifest.fingerprint}
+            for name, manifest in sources
         ]
     }
     # Every check that can refuse an argument or an input runs before anything of the
