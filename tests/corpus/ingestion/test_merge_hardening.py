@@ -337,4 +337,3 @@ def test_a_manifest_larger_than_the_bound_is_refused_unread(
         merge_corpora([str(a), str(b)], tmp_path / "out")
     with pytest.raises(CorpusFormatError, match="larger than the 100 bytes"):
         open_corpus(a)
-
