@@ -79,4 +79,3 @@ class CachedDocuments(ShardedDocuments):
         super().__init__(
             store, manifest, max_open_shards=max_open_shards, loader=CachedShards(store)
         )
-
