@@ -6,7 +6,10 @@ should name a regular file can name a FIFO (``open`` blocks forever), a device
 reader opens files through :func:`open_regular` (non-blocking open, then ``fstat``
 on the open descriptor, so the check and the read concern the same file), learns
 sizes through :func:`regular_size`, and resolves shard names through
-:func:`contained_path`. Shard names are restricted to :data:`SAFE_NAME`, which
+:func:`contained_path` (:func:`contained_shard` adds the kind and size check a
+command makes before it links or copies a shard). Before anything is deleted or
+replaced, :func:`check_replaceable` compares real paths: a target that is, holds or
+lies inside a location that must be kept is refused. Shard names are restricted to :data:`SAFE_NAME`, which
 also keeps them free of ``%``-escapes, so a name means the same file locally and
 as a URL path segment.
 """
@@ -17,12 +20,15 @@ import io
 import os
 import re
 import stat
+from collections.abc import Iterable
 
-from mixle.errors import UnsafePathError
+from mixle.errors import ArgumentError, UnsafePathError
 
 __all__ = [
     "SAFE_NAME",
+    "check_replaceable",
     "contained_path",
+    "contained_shard",
     "is_safe_name",
     "open_regular",
     "read_regular",
@@ -150,3 +156,95 @@ def contained_path(directory: str, name: str) -> str:
                 "(shard names resolve relative to the corpus directory only)."
             )
     return path
+
+
+def contained_shard(directory: str, name: str, size: int, error: type[Exception]) -> str:
+    """Return ``directory/name`` once it is known to be a regular file of ``size`` bytes
+    inside ``directory`` (see :func:`contained_path`); nothing is opened.
+
+    Commands that link or copy shard files (``merge``, ``export``) check every one
+    this way before they remove or write anything, so a shard that is a symlink out
+    of its corpus, a FIFO, a device or a file of another size stops them first.
+
+    Raises
+    ------
+    UnsafePathError
+        ``name`` is not a plain name, or a symlink resolving outside ``directory``.
+    error
+        The file is missing, not a regular file, or not ``size`` bytes long.
+    """
+    path = contained_path(directory, name)
+    actual = regular_size(path, error)
+    if actual != size:
+        raise error(f"{path}: {actual} bytes on disk, its manifest entry says {size}.")
+    return path
+
+
+def _location(path: str) -> tuple[str, str]:
+    """``(store, key)`` comparing equal for two spellings of one location: the real
+    path of a local one (``file://`` allowed), the scheme and ``/``-trimmed rest of a URL."""
+    if path.startswith("file://"):
+        path = path[len("file://") :]
+    if "://" in path:
+        scheme, rest = path.split("://", 1)
+        return scheme.lower(), "/" + rest.strip("/")
+    return "file", os.path.realpath(path)
+
+
+def _relation(target: tuple[str, str], other: tuple[str, str]) -> str | None:
+    """How location ``target`` overlaps ``other``: ``"is"``, ``"contains"``, ``"is inside"``."""
+    if target[0] != other[0]:
+        return None
+    if target[1] == other[1]:
+        return "is"
+    separator = "/" if target[0] != "file" else os.sep
+    if other[1].startswith(target[1].rstrip(separator) + separator):
+        return "contains"
+    if target[1].startswith(other[1].rstrip(separator) + separator):
+        return "is inside"
+    return None
+
+
+def check_replaceable(
+    target: str,
+    keep: Iterable[str],
+    *,
+    what: str,
+    kept: str = "the input",
+    allow_inside: bool = False,
+) -> None:
+    """Refuse to delete or replace ``target`` when that could touch a location in ``keep``.
+
+    Real paths are compared (symlinks resolved, ``..`` and ``file://`` removed; URLs
+    by scheme and path), so a link to an input is that input. ``target`` must not be
+    a kept location nor contain one; unless ``allow_inside``, it must not lie inside
+    one either. Called by every command before it removes anything (``merge`` and
+    ``export`` outputs, ``ingest --overwrite``), so the refusal comes first.
+
+    Parameters
+    ----------
+    target
+        The file or directory about to be removed or rewritten.
+    keep
+        Locations the command promised to leave alone (its inputs).
+    what, kept
+        How the message names ``target`` (e.g. ``"the output"``) and a kept location.
+    allow_inside
+        Accept a ``target`` inside a kept location (it replaces nothing of it).
+
+    Raises
+    ------
+    ArgumentError
+        ``target`` is, contains, or (unless ``allow_inside``) is inside a kept location;
+        the message names both and the relation.
+    """
+    where = _location(target)
+    for item in keep:
+        relation = _relation(where, _location(item))
+        if relation is None or (relation == "is inside" and allow_inside):
+            continue
+        real = f" (both resolve to {where[1]})" if relation == "is" else ""
+        raise ArgumentError(
+            f"{what} {target} {relation} {kept} {item}{real}; writing it could change "
+            f"or delete {kept}. Choose another location."
+        )

@@ -11,10 +11,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import uuid
 from collections.abc import Iterator
 from typing import IO, Any, Literal, overload
 
 from mixle._file_checks import open_regular
+from mixle.errors import CorpusError, CorpusFormatError
 
 __all__ = [
     "atomic_write",
@@ -22,9 +24,14 @@ __all__ = [
     "file_sha256",
     "fsync_directory",
     "fsync_file",
+    "link_or_copy",
+    "naming_file",
     "rename_durably",
     "temporary_name",
 ]
+
+# Bytes per read when a file is copied through Python (a link was impossible).
+_COPY_BLOCK = 16 << 20
 
 
 def fsync_directory(directory: str) -> None:
@@ -114,3 +121,92 @@ def file_sha256(path: str, error: type[Exception] = OSError) -> str:
     """
     with open_regular(path, error) as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+@contextlib.contextmanager
+def naming_file(path: str) -> Iterator[None]:
+    """Context manager: an ``OSError`` naming no file (``ENOSPC`` from a write, ``EIO``)
+    is raised again as one naming ``path``, so "No space left on device" says where.
+
+    Errors of mixle's own family, and those that already name a file, pass unchanged.
+    """
+    try:
+        yield
+    except OSError as exc:
+        if isinstance(exc, CorpusError) or exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror or str(exc), path) from exc
+
+
+def link_or_copy(
+    source: str,
+    target: str,
+    *,
+    size: int | None = None,
+    error: type[Exception] = CorpusFormatError,
+) -> str:
+    """Make ``target`` a hard link to the regular file ``source``, or a copy of it.
+
+    ``source`` is opened first (:func:`~mixle._file_checks.open_regular`: a FIFO, a
+    device or, with ``size``, a file of another size is refused before anything is
+    written). The link is made under a hidden temporary name and checked to be the
+    opened file (same device and inode), else the opened file is copied (at most its
+    size in bytes, fsynced); then the temporary is renamed over ``target``, so an
+    existing ``target`` is replaced atomically and a rerun after a crash works. On any
+    failure the temporary file is removed and ``target`` is untouched. Returns
+    ``"link"`` or ``"copy"``.
+
+    Raises
+    ------
+    error
+        ``source`` is missing, not a regular file, of another size, or changed while
+        being copied.
+    OSError
+        The copy or rename failed (a full disk): the message names ``target``.
+    """
+    directory, name = os.path.split(target)
+    temporary = os.path.join(directory, f".{name}.tmp-{uuid.uuid4().hex}")
+    with open_regular(source, error, size) as handle:
+        opened = os.fstat(handle.fileno())
+        try:
+            with naming_file(target):
+                how = _link_or_copy_open(handle, opened, source, temporary, error)
+                os.replace(temporary, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+    fsync_directory(directory)
+    return how
+
+
+def _link_or_copy_open(
+    handle: IO[bytes],
+    opened: os.stat_result,
+    source: str,
+    temporary: str,
+    error: type[Exception],
+) -> str:
+    """Link ``source`` (the file open as ``handle``) to ``temporary``, else copy it there."""
+    try:
+        os.link(source, temporary)
+    except OSError:  # another file system, or links not supported: copy the bytes
+        pass
+    else:
+        linked = os.stat(temporary)
+        if (linked.st_dev, linked.st_ino) == (opened.st_dev, opened.st_ino):
+            return "link"
+        raise error(f"{source} was replaced while it was being linked; nothing was written.")
+    remaining = opened.st_size
+    with open(temporary, "xb") as out:
+        while remaining:
+            block = handle.read(min(remaining, _COPY_BLOCK))
+            if not block:
+                raise error(
+                    f"{source}: ended {remaining} bytes before its size {opened.st_size}; "
+                    "was it truncated while being copied?"
+                )
+            out.write(block)
+            remaining -= len(block)
+        fsync_file(out)
+    return "copy"

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MAX_DEPTH", "MAX_FLOAT_CHARS", "MAX_INT_DIGITS", "loads_bounded"]
+__all__ = ["MAX_DEPTH", "MAX_FLOAT_CHARS", "MAX_INT_DIGITS", "json_depth", "loads_bounded"]
 
 #: Deepest nesting of arrays/objects accepted (mixle's own files nest < 10 deep).
 MAX_DEPTH = 64
@@ -39,8 +39,11 @@ class _Reject(Exception):
     """Raised inside the parser hooks; converted to the caller's error class."""
 
 
-def _depth(data: bytes) -> int:
-    """Maximum bracket nesting of ``data`` outside string literals (O(n), vectorised)."""
+def json_depth(data: bytes) -> int:
+    """Maximum bracket nesting of ``data`` outside string literals (O(n), vectorised).
+
+    Safe on any bytes (it parses nothing), so a caller can refuse a deep document
+    before handing it to a recursive parser."""
     stripped = np.frombuffer(_STRING.sub(b'""', data), dtype=np.uint8)
     if stripped.size == 0:
         return 0
@@ -99,7 +102,7 @@ def loads_bounded(data: bytes | str, where: str, error: type[Exception]) -> Any:
         Never ``RecursionError`` or the interpreter's integer-size ``ValueError``.
     """
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
-    depth = _depth(raw)
+    depth = json_depth(raw)
     if depth > MAX_DEPTH:
         raise error(f"{where}: JSON nested {depth} levels deep (at most {MAX_DEPTH} accepted).")
     try:

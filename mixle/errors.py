@@ -6,9 +6,14 @@ also subclasses the built-in exception it refines, so callers that already write
 
 Messages name the argument, file, shard, document and position involved and say
 what was expected, e.g. "`block` must be a positive integer. Got 0 instead."
+A URL in a message never shows its userinfo (``https://user:password@host`` reads
+``https://***@host``): every error of the family passes its message through
+:func:`redact_userinfo`, as does every other place mixle prints a location.
 """
 
 from __future__ import annotations
+
+import re
 
 __all__ = [
     "ArgumentError",
@@ -29,11 +34,32 @@ __all__ = [
     "StateMismatchError",
     "TokenIdError",
     "UnsafePathError",
+    "redact_userinfo",
 ]
+
+# ``scheme://userinfo@``: userinfo runs up to the first ``@`` before any ``/``, ``?``,
+# ``#`` or white space (RFC 3986: it cannot contain those unescaped).
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]+@")
+
+
+def redact_userinfo(text: str) -> str:
+    """``text`` with the userinfo (user name, password, token) of every URL in it
+    replaced by ``***``: ``s3://key:secret@host/b`` becomes ``s3://***@host/b``.
+
+    Idempotent; text without URLs is returned unchanged.
+    """
+    return _USERINFO.sub(r"\g<scheme>***@", text) if "://" in text else text
 
 
 class CorpusError(Exception):
-    """Root of every error mixle raises deliberately."""
+    """Root of every error mixle raises deliberately.
+
+    String arguments are stored with URL userinfo redacted (:func:`redact_userinfo`),
+    so no message, ``repr`` or pickled copy of an error carries a password.
+    """
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(redact_userinfo(arg) if isinstance(arg, str) else arg for arg in args))
 
 
 class ArgumentError(CorpusError, ValueError):

@@ -65,20 +65,25 @@ def _build_parser(selected: str | None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``mixle`` command with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
+    """Run the ``mixle`` command with ``argv`` (default: ``sys.argv[1:]``); return the exit code.
+
+    Parsing runs under the same handler as the command: an argparse ``type`` function
+    that raises something argparse does not turn into a usage error (a
+    ``RecursionError``, an ``OverflowError``) is still one line and exit 2.
+    """
     args_list = list(sys.argv[1:] if argv is None else argv)
     selected = next((arg for arg in args_list if arg in _COMMANDS), None)
-    parser = _build_parser(selected)
-    args = parser.parse_args(args_list)
-    if args.command is None:
-        parser.print_help()
-        return 2
     try:
+        parser = _build_parser(selected)
+        args = parser.parse_args(args_list)
+        if args.command is None:
+            parser.print_help()
+            return 2
         return int(args.func(args))
     except Exception as exc:  # bad input must never end in a traceback
         if debugging():
             raise
-        return report(args.command, exc)
+        return report(selected or "", exc)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Convert and print the sizes; exit 0 on success, 2 on a corpus error."""
-    from mixle.cli._errors import report
+    from mixle.cli._errors import echo, report
     from mixle.corpus import Manifest, convert_corpus, stored_bytes
     from mixle.errors import CorpusError
 
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     parsed = Manifest.from_dict(manifest, args.out)
     raw = sum(entry.tokens_bytes + entry.offsets_bytes for entry in parsed.shards)
     ratio = written / raw if raw else 1.0
-    print(
+    echo(
         f"{args.out}: {args.layout} layout, {len(parsed.shards)} shards, "
         f"{parsed.num_documents:,} documents, {parsed.num_tokens:,} tokens; "
         f"{written:,} bytes stored for {raw:,} bytes of shard data (ratio {ratio:.3f})"

@@ -3,7 +3,9 @@
 Bad input (a missing or corrupt corpus, an unreadable input, a malformed
 checkpoint, a wrong option) is reported as ``mixle COMMAND: error: TYPE: message``
 on a single line, never as a traceback. Set ``MIXLE_DEBUG=1`` to get the traceback
-of an unexpected error instead.
+of an unexpected error instead. URL userinfo (passwords, tokens) is redacted from
+every line printed here, whatever raised the error, and from the locations that
+commands print on success (:func:`echo`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["EXIT_BAD_INPUT", "debugging", "report"]
+from mixle.errors import redact_userinfo
+
+__all__ = ["EXIT_BAD_INPUT", "debugging", "echo", "report"]
 
 #: Exit status of a command that failed on bad input (argparse's usage errors use 2 too).
 EXIT_BAD_INPUT = 2
@@ -24,9 +28,16 @@ def debugging() -> bool:
 
 
 def report(command: str, exc: BaseException) -> int:
-    """Print ``exc`` as one line for ``mixle command`` and return :data:`EXIT_BAD_INPUT`."""
-    message = " ".join(str(exc).split()) or "no detail"
+    """Print ``exc`` as one line for ``mixle command`` (``mixle`` when ``command`` is
+    empty) and return :data:`EXIT_BAD_INPUT`."""
+    message = redact_userinfo(" ".join(str(exc).split())) or "no detail"
     if len(message) > _MAX_MESSAGE:
         message = message[:_MAX_MESSAGE] + "..."
-    print(f"mixle {command}: error: {type(exc).__name__}: {message}", file=sys.stderr)
+    prefix = f"mixle {command}" if command else "mixle"
+    print(f"{prefix}: error: {type(exc).__name__}: {message}", file=sys.stderr)
     return EXIT_BAD_INPUT
+
+
+def echo(text: str) -> None:
+    """Print a command's result on stdout, URL userinfo redacted."""
+    print(redact_userinfo(text))

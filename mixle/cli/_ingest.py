@@ -326,7 +326,7 @@ def _write_plan(inputs: list[str], options: dict[str, Any], path: str) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from mixle.cli._errors import report
+    from mixle.cli._errors import echo, report
     from mixle.corpus import commit_ingest, ingest
     from mixle.errors import CorpusError
 
@@ -348,5 +348,5 @@ def _run(args: argparse.Namespace) -> int:
     except CorpusError as exc:
         return report("ingest", exc)
     if not args.quiet:
-        print(summary.format())
+        echo(summary.format())
     return 0

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     """Print the summary; exit 0, or 2 when the corpus cannot be opened."""
     if args.mixture is not None or args.path is None:
         return _run_mixture(args)
-    from mixle.cli._errors import report
+    from mixle.cli._errors import echo, report
     from mixle.corpus import describe_corpus, open_corpus, plot_lengths
     from mixle.errors import CorpusError
 
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     except CorpusError as exc:
         return report("inspect", exc)
     if args.json:
-        print(json.dumps(summary, indent=2))
+        echo(json.dumps(summary, indent=2))
         return 0
     length = summary["length"]
     lines = [
@@ -97,13 +97,13 @@ def run(args: argparse.Namespace) -> int:
             )
     if args.plot:
         lines.append(f"histogram   {args.plot}")
-    print("\n".join(lines))
+    echo("\n".join(lines))
     return 0
 
 
 def _run_mixture(args: argparse.Namespace) -> int:
     """Print the mixture's budget table for ``--steps``; 2 on a bad file, 1 over budget."""
-    from mixle.cli._errors import report
+    from mixle.cli._errors import echo, report
     from mixle.errors import CorpusError
     from mixle.train import budget_table, open_mixture
 
@@ -131,7 +131,7 @@ def _run_mixture(args: argparse.Namespace) -> int:
         f"mixture {args.mixture}: {args.steps:,} steps x {mixture.global_batch_size} {unit} "
         f"x block {mixture.block}"
     )
-    print(budget_table(budget, rows))
+    echo(budget_table(budget, rows))
     inexact = [r for r in mixture.rounding() if r["error"]]
     for entry in inexact:
         print(

@@ -67,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
-    from mixle.cli._errors import report
+    from mixle.cli._errors import echo, report
     from mixle.corpus import merge_corpora
     from mixle.errors import CorpusError
 
@@ -87,7 +87,7 @@ def _run(args: argparse.Namespace) -> int:
     except CorpusError as exc:
         return report("merge", exc)
     if not args.quiet:
-        print(
+        echo(
             f"merged {len(inputs)} corpora into {output}: {manifest['num_documents']:,} "
             f"documents, {manifest['num_tokens']:,} tokens, {len(manifest['shards'])} shards, "
             f"dtype {manifest['dtype']}"

@@ -28,6 +28,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Verify and print; exit 0 when intact, 1 when corrupt, 2 when there is no corpus."""
+    from mixle.cli._errors import echo
     from mixle.cli._errors import report as report_error
     from mixle.corpus import verify_corpus
     from mixle.errors import CorpusError
@@ -37,10 +38,10 @@ def run(args: argparse.Namespace) -> int:
     except CorpusError as exc:
         return report_error("verify", exc)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        echo(json.dumps(report.to_dict(), indent=2))
         return 0 if report.ok else 1
     for error in report.errors:
-        print(f"FAIL  manifest  {type(error).__name__}: {error}")
+        echo(f"FAIL  manifest  {type(error).__name__}: {error}")
     for shard in report.shards:
         status = "ok  " if shard.ok else "FAIL"
         line = (
@@ -48,8 +49,8 @@ def run(args: argparse.Namespace) -> int:
         )
         if shard.error is not None:
             line += f"  {type(shard.error).__name__}: {shard.error}"
-        print(line)
+        echo(line)
     bad = sum(not shard.ok for shard in report.shards) + len(report.errors)
     verdict = "intact" if report.ok else f"CORRUPT ({bad} problem{'s' * (bad != 1)})"
-    print(f"{report.location}: {len(report.shards)} shards, {verdict}")
+    echo(f"{report.location}: {len(report.shards)} shards, {verdict}")
     return 0 if report.ok else 1

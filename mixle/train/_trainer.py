@@ -62,11 +62,13 @@ from mixle.train._staging import pin_for, stage_batch
 from mixle.train._summary import TrainSummary, mean_or_none
 from mixle.train.checkpoint import (
     latest_checkpoint,
+    misnamed_checkpoints,
     prune_checkpoints,
     read_checkpoint,
     remove_partial_checkpoints,
     write_checkpoint,
 )
+from mixle.train.checkpoint_checks import require_integer
 from mixle.train.metrics import MetricsLog, plot_losses, require_plotting
 
 __all__ = ["train"]
@@ -210,6 +212,11 @@ class _Trainer:
         if self.ctx.is_main:
             remove_partial_checkpoints(directory)
         self.ctx.barrier()
+        for path, recorded in misnamed_checkpoints(directory):
+            self.log(
+                f"ignoring {path}: its meta.json records step {recorded} (a renamed "
+                "checkpoint is never resumed from)"
+            )
         latest = latest_checkpoint(directory)
         if latest is None:
             self.metrics.restart_at(0)
@@ -231,7 +238,11 @@ class _Trainer:
             name: [before, now]
             for name, before, now in (
                 ("world_size", int(ckpt.meta["world_size"]), self.ctx.world_size),
-                ("batch_size", int(ckpt.meta["config"]["batch_size"]), self.config.batch_size),
+                (
+                    "batch_size",
+                    require_integer(ckpt.meta, "config.batch_size", f"{latest}/meta.json", 1),
+                    self.config.batch_size,
+                ),
             )
             if before != now
         }
@@ -252,7 +263,7 @@ class _Trainer:
             self.source.load_state_dict(ckpt.rank_state.get("stream"))
         except (ValueError, TypeError, KeyError) as exc:  # StateMismatchError is a ValueError
             raise CheckpointError(f"{latest}: rank {self.ctx.rank} data cursor: {exc}") from exc
-        set_rng_state(ckpt.rank_state.get("rng"))
+        set_rng_state(ckpt.rank_state.get("rng"), f"{latest}: rank {self.ctx.rank} state")
         self.step = ckpt.step
         progress = ckpt.meta.get("progress", {})
         self.total_tokens = int(progress.get("total_tokens", 0))

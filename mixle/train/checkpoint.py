@@ -17,6 +17,11 @@ fsyncs the parent. A crash at any moment leaves either the previous checkpoints 
 directory named ``step-*`` is complete by construction. Older checkpoints are removed
 only after the new one is in place (``keep_last``).
 
+A checkpoint's step is the one its verified ``meta.json`` records, never its directory
+name alone: a ``step-*`` directory whose name disagrees (a renamed checkpoint) is not
+listed, so it is neither resumed from nor pruned, and a new checkpoint of the step its
+name claims moves it aside to ``step-N.misnamed-step-M`` rather than being skipped.
+
 Reading validates before anything is used: the format and version, the world size,
 the run identity (corpus fingerprint, model shape, stream configuration — every
 differing field named with both values), the SHA-256 of every file and of the
@@ -59,6 +64,7 @@ __all__ = [
     "checkpoint_name",
     "latest_checkpoint",
     "list_checkpoints",
+    "misnamed_checkpoints",
     "prune_checkpoints",
     "read_checkpoint",
     "remove_partial_checkpoints",
@@ -91,22 +97,57 @@ def _write_json(path: str, value: Any) -> None:
 def list_checkpoints(directory: str) -> list[tuple[int, str]]:
     """Complete checkpoints under ``directory`` as ``(step, path)``, oldest first.
 
-    A missing directory has none. Temporary (partial) directories are not listed.
+    A missing directory has none. Temporary (partial) directories are not listed, and
+    neither is a ``step-*`` directory whose verified ``meta.json`` records another
+    step than its name (a renamed checkpoint: see :func:`misnamed_checkpoints`), so
+    a rename can never make an old checkpoint the newest. A directory whose metadata
+    cannot be read or verified is listed by its name, and reading it then says why.
     """
+    return _scan(directory)[0]
+
+
+def misnamed_checkpoints(directory: str) -> list[tuple[str, int]]:
+    """``(path, recorded step)`` of each ``step-*`` directory under ``directory`` whose
+    verified ``meta.json`` records another step than its name; never resumed from,
+    never pruned (the trainer names each one in its log)."""
+    return _scan(directory)[1]
+
+
+def _scan(directory: str) -> tuple[list[tuple[int, str]], list[tuple[str, int]]]:
     try:
         names = os.listdir(directory)
     except FileNotFoundError:
-        return []
-    found = []
+        return [], []
+    found: list[tuple[int, str]] = []
+    misnamed: list[tuple[str, int]] = []
     for name in names:
         match = _NAME.match(name)
-        if match and os.path.isdir(os.path.join(directory, name)):
-            found.append((int(match.group(1)), os.path.join(directory, name)))
-    return sorted(found)
+        path = os.path.join(directory, name)
+        if not (match and os.path.isdir(path)):
+            continue
+        step = int(match.group(1))
+        recorded = _recorded_step(path)
+        if recorded is None or recorded == step:
+            found.append((step, path))
+        else:
+            misnamed.append((path, recorded))
+    return sorted(found), sorted(misnamed)
+
+
+def _recorded_step(path: str) -> int | None:
+    """The step the verified ``meta.json`` of ``path`` records; ``None`` when that
+    metadata is missing or does not verify (reading the checkpoint reports why)."""
+    try:
+        return int(_read_meta(path)["step"])
+    except CheckpointError:
+        return None
 
 
 def latest_checkpoint(directory: str) -> str | None:
-    """Path of the newest complete checkpoint under ``directory``, or ``None``."""
+    """Path of the newest complete checkpoint under ``directory``, or ``None``.
+
+    Newest by the step its verified metadata records (see :func:`list_checkpoints`).
+    """
     found = list_checkpoints(directory)
     return found[-1][1] if found else None
 
@@ -170,6 +211,7 @@ def write_checkpoint(
     if rank == 0:
         os.makedirs(directory, exist_ok=True)
         shutil.rmtree(temporary, ignore_errors=True)
+        _move_misnamed(final, step)
         if not os.path.isdir(final):
             os.makedirs(temporary)
     barrier()
@@ -205,6 +247,16 @@ def write_checkpoint(
         rename_durably(temporary, final)
     barrier()
     return final
+
+
+def _move_misnamed(final: str, step: int) -> None:
+    """Rename a directory occupying ``final`` whose verified metadata records another
+    step to ``<final>.misnamed-step-<recorded>`` (kept, never listed), so the
+    checkpoint of ``step`` is written there instead of being taken as present."""
+    recorded = _recorded_step(final) if os.path.isdir(final) else None
+    if recorded is not None and recorded != step:
+        os.replace(final, f"{final}.misnamed-step-{recorded:08d}")
+        fsync_directory(os.path.dirname(final))
 
 
 def _flatten(value: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -294,6 +346,12 @@ def read_checkpoint(
         mismatch (file named), or a tensor file that is not weights-only loadable.
     """
     meta = _read_meta(path)
+    named = _NAME.match(os.path.basename(os.path.normpath(path)))
+    if named and int(named.group(1)) != meta["step"]:
+        raise CheckpointError(
+            f"{path}: its {META_FILE} records step {meta['step']}, its name step "
+            f"{int(named.group(1))}; a renamed checkpoint is not resumed from."
+        )
     if elastic and meta["world_size"] != world_size:
         rank = 0
     elif meta["world_size"] != world_size:

@@ -24,7 +24,14 @@ from mixle._file_checks import read_regular
 from mixle._safe_json import loads_bounded
 from mixle.errors import CheckpointError
 
-__all__ = ["META_DIGEST_KEY", "meta_sha256", "read_json", "validate_meta", "validate_tensors"]
+__all__ = [
+    "META_DIGEST_KEY",
+    "meta_sha256",
+    "read_json",
+    "require_integer",
+    "validate_meta",
+    "validate_tensors",
+]
 
 #: The key of ``meta.json`` holding the SHA-256 of the rest of the document.
 META_DIGEST_KEY = "meta_sha256"
@@ -53,12 +60,23 @@ def read_json(path: str) -> Any:
     )
 
 
-def _integer(meta: Mapping[str, Any], key: str, where: str, minimum: int) -> None:
-    value = meta.get(key)
+def require_integer(meta: Any, key: str, where: str, minimum: int) -> int:
+    """Return the integer ``meta[key]`` (``key`` may be dotted: ``config.batch_size``).
+
+    Raises
+    ------
+    CheckpointError
+        A level is not an object, the field is missing, not an integer, or below
+        ``minimum``; the message names ``where`` and the field.
+    """
+    value = meta
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
     if isinstance(value, bool) or not isinstance(value, int):
         raise CheckpointError(f"{where} has no integer `{key}`.")
     if value < minimum:
         raise CheckpointError(f"{where}: `{key}` must be at least {minimum}. Got {value}.")
+    return value
 
 
 def validate_meta(meta: dict[str, Any], where: str) -> None:
@@ -71,8 +89,8 @@ def validate_meta(meta: dict[str, Any], where: str) -> None:
         names to SHA-256 digests, ``meta_sha256`` is missing or does not match (the
         metadata was edited), or ``progress``/``identity``/``config`` are not objects.
     """
-    _integer(meta, "step", where, 0)
-    _integer(meta, "world_size", where, 1)
+    require_integer(meta, "step", where, 0)
+    require_integer(meta, "world_size", where, 1)
     files = meta.get("files")
     if not isinstance(files, dict):
         raise CheckpointError(f"{where} lists no files.")
@@ -92,7 +110,7 @@ def validate_meta(meta: dict[str, Any], where: str) -> None:
             )
     progress = meta.get("progress", {})
     if "total_tokens" in progress:
-        _integer(progress, "total_tokens", f"{where} `progress`", 0)
+        require_integer(progress, "total_tokens", f"{where} `progress`", 0)
 
 
 def validate_tensors(tensors: Any, where: str) -> dict[str, Any]:

@@ -15,6 +15,9 @@ On resume the log is cut back to the records with ``step <=`` the checkpoint's s
 (rewritten atomically), so it always describes exactly one trajectory: an interrupted
 and resumed run produces the same ``step`` records as an uninterrupted one, except for
 timings. A line torn by a crash is dropped. Lines are flushed as they are written.
+The log is read through :func:`mixle._file_checks.open_regular`: a FIFO or a device
+at its path is refused at once (never a blocking ``open``), and a line is parsed
+only up to :data:`MAX_LINE_BYTES`.
 """
 
 from __future__ import annotations
@@ -24,26 +27,49 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
+from mixle._file_checks import open_regular
 from mixle._io import atomic_write
 from mixle._optional import install_hint
 from mixle.errors import ArgumentError
 
-__all__ = ["MetricsLog", "plot_losses", "read_metrics"]
+__all__ = ["MAX_LINE_BYTES", "MetricsLog", "plot_losses", "read_metrics"]
+
+
+#: Longest line of a metrics log that is parsed (records are a few hundred bytes);
+#: a longer one is skipped like a torn line.
+MAX_LINE_BYTES = 1 << 20
 
 
 def read_metrics(path: str) -> list[dict[str, Any]]:
-    """Every well-formed record of the log at ``path`` (a torn last line is skipped)."""
+    """Every well-formed record of the log at ``path`` (a torn last line is skipped).
+
+    A missing log has none.
+
+    Raises
+    ------
+    ArgumentError
+        ``path`` is not a regular file (a FIFO, a device, a directory): it is
+        opened without blocking and refused before any read.
+    """
     return list(_records(path))
 
 
 def _records(path: str) -> Iterator[dict[str, Any]]:
-    if not os.path.exists(path):
-        return
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
+    try:
+        handle = open_regular(path, ArgumentError)
+    except ArgumentError as exc:
+        if isinstance(exc.__cause__, FileNotFoundError):
+            return
+        raise ArgumentError(f"metrics log {exc}") from exc
+    with handle:
+        while line := handle.readline(MAX_LINE_BYTES + 1):
+            if len(line) > MAX_LINE_BYTES:
+                while line and not line.endswith(b"\n"):  # skip the rest of it
+                    line = handle.readline(MAX_LINE_BYTES)
+                continue
             try:
                 record = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if isinstance(record, dict):
                 yield record

@@ -19,6 +19,7 @@ import shutil
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from mixle._file_checks import check_replaceable
 from mixle.corpus.export._source import fsync_directory, new_file, write_all
 from mixle.errors import ArgumentError, CorpusExistsError
 
@@ -36,8 +37,8 @@ def check_output(output: str, overwrite: bool, source_location: str) -> str:
     Raises
     ------
     ArgumentError
-        ``output`` is a URL (exports are local directories: links need a filesystem)
-        or the corpus directory itself.
+        ``output`` is a URL (exports are local directories: links need a filesystem),
+        or is or contains the corpus directory (real paths compared).
     CorpusExistsError
         ``output`` exists and ``overwrite`` is false, or it exists and is neither an
         empty directory nor a previous mixle export (so ``--overwrite`` never deletes
@@ -49,8 +50,11 @@ def check_output(output: str, overwrite: bool, source_location: str) -> str:
             "export locally, then copy the directory."
         )
     path = os.path.abspath(output[len("file://") :] if output.startswith("file://") else output)
-    if os.path.realpath(path) == os.path.realpath(source_location):
-        raise ArgumentError(f"`output` {path} is the corpus directory itself; choose another.")
+    # Real paths, and "contains" as well as "is": replacing an export that holds the
+    # corpus being exported (or a link to it) would delete that corpus.
+    check_replaceable(
+        path, [source_location], what="`output`", kept="the corpus", allow_inside=True
+    )
     if not os.path.lexists(path):
         return path
     if not overwrite:

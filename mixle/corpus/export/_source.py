@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from mixle._io import fsync_directory
+from mixle._file_checks import contained_shard, open_regular
+from mixle._io import fsync_directory, naming_file
 from mixle.corpus.format.documents import ShardedDocuments
 from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.ingestion.flat import MEGATRON_DTYPES, MEGATRON_MAGIC
@@ -106,11 +107,7 @@ class CorpusSource:
         shards: list[Shard] = []
         first_document = first_token = 0
         for number, entry in enumerate(manifest["shards"]):
-            path = None if directory is None else os.path.join(directory, entry["tokens"])
-            if path is not None and not (
-                os.path.isfile(path) and os.path.getsize(path) == entry["tokens_bytes"]
-            ):
-                path = None  # not the raw layout (e.g. a zarr group): read through the reader
+            path = None if directory is None else _local_tokens(directory, entry)
             shards.append(
                 Shard(
                     number,
@@ -205,13 +202,29 @@ def _local_directory(location: str) -> str | None:
     return path
 
 
+def _local_tokens(directory: str, entry: dict[str, Any]) -> str | None:
+    """The tokens file of ``entry`` in the local corpus ``directory`` when it is a
+    regular file of its recorded size; ``None`` when the corpus is read through the
+    reader instead (not the raw layout, e.g. a zarr group).
+
+    Raises
+    ------
+    UnsafePathError
+        The file is a symlink out of the corpus directory (never linked or copied).
+    """
+    try:  # an UnsafePathError (a CorpusFormatError, not an ExportError) propagates
+        return contained_shard(directory, entry["tokens"], entry["tokens_bytes"], ExportError)
+    except ExportError:
+        return None
+
+
 def _reflink(source: str, destination: str) -> bool:
     """Clone ``source`` into a new ``destination`` with ``FICLONE``; ``False`` if unsupported."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX
         return False
-    with open(source, "rb") as src, open(destination, "wb") as dst:
+    with open_regular(source, ExportError) as src, open(destination, "wb") as dst:
         try:
             fcntl.ioctl(dst.fileno(), _FICLONE, src.fileno())
             return True
@@ -226,8 +239,9 @@ def new_file(path: str) -> Iterator[int]:
     """Create ``path`` (it must not exist), yield its descriptor, fsync and close it."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        yield fd
-        os.fsync(fd)
+        with naming_file(path):  # "No space left on device" names the file
+            yield fd
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -242,7 +256,7 @@ def write_all(fd: int, data: bytes | np.ndarray) -> None:
 
 def _copy_range(path: str, fd: int, offset: int, count: int) -> None:
     """Append ``count`` bytes of ``path`` from ``offset`` to ``fd``, in the kernel."""
-    with open(path, "rb") as source:
+    with open_regular(path, ExportError) as source:
         src = source.fileno()
         if os.fstat(src).st_size < offset + count:
             raise ExportError(

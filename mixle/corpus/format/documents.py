@@ -16,7 +16,7 @@ import operator
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Self, overload
 
 import numpy as np
 
@@ -441,6 +441,14 @@ class ShardedDocuments(Sequence[np.ndarray]):
             self._last = _NO_SHARD
         self._release(numbers)
         self._loader.close()
+
+    def __enter__(self) -> Self:
+        """``with open_corpus(path) as docs:``: :meth:`close` on leaving the block, for
+        every corpus (local, cached remote, zarr or range reads alike)."""
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     # -- capabilities -------------------------------------------------------------------
     @property

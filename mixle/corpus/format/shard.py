@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from mixle._checks import nonnegative_int
+from mixle._file_checks import open_regular
 from mixle._io import fsync_directory, fsync_file
 from mixle.corpus.format.encode import as_integer_document, encode_documents, narrow
 from mixle.corpus.format.spec import (
@@ -374,7 +375,11 @@ def rewrite_shard_dtype(
         raise ArgumentError(f"cannot narrow shard {entry['tokens']} from {old.name} to {new}.")
     check_file_name(entry["tokens"], "`entry['tokens']`")
     check_file_name(entry["offsets"], "`entry['offsets']`")
-    with open(os.path.join(path, entry["offsets"]), "rb") as handle:
+    # Both files must be regular files of their recorded sizes (a FIFO would block, a
+    # device read forever), so the reads below are bounded by the entry.
+    with open_regular(
+        os.path.join(path, entry["offsets"]), CorpusFormatError, entry["offsets_bytes"]
+    ) as handle:
         handle.seek(HEADER_SIZE)
         offsets = np.frombuffer(handle.read(), dtype="<i8")
     if offsets.shape[0] != entry["num_documents"] + 1:
@@ -382,7 +387,9 @@ def rewrite_shard_dtype(
     writer = ShardWriter(path, 0, dtype=new, durable=durable)
     writer.tokens_name, writer.offsets_name = entry["tokens"], entry["offsets"]
     try:
-        with open(os.path.join(path, entry["tokens"]), "rb", buffering=0) as source:
+        with open_regular(
+            os.path.join(path, entry["tokens"]), CorpusFormatError, entry["tokens_bytes"]
+        ) as source:
             while True:
                 data = source.read(_COPY_CHUNK * old.itemsize)
                 if not data:

@@ -34,6 +34,7 @@ __all__ = [
     "HEADER_SIZE",
     "MAGIC",
     "MANIFEST_NAME",
+    "MAX_MANIFEST_BYTES",
     "OffsetsHeader",
     "check_file_name",
     "check_offset_ends",
@@ -50,6 +51,9 @@ __all__ = [
 
 #: The only entry point of a corpus; written last, atomically.
 MANIFEST_NAME = "manifest.json"
+#: Largest ``manifest.json`` read (about 3 million shard entries): a larger file is
+#: refused, never read into memory whole.
+MAX_MANIFEST_BYTES = 1 << 30
 #: Version of the on-disk layout written into every header and manifest.
 FORMAT_VERSION = 1
 #: First 8 bytes of every ``.offsets`` file.

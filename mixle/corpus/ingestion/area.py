@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from mixle._io import atomic_write_bytes, fsync_directory
+from mixle._io import atomic_write_bytes, link_or_copy
 from mixle.corpus.format.manifest import Manifest
 from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.storage.fs import filesystem
@@ -183,23 +183,3 @@ def _local_sizes(base: str) -> dict[str, int]:
             else:
                 sizes[name] = entry.stat(follow_symlinks=False).st_size
     return sizes
-
-
-def link_or_copy(source: str, target: str) -> None:
-    """Make ``target`` a hard link to ``source`` (a copy when links are impossible).
-
-    The link is made under a temporary name and renamed over ``target``, so an
-    existing ``target`` is replaced atomically and a rerun after a crash works.
-    """
-    directory, name = os.path.split(target)
-    temporary = os.path.join(directory, f".{name}.tmp-{uuid.uuid4().hex}")
-    try:
-        os.link(source, temporary)
-    except OSError:  # another file system, or links not supported: copy the bytes
-        shutil.copyfile(source, temporary)
-    try:
-        os.replace(temporary, target)
-    except BaseException:
-        os.unlink(temporary)
-        raise
-    fsync_directory(directory)

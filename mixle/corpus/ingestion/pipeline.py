@@ -34,6 +34,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mixle._file_checks import check_replaceable
 from mixle.corpus.format.manifest import SHARD_FILES, Manifest, parse_manifest
 from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.format.writer import DEFAULT_SHARD_MAX_BYTES
@@ -373,6 +374,8 @@ def run_ingest(
         )
     units = plan.units
     work = os.path.join(out, WORK_DIR_NAME)
+    if options.overwrite:  # --overwrite removes the work directory: never with an input in it
+        check_replaceable(work, [f.path for f in plan.files], what="the work directory")
     # One writer per output: a second process gets OutputInUseError("in use by pid N")
     # before it looks at (or deletes, with overwrite) anything of the first one's.
     with hold_output(out):

@@ -15,7 +15,7 @@ views of mmap'd files in the cache); the strategy adds:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -79,9 +79,3 @@ class CachedDocuments(ShardedDocuments):
         super().__init__(
             store, manifest, max_open_shards=max_open_shards, loader=CachedShards(store)
         )
-
-    def __enter__(self) -> CachedDocuments:
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()

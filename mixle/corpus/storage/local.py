@@ -6,8 +6,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from mixle._file_checks import contained_path, open_regular, regular_size
-from mixle.corpus.format.spec import MANIFEST_NAME
+from mixle._file_checks import contained_path, open_regular, read_regular, regular_size
+from mixle.corpus.format.spec import MANIFEST_NAME, MAX_MANIFEST_BYTES
 from mixle.corpus.format.store import ShardStore
 from mixle.errors import CorpusFormatError, CorpusNotFoundError
 
@@ -34,8 +34,7 @@ class LocalStore(ShardStore):
     def read_manifest(self) -> bytes:
         path = self._path(MANIFEST_NAME)
         try:
-            with open_regular(path, CorpusFormatError) as handle:
-                return handle.read()
+            return read_regular(path, CorpusFormatError, MAX_MANIFEST_BYTES)
         except CorpusFormatError as exc:
             missing = exc.__cause__
             if not isinstance(missing, FileNotFoundError | NotADirectoryError):

@@ -101,7 +101,7 @@ def test_output_must_be_a_local_directory_other_than_the_corpus(
     make_corpus: Callable[..., Path],
 ) -> None:
     corpus = make_corpus(documents(2, 10), vocab_size=50_257)
-    with pytest.raises(ArgumentError, match="corpus directory itself"):
+    with pytest.raises(ArgumentError, match="is the corpus"):
         export_corpus(corpus, corpus, "megatron", overwrite=True)
     with pytest.raises(ArgumentError, match="local directory"):
         export_corpus(corpus, "s3://bucket/export", "megatron")

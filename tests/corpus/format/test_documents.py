@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mixle.corpus import DocumentsView, ShardedDocuments, open_corpus
+from mixle.corpus import DocumentsView, ShardedDocuments, convert_corpus, open_corpus
 from mixle.data._documents import (
     DocumentSource,
     document_lengths,
@@ -367,3 +367,23 @@ def test_take_short_lists_match_the_grouped_path(
         documents.take([0, -1, -len(expected) - 1])
     with pytest.raises(ArgumentTypeError):
         documents.take([0, 0.5])
+
+
+@pytest.mark.parametrize("layout", ["raw", "zarr"])
+def test_every_opened_corpus_is_a_context_manager_that_closes_its_maps(
+    make_corpus: Callable[..., Path], tmp_path: Path, layout: str
+) -> None:
+    """``with open_corpus(path) as docs:`` as docs/remote.md shows it (issue #32)."""
+    expected = random_documents(5, 60)
+    path = make_corpus(expected, shard_max_bytes=64)
+    if layout == "zarr":
+        convert_corpus(path, tmp_path / "c.zarr", layout="zarr")
+        path = tmp_path / "c.zarr"
+    options = {"cache_dir": str(tmp_path / "cache")} if layout == "zarr" else {}
+    with open_corpus(path, **options) as documents:
+        first = documents[0]
+        np.testing.assert_array_equal(documents[59], expected[59])
+        assert len(documents._resident) > 0
+    assert len(documents._resident) == 0  # closed on leaving the block
+    np.testing.assert_array_equal(first, expected[0])  # returned views stay valid
+    np.testing.assert_array_equal(documents[1], expected[1])  # and the reader usable
