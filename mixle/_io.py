@@ -11,12 +11,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import uuid
 from collections.abc import Iterator
 from typing import IO, Any, Literal, overload
 
 from mixle._file_checks import open_regular
 
 __all__ = [
+    "NAME_MAX",
     "atomic_write",
     "atomic_write_bytes",
     "file_sha256",
@@ -25,6 +27,10 @@ __all__ = [
     "rename_durably",
     "temporary_name",
 ]
+
+
+#: Longest file name (bytes) the file systems mixle writes to accept (Linux, macOS).
+NAME_MAX = 255
 
 
 def fsync_directory(directory: str) -> None:
@@ -46,10 +52,22 @@ def fsync_file(handle: IO[Any]) -> None:
     os.fsync(handle.fileno())
 
 
-def temporary_name(path: str) -> str:
-    """The hidden sibling ``<dir>/.<name>.tmp-<pid>`` under which ``path`` is written."""
+def temporary_name(path: str, *, unique: bool = False) -> str:
+    """The hidden sibling ``<dir>/.<name>.tmp-<pid>`` under which ``path`` is written.
+
+    ``unique`` puts a random tag in place of the pid (several machines may write the
+    same file at once). The name always fits ``NAME_MAX`` (255 bytes): when ``name``
+    is too long for the prefix and tag, it is cut and followed by a digest of the whole
+    name, so two long names still get different temporary names.
+    """
     directory, name = os.path.split(path)
-    return os.path.join(directory, f".{name}.tmp-{os.getpid()}")
+    tag = f".tmp-{uuid.uuid4().hex}" if unique else f".tmp-{os.getpid()}"
+    encoded = os.fsencode(name)
+    if 1 + len(encoded) + len(tag) > NAME_MAX:
+        digest = "-" + hashlib.sha256(encoded).hexdigest()[:16]
+        room = NAME_MAX - 1 - len(tag) - len(digest)
+        name = os.fsdecode(encoded[:room]) + digest
+    return os.path.join(directory, f".{name}{tag}")
 
 
 def rename_durably(source: str, target: str) -> None:

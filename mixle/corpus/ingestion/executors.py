@@ -36,8 +36,9 @@ from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.ingestion.area import OutputArea
 from mixle.corpus.ingestion.commit import IngestSummary, commit_ingest
 from mixle.corpus.ingestion.options import IngestOptions
+from mixle.corpus.ingestion.output_guard import claim_output
 from mixle.corpus.ingestion.plan import IngestPlan, plan_ingest, recorded_options
-from mixle.corpus.ingestion.units import WORK_DIR_NAME, run_unit
+from mixle.corpus.ingestion.units import WORK_DIR_NAME, run_claimed_unit, run_unit
 from mixle.errors import ArgumentError, CorpusExistsError, IngestError
 
 __all__ = ["load_plan", "run_distributed", "run_task", "run_with_dask"]
@@ -92,14 +93,18 @@ def run_distributed(
             )
         index, count = options.task
         return run_task(plan, output, index, count, options.storage_options, started)
-    _prepare(area, options.overwrite)
-    if options.executor == "dask":
-        run_with_dask(plan, output, options)
-    else:
-        run_in_pool(plan, output, options.workers, options.storage_options)
-    summary = commit_ingest(
-        output, storage_options=options.storage_options, rejects=options.rejects
-    )
+    # The coordinator holds the output exclusively for all its workers: no task array,
+    # no other ingest, no --overwrite elsewhere can touch it meanwhile (nor this
+    # --overwrite remove theirs).
+    with claim_output(area):
+        _prepare(area, options.overwrite)
+        if options.executor == "dask":
+            run_with_dask(plan, output, options)
+        else:
+            run_in_pool(plan, output, options.workers, options.storage_options)
+        summary = commit_ingest(
+            output, storage_options=options.storage_options, rejects=options.rejects
+        )
     return dataclasses.replace(summary, seconds=time.perf_counter() - started)
 
 
@@ -137,7 +142,8 @@ def run_task(
     """
     begin = time.perf_counter() if started is None else started
     mine = [unit.index for unit in plan.units if unit.index % count == index]
-    records = [run_unit(plan, unit, output, storage_options=storage_options) for unit in mine]
+    with claim_output(OutputArea(output, storage_options), shared=True):
+        records = [run_unit(plan, unit, output, storage_options=storage_options) for unit in mine]
     return IngestSummary.of_shards(
         output,
         [entry for record in records for entry in record["shards"]],
@@ -152,7 +158,7 @@ def run_task(
 
 def run_in_pool(plan: IngestPlan, output: str, workers: int, storage_options: Any = None) -> None:
     """Run every unit of ``plan`` into ``output`` in ``workers`` local processes."""
-    run = functools.partial(run_unit, plan, output=output, storage_options=storage_options)
+    run = functools.partial(run_claimed_unit, plan, output=output, storage_options=storage_options)
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
         for _ in pool.map(run, [unit.index for unit in plan.units]):
@@ -231,7 +237,7 @@ def run_with_dask(plan: IngestPlan, output: str, options: IngestOptions) -> None
     with _client(options) as client:
         futures = [
             client.submit(
-                run_unit,
+                run_claimed_unit,
                 plan,
                 unit.index,
                 output,
