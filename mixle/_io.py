@@ -12,25 +12,22 @@ import contextlib
 import hashlib
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any, Literal, overload
 
-from mixle._file_checks import open_regular
+from mixle._file_checks import NAME_MAX, open_regular
 
 __all__ = [
-    "NAME_MAX",
     "atomic_write",
     "atomic_write_bytes",
+    "bounded_name",
     "file_sha256",
     "fsync_directory",
     "fsync_file",
+    "naming_file",
     "rename_durably",
     "temporary_name",
 ]
-
-
-#: Longest file name (bytes) the file systems mixle writes to accept (Linux, macOS).
-NAME_MAX = 255
 
 
 def fsync_directory(directory: str) -> None:
@@ -52,22 +49,29 @@ def fsync_file(handle: IO[Any]) -> None:
     os.fsync(handle.fileno())
 
 
+def bounded_name(name: str, room: int) -> str:
+    """``name``, or a shorter name derived from it, leaving ``room`` bytes of ``NAME_MAX``.
+
+    A name too long for ``room`` more bytes is cut and followed by ``-`` and 16 hex
+    digits of the SHA-256 of the whole name, so two long names stay different.
+    """
+    encoded = os.fsencode(name)
+    if len(encoded) + room <= NAME_MAX:
+        return name
+    digest = "-" + hashlib.sha256(encoded).hexdigest()[:16]
+    return os.fsdecode(encoded[: NAME_MAX - room - len(digest)]) + digest
+
+
 def temporary_name(path: str, *, unique: bool = False) -> str:
     """The hidden sibling ``<dir>/.<name>.tmp-<pid>`` under which ``path`` is written.
 
     ``unique`` puts a random tag in place of the pid (several machines may write the
-    same file at once). The name always fits ``NAME_MAX`` (255 bytes): when ``name``
-    is too long for the prefix and tag, it is cut and followed by a digest of the whole
-    name, so two long names still get different temporary names.
+    same file at once). The name always fits ``NAME_MAX`` (255 bytes): a ``name`` too
+    long for the prefix and tag is shortened by :func:`bounded_name`.
     """
     directory, name = os.path.split(path)
     tag = f".tmp-{uuid.uuid4().hex}" if unique else f".tmp-{os.getpid()}"
-    encoded = os.fsencode(name)
-    if 1 + len(encoded) + len(tag) > NAME_MAX:
-        digest = "-" + hashlib.sha256(encoded).hexdigest()[:16]
-        room = NAME_MAX - 1 - len(tag) - len(digest)
-        name = os.fsdecode(encoded[:room]) + digest
-    return os.path.join(directory, f".{name}{tag}")
+    return os.path.join(directory, f".{bounded_name(name, 1 + len(tag))}{tag}")
 
 
 def rename_durably(source: str, target: str) -> None:
@@ -102,10 +106,26 @@ def atomic_write(
 
 
 @contextlib.contextmanager
+def naming_file(path: str | Callable[[], str]) -> Iterator[None]:
+    """Give an ``OSError`` raised in the block without a file name (``write``, ``fsync``:
+    a full disk, a quota, an I/O error) the name ``path`` (or ``path()``, asked when the
+    error happens), so the message says which file could not be written. Same class
+    and ``errno``; other errors pass unchanged.
+    """
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None or exc.errno is None:
+            raise
+        name = path if isinstance(path, str) else path()
+        raise OSError(exc.errno, exc.strerror or str(exc), name) from exc
+
+
+@contextlib.contextmanager
 def _atomic_write(path: str, mode: str, temporary: str) -> Iterator[IO[Any]]:
     encoding = None if "b" in mode else "utf-8"
     try:
-        with open(temporary, mode, encoding=encoding) as handle:
+        with naming_file(path), open(temporary, mode, encoding=encoding) as handle:
             yield handle
             fsync_file(handle)
         rename_durably(temporary, path)

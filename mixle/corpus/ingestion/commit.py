@@ -32,7 +32,7 @@ from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.ingestion.area import OutputArea
 from mixle.corpus.ingestion.input_readers import describe_location
 from mixle.corpus.ingestion.inputs import WorkUnit
-from mixle.corpus.ingestion.output_guard import claim_output
+from mixle.corpus.ingestion.output_guard import check_output_names, claim_output
 from mixle.corpus.ingestion.plan import IngestPlan
 from mixle.corpus.ingestion.publishing import (
     build_publish_plan,
@@ -402,6 +402,7 @@ def commit_ingest(
         A task or another ingest still holds the (local) output's lock (pid named).
     """
     started = time.perf_counter()
+    check_output_names(os.fspath(output), rejects)
     area = OutputArea(os.fspath(output), storage_options)
     with claim_output(area):  # no task may still be writing units
         return _commit(area, rejects, started)

@@ -22,12 +22,14 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from mixle._file_checks import check_name_lengths
+from mixle.corpus.storage.open import is_url
 from mixle.errors import ArgumentError, CorpusExistsError, OutputInUseError
 
 if TYPE_CHECKING:
     from mixle.corpus.ingestion.area import OutputArea
 
-__all__ = ["LOCK_NAME", "check_rejects_path", "claim_output", "hold_output"]
+__all__ = ["LOCK_NAME", "check_output_names", "check_rejects_path", "claim_output", "hold_output"]
 
 LOCK_NAME = ".mixle-ingest.lock"
 
@@ -152,6 +154,27 @@ def claim_output(area: OutputArea, *, shared: bool = False) -> Iterator[None]:
         return
     with hold_output(area.output, shared=shared):
         yield
+
+
+def check_output_names(
+    output: str,
+    rejects: str | os.PathLike[str] | None = None,
+    staging_dir: str | os.PathLike[str] | None = None,
+) -> None:
+    """Refuse, before any work, an output, rejects or staging path with a name longer
+    than ``NAME_MAX`` (the file system would refuse it only when the file is made).
+
+    Raises
+    ------
+    ArgumentError
+        One of the names is too long (the argument is named).
+    """
+    if not is_url(output):
+        check_name_lengths(os.path.abspath(output), "output")
+    if rejects is not None and not is_url(os.fspath(rejects)):
+        check_name_lengths(os.path.abspath(rejects), "rejects")
+    if staging_dir is not None:
+        check_name_lengths(os.path.abspath(staging_dir), "staging_dir")
 
 
 def check_rejects_path(rejects: str, inputs: Sequence[str], out: str) -> str:

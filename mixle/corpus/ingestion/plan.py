@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mixle._file_checks import read_regular
+from mixle._file_checks import check_name_lengths, read_regular
 from mixle._io import atomic_write_bytes, file_sha256, temporary_name
 from mixle._safe_json import loads_bounded
 from mixle._version import __version__
@@ -182,6 +182,7 @@ class IngestPlan:
     def write(self, path: str | os.PathLike[str]) -> None:
         """Write the plan to ``path`` as JSON, atomically (safe to race with itself)."""
         target = os.fspath(path)
+        check_name_lengths(os.path.abspath(target), "plan file")
         # A unique temporary name: several machines may write the same file at once.
         temporary = temporary_name(target, unique=True)
         data = json.dumps(self.to_dict(), sort_keys=True, indent=1).encode("utf-8")
