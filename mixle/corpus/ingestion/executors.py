@@ -73,7 +73,7 @@ def load_plan(inputs: Any, options: IngestOptions) -> IngestPlan:
             f"the call does not match {name}: {'; '.join(problems)}. Drop those arguments "
             "(the plan fixes them) or write a new plan."
         )
-    plan.check_inputs()
+    plan.check_inputs(name)
     return plan
 
 

@@ -259,7 +259,11 @@ def _units(where: str, value: Any, files: Sequence[InputFile]) -> tuple[WorkUnit
     )
     following = 0  # the input the next unit must start (or continue)
     previous: WorkUnit | None = None
-    for unit in units:
+    for unit in (*units, None):
+        if previous is not None and (unit is None or unit.input != previous.input):
+            _check_last(where, previous, files[previous.input])
+        if unit is None:
+            break
         what = f"unit {unit.index}"
         continues = (
             previous is not None
@@ -296,6 +300,17 @@ def _units(where: str, value: Any, files: Sequence[InputFile]) -> tuple[WorkUnit
             f"{[item.path for item in files[following : following + 3]]} have no units."
         )
     return units
+
+
+def _check_last(where: str, unit: WorkUnit, file: InputFile) -> None:
+    """The last unit of an uncompressed JSONL input must end at the end of the file."""
+    if unit.format == "jsonl" and unit.stop != -1 and unit.stop != file.size:
+        raise _fail(
+            where,
+            f"unit {unit.index} field 'stop'",
+            unit.stop,
+            f"the file's {file.size} bytes (the last unit of {file.path})",
+        )
 
 
 def parse_plan(
