@@ -296,8 +296,8 @@ def check_units(area: OutputArea, plan: IngestPlan) -> dict[int, dict[str, Any]]
     )
     listed: dict[str, dict[str, int]] = {}
     for path, size in sizes.items():
-        unit, _, file = path.partition("/")
-        listed.setdefault(unit, {})[file] = size
+        directory, _, file = path.partition("/")
+        listed.setdefault(directory, {})[file] = size
     for unit in plan.units:
         name = unit_name(unit.index)
         if name not in present:

@@ -229,8 +229,12 @@ def _unit(where: str, position: int, item: Any, files: Sequence[InputFile]) -> W
                 list(unit.paths),
                 f"consecutive input files {inputs}",
             )
-        checks = (("path", unit.path, unit.paths[0]), ("companion", unit.companion, ""))
-        checks += (("start", unit.start, 0), ("stop", unit.stop, len(unit.paths)))
+        checks: tuple[tuple[str, Any, Any], ...] = (
+            ("path", unit.path, unit.paths[0]),
+            ("companion", unit.companion, ""),
+            ("start", unit.start, 0),
+            ("stop", unit.stop, len(unit.paths)),
+        )
     else:
         checks = (
             ("path", unit.path, file.path),
