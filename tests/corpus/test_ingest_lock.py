@@ -215,3 +215,32 @@ def test_a_lock_held_shared_is_not_taken_exclusively_in_the_same_process(tmp_pat
     with hold_output(out), hold_output(out), hold_output(out, shared=True):
         pass  # the exclusive holder may run units and commit in-process
     assert not os.path.exists(out)
+
+
+def test_two_plans_racing_to_claim_an_output_cannot_both_win(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mixle.corpus import IngestOptions, plan_ingest
+    from mixle.corpus.ingestion import units
+    from mixle.corpus.ingestion.area import OutputArea
+    from mixle.errors import IngestError
+
+    source = str(_input(tmp_path, lines=40))
+    first = plan_ingest([source], IngestOptions(vocab_size=1000, unit_size=64))
+    second = plan_ingest([source], IngestOptions(vocab_size=1000, unit_size=128))
+    area = OutputArea(str(tmp_path / "out"))
+    units.ensure_plan(first, area)
+    recorded = (tmp_path / "out" / ".mixle-ingest" / "plan.json").read_bytes()
+    real = units.read_output_plan
+    looked: list[bool] = []
+
+    def racing(out: OutputArea) -> object:
+        if not looked:  # the second task looked before the first one wrote
+            looked.append(True)
+            return None
+        return real(out)
+
+    monkeypatch.setattr(units, "read_output_plan", racing)
+    with pytest.raises(IngestError, match="different plan"):
+        units.ensure_plan(second, area)
+    assert (tmp_path / "out" / ".mixle-ingest" / "plan.json").read_bytes() == recorded

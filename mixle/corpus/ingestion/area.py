@@ -136,6 +136,32 @@ class OutputArea:
             return
         self.fs.pipe_file(self.path(relative), data)
 
+    def create_bytes(self, relative: str, data: bytes) -> bool:
+        """Store ``data`` at ``relative`` unless a file is there already; whether it did.
+
+        On local disk the file appears whole, and of two machines creating it at once
+        exactly one succeeds (a hard link of a complete temporary file, which fails if
+        the name exists). An object store has no create-if-absent: there the last
+        writer wins, and the caller compares what it reads back.
+        """
+        if self.is_url:
+            if self.exists(relative):
+                return False
+            self.fs.pipe_file(self.path(relative), data)
+            return True
+        target = self.path(relative)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        temporary = temporary_name(target, unique=True)
+        atomic_write_bytes(temporary, data, temporary=temporary_name(temporary, unique=True))
+        try:
+            os.link(temporary, target)
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(temporary)
+        fsync_directory(os.path.dirname(target))
+        return True
+
     def write_manifest(self, manifest: Manifest) -> None:
         """Write ``manifest`` (built by ``Manifest.build``) as ``manifest.json``, atomically.
 

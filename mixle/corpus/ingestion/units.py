@@ -79,8 +79,12 @@ def ensure_plan(plan: IngestPlan, output: OutputArea) -> None:
         )
     previous = read_output_plan(output)
     if previous is None:
-        output.write_bytes(_PLAN, plan_json(plan))
-        return
+        if output.create_bytes(_PLAN, plan_json(plan)):
+            return
+        # Another task recorded its plan first: ours must be the same.
+        previous = read_output_plan(output)
+        if previous is None:
+            raise IngestError(f"{output.describe(_PLAN)} disappeared while it was recorded.")
     if previous.plan_id != plan.plan_id:
         differences = plan_differences(previous.to_dict(), plan.to_dict(), "the output's plan")
         raise IngestError(
