@@ -175,3 +175,15 @@ def test_a_task_redoes_a_unit_whose_record_is_forged(
     assert "shards" in record
     commit_ingest(units_done)
     assert tree(units_done) == tree(local_run)
+
+
+@pytest.mark.parametrize("dtype", ["0041,u2", "float64", "(2,)u2"])
+def test_a_unit_manifest_with_a_strange_dtype_is_refused_by_name(
+    units_done: Path, dtype: str
+) -> None:
+    path = units_done / WORK / UNIT / "manifest.json"
+    manifest = json.loads(path.read_text())
+    path.write_text(json.dumps(dict(manifest, dtype=dtype)))
+    with pytest.raises(IngestError, match=rf"unit {UNIT} manifest\.json.*dtype"):
+        commit_ingest(units_done)
+    assert not (units_done / "manifest.json").exists()
