@@ -23,6 +23,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import functools
+import json
 import logging
 import multiprocessing
 import os
@@ -57,8 +58,15 @@ def load_plan(inputs: Any, options: IngestOptions) -> IngestPlan:
         corpus was given with another value than the plan's (both sides listed).
     """
     given = options.plan
-    plan = given if isinstance(given, IngestPlan) else IngestPlan.read(given)
     name = "the plan" if isinstance(given, IngestPlan) else f"plan file {os.fspath(given)}"
+    if isinstance(given, IngestPlan):  # built in Python: checked as a plan file would be
+        try:
+            value = json.loads(json.dumps(given.to_dict()))
+        except (TypeError, ValueError) as exc:
+            raise IngestError(f"the plan is not JSON-able ({exc}).") from exc
+        plan = IngestPlan.from_dict(value, name)
+    else:
+        plan = IngestPlan.read(given)
     listed = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs or [])
     problems = []
     if listed and [os.fspath(item) for item in listed] != plan.source["inputs"]:

@@ -351,6 +351,7 @@ def run(kind: str, count: int, seed: int) -> dict[str, Any]:
         "raw": 0,
         "hangs": 0,
         "wrong": 0,
+        "provenance_only": 0,
         "rejects_report_differs": 0,
         "examples": [],
     }

@@ -159,9 +159,7 @@ def test_an_edited_plan_object_is_refused_too(inputs: list[str], tmp_path: Path)
         ingest([], tmp_path / "out", plan=IngestPlan.from_dict(edited), task="0/1")
 
 
-@pytest.mark.parametrize(
-    "nesting", ["[" * 100_000, '{"units": ' * 100_000], ids=["list", "object"]
-)
+@pytest.mark.parametrize("nesting", ["[" * 100_000, '{"units": ' * 100_000], ids=["list", "object"])
 def test_a_deeply_nested_plan_is_one_named_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], nesting: str
 ) -> None:
@@ -206,3 +204,11 @@ def test_a_fifo_plan_in_the_output_is_refused_without_hanging(
     os.mkfifo(out / ".mixle-ingest" / "plan.json")
     with deadline(10), pytest.raises(IngestError, match=r"FIFO"):
         ingest(inputs, out, task="0/2", **OPTIONS)
+
+
+def test_a_plan_object_with_a_forged_job_is_refused(inputs: list[str], tmp_path: Path) -> None:
+    plan = plan_ingest(inputs, IngestOptions(**OPTIONS))
+    forged = IngestPlan(plan.source, plan.files, plan.units, dict(plan.job, append_eos=3))
+    with pytest.raises(IngestError, match=r"the plan is not an ingest plan.*job\.append_eos is 3"):
+        ingest([], tmp_path / "out", plan=forged, task="0/1")
+    assert not (tmp_path / "out").exists()
