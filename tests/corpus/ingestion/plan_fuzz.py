@@ -18,10 +18,12 @@ line of counts:
 ``wrong``
     accepted inputs whose result differs from the intact one (silent change).
 ``provenance_only``
-    (``plan`` only) accepted inputs whose units, job, files and options are intact but
-    whose provenance labels were edited (``source.version``, or ``source.inputs``
-    spelled otherwise, e.g. an input repeated, while naming the same files): the corpus
-    is the intact one, and its manifest records the labels as the plan gives them.
+    (``plan`` only) accepted inputs whose units, worker job and files are intact but
+    whose provenance labels were edited (``source.version``; ``source.inputs`` spelled
+    otherwise, e.g. an input repeated, naming the same files; ``source.options``
+    spelled otherwise with the same implied job, e.g. ``dtype`` "auto" vs "uint16"
+    under ``vocab_size`` 1000): shards, documents and fingerprint are the intact ones;
+    the manifest's ``metadata.source`` records the labels as the plan gives them.
 ``rejects_report_differs``
     (``record`` only) accepted inputs whose corpus is the intact one but whose rejects
     report (a side report, not part of the corpus) says other things: a unit's
@@ -215,7 +217,6 @@ class PlanFuzzer:
             plan.units == ours.units
             and plan.unit_job() == ours.unit_job()
             and plan.files == ours.files
-            and plan.source["options"] == ours.source["options"]
         )
 
     def once(self, rng: random.Random) -> str:
@@ -245,13 +246,15 @@ class PlanFuzzer:
 
 def _without_provenance(files: dict[str, bytes]) -> dict[str, Any]:
     """The files of a corpus with the manifest's provenance labels left out: the mixle
-    ``version`` and the ``inputs`` as given (which an edit may spell differently while
-    they name the same files; the files themselves are checked). Documents, shards,
-    fingerprint and every recorded option stay compared."""
+    ``version``, the ``inputs`` as given and the ``options`` as recorded (which an edit
+    may spell differently while they name the same files and imply the same units and
+    worker job, e.g. ``dtype`` "auto" and "uint16" with ``vocab_size`` 1000; the files,
+    units and job themselves are checked). Documents, shards and fingerprint stay
+    compared byte for byte."""
     result: dict[str, Any] = dict(files)
     if "manifest.json" in result:
         manifest = json.loads(result["manifest.json"])
-        for key in ("version", "inputs"):
+        for key in ("version", "inputs", "options"):
             manifest["metadata"]["source"].pop(key, None)
         manifest.pop("manifest_sha256", None)
         result["manifest.json"] = manifest
