@@ -25,7 +25,9 @@ from collections.abc import Iterable
 from mixle.errors import ArgumentError, UnsafePathError
 
 __all__ = [
+    "NAME_MAX",
     "SAFE_NAME",
+    "check_name_lengths",
     "check_replaceable",
     "contained_path",
     "contained_shard",
@@ -40,6 +42,9 @@ __all__ = [
 #: letter or digit, at most 255 characters, and no ``..``. Nothing here is special
 #: in a path, a shell or a URL (no ``/``, ``\\``, ``%``, ``:``, ``~``, NUL).
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
+
+#: Longest file name, in bytes, of the file systems mixle writes to (Linux, macOS).
+NAME_MAX = 255
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -248,3 +253,23 @@ def check_replaceable(
             f"{what} {target} {relation} {kept} {item}{real}; writing it could change "
             f"or delete {kept}. Choose another location."
         )
+
+
+def check_name_lengths(path: str, what: str) -> None:
+    """Refuse ``path`` up front if one of its names is longer than :data:`NAME_MAX` bytes.
+
+    The file system would refuse it only when the file is created, possibly after all
+    the work of a command (``ENAMETOOLONG``); ``what`` names the argument.
+
+    Raises
+    ------
+    ArgumentError
+        A component of ``path`` (UTF-8 / file-system encoded) exceeds ``NAME_MAX``.
+    """
+    for name in os.fsencode(path).split(b"/"):
+        if len(name) > NAME_MAX:
+            shown = os.fsdecode(name[:40])
+            raise ArgumentError(
+                f"`{what}`: the name {shown}... in {path[:80]}... is {len(name)} bytes long; "
+                f"file names may have at most {NAME_MAX} bytes."
+            )

@@ -12,15 +12,16 @@ import contextlib
 import hashlib
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any, Literal, overload
 
-from mixle._file_checks import open_regular
+from mixle._file_checks import NAME_MAX, open_regular
 from mixle.errors import CorpusError, CorpusFormatError
 
 __all__ = [
     "atomic_write",
     "atomic_write_bytes",
+    "bounded_name",
     "file_sha256",
     "fsync_directory",
     "fsync_file",
@@ -53,10 +54,29 @@ def fsync_file(handle: IO[Any]) -> None:
     os.fsync(handle.fileno())
 
 
-def temporary_name(path: str) -> str:
-    """The hidden sibling ``<dir>/.<name>.tmp-<pid>`` under which ``path`` is written."""
+def bounded_name(name: str, room: int) -> str:
+    """``name``, or a shorter name derived from it, leaving ``room`` bytes of ``NAME_MAX``.
+
+    A name too long for ``room`` more bytes is cut and followed by ``-`` and 16 hex
+    digits of the SHA-256 of the whole name, so two long names stay different.
+    """
+    encoded = os.fsencode(name)
+    if len(encoded) + room <= NAME_MAX:
+        return name
+    digest = "-" + hashlib.sha256(encoded).hexdigest()[:16]
+    return os.fsdecode(encoded[: NAME_MAX - room - len(digest)]) + digest
+
+
+def temporary_name(path: str, *, unique: bool = False) -> str:
+    """The hidden sibling ``<dir>/.<name>.tmp-<pid>`` under which ``path`` is written.
+
+    ``unique`` puts a random tag in place of the pid (several machines may write the
+    same file at once). The name always fits ``NAME_MAX`` (255 bytes): a ``name`` too
+    long for the prefix and tag is shortened by :func:`bounded_name`.
+    """
     directory, name = os.path.split(path)
-    return os.path.join(directory, f".{name}.tmp-{os.getpid()}")
+    tag = f".tmp-{uuid.uuid4().hex}" if unique else f".tmp-{os.getpid()}"
+    return os.path.join(directory, f".{bounded_name(name, 1 + len(tag))}{tag}")
 
 
 def rename_durably(source: str, target: str) -> None:
@@ -94,7 +114,7 @@ def atomic_write(
 def _atomic_write(path: str, mode: str, temporary: str) -> Iterator[IO[Any]]:
     encoding = None if "b" in mode else "utf-8"
     try:
-        with open(temporary, mode, encoding=encoding) as handle:
+        with naming_file(path), open(temporary, mode, encoding=encoding) as handle:
             yield handle
             fsync_file(handle)
         rename_durably(temporary, path)
@@ -124,18 +144,20 @@ def file_sha256(path: str, error: type[Exception] = OSError) -> str:
 
 
 @contextlib.contextmanager
-def naming_file(path: str) -> Iterator[None]:
-    """Context manager: an ``OSError`` naming no file (``ENOSPC`` from a write, ``EIO``)
-    is raised again as one naming ``path``, so "No space left on device" says where.
-
-    Errors of mixle's own family, and those that already name a file, pass unchanged.
+def naming_file(path: str | Callable[[], str]) -> Iterator[None]:
+    """Give an ``OSError`` raised in the block without a file name (``write``, ``fsync``:
+    a full disk, a quota, an I/O error) the name ``path`` (or ``path()``, asked when the
+    error happens), so "No space left on device" says which file. Same class and
+    ``errno``; errors of mixle's own family and those that already name a file pass
+    unchanged.
     """
     try:
         yield
     except OSError as exc:
-        if isinstance(exc, CorpusError) or exc.filename is not None:
+        if isinstance(exc, CorpusError) or exc.filename is not None or exc.errno is None:
             raise
-        raise OSError(exc.errno, exc.strerror or str(exc), path) from exc
+        name = path if isinstance(path, str) else path()
+        raise OSError(exc.errno, exc.strerror or str(exc), name) from exc
 
 
 def link_or_copy(
@@ -164,8 +186,8 @@ def link_or_copy(
     OSError
         The copy or rename failed (a full disk): the message names ``target``.
     """
-    directory, name = os.path.split(target)
-    temporary = os.path.join(directory, f".{name}.tmp-{uuid.uuid4().hex}")
+    directory = os.path.dirname(target)
+    temporary = temporary_name(target, unique=True)
     with open_regular(source, error, size) as handle:
         opened = os.fstat(handle.fileno())
         try:

@@ -86,6 +86,10 @@ def normalize_dtype(dtype: Any, what: str = "`dtype`") -> str:
         raise ArgumentTypeError(
             f"{what} must be one of uint16, uint32, int64. Got {dtype!r} instead."
         ) from exc
+    except (ValueError, SyntaxError) as exc:  # numpy parses strings: "0041,u2" -> SyntaxError
+        raise ArgumentError(
+            f"{what} must be one of uint16, uint32, int64. Got {str(dtype)[:40]!r} instead."
+        ) from exc
     if name not in DTYPE_CODES:
         raise ArgumentError(f"{what} must be one of uint16, uint32, int64. Got {name} instead.")
     return name

@@ -9,20 +9,25 @@ themselves.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from mixle._io import atomic_write_bytes, link_or_copy
+from mixle._file_checks import read_regular
+from mixle._io import atomic_write_bytes, fsync_directory, link_or_copy, temporary_name
+from mixle._safe_json import loads_bounded
 from mixle.corpus.format.manifest import Manifest
 from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.storage.fs import filesystem
 from mixle.corpus.storage.open import is_url
+from mixle.errors import IngestError
 
-__all__ = ["OutputArea", "link_or_copy"]
+__all__ = ["MAX_RECORD_BYTES", "OutputArea", "link_or_copy"]
+
+#: Largest ingest record read from an output (a plan, a unit's record or manifest,
+#: a rejects list): far above what mixle writes, far below what exhausts memory.
+MAX_RECORD_BYTES = 1 << 30
 
 
 class OutputArea:
@@ -55,50 +60,107 @@ class OutputArea:
             return f"{self.output}/{relative}"
         return os.path.join(self.output, *relative.split("/"))
 
-    def read_json(self, relative: str) -> Any:
-        """The JSON value stored at ``relative``, or ``None`` when the file is missing."""
+    def read_bytes(self, relative: str, limit: int = MAX_RECORD_BYTES) -> bytes | None:
+        """The bytes stored at ``relative`` (at most ``limit``), or ``None`` when missing.
+
+        A local file must be a regular file (a FIFO or a device there is an error, so
+        a read never blocks or runs forever).
+
+        Raises
+        ------
+        IngestError
+            The file is not a regular file, is unreadable, or is larger than ``limit``
+            (the message names it).
+        """
+        if not self.is_url:
+            return _read_local(self.path(relative), limit)
         try:
-            if self.is_url:
-                data = self.fs.cat_file(self.path(relative))
-            else:
-                with open(self.path(relative), "rb") as handle:
-                    data = handle.read()
+            data: bytes = self.fs.cat_file(self.path(relative))
         except FileNotFoundError:
             return None
-        return json.loads(data)
+        if len(data) > limit:
+            raise IngestError(f"{self.describe(relative)}: larger than the {limit} bytes accepted.")
+        return data
 
-    def read_many(self, relatives: list[str]) -> dict[str, bytes]:
+    def read_json(self, relative: str, limit: int = MAX_RECORD_BYTES) -> Any:
+        """The JSON value stored at ``relative``, or ``None`` when the file is missing.
+
+        Raises
+        ------
+        IngestError
+            See :meth:`read_bytes`; also when the file is not bounded, valid JSON
+            (:func:`~mixle._safe_json.loads_bounded`; the message names the file).
+        """
+        data = self.read_bytes(relative, limit)
+        return None if data is None else loads_bounded(data, self.describe(relative), IngestError)
+
+    def read_many(self, relatives: list[str], limit: int = MAX_RECORD_BYTES) -> dict[str, bytes]:
         """``{relative: bytes}`` of the files that exist among ``relatives``.
 
         On an object store the reads go out together (fsspec's concurrent ``cat``):
         the records of a thousand units cost a few round trips, not a thousand.
+        Locally each must be a regular file of at most ``limit`` bytes.
+
+        Raises
+        ------
+        IngestError
+            A local file is not a regular file or is too large; an object is too large.
         """
         if not self.is_url:
             found = {}
             for relative in relatives:
-                try:
-                    with open(self.path(relative), "rb") as handle:
-                        found[relative] = handle.read()
-                except FileNotFoundError:
-                    continue
+                data = _read_local(self.path(relative), limit)
+                if data is not None:
+                    found[relative] = data
             return found
         if not relatives:
             return {}
         paths = {self.fs._strip_protocol(self.path(relative)): relative for relative in relatives}
         data = self.fs.cat(list(paths), on_error="omit")
-        return {paths[self.fs._strip_protocol(path)]: value for path, value in data.items()}
+        result = {paths[self.fs._strip_protocol(path)]: value for path, value in data.items()}
+        for relative, value in result.items():
+            if len(value) > limit:
+                raise IngestError(
+                    f"{self.describe(relative)}: larger than the {limit} bytes accepted."
+                )
+        return result
 
     def write_bytes(self, relative: str, data: bytes) -> None:
         """Store ``data`` at ``relative`` whole or not at all (creating directories)."""
         if not self.is_url:
             target = self.path(relative)
             os.makedirs(os.path.dirname(target), exist_ok=True)
-            directory, name = os.path.split(target)
-            # Unique temporary: several machines may write the same record at once.
-            temporary = os.path.join(directory, f".{name}.tmp-{uuid.uuid4().hex}")
+            # A unique temporary name: several machines may write the same file at once.
+            temporary = temporary_name(target, unique=True)
             atomic_write_bytes(target, data, temporary=temporary)
             return
         self.fs.pipe_file(self.path(relative), data)
+
+    def create_bytes(self, relative: str, data: bytes) -> bool:
+        """Store ``data`` at ``relative`` unless a file is there already; whether it did.
+
+        On local disk the file appears whole, and of two machines creating it at once
+        exactly one succeeds (a hard link of a complete temporary file, which fails if
+        the name exists). An object store has no create-if-absent: there the last
+        writer wins, and the caller compares what it reads back.
+        """
+        if self.is_url:
+            if self.exists(relative):
+                return False
+            self.fs.pipe_file(self.path(relative), data)
+            return True
+        target = self.path(relative)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        temporary = temporary_name(target, unique=True)
+        atomic_write_bytes(temporary, data, temporary=temporary_name(temporary, unique=True))
+        try:
+            os.link(temporary, target)
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(temporary)
+        fsync_directory(os.path.dirname(target))
+        return True
 
     def write_manifest(self, manifest: Manifest) -> None:
         """Write ``manifest`` (built by ``Manifest.build``) as ``manifest.json``, atomically.
@@ -164,6 +226,16 @@ class OutputArea:
             return
         if self.fs.exists(self.path(relative)):
             self.fs.rm(self.path(relative), recursive=True)
+
+
+def _read_local(path: str, limit: int) -> bytes | None:
+    """The bytes of the local regular file ``path`` (at most ``limit``), ``None`` if missing."""
+    try:
+        return read_regular(path, IngestError, limit)
+    except IngestError as exc:
+        if isinstance(exc.__cause__, FileNotFoundError | NotADirectoryError):
+            return None
+        raise
 
 
 def _local_sizes(base: str) -> dict[str, int]:

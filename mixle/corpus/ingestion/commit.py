@@ -25,12 +25,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from mixle._io import atomic_write
-from mixle.corpus.format.manifest import Manifest, commit_manifest
+from mixle._safe_json import loads_bounded
+from mixle.corpus.format.manifest import Manifest, commit_manifest, parse_manifest
 from mixle.corpus.format.shard import rewrite_shard_dtype
 from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.ingestion.area import OutputArea
 from mixle.corpus.ingestion.input_readers import describe_location
 from mixle.corpus.ingestion.inputs import WorkUnit
+from mixle.corpus.ingestion.output_guard import check_output_names, claim_output
 from mixle.corpus.ingestion.plan import IngestPlan
 from mixle.corpus.ingestion.publishing import (
     build_publish_plan,
@@ -39,6 +41,7 @@ from mixle.corpus.ingestion.publishing import (
     remove_tree,
     write_publish_plan,
 )
+from mixle.corpus.ingestion.records import load_record, record_problems
 from mixle.corpus.ingestion.units import PLAN_NAME, WORK_DIR_NAME, read_output_plan, unit_name
 from mixle.corpus.ingestion.workers import DONE_NAME, REJECTS_NAME, write_json_atomic
 from mixle.corpus.storage.open import is_url
@@ -135,10 +138,53 @@ def _rejects_lines(
     texts = work.read_many([f"{unit_name(unit.index)}/{REJECTS_NAME}" for unit in skipped])
     for unit in skipped:
         base = line_base(units, results, unit)
-        for line in texts.get(f"{unit_name(unit.index)}/{REJECTS_NAME}", b"").decode().splitlines():
-            record = json.loads(line)
-            where = describe_location(unit, tuple(record["location"]), base)
-            yield json.dumps({"where": where, "reason": record["reason"]}) + "\n"
+        name = f"{unit_name(unit.index)}/{REJECTS_NAME}"
+        records = _reject_records(
+            work.describe(name), texts.get(name), results[unit.index]["skipped"]
+        )
+        for location, reason in records:
+            where = describe_location(unit, location, base)
+            yield json.dumps({"where": where, "reason": reason}) + "\n"
+
+
+def _reject_records(
+    where: str, data: bytes | None, skipped: int
+) -> list[tuple[tuple[int, int], str]]:
+    """The ``(location, reason)`` records of a unit's rejects list ``data``, which must
+    hold exactly ``skipped`` of them (the unit's record says so).
+
+    Raises
+    ------
+    IngestError
+        The list is missing, holds another number of records, or a line is not a
+        ``{"location": [a, b], "reason": text}`` object (line named).
+    """
+    lines = [] if data is None else data.splitlines()
+    if len(lines) != skipped:
+        raise IngestError(
+            f"{where}: holds {len(lines) if data is not None else 'no'} skipped records, the "
+            f"unit's record says {skipped}; rerun the unit after removing its directory."
+        )
+    records = []
+    for number, line in enumerate(lines, 1):
+        value = loads_bounded(line, f"{where} line {number}", IngestError)
+        location = value.get("location") if isinstance(value, dict) else None
+        if (
+            not isinstance(value, dict)
+            or set(value) != {"location", "reason"}
+            or not isinstance(value["reason"], str)
+            or not isinstance(location, list)
+            or len(location) != 2
+            or any(
+                isinstance(item, bool) or not isinstance(item, int) or item < 0 for item in location
+            )
+        ):
+            raise IngestError(
+                f"{where} line {number}: not a skipped record "
+                '({"location": [a, b], "reason": text}).'
+            )
+        records.append(((location[0], location[1]), value["reason"]))
+    return records
 
 
 def write_rejects(
@@ -223,9 +269,10 @@ def check_units(area: OutputArea, plan: IngestPlan) -> dict[int, dict[str, Any]]
     Raises
     ------
     IngestError
-        Records of another plan (named), unfinished units (listed), or a record whose
-        shard file is missing, truncated or whose digest disagrees with the unit's
-        manifest (unit and file named).
+        Records of another plan (named), unfinished units (listed), or a record that
+        does not describe its unit's files (:func:`~.records.record_problems`: a key
+        missing or mistyped, counts or entries other than the unit manifest's, a shard
+        file missing or of another size; unit and field named).
     """
     sizes = area.sizes(WORK_DIR_NAME)
     plan_id = plan.plan_id
@@ -247,19 +294,38 @@ def check_units(area: OutputArea, plan: IngestPlan) -> dict[int, dict[str, Any]]
             for file in (DONE_NAME, MANIFEST_NAME)
         ]
     )
+    listed: dict[str, dict[str, int]] = {}
+    for path, size in sizes.items():
+        directory, _, file = path.partition("/")
+        listed.setdefault(directory, {})[file] = size
     for unit in plan.units:
         name = unit_name(unit.index)
         if name not in present:
             missing.append(name)
             continue
-        record = _json_or_none(files.get(f"{WORK_DIR_NAME}/{name}/{DONE_NAME}"))
+        done = f"{WORK_DIR_NAME}/{name}/{DONE_NAME}"
+        try:
+            record = load_record(files.get(done), area.describe(done))
+        except IngestError as exc:
+            problems.append(str(exc).rstrip("."))
+            continue
         if not isinstance(record, dict) or record.get("plan") != plan_id:
             other = record.get("plan") if isinstance(record, dict) else None
             foreign.append(f"{name} (plan {str(other)[:12]}, not {plan_id[:12]})")
             continue
-        manifest = _json_or_none(files.get(f"{WORK_DIR_NAME}/{name}/{MANIFEST_NAME}"))
-        problems.extend(_check_record(name, record, manifest, sizes))
-        records[unit.index] = record
+        if record.get("unit") != unit.index:
+            problems.append(
+                f"unit {name}: done.json field 'unit' is {str(record.get('unit'))[:20]}, "
+                f"not {unit.index}"
+            )
+            continue
+        manifest = files.get(f"{WORK_DIR_NAME}/{name}/{MANIFEST_NAME}")
+        found = record_problems(
+            name, record, manifest, listed.get(name, {}), plan.dtype, plan.job["on_error"]
+        )
+        problems.extend(found)
+        if not found:
+            records[unit.index] = record
     where = area.describe(WORK_DIR_NAME)
     if foreign:
         raise IngestError(
@@ -274,66 +340,30 @@ def check_units(area: OutputArea, plan: IngestPlan) -> dict[int, dict[str, Any]]
         )
     if problems:
         raise IngestError(
-            f"cannot commit {area.output}: {'; '.join(problems)}. Rerun those units after "
-            f"removing their directories under {where}; nothing was published."
+            f"cannot commit {area.output}: {'; '.join(problems[:20])}"
+            f"{f' (and {len(problems) - 20} more)' if len(problems) > 20 else ''}. Rerun those "
+            f"units after removing their directories under {where}; nothing was published."
         )
     return records
 
 
-def _json_or_none(data: bytes | None) -> Any:
-    """``data`` parsed as JSON; ``None`` when missing or not JSON (a damaged file)."""
-    if data is None:
-        return None
-    try:
-        return json.loads(data)
-    except ValueError:
-        return None
-
-
-def _check_record(
-    name: str, record: dict[str, Any], manifest: Any, sizes: dict[str, int]
-) -> list[str]:
-    """What is wrong with unit ``name``'s files according to its record (sizes, digests),
-    given the unit's own manifest (parsed)."""
-    problems = []
-    listed = {
-        (entry["tokens"], entry["offsets"]): entry
-        for entry in (manifest.get("shards", []) if isinstance(manifest, dict) else [])
-    }
-    for entry in record["shards"]:
-        for key in ("tokens", "offsets"):
-            size = sizes.get(f"{name}/{entry[key]}")
-            if size is None:
-                problems.append(f"unit {name}: shard file {entry[key]} is missing")
-            elif size != entry[f"{key}_bytes"]:
-                problems.append(
-                    f"unit {name}: shard file {entry[key]} has {size} bytes, its record says "
-                    f"{entry[f'{key}_bytes']} (truncated or replaced)"
-                )
-        recorded = listed.get((entry["tokens"], entry["offsets"]))
-        for key in ("tokens_sha256", "offsets_sha256"):
-            if recorded is None or recorded[key] != entry[key]:
-                file = entry[key.split("_")[0]]
-                problems.append(
-                    f"unit {name}: shard file {file} has another digest in the unit's "
-                    f"manifest than in its record"
-                )
-    return problems
-
-
 def _existing_summary(area: OutputArea, started: float) -> IngestSummary:
     """The summary of the corpus already committed at ``area`` (a repeated commit)."""
-    manifest = area.read_json(MANIFEST_NAME)
-    shards = manifest["shards"]
+    data = area.read_bytes(MANIFEST_NAME)
+    if data is None:
+        raise IngestError(f"{area.describe(MANIFEST_NAME)} disappeared during the commit.")
+    manifest = parse_manifest(data, area.describe(MANIFEST_NAME))
+    source = manifest.metadata.get("source")
+    skipped = source.get("skipped_documents", 0) if isinstance(source, dict) else 0
     return IngestSummary(
         output=area.output,
-        documents=manifest["num_documents"],
-        tokens=manifest["num_tokens"],
-        shards=len(shards),
-        bytes=sum(e["tokens_bytes"] + e["offsets_bytes"] for e in shards),
-        dtype=manifest["dtype"],
+        documents=manifest.num_documents,
+        tokens=manifest.num_tokens,
+        shards=len(manifest.shards),
+        bytes=sum(e.tokens_bytes + e.offsets_bytes for e in manifest.shards),
+        dtype=manifest.dtype,
         seconds=time.perf_counter() - started,
-        skipped=int(manifest["metadata"].get("source", {}).get("skipped_documents", 0)),
+        skipped=skipped if isinstance(skipped, int) and not isinstance(skipped, bool) else 0,
         rejects=None,
         units=0,
         resumed_units=0,
@@ -368,9 +398,21 @@ def commit_ingest(
     IngestError
         No plan in ``output``, or a unit is foreign, unfinished or damaged (see the
         module docstring). Nothing is published then.
+    OutputInUseError
+        A task or another ingest still holds the (local) output's lock (pid named).
     """
     started = time.perf_counter()
+    check_output_names(os.fspath(output), rejects)
     area = OutputArea(os.fspath(output), storage_options)
+    with claim_output(area):  # no task may still be writing units
+        return _commit(area, rejects, started)
+
+
+def _commit(
+    area: OutputArea, rejects: str | os.PathLike[str] | None, started: float
+) -> IngestSummary:
+    """:func:`commit_ingest` once the output is claimed."""
+    storage_options = area.storage_options
     work = area.path(WORK_DIR_NAME)
     if not area.is_url:
         interrupted = read_publish_plan(work)

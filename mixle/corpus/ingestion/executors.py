@@ -23,6 +23,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import functools
+import json
 import logging
 import multiprocessing
 import os
@@ -31,13 +32,15 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from mixle._file_checks import check_replaceable
 from mixle._optional import install_hint
 from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.ingestion.area import OutputArea
 from mixle.corpus.ingestion.commit import IngestSummary, commit_ingest
 from mixle.corpus.ingestion.options import IngestOptions
+from mixle.corpus.ingestion.output_guard import claim_output
 from mixle.corpus.ingestion.plan import IngestPlan, plan_ingest, recorded_options
-from mixle.corpus.ingestion.units import WORK_DIR_NAME, run_unit
+from mixle.corpus.ingestion.units import WORK_DIR_NAME, run_claimed_unit, run_unit
 from mixle.errors import ArgumentError, CorpusExistsError, IngestError
 
 __all__ = ["load_plan", "run_distributed", "run_task", "run_with_dask"]
@@ -56,8 +59,15 @@ def load_plan(inputs: Any, options: IngestOptions) -> IngestPlan:
         corpus was given with another value than the plan's (both sides listed).
     """
     given = options.plan
-    plan = given if isinstance(given, IngestPlan) else IngestPlan.read(given)
     name = "the plan" if isinstance(given, IngestPlan) else f"plan file {os.fspath(given)}"
+    if isinstance(given, IngestPlan):  # built in Python: checked as a plan file would be
+        try:
+            value = json.loads(json.dumps(given.to_dict()))
+        except (TypeError, ValueError) as exc:
+            raise IngestError(f"the plan is not JSON-able ({exc}).") from exc
+        plan = IngestPlan.from_dict(value, name)
+    else:
+        plan = IngestPlan.read(given)
     listed = [inputs] if isinstance(inputs, str | os.PathLike) else list(inputs or [])
     problems = []
     if listed and [os.fspath(item) for item in listed] != plan.source["inputs"]:
@@ -72,7 +82,7 @@ def load_plan(inputs: Any, options: IngestOptions) -> IngestPlan:
             f"the call does not match {name}: {'; '.join(problems)}. Drop those arguments "
             "(the plan fixes them) or write a new plan."
         )
-    plan.check_inputs()
+    plan.check_inputs(name)
     return plan
 
 
@@ -92,14 +102,24 @@ def run_distributed(
             )
         index, count = options.task
         return run_task(plan, output, index, count, options.storage_options, started)
-    _prepare(area, options.overwrite)
-    if options.executor == "dask":
-        run_with_dask(plan, output, options)
-    else:
-        run_in_pool(plan, output, options.workers, options.storage_options)
-    summary = commit_ingest(
-        output, storage_options=options.storage_options, rejects=options.rejects
-    )
+    # The coordinator holds the output exclusively for all its workers: no task array,
+    # no other ingest, no --overwrite elsewhere can touch it meanwhile (nor this
+    # --overwrite remove theirs).
+    if options.overwrite:  # as for a local ingest: never remove a work dir holding an input
+        check_replaceable(
+            f"{output.rstrip('/')}/{WORK_DIR_NAME}",
+            [f.path for f in plan.files],
+            what="the work directory",
+        )
+    with claim_output(area):
+        _prepare(area, options.overwrite)
+        if options.executor == "dask":
+            run_with_dask(plan, output, options)
+        else:
+            run_in_pool(plan, output, options.workers, options.storage_options)
+        summary = commit_ingest(
+            output, storage_options=options.storage_options, rejects=options.rejects
+        )
     return dataclasses.replace(summary, seconds=time.perf_counter() - started)
 
 
@@ -137,7 +157,8 @@ def run_task(
     """
     begin = time.perf_counter() if started is None else started
     mine = [unit.index for unit in plan.units if unit.index % count == index]
-    records = [run_unit(plan, unit, output, storage_options=storage_options) for unit in mine]
+    with claim_output(OutputArea(output, storage_options), shared=True):
+        records = [run_unit(plan, unit, output, storage_options=storage_options) for unit in mine]
     return IngestSummary.of_shards(
         output,
         [entry for record in records for entry in record["shards"]],
@@ -152,7 +173,7 @@ def run_task(
 
 def run_in_pool(plan: IngestPlan, output: str, workers: int, storage_options: Any = None) -> None:
     """Run every unit of ``plan`` into ``output`` in ``workers`` local processes."""
-    run = functools.partial(run_unit, plan, output=output, storage_options=storage_options)
+    run = functools.partial(run_claimed_unit, plan, output=output, storage_options=storage_options)
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
         for _ in pool.map(run, [unit.index for unit in plan.units]):
@@ -231,7 +252,7 @@ def run_with_dask(plan: IngestPlan, output: str, options: IngestOptions) -> None
     with _client(options) as client:
         futures = [
             client.submit(
-                run_unit,
+                run_claimed_unit,
                 plan,
                 unit.index,
                 output,

@@ -48,7 +48,9 @@ def failure_reason(exc: BaseException, cursor: ReadCursor) -> str:
         text = f"cannot read the input ({type(exc).__name__}: {detail or 'no detail'})"
     if cursor.offset >= 0:
         text += f" at byte {cursor.offset}"
-    return text + "; nothing after this point of the file was read"
+    # The reason may already be a sentence ("... none of its records were read."):
+    # join the clauses with one "; ", not ".; ".
+    return text.rstrip(" .") + "; nothing after this point of the file was read"
 
 
 @contextlib.contextmanager

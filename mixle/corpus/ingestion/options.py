@@ -17,12 +17,21 @@ from mixle.corpus.format.writer import DEFAULT_SHARD_MAX_BYTES
 from mixle.corpus.storage.publish import LAYOUTS
 from mixle.errors import ArgumentError
 
-__all__ = ["DEFAULT_UNIT_BYTES", "DTYPES", "EXECUTORS", "IngestOptions", "parse_task"]
+__all__ = [
+    "DEFAULT_UNIT_BYTES",
+    "DTYPES",
+    "EXECUTORS",
+    "MAX_SCHEDULER_TIMEOUT",
+    "IngestOptions",
+    "parse_task",
+]
 
 #: Input bytes per work unit (JSONL byte ranges, flat-input document ranges).
 DEFAULT_UNIT_BYTES = 64 * 1024 * 1024
 #: Values of ``dtype``.
 DTYPES = ("auto", "uint16", "uint32", "int64")
+#: Longest ``scheduler_timeout`` accepted, in seconds (a week).
+MAX_SCHEDULER_TIMEOUT = 7 * 24 * 3600
 #: Values of ``executor``.
 EXECUTORS = ("local", "dask")
 
@@ -92,10 +101,17 @@ class IngestOptions:
             raise ArgumentError("`scheduler` needs executor='dask' (--executor dask).")
         if self.task is not None and self.executor != "local":
             raise ArgumentError("`task` (--task i/n) runs without an engine: drop --executor dask.")
-        if not (isinstance(self.scheduler_timeout, int | float) and self.scheduler_timeout > 0):
+        timeout = self.scheduler_timeout
+        # Finite and bounded: dask parses the timeout as a duration string, where inf,
+        # nan or 1e300 seconds raise its own errors (or overflow) only at connect time.
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not 0 < timeout <= MAX_SCHEDULER_TIMEOUT
+        ):
             raise ArgumentError(
-                f"`scheduler_timeout` must be a positive number of seconds. "
-                f"Got {self.scheduler_timeout!r} instead."
+                f"`scheduler_timeout` (--scheduler-timeout) must be a number of seconds, "
+                f"0 < seconds <= {MAX_SCHEDULER_TIMEOUT}. Got {timeout!r} instead."
             )
         normalized: dict[str, int | None] = {
             "workers": positive_int("workers", self.workers),

@@ -34,10 +34,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mixle._file_checks import check_replaceable
+from mixle._file_checks import check_replaceable, read_regular
+from mixle._safe_json import loads_bounded
 from mixle.corpus.format.manifest import SHARD_FILES, Manifest, parse_manifest
 from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.format.writer import DEFAULT_SHARD_MAX_BYTES
+from mixle.corpus.ingestion.area import MAX_RECORD_BYTES
 from mixle.corpus.ingestion.commit import (
     IngestSummary,
     line_base,
@@ -49,7 +51,11 @@ from mixle.corpus.ingestion.executors import run_distributed
 from mixle.corpus.ingestion.input_readers import describe_location
 from mixle.corpus.ingestion.inputs import WorkUnit
 from mixle.corpus.ingestion.options import DEFAULT_UNIT_BYTES, IngestOptions
-from mixle.corpus.ingestion.output_guard import check_rejects_path, hold_output
+from mixle.corpus.ingestion.output_guard import (
+    check_output_names,
+    check_rejects_path,
+    hold_output,
+)
 from mixle.corpus.ingestion.plan import IngestPlan, plan_differences, plan_ingest
 from mixle.corpus.ingestion.publishing import discard_work_dir, publish, read_publish_plan
 from mixle.corpus.ingestion.units import PLAN_NAME, WORK_DIR_NAME, unit_name
@@ -79,10 +85,14 @@ def _load_done(work: str, unit: WorkUnit) -> dict[str, Any] | None:
     """Return a complete unit's statistics and shard entries, or ``None`` to redo it."""
     unit_dir = os.path.join(work, unit_name(unit.index))
     try:
-        with open(os.path.join(unit_dir, DONE_NAME), encoding="utf-8") as handle:
-            done: dict[str, Any] = json.load(handle)
-        with open(os.path.join(unit_dir, MANIFEST_NAME), "rb") as handle:
-            manifest = parse_manifest(handle.read(), unit_dir)
+        done_path = os.path.join(unit_dir, DONE_NAME)
+        done = loads_bounded(
+            read_regular(done_path, IngestError, MAX_RECORD_BYTES), done_path, IngestError
+        )
+        manifest_path = os.path.join(unit_dir, MANIFEST_NAME)
+        manifest = parse_manifest(
+            read_regular(manifest_path, IngestError, MAX_RECORD_BYTES), unit_dir
+        )
         for entry in manifest.shards:
             for kind in SHARD_FILES:
                 path = os.path.join(unit_dir, entry.file_name(kind))
@@ -90,10 +100,24 @@ def _load_done(work: str, unit: WorkUnit) -> dict[str, Any] | None:
                     return None
     except (OSError, ValueError):
         return None
-    if manifest.dtype != done["dtype"]:
+    if not _is_local_record(done, manifest):
         return None
     done["shards"] = [entry.to_dict() for entry in manifest.shards]
-    return done
+    return dict(done)
+
+
+def _is_local_record(done: Any, manifest: Manifest) -> bool:
+    """Whether ``done`` is the record :func:`convert_unit` writes for ``manifest``'s unit
+    (anything else, damaged or edited, means: convert the unit again)."""
+    keys = ("documents", "tokens", "skipped", "lines", "input_bytes")
+    return (
+        isinstance(done, dict)
+        and set(done) == {*keys, "dtype"}
+        and all(type(done[key]) is int and done[key] >= 0 for key in keys)
+        and done["dtype"] == manifest.dtype
+        and done["documents"] == manifest.num_documents
+        and done["tokens"] == manifest.num_tokens
+    )
 
 
 class _Progress:
@@ -363,6 +387,7 @@ def run_ingest(
     """:func:`ingest` with its options already validated (see there for the contract)."""
     started = time.perf_counter()
     destination = os.fspath(output)
+    check_output_names(destination, options.rejects, options.staging_dir)
     staged = options.layout != "raw" or is_url(destination)
     out = _output_directory(destination, options, staged)
     if options.distributed:
@@ -530,13 +555,31 @@ def _remove_if_empty(path: str) -> None:
 def _finished_manifest(out: str, plan: dict[str, Any]) -> Manifest | None:
     """Return the manifest in ``out`` if an ingest of exactly ``plan``'s source wrote it."""
     try:
-        with open(os.path.join(out, MANIFEST_NAME), "rb") as handle:
-            manifest = parse_manifest(handle.read(), out)
+        path = os.path.join(out, MANIFEST_NAME)
+        manifest = parse_manifest(read_regular(path, IngestError, MAX_RECORD_BYTES), out)
     except (OSError, ValueError):
         return None
     source = dict(manifest.metadata.get("source") or {})
     source.pop("skipped_documents", None)
     return manifest if source == json.loads(json.dumps(plan["source"])) else None
+
+
+def _previous_plan(value: Any, where: str) -> dict[str, Any]:
+    """The plan of an interrupted local ingest (its own plan plus ``overwrite``), checked.
+
+    Raises
+    ------
+    IngestError
+        It is not such a plan (names the file and the field).
+    """
+    if not isinstance(value, dict) or not isinstance(value.get("overwrite"), bool):
+        raise IngestError(
+            f"{where}: not the plan of an interrupted ingest (no `overwrite` flag); remove "
+            f"{os.path.dirname(where)} or pass --overwrite."
+        )
+    plan = {key: item for key, item in value.items() if key != "overwrite"}
+    IngestPlan.from_dict(plan, where)
+    return dict(value)
 
 
 def _prepare_output(
@@ -552,9 +595,9 @@ def _prepare_output(
     has_manifest = os.path.exists(os.path.join(out, MANIFEST_NAME))
     plan_path = os.path.join(work, PLAN_NAME)
     previous: dict[str, Any] | None = None
-    if os.path.exists(plan_path):
-        with open(plan_path, encoding="utf-8") as handle:
-            previous = json.load(handle)
+    if resume and os.path.lexists(plan_path):  # read only to compare with it
+        data = read_regular(plan_path, IngestError, MAX_RECORD_BYTES)
+        previous = _previous_plan(loads_bounded(data, plan_path, IngestError), plan_path)
     shutil.rmtree(f"{work}-done", ignore_errors=True)  # a finished run killed while cleaning up
     if resume and has_manifest:
         finished = _finished_manifest(out, plan)

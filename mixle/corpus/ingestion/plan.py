@@ -19,18 +19,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mixle._io import atomic_write_bytes, file_sha256
+from mixle._file_checks import check_name_lengths, read_regular
+from mixle._io import atomic_write_bytes, file_sha256, temporary_name
+from mixle._safe_json import loads_bounded
 from mixle._version import __version__
 from mixle.corpus.format.manifest import canonical_json
 from mixle.corpus.format.spec import resolve_dtype
 from mixle.corpus.ingestion.input_readers import ReadOptions, make_tokenizer
 from mixle.corpus.ingestion.inputs import InputFile, WorkUnit, plan_units, resolve_inputs
 from mixle.corpus.ingestion.options import IngestOptions
+from mixle.corpus.ingestion.plan_checks import compare_units, parse_plan
 from mixle.corpus.ingestion.workers import UnitJob
 from mixle.errors import ArgumentError, IngestError
 
@@ -38,6 +40,8 @@ __all__ = ["PLAN_VERSION", "IngestPlan", "plan_differences", "plan_ingest", "rec
 
 #: Format version of a plan file; :meth:`IngestPlan.from_dict` refuses any other.
 PLAN_VERSION = 1
+#: Largest plan file read (a plan of a million units is about 250 MB).
+MAX_PLAN_BYTES = 1 << 30
 
 
 def recorded_options(options: IngestOptions) -> dict[str, Any]:
@@ -152,36 +156,35 @@ class IngestPlan:
         }
 
     @classmethod
-    def from_dict(cls, value: Mapping[str, Any]) -> IngestPlan:
-        """Rebuild a plan from :meth:`to_dict`'s output.
+    def from_dict(cls, value: Any, where: str = "the plan") -> IngestPlan:
+        """Rebuild a plan from :meth:`to_dict`'s output, checking every part of it.
+
+        Besides the shape (keys, types), the worker ``job`` must be the one the
+        recorded options imply and the units must fit the plan's files (see
+        :func:`~mixle.corpus.ingestion.plan_checks.parse_plan`); whether they are the
+        units the inputs imply is :meth:`check_inputs`'s question.
 
         Raises
         ------
         IngestError
-            ``value`` is not a plan (a key is missing or has the wrong shape), or is a
-            plan of another format version.
+            ``value`` is not a plan of this format version, or a part of it is
+            malformed or inconsistent (names ``where``, the unit or key, and the field).
         """
-        version = value.get("version")
+        version = value.get("version") if isinstance(value, dict) else None
         if version != PLAN_VERSION:
             raise IngestError(
-                f"plan format version {version!r} is not the version this mixle reads "
-                f"({PLAN_VERSION}); make the plan again with this mixle."
+                f"{where}: plan format version {version!r} is not the version this mixle "
+                f"reads ({PLAN_VERSION}); make the plan again with this mixle."
             )
-        try:
-            files = tuple(InputFile(**item) for item in value["files"])
-            units = tuple(
-                WorkUnit(**dict(item, paths=tuple(item["paths"]))) for item in value["units"]
-            )
-            return cls(dict(value["source"]), files, units, dict(value["job"]))
-        except (KeyError, TypeError) as exc:
-            raise IngestError(f"not an ingest plan: {exc!r} is missing or malformed.") from exc
+        source, files, units, job = parse_plan(value, where)
+        return cls(source, files, units, job)
 
     def write(self, path: str | os.PathLike[str]) -> None:
         """Write the plan to ``path`` as JSON, atomically (safe to race with itself)."""
         target = os.fspath(path)
-        directory, name = os.path.split(target)
-        # A unique temporary name: two machines may write the same plan at once.
-        temporary = os.path.join(directory, f".{name}.tmp-{uuid.uuid4().hex}")
+        check_name_lengths(os.path.abspath(target), "plan file")
+        # A unique temporary name: several machines may write the same file at once.
+        temporary = temporary_name(target, unique=True)
         data = json.dumps(self.to_dict(), sort_keys=True, indent=1).encode("utf-8")
         atomic_write_bytes(target, data, temporary=temporary)
 
@@ -197,28 +200,31 @@ class IngestPlan:
         """
         name = os.fspath(path)
         try:
-            with open(name, encoding="utf-8") as handle:
-                value = json.load(handle)
-        except (OSError, ValueError) as exc:
-            raise IngestError(f"cannot read the ingest plan {name} ({exc}).") from exc
+            value = loads_bounded(
+                read_regular(name, IngestError, MAX_PLAN_BYTES), name, IngestError
+            )
+        except IngestError as exc:
+            detail = str(exc).removeprefix(f"{name}: ")
+            raise IngestError(f"cannot read the ingest plan {name}: {detail}") from exc
         if not isinstance(value, dict):
             raise IngestError(f"{name} is not an ingest plan (not a JSON object).")
-        try:
-            return cls.from_dict(value)
-        except IngestError as exc:
-            raise IngestError(f"{name}: {exc}") from exc
+        return cls.from_dict(value, f"ingest plan {name}")
 
-    def check_inputs(self) -> None:
+    def check_inputs(self, where: str = "the plan") -> None:
         """Check that the inputs still resolve to the files of the plan (names, sizes,
-        mtimes), so units run from a plan file convert what was planned.
+        mtimes), that the units are exactly those these files and the recorded options
+        imply, and that a tokenizer file is the recorded one, so units run from a plan
+        file convert what was planned (``where`` names the plan in messages).
 
         Raises
         ------
         IngestError
             An input is missing, or has changed or appeared since the plan was made
-            (the changed files are named).
+            (the changed files are named); a unit differs from the implied ones (unit
+            and field named); the tokenizer file's digest is not the recorded one.
         """
-        files = resolve_inputs(list(self.source["inputs"]), self.source["options"]["input_format"])
+        options = self.source["options"]
+        files = resolve_inputs(list(self.source["inputs"]), options["input_format"])
         planned = {item.path: item for item in self.files}
         found = {item.path: item for item in files}
         changed = [path for path in planned if path in found and found[path] != planned[path]]
@@ -229,11 +235,23 @@ class IngestPlan:
             for label, paths in (("changed", changed), ("missing", missing), ("new", added))
             if paths
         ]
-        if problems:
+        if problems or list(planned) != list(found):
             raise IngestError(
-                f"the inputs are no longer the files the plan was made of ({'; '.join(problems)}); "
-                "make the plan again (--write-plan) from the current inputs."
+                f"{where}: the inputs are no longer the files the plan was made of "
+                f"({'; '.join(problems) or 'in another order'}); make the plan again "
+                "(--write-plan) from the current inputs."
             )
+        unit_size, shard_size = options["unit_size"], options["shard_size"]
+        compare_units(self.units, plan_units(files, unit_size, max(unit_size, shard_size)), where)
+        recorded = options["tokenizer"]
+        if isinstance(recorded, dict):
+            digest = file_sha256(self.job["tokenizer"], IngestError)
+            if digest != recorded["sha256"]:
+                raise IngestError(
+                    f"{where}: the tokenizer file {self.job['tokenizer']} has SHA-256 "
+                    f"{digest[:16]}..., the plan records {recorded['sha256'][:16]}...; make "
+                    "the plan again (--write-plan) with the current tokenizer."
+                )
 
 
 def plan_ingest(inputs: Any, options: IngestOptions) -> IngestPlan:

@@ -34,7 +34,9 @@ from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.ingestion.area import OutputArea
 from mixle.corpus.ingestion.input_readers import describe_location
 from mixle.corpus.ingestion.inputs import WorkUnit, open_binary
+from mixle.corpus.ingestion.output_guard import claim_output
 from mixle.corpus.ingestion.plan import IngestPlan, plan_differences
+from mixle.corpus.ingestion.records import record_problems
 from mixle.corpus.ingestion.workers import DONE_NAME, convert_unit, write_json_atomic
 from mixle.errors import ArgumentError, CorpusExistsError, IngestError
 
@@ -43,6 +45,7 @@ __all__ = [
     "WORK_DIR_NAME",
     "ensure_plan",
     "read_output_plan",
+    "run_claimed_unit",
     "run_unit",
     "unit_name",
 ]
@@ -76,8 +79,12 @@ def ensure_plan(plan: IngestPlan, output: OutputArea) -> None:
         )
     previous = read_output_plan(output)
     if previous is None:
-        output.write_bytes(_PLAN, plan_json(plan))
-        return
+        if output.create_bytes(_PLAN, plan_json(plan)):
+            return
+        # Another task recorded its plan first: ours must be the same.
+        previous = read_output_plan(output)
+        if previous is None:
+            raise IngestError(f"{output.describe(_PLAN)} disappeared while it was recorded.")
     if previous.plan_id != plan.plan_id:
         differences = plan_differences(previous.to_dict(), plan.to_dict(), "the output's plan")
         raise IngestError(
@@ -95,17 +102,17 @@ def read_output_plan(output: OutputArea) -> IngestPlan | None:
     IngestError
         The recorded file is not a plan this mixle reads (the file is named).
     """
-    value = output.read_json(_PLAN)
-    if value is None:
-        return None
+    where = output.describe(_PLAN)
     try:
+        value = output.read_json(_PLAN)
+        if value is None:
+            return None
         if not isinstance(value, dict):
-            raise IngestError("not a JSON object.")
-        return IngestPlan.from_dict(value)
+            raise IngestError(f"{where}: not a JSON object.")
+        return IngestPlan.from_dict(value, where)
     except IngestError as exc:
         raise IngestError(
-            f"{output.describe(_PLAN)}: {exc} Remove {output.describe(WORK_DIR_NAME)} and run "
-            "the units again."
+            f"{exc} Remove {output.describe(WORK_DIR_NAME)} and run the units again."
         ) from exc
 
 
@@ -151,7 +158,25 @@ def run_unit(
         ``index`` is out of range, or the plan cannot run distributed.
     CorpusExistsError
         ``output`` already holds a committed corpus.
+    OutputInUseError
+        Another ingest, a coordinator or a commit holds the (local) output's lock
+        exclusively; other tasks (shared holders) do not conflict.
     """
+    area = OutputArea(os.fspath(output), storage_options)
+    with claim_output(area, shared=True):  # the tasks of one plan share the output
+        return run_claimed_unit(plan, index, output, storage_options=storage_options)
+
+
+def run_claimed_unit(
+    plan: IngestPlan,
+    index: int,
+    output: str | os.PathLike[str],
+    *,
+    storage_options: Any = None,
+) -> dict[str, Any]:
+    """:func:`run_unit` without taking the output's lock, for a caller that holds it:
+    the coordinator of a Dask or process-pool run holds it exclusively on behalf of
+    all its workers (which would otherwise be refused by that very lock)."""
     area = OutputArea(os.fspath(output), storage_options)
     plan.require_distributable()
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(plan.units):
@@ -161,9 +186,9 @@ def run_unit(
     ensure_plan(plan, area)
     name = unit_name(index)
     plan_id = plan.plan_id
-    existing = area.read_json(f"{WORK_DIR_NAME}/{name}/{DONE_NAME}")
-    if _is_record_of(existing, plan_id, index):
-        return dict(existing)
+    existing = _finished_record(area, plan, index)
+    if existing is not None:
+        return existing
     unit = plan.units[index]
     if area.is_url:
         temporary = tempfile.mkdtemp(prefix=f"mixle-{name}-")
@@ -174,15 +199,29 @@ def run_unit(
         if area.is_url:
             area.upload_directory(temporary, f"{WORK_DIR_NAME}/{name}", last=DONE_NAME)
             return record
-        return _place(area, temporary, name, record, plan_id)
+        return _place(area, temporary, name, record, plan)
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
 
 
-def _is_record_of(record: Any, plan_id: str, index: int) -> bool:
-    return (
-        isinstance(record, dict) and record.get("plan") == plan_id and record.get("unit") == index
-    )
+def _finished_record(area: OutputArea, plan: IngestPlan, index: int) -> dict[str, Any] | None:
+    """The record of unit ``index`` when the unit is finished and intact, else ``None``
+    (missing, of another plan, damaged or not describing its files: run it again)."""
+    name = unit_name(index)
+    directory = f"{WORK_DIR_NAME}/{name}"
+    try:
+        record = area.read_json(f"{directory}/{DONE_NAME}")
+        if not (isinstance(record, dict) and record.get("plan") == plan.plan_id):
+            return None
+        if record.get("unit") != index:
+            return None
+        manifest = area.read_bytes(f"{directory}/{MANIFEST_NAME}")
+    except IngestError:
+        return None
+    sizes = area.sizes(directory)
+    if record_problems(name, record, manifest, sizes, plan.dtype, plan.job["on_error"]):
+        return None
+    return dict(record)
 
 
 def _convert(plan: IngestPlan, unit: WorkUnit, directory: str, plan_id: str) -> dict[str, Any]:
@@ -226,7 +265,7 @@ def _line_base(unit: WorkUnit) -> int:
 
 
 def _place(
-    area: OutputArea, temporary: str, name: str, record: dict[str, Any], plan_id: str
+    area: OutputArea, temporary: str, name: str, record: dict[str, Any], plan: IngestPlan
 ) -> dict[str, Any]:
     """Rename the converted unit to its final name (or keep a finished twin's)."""
     final = area.path(f"{WORK_DIR_NAME}/{name}")
@@ -235,9 +274,9 @@ def _place(
             os.rename(temporary, final)
             return record
         except OSError:
-            existing = area.read_json(f"{WORK_DIR_NAME}/{name}/{DONE_NAME}")
-            if _is_record_of(existing, plan_id, record["unit"]):
-                return dict(existing)  # a concurrent run of this unit finished first
+            existing = _finished_record(area, plan, record["unit"])
+            if existing is not None:
+                return existing  # a concurrent run of this unit finished first
             # Leftovers without a record of this plan: move them aside, then retry.
             stale = f"{final}{_TEMPORARY}stale-{uuid.uuid4().hex}"
             with contextlib.suppress(FileNotFoundError):

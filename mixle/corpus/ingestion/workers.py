@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from mixle._io import atomic_write, fsync_file
+from mixle._io import atomic_write, fsync_file, naming_file
 from mixle.corpus.format.encode import narrow, needed_dtype
 from mixle.corpus.format.manifest import Manifest, write_manifest
 from mixle.corpus.format.shard import ShardWriter, rewrite_shard_dtype
@@ -156,7 +156,20 @@ class _UnitShards:
         self.shard: ShardWriter | None = None
 
     def write(self, tokens: np.ndarray, lengths: np.ndarray, checked_below: int | None) -> None:
-        """Append a batch whose ids are known to be nonnegative and below ``checked_below``."""
+        """Append a batch whose ids are known to be nonnegative and below ``checked_below``.
+
+        An ``OSError`` without a file name (a full disk) names the shard being written.
+        """
+        with naming_file(self._current_file):
+            self._write(tokens, lengths, checked_below)
+
+    def _current_file(self) -> str:
+        """The shard file being written (the unit directory between shards)."""
+        if self.shard is None:
+            return self.directory
+        return os.path.join(self.directory, self.shard.tokens_name)
+
+    def _write(self, tokens: np.ndarray, lengths: np.ndarray, checked_below: int | None) -> None:
         # An upper bound on the ids, from the dtype and the caller's check; the data is
         # scanned only when the bound does not prove that the current dtype holds them.
         max_id = _type_max(tokens.dtype) if tokens.shape[0] else 0
@@ -200,7 +213,8 @@ class _UnitShards:
             self.shard = None
 
     def commit(self) -> Manifest:
-        self._finish()
+        with naming_file(self.directory):
+            self._finish()
         manifest = Manifest.build(self.entries, dtype=self.dtype, vocab_size=self.vocab_size)
         write_manifest(self.directory, manifest)
         return manifest
@@ -265,7 +279,7 @@ def convert_unit(unit: WorkUnit, job: UnitJob, unit_dir: str) -> dict[str, Any]:
         raise
     if rejects:
         path = os.path.join(unit_dir, REJECTS_NAME)
-        with open(path, "w", encoding="utf-8") as handle:
+        with naming_file(path), open(path, "w", encoding="utf-8") as handle:
             for location, reason in rejects:
                 handle.write(json.dumps({"location": list(location), "reason": reason}) + "\n")
             fsync_file(handle)

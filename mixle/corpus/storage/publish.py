@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from mixle._io import bounded_name
 from mixle.corpus.format.manifest import Manifest, write_manifest
 from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.storage.fs import BadResult
@@ -190,7 +191,9 @@ def _write_directory(
         raise CorpusExistsError(f"{target} already exists (pass overwrite=True to replace it).")
     parent = os.path.dirname(target)
     os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.tmp-", dir=parent)
+    # ".NAME.tmp-" plus mkdtemp's 8 random characters must still fit NAME_MAX.
+    name = bounded_name(os.path.basename(target), len("..tmp-") + 8)
+    staging = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)
     try:
         manifest = write(staging)
         if os.path.exists(target):
