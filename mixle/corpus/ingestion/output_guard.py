@@ -19,6 +19,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,7 @@ LOCK_NAME = ".mixle-ingest.lock"
 
 # Locks this process holds: real output path -> [descriptor, shared?, depth].
 _HELD: dict[str, list[Any]] = {}
+_HELD_LOCK = threading.Lock()
 
 
 def _holder(path: str) -> str:
@@ -119,27 +121,28 @@ def hold_output(out: str, *, shared: bool = False) -> Iterator[None]:
     created = not os.path.exists(out)
     os.makedirs(out, exist_ok=True)
     key = os.path.realpath(out)
-    held = _HELD.get(key)
-    if held is not None:
-        if held[1] and not shared:
-            raise OutputInUseError(
-                f"{out} is in use by this process's own task (pid {os.getpid()}); commit or "
-                "overwrite it after the task has finished."
-            )
-        held[2] += 1
-        try:
-            yield
-        finally:
-            held[2] -= 1
-        return
-    fd = _acquire(out, shared)
-    _HELD[key] = [fd, shared, 1]
+    with _HELD_LOCK:  # threads of one process share its hold (units run side by side)
+        held = _HELD.get(key)
+        if held is not None:
+            if held[1] and not shared:
+                raise OutputInUseError(
+                    f"{out} is in use by this process's own task (pid {os.getpid()}); commit "
+                    "or overwrite it after the task has finished."
+                )
+            held[2] += 1
+        else:
+            _HELD[key] = [_acquire(out, shared), shared, 1]
     try:
         yield
     finally:
-        del _HELD[key]
-        _release(out, fd, shared)
-        if created:
+        with _HELD_LOCK:
+            held = _HELD[key]
+            held[2] -= 1
+            last = held[2] == 0
+            if last:  # the last user in this process drops the lock
+                del _HELD[key]
+                _release(out, held[0], held[1])
+        if last and created:
             with contextlib.suppress(OSError):
                 os.rmdir(out)
 
