@@ -142,11 +142,10 @@ class GlobalRowDataset(IterableDataset[Row]):
         self._next.move(*self._start.position)
         while position is not None:
             epoch, row = position
-            batch = self._rows.batch_at_row(epoch, row)
-            parts = [torch.from_numpy(np.ascontiguousarray(part)) for part in batch]
+            parts = self._rows.read(epoch, row).to_torch().to_dict()
             for index in range(self.global_batch_size):
                 self._next.move(*self._after_rows(epoch, row, index + 1))
-                yield {name: part[index] for name, part in zip(self._fields, parts, strict=True)}
+                yield {name: part[index] for name, part in parts.items()}
             position = self._advance(position, workers)
 
     def stream_identity(self) -> dict[str, Any]:

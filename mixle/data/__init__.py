@@ -4,6 +4,7 @@ Nothing here knows about files: ``documents`` may be a list of numpy arrays or a
 memory-mapped :class:`mixle.corpus.ShardedDocuments`; the contracts are the same.
 """
 
+from mixle.data._batch import Batch
 from mixle.data._gather import gather_backend, set_gather_backend
 from mixle.data._mixture import Mixture, MixturePhase, SourceAccount, SourceBudget
 from mixle.data._mixture_source import MixtureSource
@@ -17,6 +18,7 @@ from mixle.data.streaming_corpus import (
 )
 
 __all__ = [
+    "Batch",
     "Mixture",
     "MixturePhase",
     "MixtureSource",

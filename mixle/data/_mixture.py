@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from mixle._checks import exact_int, nonnegative_int, positive_int
+from mixle.data._batch import Batch
 from mixle.data._cursor import Cursor
 from mixle.data._mixture_source import MixtureSource, build_rows, check_weight
 from mixle.data._mixture_windows import SourceWindows
@@ -35,7 +36,7 @@ __all__ = ["OBJECTIVES", "Mixture", "MixturePhase", "SourceAccount", "SourceBudg
 
 OBJECTIVES = ("packed", "windows")
 
-Batch = tuple[np.ndarray, ...]
+SeedBatch = tuple[np.ndarray, ...]
 # Iteration reads this many global batches' rows of the rank at once.
 _READ_AHEAD = 64
 
@@ -227,8 +228,12 @@ class Mixture:
     def global_batch_size(self) -> int:
         return self.world_size * self.batch_size
 
-    def rows_at(self, begin: int, end: int) -> Batch:
-        """Global rows ``[begin, end)`` as a batch (see the class docstring)."""
+    def rows_at(self, begin: int, end: int) -> SeedBatch:
+        """Global rows ``[begin, end)`` as the seed-style tuple (see the class docstring)."""
+        return self.read_rows(begin, end).as_tuple()
+
+    def read_rows(self, begin: int, end: int) -> Batch:
+        """Global rows ``[begin, end)`` as a :class:`~mixle.data.Batch`."""
         begin = nonnegative_int("begin", begin)
         end = nonnegative_int("end", end)
         if end < begin:
@@ -262,16 +267,36 @@ class Mixture:
         if not outputs:  # no rows: the shapes from one row
             outputs = [part[:0] for part in self.rows[0].read(0, 1, self.document_ids)]
         if self.objective == "windows":
-            return (*outputs, sources)
-        tokens = outputs[0]
-        return (tokens[:, :-1], tokens[:, 1:], *outputs[1:], sources)
+            context, next_tokens = outputs
+            return Batch(context, next_tokens, source_ids=sources)
+        tokens, mask = outputs[:2]
+        document_ids, position_ids = outputs[2:4] if self.document_ids else (None, None)
+        return Batch(tokens[:, :-1], tokens[:, 1:], mask, document_ids, position_ids, sources)
 
-    def batch_at_row(self, row: int) -> Batch:
-        """This rank's part of the global batch that starts at global row ``row``."""
+    def read(self, epoch: int, row: int) -> Batch:
+        """The batch iteration yields at cursor ``(0, row)``: this rank's part of the
+        global batch that starts at global row ``row``.
+
+        Raises
+        ------
+        ArgumentError
+            ``epoch`` is not 0 (a mixture's stream is one endless epoch).
+        """
+        if nonnegative_int("epoch", epoch) != 0:
+            raise ArgumentError(f"`epoch` must be 0: a mixture has only epoch 0. Got {epoch}.")
         first = nonnegative_int("row", row) + self.rank * self.batch_size
-        return self.rows_at(first, first + self.batch_size)
+        return self.read_rows(first, first + self.batch_size)
 
-    def __iter__(self) -> Iterator[Batch]:
+    def batch_at_row(self, row: int) -> SeedBatch:
+        """This rank's part of the global batch that starts at global row ``row``
+        (the tuple of :meth:`read` ``(0, row)``)."""
+        return self.read(0, row).as_tuple()
+
+    def __iter__(self) -> Iterator[SeedBatch]:
+        """The seed-style tuples of :meth:`batches`."""
+        return (batch.as_tuple() for batch in self.batches())
+
+    def batches(self) -> Iterator[Batch]:
         """Endless: this rank's batches from the cursor row on, advancing the cursor
         (moved before each batch is handed out)."""
         cursor, size, ahead = self._cursor, self.global_batch_size, 1
@@ -284,7 +309,7 @@ class Mixture:
             for k in range(ahead):
                 part = slice(k * self.batch_size, (k + 1) * self.batch_size)
                 cursor.move(0, first + (k + 1) * size)
-                yield tuple(array[part] for array in batches)
+                yield batches.rows(part)
             # One batch first (a resumed run's first batch comes fast), then doubling.
             ahead = min(2 * ahead, _READ_AHEAD)
 

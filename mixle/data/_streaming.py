@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from mixle._checks import exact_int, nonnegative_int, positive_int
+from mixle.data._batch import Batch
 from mixle.data._cursor import Cursor, identity_differences
 from mixle.data._documents import as_documents, supports_prefetch
 from mixle.data._order import SequenceSelector, global_document_order, length_table
@@ -38,7 +39,7 @@ LAYOUTS = ("per-rank", "global")
 # Identity fields that tie a per-rank state to its shape: a global-layout state has none.
 _SHAPE_FIELDS = ("rank", "world_size", "batch_size")
 
-Batch = tuple[np.ndarray, ...]
+SeedBatch = tuple[np.ndarray, ...]
 # Prefetch hints cover this many batches per call, issued while at least half of the
 # previous window is still ahead: one call (and one vectorised pass in the corpus) per
 # window instead of one per batch, and every document is hinted once.
@@ -426,12 +427,21 @@ class StreamingCorpus:
             boundary_id=self.boundary_id,
             document_ids=self.document_ids,
         )
-        batch: Batch = (rows.context, rows.targets, rows.mask)
-        if rows.document_ids is not None and rows.position_ids is not None:
-            batch = (*batch, rows.document_ids, rows.position_ids)
+        batch = Batch(rows.context, rows.targets, rows.mask, rows.document_ids, rows.position_ids)
         return batch, rows.real
 
-    def batch_at(self, epoch: int, index: int) -> Batch:
+    def read(self, epoch: int, index: int) -> Batch:
+        """The batch iteration yields at cursor ``(epoch, index)`` (see :attr:`cursor`).
+
+        Per-rank layout: batch ``index`` of the epoch (:meth:`batch_at`). Global layout:
+        this rank's part of the global batch whose first row is ``index``
+        (:meth:`batch_at_row`).
+        """
+        if self.layout == "global":
+            return self._batch_at_row(epoch, index)
+        return self._batch_at(epoch, index)
+
+    def batch_at(self, epoch: int, index: int) -> SeedBatch:
         """The batch ``epoch_batches(epoch)`` yields at position ``index``, by seeking.
 
         O(log documents) to find the first document, then reads only the documents the
@@ -442,6 +452,9 @@ class StreamingCorpus:
         ArgumentError
             ``index >= num_batches(epoch)`` (or either argument is negative).
         """
+        return self._batch_at(epoch, index).as_tuple()
+
+    def _batch_at(self, epoch: int, index: int) -> Batch:
         epoch = nonnegative_int("epoch", epoch)
         index = nonnegative_int("index", index)
         plan = self._plan(epoch)
@@ -453,7 +466,7 @@ class StreamingCorpus:
         batch, _ = self._make_batch(plan, self._first_row(index))
         return batch
 
-    def batch_at_row(self, epoch: int, row: int) -> Batch:
+    def batch_at_row(self, epoch: int, row: int) -> SeedBatch:
         """Global layout: this rank's part of the global batch that starts at ``row``.
 
         Rows ``[row + rank * batch_size, row + (rank + 1) * batch_size)`` of the epoch's
@@ -468,6 +481,9 @@ class StreamingCorpus:
         """
         if self.layout != "global":
             raise ArgumentError("`batch_at_row` needs layout='global'; use batch_at.")
+        return self._batch_at_row(epoch, row).as_tuple()
+
+    def _batch_at_row(self, epoch: int, row: int) -> Batch:
         epoch = nonnegative_int("epoch", epoch)
         row = nonnegative_int("row", row)
         plan = self._plan(epoch)
@@ -568,7 +584,7 @@ class StreamingCorpus:
         if indices is not None and indices.size:
             self.documents.prefetch(indices)
 
-    def epoch_batches(self, epoch: int, *, start_batch: int = 0) -> Iterator[Batch]:
+    def epoch_batches(self, epoch: int, *, start_batch: int = 0) -> Iterator[SeedBatch]:
         """Yield this rank's batches of ``epoch`` from batch ``start_batch`` on.
 
         Each batch is ``(context, targets, loss_mask)`` — ``(b, block)`` int64, int64 and
@@ -593,6 +609,10 @@ class StreamingCorpus:
         TokenIdError
             A document read for a batch holds an invalid token id.
         """
+        return (batch.as_tuple() for batch in self.iter_epoch(epoch, start_batch=start_batch))
+
+    def iter_epoch(self, epoch: int, *, start_batch: int = 0) -> Iterator[Batch]:
+        """:meth:`epoch_batches` as :class:`~mixle.data.Batch` es (the same checks)."""
         epoch = nonnegative_int("epoch", epoch)
         start_batch = nonnegative_int("start_batch", start_batch)
         plan = self._plan(epoch)
@@ -617,13 +637,18 @@ class StreamingCorpus:
                 hinted += _HINT_BATCHES
             batch, real = self._make_batch(plan, first_row)
             real_total += real
-            target_total += batch[0].size
+            target_total += batch.context.size
             self.last_packing_efficiency = real_total / target_total if target_total else 0.0
             yield batch
 
     # ------------------------------------------------------------------ cursor
-    def __iter__(self) -> Iterator[Batch]:
-        """Yield batches from the cursor on, across epochs, advancing the cursor.
+    def __iter__(self) -> Iterator[SeedBatch]:
+        """The seed's tuples of :meth:`batches` (``Batch.as_tuple()`` of each)."""
+        return (batch.as_tuple() for batch in self.batches())
+
+    def batches(self) -> Iterator[Batch]:
+        """Yield :class:`~mixle.data.Batch` es from the cursor on, across epochs,
+        advancing the cursor.
 
         The cursor moves before each batch is handed out, so ``state_dict()`` taken after
         receiving ``k`` batches resumes with batch ``k + 1``. One iteration at a time.
@@ -637,7 +662,7 @@ class StreamingCorpus:
             total = self.num_batches(epoch)
             if total == 0:
                 return
-            for index, batch in enumerate(self.epoch_batches(epoch, start_batch=start), start):
+            for index, batch in enumerate(self.iter_epoch(epoch, start_batch=start), start):
                 cursor.move(*((epoch, index + 1) if index + 1 < total else (epoch + 1, 0)))
                 yield batch
             if cursor.position == (epoch, start):  # start == total: nothing left

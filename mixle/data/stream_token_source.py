@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from mixle._checks import as_token_ids, exact_int, nonnegative_int, positive_int
+from mixle.data._batch import Batch
 from mixle.data._cursor import Cursor
 from mixle.data._documents import SequenceDocuments, as_documents, is_document_source
 from mixle.data._mixture import Mixture
@@ -39,7 +40,7 @@ __all__ = ["TokenStream", "stream_token_source"]
 # for small batches, while the chunk itself is only a few tens of KB.
 _CHUNK_WINDOWS = 4096
 
-Batch = tuple[np.ndarray, np.ndarray]
+SeedBatch = tuple[np.ndarray, np.ndarray]
 
 
 def _check_flag(name: str, value: Any) -> bool:
@@ -90,7 +91,7 @@ def _array_batches(
         for first in range(0, num_windows, batch_size):
             last = min(first + batch_size, num_windows)
             starts = order[first:last] if order is not None else np.arange(first, last)
-            yield windows[starts], tokens[starts + block]
+            yield Batch(windows[starts], tokens[starts + block])
 
 
 def stream_token_source(
@@ -101,7 +102,7 @@ def stream_token_source(
     epochs: int = 1,
     shuffle: bool = True,
     seed: int = 0,
-) -> Iterator[Batch]:
+) -> Iterator[SeedBatch]:
     """Yield ``(context_windows, next_tokens)`` micro-batches; never buffer windows.
 
     Every argument is validated when this function is *called*, before the returned
@@ -174,7 +175,12 @@ def stream_token_source(
     seed = nonnegative_int("seed", seed)
     shuffle = _check_flag("shuffle", shuffle)
     tokens = _token_array(token_ids)
-    return _array_batches(tokens, block, batch_size, epochs, shuffle, seed)
+    return _seed_tuples(_array_batches(tokens, block, batch_size, epochs, shuffle, seed))
+
+
+def _seed_tuples(batches: Iterator[Batch]) -> Iterator[SeedBatch]:
+    """The seed's ``(context, next_tokens)`` tuples of window batches."""
+    return ((batch.context, batch.targets) for batch in batches)
 
 
 class TokenStream:
@@ -338,20 +344,29 @@ class TokenStream:
         """Windows of one step over all ranks: ``world_size * batch_size``."""
         return (self.world_size or 1) * self.batch_size
 
-    def batch_at_position(self, epoch: int, position: int) -> Batch:
+    def _read(self, starts: np.ndarray) -> Batch:
+        """The windows at stream offsets ``starts`` as one batch."""
+        context, targets = self._windows.read(starts, scattered=self.shuffle)
+        return Batch(context, targets)
+
+    def read(self, epoch: int, position: int) -> Batch:
+        """The batch iteration yields at cursor ``(epoch, position)`` (see :attr:`cursor`):
+        this rank's part of the global batch at window ``position`` with ``world_size``,
+        else the batch of ``batch_size`` windows from ``position``."""
+        epoch = nonnegative_int("epoch", epoch)
+        position = nonnegative_int("position", position)
+        first = min(position + self.rank * self.batch_size, self.num_windows)
+        last = min(first + self.batch_size, self.num_windows)
+        return self._read(self.window_indices(epoch, np.arange(first, last)))
+
+    def batch_at_position(self, epoch: int, position: int) -> SeedBatch:
         """This rank's part of the global batch that starts at window ``position``.
 
         Positions ``[position + rank * batch_size, position + (rank + 1) * batch_size)``
         of epoch ``epoch``, clipped to the epoch (at its end a rank's part may be
         smaller, or empty: ``(0, block)``), so every rank takes the same steps.
         """
-        epoch = nonnegative_int("epoch", epoch)
-        position = nonnegative_int("position", position)
-        first = min(position + self.rank * self.batch_size, self.num_windows)
-        last = min(first + self.batch_size, self.num_windows)
-        return self._windows.read(
-            self.window_indices(epoch, np.arange(first, last)), scattered=self.shuffle
-        )
+        return self.read(epoch, position).as_tuple()
 
     def advance_position(self, epoch: int, position: int, steps: int) -> tuple[int, int] | None:
         """The cursor ``steps`` global batches after ``(epoch, position)``; ``None`` once
@@ -372,7 +387,7 @@ class TokenStream:
             return positions
         return FeistelPermutation(self.num_windows, self.seed, epoch)(positions)
 
-    def batch(self, epoch: int, index: int) -> Batch:
+    def batch(self, epoch: int, index: int) -> SeedBatch:
         """Return batch ``index`` of epoch ``epoch`` (no state is read or changed).
 
         Raises
@@ -384,27 +399,27 @@ class TokenStream:
         index = nonnegative_int("index", index)
         if index >= self.num_batches():
             raise IndexError(f"batch {index} is out of range: an epoch has {self.num_batches()}.")
-        if self.world_size is not None:
-            return self.batch_at_position(epoch, index * self.global_batch_size)
-        first = index * self.batch_size
-        last = min(first + self.batch_size, self.num_windows)
-        return self._windows.read(
-            self.window_indices(epoch, np.arange(first, last)), scattered=self.shuffle
-        )
+        return self.read(epoch, index * self.global_batch_size).as_tuple()
 
-    def epoch_batches(self, epoch: int, *, start_batch: int = 0, step: int = 1) -> Iterator[Batch]:
+    def epoch_batches(
+        self, epoch: int, *, start_batch: int = 0, step: int = 1
+    ) -> Iterator[SeedBatch]:
         """Yield batches ``start_batch, start_batch + step, ...`` of epoch ``epoch``.
 
         A pure function of the arguments and the stream's definition: resuming at
         ``start_batch`` is a seek, not a replay. ``step`` > 1 lets ``step`` consumers
         (DataLoader workers) each take every ``step``-th batch.
         """
+        return _seed_tuples(self.iter_epoch(epoch, start_batch=start_batch, step=step))
+
+    def iter_epoch(self, epoch: int, *, start_batch: int = 0, step: int = 1) -> Iterator[Batch]:
+        """:meth:`epoch_batches` as :class:`~mixle.data.Batch` es."""
         epoch = nonnegative_int("epoch", epoch)
         start_batch = nonnegative_int("start_batch", start_batch)
         step = positive_int("step", step)
         if self.world_size is not None:  # this rank's parts of global batches
             for index in range(start_batch, self.num_batches(), step):
-                yield self.batch(epoch, index)
+                yield self.read(epoch, index * self.global_batch_size)
             return
         indices = range(start_batch, self.num_batches(), step)
         permutation = (
@@ -427,10 +442,16 @@ class TokenStream:
             offset = 0
             for first in firsts.tolist():
                 size = min(self.batch_size, self.num_windows - first)
-                yield self._windows.read(starts[offset : offset + size], scattered=self.shuffle)
+                yield self._read(starts[offset : offset + size])
                 offset += size
 
-    def __iter__(self) -> Iterator[Batch]:
+    def __iter__(self) -> Iterator[SeedBatch]:
+        """The seed's ``(context, next_tokens)`` tuples of :meth:`batches`."""
+        return _seed_tuples(self.batches())
+
+    def batches(self) -> Iterator[Batch]:
+        """Yield :class:`~mixle.data.Batch` es from the cursor to the end of the last
+        epoch, advancing the cursor (moved before each batch is handed out)."""
         if self.world_size is not None:
             yield from self._iterate_global()
             return
@@ -438,10 +459,10 @@ class TokenStream:
         while cursor.epoch < self.epochs:
             epoch = cursor.epoch
             start = cursor.index // self.batch_size
-            for context, target in self.epoch_batches(epoch, start_batch=start):
-                position = cursor.index + target.shape[0]
+            for batch in self.iter_epoch(epoch, start_batch=start):
+                position = cursor.index + batch.num_rows
                 cursor.move(*((epoch, position) if position < self.num_windows else (epoch + 1, 0)))
-                yield context, target
+                yield batch
             if cursor.epoch == epoch:  # an epoch without windows
                 cursor.move(epoch + 1, 0)
 
@@ -455,7 +476,7 @@ class TokenStream:
                 first = min(position + self.rank * self.batch_size, total)
                 positions = np.arange(first, min(first + self.batch_size, total), dtype=np.int64)
                 starts = permutation(positions) if permutation is not None else positions
-                batch = self._windows.read(starts, scattered=self.shuffle)
+                batch = self._read(starts)
                 following = position + size
                 cursor.move(*((epoch, following) if following < total else (epoch + 1, 0)))
                 yield batch

@@ -55,6 +55,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from mixle._checks import nonnegative_int, positive_int
+from mixle.data._batch import Batch
 from mixle.data._cursor import Cursor
 from mixle.data._streaming import StreamingCorpus
 from mixle.data.stream_token_source import TokenStream
@@ -156,7 +157,7 @@ class _WorkerSplitDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch
         """The position ``steps`` batches after ``position``; ``None`` past the end."""
         raise NotImplementedError
 
-    def _batch(self, position: tuple[int, int]) -> tuple[np.ndarray, ...]:
+    def _batch(self, position: tuple[int, int]) -> Batch:
         """The batch at ``position``."""
         raise NotImplementedError
 
@@ -192,9 +193,9 @@ class _WorkerSplitDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch
             position = self._advance(position, workers)
             self._next = position
             if packed:
-                yield PackedBatch(batch)
+                yield PackedBatch(batch.as_tuple())
             else:
-                yield tuple(torch.from_numpy(np.ascontiguousarray(part)) for part in batch)
+                yield batch.to_torch().as_tuple()
 
     def _identity(self, worker: int, workers: int) -> dict[str, Any]:
         return {
@@ -345,10 +346,8 @@ class StreamingDataset(_WorkerSplitDataset):
     def _advance(self, position: tuple[int, int], steps: int) -> tuple[int, int] | None:
         return self.corpus.advance(*position, steps)
 
-    def _batch(self, position: tuple[int, int]) -> tuple[np.ndarray, ...]:
-        if self.corpus.layout == "global":  # positions are (epoch, first global row)
-            return self.corpus.batch_at_row(*position)
-        return self.corpus.batch_at(*position)
+    def _batch(self, position: tuple[int, int]) -> Batch:
+        return self.corpus.read(*position)
 
     def _epoch_size(self, epoch: int) -> int:
         if self.corpus.layout == "global":
@@ -402,10 +401,11 @@ class TokenStreamDataset(_WorkerSplitDataset):
         epoch, index = divmod(position[0] * per_epoch + position[1] + steps, per_epoch)
         return None if epoch >= self.stream.epochs else (epoch, index)
 
-    def _batch(self, position: tuple[int, int]) -> tuple[np.ndarray, ...]:
+    def _batch(self, position: tuple[int, int]) -> Batch:
         if self._global:
-            return self.stream.batch_at_position(*position)
-        return self.stream.batch(*position)
+            return self.stream.read(*position)
+        epoch, index = position
+        return self.stream.read(epoch, index * self.stream.batch_size)
 
     def load_state_dict(self, state: Any) -> None:
         """Resume at a saved next batch; refuses every cursor ``TokenStream`` refuses.

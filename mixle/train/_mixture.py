@@ -16,6 +16,7 @@ from typing import Any
 
 from mixle.corpus import open_corpus
 from mixle.data import Mixture, MixtureSource, SourceBudget
+from mixle.data._batch import Batch
 from mixle.data._mixture_file import read_mixture_file
 from mixle.train.metrics import plot_figure, read_metrics
 
@@ -27,8 +28,6 @@ __all__ = [
     "plot_mixture_shares",
     "shares_path",
 ]
-
-Batch = tuple[Any, ...]
 
 
 def open_mixture(path: str, *, block: int, **options: Any) -> tuple[Mixture, int | None]:
@@ -111,10 +110,11 @@ class MixtureBatches:
         return self._ENDLESS
 
     def __iter__(self) -> Iterator[tuple[Batch, tuple[int, int]]]:
-        batches = iter(self.mixture)
+        batches = self.mixture.batches()
         while True:
             batch_id = self.mixture.cursor  # the mixture moves its cursor as it yields
-            yield next(batches)[:-1], batch_id  # the source ids stay out of the step
+            # The source ids stay out of the step.
+            yield next(batches).replace(source_ids=None), batch_id
 
     def state_dict(self) -> dict[str, Any]:
         return self.mixture.state_dict()

@@ -25,6 +25,7 @@ from typing import Any, Protocol, TypedDict, Unpack
 import numpy as np
 
 from mixle._checks import nonnegative_int, positive_int
+from mixle.data._batch import Batch
 from mixle.data._cursor import Cursor
 from mixle.data._plan_store import PlanStore
 from mixle.data.stream_token_source import TokenStream
@@ -39,13 +40,11 @@ __all__ = [
     "StreamArgs",
     "WindowBatches",
     "batch_digest",
-    "batch_weight",
     "eval_batches",
     "make_source",
     "split_holdout",
 ]
 
-Batch = tuple[np.ndarray, ...]
 BatchId = tuple[int, int]
 
 
@@ -111,20 +110,14 @@ def split_holdout(documents: Sequence[Any], holdout: int) -> tuple[Sequence[Any]
 
 
 def batch_digest(batch: Batch) -> str:
-    """First 16 hex digits of the SHA-256 of a batch's arrays (shape, dtype and bytes)."""
+    """First 16 hex digits of the SHA-256 of a batch's arrays (shape, dtype and bytes),
+    in the order of :meth:`Batch.as_tuple`."""
     digest = hashlib.sha256()
-    for array in batch:
+    for array in batch.as_tuple():
         contiguous = np.ascontiguousarray(array)
         digest.update(f"{contiguous.dtype.str}{contiguous.shape}".encode())
         digest.update(contiguous.data)
     return digest.hexdigest()[:16]
-
-
-def batch_weight(batch: Batch) -> int:
-    """Targets a batch trains on: unmasked positions (packed) or rows (windows)."""
-    if len(batch) >= 3:
-        return int(np.count_nonzero(batch[2]))
-    return int(batch[1].shape[0])
 
 
 class _Resumable(Protocol):
@@ -133,7 +126,7 @@ class _Resumable(Protocol):
     @property
     def cursor(self) -> BatchId: ...
 
-    def __iter__(self) -> Iterator[Batch]: ...
+    def batches(self) -> Iterator[Batch]: ...
 
     def state_dict(self) -> dict[str, Any]: ...
 
@@ -156,7 +149,7 @@ class _IdentifiedBatches:
         return self._batches.cursor
 
     def __iter__(self) -> Iterator[tuple[Batch, BatchId]]:
-        batches = iter(self._batches)
+        batches = self._batches.batches()
         while True:
             batch_id = self._batches.cursor
             batch = next(batches, None)
@@ -323,7 +316,7 @@ class WindowBatches:
         per_epoch = self.steps_in_epoch(0)
         while per_epoch:
             epoch, start = cursor.position
-            batches = self.stream.epoch_batches(
+            batches = self.stream.iter_epoch(
                 epoch, start_batch=start * self.world_size + self.rank, step=self.world_size
             )
             for index in range(start, per_epoch):
@@ -386,7 +379,7 @@ def eval_batches(
     if objective == "packed":
         corpus = StreamingCorpus(documents, rank=0, world_size=1, even_batches=False, **args)
         count = min(limit, corpus.num_batches(0))
-        return [corpus.batch_at(0, index) for index in range(count)]
+        return [corpus.read(0, index) for index in range(count)]
     stream = _shuffled_stream(documents, args, epochs=1)
     count = min(limit, stream.num_batches())
-    return [stream.batch(0, index) for index in range(count)]
+    return [stream.read(0, index * stream.batch_size) for index in range(count)]
