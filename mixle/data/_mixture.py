@@ -23,11 +23,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from mixle._checks import exact_int, nonnegative_int, positive_int
+from mixle._checks import nonnegative_int
 from mixle.data._batch import Batch
 from mixle.data._cursor import Cursor
 from mixle.data._mixture_source import MixtureSource, build_rows, check_weight
 from mixle.data._mixture_windows import SourceWindows
+from mixle.data._options import PackOptions, ShardOptions
 from mixle.data._plan_store import PlanStore, checked_plan_store
 from mixle.data._schedule import MixtureSchedule
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
@@ -163,20 +164,13 @@ class Mixture:
         plan_store: PlanStore | None = None,
     ) -> None:
         self.sources = _checked_sources(sources)
-        self.block = positive_int("block", block)
-        self.batch_size = positive_int("batch_size", batch_size)
-        self.world_size = positive_int("world_size", world_size)
-        self.rank = nonnegative_int("rank", rank)
-        if self.rank >= self.world_size:
-            raise ArgumentError(
-                f"`rank` must be smaller than `world_size` ({self.world_size}). Got {self.rank} instead."
-            )
+        self.pack = PackOptions(block, pad_id, boundary_id, document_ids)
+        self.shard = ShardOptions(rank, world_size, batch_size, "global")
+        self.block, self.pad_id = self.pack.block, self.pack.pad_id
+        self.boundary_id, self.document_ids = self.pack.boundary_id, self.pack.document_ids
+        self.rank, self.world_size = self.shard.rank, self.shard.world_size
+        self.batch_size = self.shard.batch_size
         self.seed = nonnegative_int("seed", seed)
-        self.pad_id = exact_int("pad_id", pad_id)
-        self.boundary_id = None if boundary_id is None else exact_int("boundary_id", boundary_id)
-        if not isinstance(document_ids, bool):
-            raise ArgumentTypeError(f"`document_ids` must be True or False. Got {document_ids!r}.")
-        self.document_ids = document_ids
         if objective not in OBJECTIVES:
             raise ArgumentError(
                 f"`objective` must be one of {', '.join(map(repr, OBJECTIVES))}. Got {objective!r}."
@@ -226,7 +220,7 @@ class Mixture:
 
     @property
     def global_batch_size(self) -> int:
-        return self.world_size * self.batch_size
+        return self.shard.global_batch_size
 
     def rows_at(self, begin: int, end: int) -> SeedBatch:
         """Global rows ``[begin, end)`` as the seed-style tuple (see the class docstring)."""

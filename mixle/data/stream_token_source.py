@@ -24,11 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from mixle._checks import as_token_ids, exact_int, nonnegative_int, positive_int
+from mixle._checks import as_token_ids, nonnegative_int, positive_int
 from mixle.data._batch import Batch
 from mixle.data._cursor import Cursor
 from mixle.data._documents import SequenceDocuments, as_documents, is_document_source
 from mixle.data._mixture import Mixture
+from mixle.data._options import PackOptions, ShardOptions
 from mixle.data._permutation import FeistelPermutation
 from mixle.data._token_windows import TokenWindows, checked_document
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError, TokenIdError
@@ -275,20 +276,22 @@ class TokenStream:
         rank: int = 0,
         world_size: int | None = None,
     ) -> None:
-        self.block = positive_int("block", block)
-        self.batch_size = positive_int("batch_size", batch_size)
-        self.rank = nonnegative_int("rank", rank)
-        self.world_size = None if world_size is None else positive_int("world_size", world_size)
-        if self.rank >= (self.world_size or 1):
-            raise ArgumentError(
-                f"`rank` must be smaller than `world_size` ({self.world_size or 1}). "
-                f"Got {self.rank} instead."
-            )
+        self.pack = PackOptions(block, boundary_id=boundary_id)
+        # Without world_size: one consumer (rank 0 of 1) with its own cursor; with it,
+        # the global layout of windows.
+        self.shard = ShardOptions(
+            rank,
+            1 if world_size is None else world_size,
+            batch_size,
+            "per-rank" if world_size is None else "global",
+        )
+        self.block, self.boundary_id = self.pack.block, self.pack.boundary_id
+        self.batch_size, self.rank = self.shard.batch_size, self.shard.rank
+        self.world_size = None if world_size is None else self.shard.world_size
         self.epochs = nonnegative_int("epochs", epochs)
         self.seed = nonnegative_int("seed", seed)
         self.shuffle = _check_flag("shuffle", shuffle)
         self.prefetch = _check_flag("prefetch", prefetch)
-        self.boundary_id = None if boundary_id is None else exact_int("boundary_id", boundary_id)
         if isinstance(documents, np.ndarray | str | bytes):
             raise ArgumentTypeError(
                 "`documents` must be a sequence of 1-D token arrays. Got "
@@ -342,7 +345,7 @@ class TokenStream:
     @property
     def global_batch_size(self) -> int:
         """Windows of one step over all ranks: ``world_size * batch_size``."""
-        return (self.world_size or 1) * self.batch_size
+        return self.shard.global_batch_size
 
     def _read(self, starts: np.ndarray) -> Batch:
         """The windows at stream offsets ``starts`` as one batch."""

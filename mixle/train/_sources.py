@@ -24,9 +24,10 @@ from typing import Any, Protocol, TypedDict, Unpack
 
 import numpy as np
 
-from mixle._checks import nonnegative_int, positive_int
+from mixle._checks import nonnegative_int
 from mixle.data._batch import Batch
 from mixle.data._cursor import Cursor
+from mixle.data._options import ShardOptions
 from mixle.data._plan_store import PlanStore
 from mixle.data.stream_token_source import TokenStream
 from mixle.data.streaming_corpus import StreamingCorpus
@@ -291,12 +292,8 @@ class WindowBatches:
     def __init__(self, documents: Sequence[Any], **args: Unpack[SourceArgs]) -> None:
         _check_names("WindowBatches", args, SourceArgs)
         self.stream = _shuffled_stream(documents, args, epochs=1)
-        self.rank = nonnegative_int("rank", args["rank"])
-        self.world_size = positive_int("world_size", args["world_size"])
-        if not 0 <= self.rank < self.world_size:
-            raise ArgumentError(
-                f"`rank` must be in [0, world_size={self.world_size}). Got {self.rank} instead."
-            )
+        shard = ShardOptions(args["rank"], args["world_size"], args["batch_size"])
+        self.rank, self.world_size = shard.rank, shard.world_size
         self._cursor = Cursor("WindowBatches")
         self._identity: dict[str, Any] | None = None
 
