@@ -8,6 +8,9 @@ from mixle.data._batch import Batch
 from mixle.data._gather import gather_backend, set_gather_backend
 from mixle.data._mixture import Mixture, MixturePhase, SourceAccount, SourceBudget
 from mixle.data._mixture_source import MixtureSource
+from mixle.data._options import PackOptions, ShardOptions
+from mixle.data._resumable import ResumableStream
+from mixle.data._row_plan import RowPlan, register_layout
 from mixle.data.stream_token_source import TokenStream, stream_token_source
 from mixle.data.streaming_corpus import (
     PackedCorpus,
@@ -22,7 +25,11 @@ __all__ = [
     "Mixture",
     "MixturePhase",
     "MixtureSource",
+    "PackOptions",
     "PackedCorpus",
+    "ResumableStream",
+    "RowPlan",
+    "ShardOptions",
     "SourceAccount",
     "SourceBudget",
     "StreamingCorpus",
@@ -30,6 +37,7 @@ __all__ = [
     "gather_backend",
     "global_document_order",
     "pack_documents",
+    "register_layout",
     "set_gather_backend",
     "shard_documents_for_rank",
     "stream_token_source",

@@ -36,6 +36,8 @@ from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
 __all__ = ["OBJECTIVES", "Mixture", "MixturePhase", "SourceAccount", "SourceBudget", "SourceStream"]
 
 OBJECTIVES = ("packed", "windows")
+#: The length of a mixture's one epoch in rows and steps: the stream never ends.
+ENDLESS = 2**62
 
 SeedBatch = tuple[np.ndarray, ...]
 # Iteration reads this many global batches' rows of the rank at once.
@@ -312,6 +314,21 @@ class Mixture:
     def cursor(self) -> tuple[int, int]:
         """``(0, row)``: the first global row of the next global batch."""
         return self._cursor.position
+
+    def epoch_size(self, epoch: int) -> int:
+        """Where the cursor's row ends: never (:data:`ENDLESS`); only epoch 0 exists."""
+        nonnegative_int("epoch", epoch)
+        return ENDLESS
+
+    def steps_left(self, epoch: int, row: int) -> int:
+        """Steps left in the stream from ``(epoch, row)``: :data:`ENDLESS`."""
+        return ENDLESS
+
+    def next_cursor(self, epoch: int, row: int, steps: int) -> tuple[int, int] | None:
+        """The cursor ``steps`` global batches after ``(0, row)``: ``(0, row + steps * G)``."""
+        return 0, nonnegative_int("row", row) + nonnegative_int(
+            "steps", steps
+        ) * self.global_batch_size
 
     def seek(self, row: int) -> None:
         """Move the cursor to global row ``row`` (O(1))."""

@@ -371,9 +371,23 @@ class TokenStream:
         """
         return self.read(epoch, position).as_tuple()
 
+    def epoch_size(self, epoch: int) -> int:
+        """Where the cursor's position ends in an epoch: :attr:`num_windows`."""
+        nonnegative_int("epoch", epoch)
+        return self.num_windows
+
+    def steps_left(self, epoch: int, position: int) -> int:
+        """Batches (steps) from cursor ``(epoch, position)`` to the end of ``epoch``."""
+        return max(-(-(self.epoch_size(epoch) - position) // self.global_batch_size), 0)
+
     def advance_position(self, epoch: int, position: int, steps: int) -> tuple[int, int] | None:
-        """The cursor ``steps`` global batches after ``(epoch, position)``; ``None`` once
-        past the last epoch (or when an epoch has no windows)."""
+        """Alias of :meth:`next_cursor`."""
+        return self.next_cursor(epoch, position, steps)
+
+    def next_cursor(self, epoch: int, position: int, steps: int) -> tuple[int, int] | None:
+        """The cursor ``steps`` batches (global batches with ``world_size``) after
+        ``(epoch, position)``; ``None`` once past the last epoch (or when an epoch has no
+        windows)."""
         size, total = self.global_batch_size, self.num_windows
         while total and epoch < self.epochs:
             left = -(-(total - position) // size) if position < total else 0
@@ -492,26 +506,23 @@ class TokenStream:
         (a global window position with ``world_size``)."""
         return self._cursor.position
 
+    def seek(self, epoch: int, position: int) -> None:
+        """Move the cursor to ``(epoch, position)`` (no replay, no checks beyond the
+        types: :meth:`load_state_dict` validates a saved cursor)."""
+        self._cursor.move(nonnegative_int("epoch", epoch), nonnegative_int("position", position))
+
     def advance(self, num_batches: int) -> None:
         """Move the cursor forward by ``num_batches`` batches without reading them (O(1)).
+
+        Equivalent to ``seek(*next_cursor(*cursor, num_batches))``, stopping at the end
+        of the last epoch.
 
         For consumers that took batches elsewhere, e.g. through a DataLoader whose
         workers iterate copies of this stream. Stops at the end of the last epoch.
         """
         num_batches = nonnegative_int("num_batches", num_batches)
         cursor = self._cursor
-        if self.world_size is not None:
-            cursor.move(*(self.advance_position(*cursor.position, num_batches) or (self.epochs, 0)))
-            return
-        per_epoch = self.num_batches()
-        if per_epoch == 0:
-            cursor.move(self.epochs, 0)
-            return
-        index = cursor.epoch * per_epoch + cursor.index // self.batch_size + num_batches
-        epoch, batch = divmod(index, per_epoch)
-        if epoch >= self.epochs:
-            epoch, batch = self.epochs, 0
-        cursor.move(epoch, batch * self.batch_size)
+        cursor.move(*(self.next_cursor(*cursor.position, num_batches) or (self.epochs, 0)))
 
     def stream_identity(self) -> dict[str, Any]:
         """The fields that define the stream, as saved under ``"stream"`` in ``state_dict``.

@@ -29,6 +29,7 @@ from mixle.data._batch import Batch
 from mixle.data._cursor import Cursor
 from mixle.data._options import ShardOptions
 from mixle.data._plan_store import PlanStore
+from mixle.data._resumable import ResumableStream
 from mixle.data.stream_token_source import TokenStream
 from mixle.data.streaming_corpus import StreamingCorpus
 from mixle.errors import ArgumentError
@@ -39,6 +40,7 @@ __all__ = [
     "PackedBatches",
     "SourceArgs",
     "StreamArgs",
+    "StreamSource",
     "WindowBatches",
     "batch_digest",
     "eval_batches",
@@ -121,48 +123,42 @@ def batch_digest(batch: Batch) -> str:
     return digest.hexdigest()[:16]
 
 
-class _Resumable(Protocol):
-    """A batch iterator that owns its cursor and state (``StreamingCorpus``, ``TokenStream``)."""
-
-    @property
-    def cursor(self) -> BatchId: ...
-
-    def batches(self) -> Iterator[Batch]: ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state: Any) -> None: ...
-
-
-class _IdentifiedBatches:
-    """A source whose cursor and state are those of the iterator it wraps.
+class StreamSource:
+    """The trainer's source over any resumable stream (``StreamingCorpus``,
+    ``TokenStream``, ``Mixture``): its cursor and state are the stream's.
 
     Iteration pairs each batch with the cursor read just before the batch is drawn: the
-    wrapped iterator moves its cursor as it hands a batch out, so the pair names the
-    batch itself.
+    stream moves its cursor as it hands a batch out, so the pair names the batch itself.
+    A batch's mixture source ids stay out of the step.
     """
 
-    def __init__(self, batches: _Resumable) -> None:
-        self._batches = batches
+    def __init__(self, stream: ResumableStream) -> None:
+        self.stream = stream
 
     @property
     def cursor(self) -> BatchId:
-        return self._batches.cursor
+        return self.stream.cursor
+
+    def steps_in_epoch(self, epoch: int) -> int:
+        return self.stream.steps_left(nonnegative_int("epoch", epoch), 0)
+
+    def steps_left(self, epoch: int, index: int) -> int:
+        return self.stream.steps_left(epoch, index)
 
     def __iter__(self) -> Iterator[tuple[Batch, BatchId]]:
-        batches = self._batches.batches()
+        batches = self.stream.batches()
         while True:
-            batch_id = self._batches.cursor
+            batch_id = self.stream.cursor
             batch = next(batches, None)
             if batch is None:
                 return
-            yield batch, batch_id
+            yield batch.replace(source_ids=None), batch_id
 
     def state_dict(self) -> dict[str, Any]:
-        return self._batches.state_dict()
+        return self.stream.state_dict()
 
     def load_state_dict(self, state: Any) -> None:
-        self._batches.load_state_dict(state)
+        self.stream.load_state_dict(state)
 
 
 def _check_names(owner: str, args: Mapping[str, Any], spec: Any) -> None:
@@ -198,7 +194,7 @@ def _shuffled_stream(
     )
 
 
-class PackedBatches(_IdentifiedBatches):
+class PackedBatches(StreamSource):
     """A rank's :class:`StreamingCorpus` batches with their ``(epoch, index)`` ids.
 
     Parameters
@@ -231,14 +227,8 @@ class PackedBatches(_IdentifiedBatches):
         )
         super().__init__(self.corpus)
 
-    def steps_in_epoch(self, epoch: int) -> int:
-        return self.corpus.num_batches(epoch)
 
-    def steps_left(self, epoch: int, index: int) -> int:
-        return self.corpus.steps_left(epoch, index)
-
-
-class GlobalWindowBatches(_IdentifiedBatches):
+class GlobalWindowBatches(StreamSource):
     """A rank's part of every global batch of :class:`TokenStream` windows.
 
     The stream is built with ``rank``/``world_size`` (global-batch semantics): step
@@ -263,14 +253,6 @@ class GlobalWindowBatches(_IdentifiedBatches):
             world_size=args["world_size"],
         )
         super().__init__(self.stream)
-
-    def steps_in_epoch(self, epoch: int) -> int:
-        nonnegative_int("epoch", epoch)
-        return self.stream.num_batches()
-
-    def steps_left(self, epoch: int, index: int) -> int:
-        size = self.stream.global_batch_size
-        return max(-(-(self.stream.num_windows - index) // size), 0)
 
 
 class WindowBatches:
