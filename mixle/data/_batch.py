@@ -79,7 +79,7 @@ class Batch(Generic[A]):
         """``{name: array}`` of the present fields, in declaration order."""
         return {name: getattr(self, name) for name in self.fields()}
 
-    def replace(self, **changes: A | None) -> Batch[A]:
+    def replace(self, **changes: Any) -> Batch[A]:
         """A copy with some fields changed (``None`` drops a field)."""
         return dataclasses.replace(self, **changes)
 
@@ -102,7 +102,8 @@ class Batch(Generic[A]):
         """Targets the batch trains on: unmasked positions, or one per window."""
         if self.loss_mask is None:
             return int(self.targets.shape[0])  # type: ignore[attr-defined]
-        return int(np.count_nonzero(self.loss_mask))
+        mask: Any = self.loss_mask
+        return int(np.count_nonzero(mask))
 
     def to_torch(self) -> Batch[torch.Tensor]:
         """The same batch as CPU tensors (contiguous copies only where needed)."""

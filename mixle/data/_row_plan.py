@@ -28,9 +28,15 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from mixle.data._cursor import identity_differences
 from mixle.data._options import LAYOUTS, ShardOptions, add_layout_name, remove_layout_name
 from mixle.data._packing import StreamLayout
-from mixle.errors import ArgumentError
+from mixle.errors import ArgumentError, StateMismatchError
+
+# Identity fields that tie a state to its shape (the global layout's identity has none).
+_SHAPE_FIELDS = ("rank", "world_size", "batch_size")
+# The layout each built-in cursor version belongs to, for the message that refuses one.
+_VERSION_LAYOUTS = {1: "per-rank", 2: "global"}
 
 __all__ = [
     "EpochPlan",
@@ -147,3 +153,29 @@ def unregister_layout(name: str) -> None:
 def build_plan(shard: ShardOptions, even_batches: bool) -> RowPlan:
     """The plan of ``shard.layout`` (validated by :class:`ShardOptions`)."""
     return _FACTORIES[shard.layout](shard, even_batches)
+
+
+def check_plan_state(state: Any, identity: dict[str, Any], *, layout: str, version: int) -> None:
+    """Refuse a state of another cursor version, or a state that differs only in the
+    stream's shape, with a message that names the global layout as the way to
+    resume elastically."""
+    if not isinstance(state, dict):
+        return
+    saved_version, expected = state.get("version"), version
+    if saved_version in _VERSION_LAYOUTS and saved_version != expected:
+        saved_layout = _VERSION_LAYOUTS[saved_version]
+        raise StateMismatchError(
+            f"StreamingCorpus state is a version-{saved_version} ({saved_layout} layout) state; "
+            f"this stream uses layout={layout!r} and reads version {expected}. "
+            f"layout in checkpoint: {saved_layout!r} / in stream: {layout!r}."
+        )
+    saved = state.get("stream")
+    if saved_version == expected and isinstance(saved, dict):
+        differences = identity_differences(saved, identity)
+        if differences and all(d.split(" ", 1)[0] in _SHAPE_FIELDS for d in differences):
+            raise StateMismatchError(
+                f"StreamingCorpus {layout} state resumes only with the same rank, "
+                "world_size and batch_size: " + "; ".join(differences) + ". Build the "
+                "stream with layout='global' to resume on another number of ranks or "
+                "with another batch size."
+            )

@@ -11,7 +11,7 @@ whole shard.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from types import BuiltinFunctionType, FunctionType, MethodType
 from typing import Any
 
@@ -20,35 +20,25 @@ import numpy as np
 from mixle._checks import nonnegative_int
 from mixle.data import _plan_global, _plan_per_rank  # noqa: F401  (register the layouts)
 from mixle.data._batch import Batch
-from mixle.data._cursor import Cursor, identity_differences
+from mixle.data._cursor import Cursor
 from mixle.data._documents import as_documents, supports_prefetch
+from mixle.data._epoch_plans import EpochPlans
 from mixle.data._hints import HINT_BATCHES
 from mixle.data._options import LAYOUTS, PackOptions, ShardOptions, check_flag
-from mixle.data._order import SequenceSelector, global_document_order, length_table
+from mixle.data._order import SequenceSelector
 from mixle.data._packed_rows import read_packed_rows
-from mixle.data._packing import rows_for_stream
 from mixle.data._plan_store import (
-    PLAN_FORMAT,
     PlanStore,
     checked_plan_store,
-    plan_arrays,
-    plan_from_arrays,
-    sampled_lengths,
-    stored_or_built,
 )
 from mixle.data._ranks import current_rank_and_world_size
-from mixle.data._row_plan import EpochPlan, RowPlan, build_plan
-from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
+from mixle.data._row_plan import EpochPlan, RowPlan, build_plan, check_plan_state
+from mixle.data._seed_views import SeedViews, StreamOptionFields
+from mixle.errors import ArgumentError, ArgumentTypeError
 
 __all__ = ["LAYOUTS", "StreamingCorpus", "current_rank_and_world_size"]
 
-# Identity fields that tie a per-rank state to its shape: a global-layout state has none.
-_SHAPE_FIELDS = ("rank", "world_size", "batch_size")
-# The layout each built-in cursor version belongs to, for the message that refuses one.
-_VERSION_LAYOUTS = {1: "per-rank", 2: "global"}
 _NAMED_CALLABLES = (FunctionType, BuiltinFunctionType, MethodType, type)
-
-SeedBatch = tuple[np.ndarray, ...]
 
 
 def _callable_name(function: Any) -> str | None:
@@ -59,7 +49,7 @@ def _callable_name(function: Any) -> str | None:
     return f"{named.__module__}.{named.__qualname__}"
 
 
-class StreamingCorpus:
+class StreamingCorpus(SeedViews, StreamOptionFields):
     """One rank's view of a corpus: shuffled by ``(seed, epoch)``, packed, batched.
 
     Epoch ``e`` consumes ``global_document_order(len(documents), seed, e, selector)``;
@@ -87,13 +77,10 @@ class StreamingCorpus:
     sequence_selector
         Optional curriculum hook, see :func:`global_document_order`.
     even_batches
-        If True (default), every rank yields the same number of batches per epoch: the
-        smallest per-rank count, computed locally from the lengths of every rank's
-        documents (no communication). Rank ``r`` then drops its last
-        ``rows_r - min(rows_r, E * batch_size)`` rows, where ``E`` is that count; with a
-        shuffled round-robin split this is about the spread of per-rank token counts
-        divided by ``block`` plus at most ``batch_size - 1`` rows. With False each rank
-        yields its whole stream (what :func:`pack_documents` gives).
+        Per-rank layout: if True (default), every rank yields the same number of
+        batches per epoch, the smallest per-rank count (see
+        :mod:`~mixle.data._plan_per_rank`); with False each rank yields its whole stream
+        (what :func:`pack_documents` gives).
     document_ids
         If True, batches carry two more ``(b, block)`` int64 arrays: the global index of
         the document each input token belongs to (a boundary token belongs to the
@@ -106,19 +93,16 @@ class StreamingCorpus:
         so a cold or remote corpus reads ahead. Each document is hinted once; the
         batches are the same with or without hints.
     layout
-        ``"per-rank"`` (default): rank ``r`` packs its own round-robin share of the
-        order, as described above; the cursor is ``(epoch, batch)`` and resumes only
-        with the same ``(world_size, batch_size)``. ``"global"``: the epoch's whole
-        order is packed into one row stream; global batch ``k`` is rows
-        ``[k * G, (k + 1) * G)`` with ``G = world_size * batch_size``, and rank ``r``
-        reads rows ``[k * G + r * batch_size, k * G + (r + 1) * batch_size)``, reading
-        only the documents those rows overlap. The last global batch is completed
-        with fully masked rows, so every batch has ``batch_size`` rows, every rank
-        takes ``ceil(rows / G)`` steps and every real target of the epoch is trained
-        on exactly once (``even_batches`` does not apply). The concatenation over
-        ranks of step ``k`` is bitwise the same for every factorisation of ``G``; the
+        The row plan (:mod:`~mixle.data._row_plan`). ``"per-rank"`` (default): rank
+        ``r`` packs its own round-robin share of the order, as described above; the
+        cursor is ``(epoch, batch)`` and resumes only with the same ``(world_size,
+        batch_size)`` (:mod:`~mixle.data._plan_per_rank`). ``"global"``: one row
+        stream of the whole order; global batch ``k`` is rows ``[k * G, (k + 1) * G)``,
+        ``G = world_size * batch_size``, rank ``r`` reads its contiguous
+        ``batch_size`` of them, the last one completed with fully masked rows; the
         cursor counts global rows (``{"version": 2, "epoch", "row", "stream"}``) and
-        resumes with any ``world_size`` and ``batch_size``.
+        resumes with any ``world_size`` and ``batch_size``
+        (:mod:`~mixle.data._plan_global`). Or a name given to ``register_layout``.
     plan_store
         Optional :class:`~mixle.data._plan_store.PlanStore` (e.g.
         ``mixle.corpus.storage.plan_cache.PlanFiles``): each epoch plan is loaded from
@@ -173,70 +157,41 @@ class StreamingCorpus:
         self.even_batches = check_flag("even_batches", even_batches)
         self.documents = as_documents(documents)
         self._num_documents = len(self.documents)
-        self._lengths_array: np.ndarray | None = None
         self.prefetch = check_flag("prefetch", prefetch)
         self._supports_prefetch = self.prefetch and supports_prefetch(self.documents)
-        self._plans: dict[int, EpochPlan] = {}
         plan_store = checked_plan_store(plan_store)
         self.plan_store = None if sequence_selector is not None else plan_store
+        self._cut(self.shard)
+        self._plans = EpochPlans(
+            self.documents,
+            self._row_plan,
+            seed=self.seed,
+            sequence_selector=sequence_selector,
+            block=self.block,
+            has_boundary=self.boundary_id is not None,
+            plan_store=self.plan_store,
+            identity=self.stream_identity,
+        )
         if self.plan_store is None:
             # Read (and, for in-memory documents, check) every length now; with a plan
             # store they are read only when a plan is built, so a restart stays O(batch).
-            self._lengths()
-        self._row_plan: RowPlan = build_plan(self.shard, self.even_batches)
+            self._plans.lengths()
+
+    def _cut(self, shard: ShardOptions) -> None:
+        """Take ``shard``: its row plan, and a cursor of that plan at the start."""
+        self.shard = shard
+        self._row_plan: RowPlan = build_plan(shard, self.even_batches)
         plan = self._row_plan
         self._cursor = Cursor(
             "StreamingCorpus", index_key=plan.index_key, version=plan.cursor_version
         )
         self.last_packing_efficiency: float | None = None
 
-    # ------------------------------------------------------------------ options
-    @property
-    def layout(self) -> str:
-        """The row layout's name (``"per-rank"``, ``"global"`` or a registered one)."""
-        return self.shard.layout
-
-    @property
-    def rank(self) -> int:
-        return self.shard.rank
-
-    @property
-    def world_size(self) -> int:
-        return self.shard.world_size
-
-    @property
-    def batch_size(self) -> int:
-        return self.shard.batch_size
-
-    @property
-    def global_batch_size(self) -> int:
-        """Rows of one step over all ranks: ``world_size * batch_size``."""
-        return self.shard.global_batch_size
-
-    @property
-    def block(self) -> int:
-        return self.pack.block
-
-    @property
-    def pad_id(self) -> int:
-        return self.pack.pad_id
-
-    @property
-    def boundary_id(self) -> int | None:
-        return self.pack.boundary_id
-
-    @property
-    def document_ids(self) -> bool:
-        return self.pack.document_ids
-
     @classmethod
     def for_current_rank(cls, documents: Sequence[Any], **kwargs: Any) -> StreamingCorpus:
-        """Build the view for this process's rank, from ``torch.distributed`` or torchrun.
-
-        Uses ``torch.distributed.get_rank()/get_world_size()`` when a process group is
-        initialised, else the ``RANK``/``WORLD_SIZE`` environment variables torchrun sets,
-        else rank 0 of 1. Every other argument is passed to the constructor.
-        """
+        """Build the view for this process's rank (:func:`current_rank_and_world_size`:
+        ``torch.distributed``, else torchrun's environment, else rank 0 of 1); every
+        other argument is passed to the constructor."""
         for name in ("rank", "world_size"):
             if name in kwargs:
                 raise ArgumentError(f"`{name}` is read from the environment by for_current_rank.")
@@ -256,90 +211,21 @@ class StreamingCorpus:
         if not isinstance(shard, ShardOptions):
             raise ArgumentTypeError(f"`shard` must be ShardOptions. Got {type(shard).__name__}.")
         view = object.__new__(StreamingCorpus)
-        view.__setstate__(self.__getstate__())
-        view.shard = shard
-        view._row_plan = build_plan(shard, self.even_batches)
-        view._cursor = Cursor(
-            "StreamingCorpus",
-            index_key=view._row_plan.index_key,
-            version=view._row_plan.cursor_version,
-        )
-        view.last_packing_efficiency = None
+        view.__dict__.update(self.__dict__)
+        view._cut(shard)
+        view._plans = self._plans.recut(view._row_plan, view.stream_identity)
         return view
 
-    def __getstate__(self) -> dict[str, Any]:
-        # Epoch plans are O(documents) and cheap to rebuild: never ship them to workers.
-        state = {slot: value for slot, value in self.__dict__.items() if slot != "_plans"}
-        state["_plans"] = {}
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-
-    # ------------------------------------------------------------------ planning
     def _plan(self, epoch: int) -> EpochPlan:
-        plan = self._plans.get(epoch)
-        if plan is not None:
-            return plan
-        store = self.plan_store
-        if store is None:
-            return self._keep(epoch, self._build_plan(epoch))
-        identity = {**self.stream_identity(), "epoch": epoch, "plan_format": PLAN_FORMAT}
-
-        def build() -> tuple[EpochPlan, dict[str, np.ndarray]]:
-            built = self._build_plan(epoch)
-            return built, plan_arrays(built.layout, built.rows, built.num_batches)
-
-        return self._keep(epoch, stored_or_built(store, identity, self._stored_plan, build))
-
-    def _lengths(self) -> np.ndarray:
-        """Every document's length (a :func:`length_table`), read on first use."""
-        if self._lengths_array is None:
-            self._lengths_array = length_table(self.documents.lengths)
-        return self._lengths_array
-
-    def _sampled_lengths(self, indices: np.ndarray) -> np.ndarray:
-        return sampled_lengths(self.documents, self._lengths_array, indices)
-
-    def _stored_plan(self, arrays: Mapping[str, np.ndarray]) -> EpochPlan | None:
-        """A loaded plan, or ``None`` when it fails the checks."""
-        loaded = plan_from_arrays(
-            arrays, self._num_documents, self._sampled_lengths, self.boundary_id is not None
-        )
-        if loaded is None:
-            return None
-        layout, rows, num_batches = loaded
-        if rows != rows_for_stream(layout.stream_tokens, self.block):
-            return None
-        return self._row_plan.restore(layout, rows, num_batches)
-
-    def _build_plan(self, epoch: int) -> EpochPlan:
-        order = global_document_order(
-            self._num_documents,
-            seed=self.seed,
-            epoch=epoch,
-            sequence_selector=self.sequence_selector,
-        )
-        return self._row_plan.build(
-            order, self._lengths(), self.boundary_id is not None, self.block
-        )
-
-    def _keep(self, epoch: int, plan: EpochPlan) -> EpochPlan:
-        if len(self._plans) >= 2:  # keep the current and the next epoch
-            self._plans.pop(next(iter(self._plans)))
-        self._plans[epoch] = plan
-        return plan
+        return self._plans.get(epoch)
 
     def num_rows(self, epoch: int) -> int:
         """Rows of the epoch's row stream (the rank's stream in the per-rank layout)."""
         return self._plan(nonnegative_int("epoch", epoch)).rows
 
     def rank_document_indices(self, epoch: int) -> np.ndarray:
-        """This rank's document indices for ``epoch``, in packing order (int64 copy).
-
-        In the global layout this is the whole epoch order: every rank's rows are cut
-        from the one stream of all documents.
-        """
+        """The documents of the row stream this rank reads from, in packing order (int64
+        copy; in the global layout the whole epoch order)."""
         return self._plan(nonnegative_int("epoch", epoch)).layout.indices.copy()
 
     def num_batches(self, epoch: int) -> int:
@@ -347,18 +233,13 @@ class StreamingCorpus:
         return self._plan(nonnegative_int("epoch", epoch)).num_batches
 
     def epoch_size(self, epoch: int) -> int:
-        """Where the cursor's index ends in ``epoch`` (:attr:`cursor` units: batches,
-        or rows in the global layout)."""
+        """Where the cursor's index ends in ``epoch`` (batches; rows in the global layout)."""
         return self._row_plan.epoch_size(self._plan(nonnegative_int("epoch", epoch)))
 
     # ------------------------------------------------------------------ batches
     def _make_batch(self, plan: EpochPlan, first_row: int) -> tuple[Batch, int]:
-        """This rank's batch whose first row is ``first_row``, and its real target count.
-
-        The plan says how many rows it reads: per-rank, up to ``batch_size`` (fewer at
-        the end of the stream); global, always ``batch_size`` (rows past the stream's
-        last row are fully masked padding, completing the epoch's last global batch).
-        """
+        """This rank's batch whose first row is ``first_row``, and its real target count
+        (the row plan says how many rows it reads; rows past the stream are padding)."""
         rows = read_packed_rows(
             self.documents,
             plan.layout,
@@ -373,13 +254,10 @@ class StreamingCorpus:
         return batch, rows.real
 
     def read(self, epoch: int, index: int) -> Batch:
-        """The batch iteration yields at cursor ``(epoch, index)`` (see :attr:`cursor`).
-
-        Per-rank layout: batch ``index`` of the epoch. Global layout: this rank's part of
-        the global batch whose first row is ``index`` (any row of the epoch: a resumed
-        run's global batches need not start at a multiple of the global batch size).
-        O(log documents) to find the first document, then reads only the documents the
-        batch overlaps; the epoch's plan is cached (the two most recent epochs).
+        """The batch iteration yields at cursor ``(epoch, index)`` (see :attr:`cursor`):
+        per-rank, batch ``index``; global, this rank's part of the global batch whose
+        first row is ``index`` (any row). O(log documents) to find the first document;
+        reads only the documents the batch overlaps.
 
         Raises
         ------
@@ -399,37 +277,16 @@ class StreamingCorpus:
         batch, _ = self._make_batch(plan, plan_kind.first_row(index))
         return batch
 
-    def batch_at(self, epoch: int, index: int) -> SeedBatch:
-        """The tuple ``epoch_batches(epoch)`` yields at position ``index``, by seeking.
+    @property
+    def cursor_key(self) -> str:
+        """What the cursor's index counts, its state-dict key: ``"batch"`` or ``"row"``."""
+        return self._row_plan.index_key
 
-        Raises
-        ------
-        ArgumentError
-            ``index >= num_batches(epoch)`` (or either argument is negative).
-        """
-        epoch = nonnegative_int("epoch", epoch)
-        index = nonnegative_int("index", index)
-        plan = self._plan(epoch)
-        if index >= plan.num_batches:
-            raise ArgumentError(
-                f"`index` must be smaller than num_batches({epoch}) = {plan.num_batches}. "
-                f"Got {index} instead."
-            )
-        batch, _ = self._make_batch(plan, self._row_plan.first_row(index * self._row_plan.step))
-        return batch.as_tuple()
-
-    def batch_at_row(self, epoch: int, row: int) -> SeedBatch:
-        """Global layout: the tuple of :meth:`read` at cursor ``(epoch, row)``.
-
-        Raises
-        ------
-        ArgumentError
-            The cursor does not count rows (the per-rank layout), or ``row`` is outside
-            the epoch.
-        """
-        if self._row_plan.index_key != "row":
-            raise ArgumentError("`batch_at_row` needs layout='global'; use batch_at.")
-        return self.read(epoch, row).as_tuple()
+    @property
+    def cursor_step(self) -> int:
+        """Cursor units one batch moves the cursor: 1 (a batch), or the global batch
+        size in the global layout (rows)."""
+        return self._row_plan.step
 
     def next_cursor(self, epoch: int, index: int, steps: int) -> tuple[int, int] | None:
         """The cursor ``steps`` batches after ``(epoch, index)`` in the across-epochs order.
@@ -450,40 +307,9 @@ class StreamingCorpus:
             steps -= left
             epoch, index = epoch + 1, 0
 
-    def advance(self, epoch: int, batch: int, steps: int) -> tuple[int, int] | None:
-        """Alias of :meth:`next_cursor` (the name docs and the seed era use)."""
-        return self.next_cursor(epoch, batch, steps)
-
     def _hint(self, indices: np.ndarray | None) -> None:
         if indices is not None and indices.size:
             self.documents.prefetch(indices)
-
-    def epoch_batches(self, epoch: int, *, start_batch: int = 0) -> Iterator[SeedBatch]:
-        """Yield this rank's batches of ``epoch`` from batch ``start_batch`` on.
-
-        Each batch is ``(context, targets, loss_mask)`` — ``(b, block)`` int64, int64 and
-        bool, ``b <= batch_size`` (only the last batch may be smaller) — plus
-        ``(document_ids, position_ids)`` when ``document_ids=True``. ``context`` and
-        ``targets`` are views of one buffer of ``b * block + 1`` tokens (``targets`` is
-        ``context`` shifted by one), int64, never downcast. ``loss_mask`` is False only on
-        padding targets of the final row of the stream: callers must apply it before
-        averaging the loss. With ``even_batches=False`` the batches are exactly
-        ``pack_documents(documents, rank_document_indices(epoch), block, ...)`` cut into
-        groups of ``batch_size`` rows, bitwise; with True they are a prefix of those.
-
-        Seeking to ``start_batch`` is a binary search (O(log documents)); each batch reads
-        only the documents it overlaps. Sets ``last_packing_efficiency`` (the real
-        fraction of the target positions yielded by this call) as batches are produced.
-
-        Raises
-        ------
-        ArgumentTypeError, ArgumentError
-            ``epoch``/``start_batch`` invalid, or ``start_batch > num_batches(epoch)``
-            (raised here, before the first batch is requested).
-        TokenIdError
-            A document read for a batch holds an invalid token id.
-        """
-        return (batch.as_tuple() for batch in self.iter_epoch(epoch, start_batch=start_batch))
 
     def iter_epoch(self, epoch: int, *, start_batch: int = 0) -> Iterator[Batch]:
         """:meth:`epoch_batches` as :class:`~mixle.data.Batch` es (the same checks)."""
@@ -520,10 +346,6 @@ class StreamingCorpus:
             yield batch
 
     # ------------------------------------------------------------------ cursor
-    def __iter__(self) -> Iterator[SeedBatch]:
-        """The seed's tuples of :meth:`batches` (``Batch.as_tuple()`` of each)."""
-        return (batch.as_tuple() for batch in self.batches())
-
     def batches(self) -> Iterator[Batch]:
         """Yield :class:`~mixle.data.Batch` es from the cursor on, across epochs,
         advancing the cursor.
@@ -622,30 +444,5 @@ class StreamingCorpus:
             differing field named with both values), or points past the epoch's end.
         """
         identity = self.stream_identity()
-        self._check_layout(state, identity)
+        check_plan_state(state, identity, layout=self.layout, version=self._cursor.version)
         self._cursor.load(state, identity, epoch_size=self.epoch_size, unit=self._row_plan.unit)
-
-    def _check_layout(self, state: Any, identity: dict[str, Any]) -> None:
-        """Refuse a state of another cursor version, or a state that differs only in the
-        stream's shape, with a message that names the global layout as the way to
-        resume elastically."""
-        if not isinstance(state, dict):
-            return
-        version, expected = state.get("version"), self._cursor.version
-        if version in _VERSION_LAYOUTS and version != expected:
-            saved_layout = _VERSION_LAYOUTS[version]
-            raise StateMismatchError(
-                f"StreamingCorpus state is a version-{version} ({saved_layout} layout) state; "
-                f"this stream uses layout={self.layout!r} and reads version {expected}. "
-                f"layout in checkpoint: {saved_layout!r} / in stream: {self.layout!r}."
-            )
-        saved = state.get("stream")
-        if version == expected and isinstance(saved, dict):
-            differences = identity_differences(saved, identity)
-            if differences and all(d.split(" ", 1)[0] in _SHAPE_FIELDS for d in differences):
-                raise StateMismatchError(
-                    f"StreamingCorpus {self.layout} state resumes only with the same rank, "
-                    "world_size and batch_size: " + "; ".join(differences) + ". Build the "
-                    "stream with layout='global' to resume on another number of ranks or "
-                    "with another batch size."
-                )

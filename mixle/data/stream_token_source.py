@@ -31,6 +31,7 @@ from mixle.data._documents import SequenceDocuments, as_documents, is_document_s
 from mixle.data._mixture import Mixture
 from mixle.data._options import PackOptions, ShardOptions
 from mixle.data._permutation import FeistelPermutation
+from mixle.data._seed_views import TokenStreamSeedViews, WindowTuple, window_tuples
 from mixle.data._token_windows import TokenWindows, checked_document
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError, TokenIdError
 
@@ -40,8 +41,6 @@ __all__ = ["TokenStream", "stream_token_source"]
 # vectorised Feistel costs a fixed overhead per call, so per-batch calls would be slow
 # for small batches, while the chunk itself is only a few tens of KB.
 _CHUNK_WINDOWS = 4096
-
-SeedBatch = tuple[np.ndarray, np.ndarray]
 
 
 def _check_flag(name: str, value: Any) -> bool:
@@ -103,7 +102,7 @@ def stream_token_source(
     epochs: int = 1,
     shuffle: bool = True,
     seed: int = 0,
-) -> Iterator[SeedBatch]:
+) -> Iterator[WindowTuple]:
     """Yield ``(context_windows, next_tokens)`` micro-batches; never buffer windows.
 
     Every argument is validated when this function is *called*, before the returned
@@ -176,15 +175,10 @@ def stream_token_source(
     seed = nonnegative_int("seed", seed)
     shuffle = _check_flag("shuffle", shuffle)
     tokens = _token_array(token_ids)
-    return _seed_tuples(_array_batches(tokens, block, batch_size, epochs, shuffle, seed))
+    return window_tuples(_array_batches(tokens, block, batch_size, epochs, shuffle, seed))
 
 
-def _seed_tuples(batches: Iterator[Batch]) -> Iterator[SeedBatch]:
-    """The seed's ``(context, next_tokens)`` tuples of window batches."""
-    return ((batch.context, batch.targets) for batch in batches)
-
-
-class TokenStream:
+class TokenStream(TokenStreamSeedViews):
     """Resumable ``(context, next_token)`` batches over the token stream of documents.
 
     The stream is the concatenation of ``documents`` in order, with ``boundary_id``
@@ -362,15 +356,6 @@ class TokenStream:
         last = min(first + self.batch_size, self.num_windows)
         return self._read(self.window_indices(epoch, np.arange(first, last)))
 
-    def batch_at_position(self, epoch: int, position: int) -> SeedBatch:
-        """This rank's part of the global batch that starts at window ``position``.
-
-        Positions ``[position + rank * batch_size, position + (rank + 1) * batch_size)``
-        of epoch ``epoch``, clipped to the epoch (at its end a rank's part may be
-        smaller, or empty: ``(0, block)``), so every rank takes the same steps.
-        """
-        return self.read(epoch, position).as_tuple()
-
     def epoch_size(self, epoch: int) -> int:
         """Where the cursor's position ends in an epoch: :attr:`num_windows`."""
         nonnegative_int("epoch", epoch)
@@ -379,10 +364,6 @@ class TokenStream:
     def steps_left(self, epoch: int, position: int) -> int:
         """Batches (steps) from cursor ``(epoch, position)`` to the end of ``epoch``."""
         return max(-(-(self.epoch_size(epoch) - position) // self.global_batch_size), 0)
-
-    def advance_position(self, epoch: int, position: int, steps: int) -> tuple[int, int] | None:
-        """Alias of :meth:`next_cursor`."""
-        return self.next_cursor(epoch, position, steps)
 
     def next_cursor(self, epoch: int, position: int, steps: int) -> tuple[int, int] | None:
         """The cursor ``steps`` batches (global batches with ``world_size``) after
@@ -403,31 +384,6 @@ class TokenStream:
         if not self.shuffle:
             return positions
         return FeistelPermutation(self.num_windows, self.seed, epoch)(positions)
-
-    def batch(self, epoch: int, index: int) -> SeedBatch:
-        """Return batch ``index`` of epoch ``epoch`` (no state is read or changed).
-
-        Raises
-        ------
-        IndexError
-            ``index`` is not in ``[0, num_batches())``.
-        """
-        epoch = nonnegative_int("epoch", epoch)
-        index = nonnegative_int("index", index)
-        if index >= self.num_batches():
-            raise IndexError(f"batch {index} is out of range: an epoch has {self.num_batches()}.")
-        return self.read(epoch, index * self.global_batch_size).as_tuple()
-
-    def epoch_batches(
-        self, epoch: int, *, start_batch: int = 0, step: int = 1
-    ) -> Iterator[SeedBatch]:
-        """Yield batches ``start_batch, start_batch + step, ...`` of epoch ``epoch``.
-
-        A pure function of the arguments and the stream's definition: resuming at
-        ``start_batch`` is a seek, not a replay. ``step`` > 1 lets ``step`` consumers
-        (DataLoader workers) each take every ``step``-th batch.
-        """
-        return _seed_tuples(self.iter_epoch(epoch, start_batch=start_batch, step=step))
 
     def iter_epoch(self, epoch: int, *, start_batch: int = 0, step: int = 1) -> Iterator[Batch]:
         """:meth:`epoch_batches` as :class:`~mixle.data.Batch` es."""
@@ -461,10 +417,6 @@ class TokenStream:
                 size = min(self.batch_size, self.num_windows - first)
                 yield self._read(starts[offset : offset + size])
                 offset += size
-
-    def __iter__(self) -> Iterator[SeedBatch]:
-        """The seed's ``(context, next_tokens)`` tuples of :meth:`batches`."""
-        return _seed_tuples(self.batches())
 
     def batches(self) -> Iterator[Batch]:
         """Yield :class:`~mixle.data.Batch` es from the cursor to the end of the last
@@ -510,19 +462,6 @@ class TokenStream:
         """Move the cursor to ``(epoch, position)`` (no replay, no checks beyond the
         types: :meth:`load_state_dict` validates a saved cursor)."""
         self._cursor.move(nonnegative_int("epoch", epoch), nonnegative_int("position", position))
-
-    def advance(self, num_batches: int) -> None:
-        """Move the cursor forward by ``num_batches`` batches without reading them (O(1)).
-
-        Equivalent to ``seek(*next_cursor(*cursor, num_batches))``, stopping at the end
-        of the last epoch.
-
-        For consumers that took batches elsewhere, e.g. through a DataLoader whose
-        workers iterate copies of this stream. Stops at the end of the last epoch.
-        """
-        num_batches = nonnegative_int("num_batches", num_batches)
-        cursor = self._cursor
-        cursor.move(*(self.next_cursor(*cursor.position, num_batches) or (self.epochs, 0)))
 
     def stream_identity(self) -> dict[str, Any]:
         """The fields that define the stream, as saved under ``"stream"`` in ``state_dict``.
