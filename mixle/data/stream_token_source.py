@@ -169,8 +169,8 @@ def stream_token_source(
             token_ids, block, batch_size, epochs=epochs, shuffle=shuffle, seed=seed
         )
         return iter(stream)
-    block = positive_int("block", block)
-    batch_size = positive_int("batch_size", batch_size)
+    block = PackOptions(block).block
+    batch_size = ShardOptions(batch_size=batch_size).batch_size
     epochs = nonnegative_int("epochs", epochs)
     seed = nonnegative_int("seed", seed)
     shuffle = _check_flag("shuffle", shuffle)

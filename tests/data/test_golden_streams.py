@@ -257,6 +257,31 @@ def _train_sources(docs: Any, digest: _Digest) -> None:
             digest.batch(batch)
 
 
+def _state_key_order(docs: Any, digest: _Digest) -> None:
+    """State dicts as a checkpoint writes them: JSON in the dicts' own key order."""
+
+    def ordered(state: Any) -> None:
+        digest._hash.update(json.dumps(state).encode())
+
+    for layout in ("per-rank", "global"):
+        corpus = StreamingCorpus(
+            docs[:40], rank=1, world_size=2, block=16, batch_size=2, layout=layout
+        )
+        digest.batches(iter(corpus), 3)
+        ordered(corpus.state_dict())
+        ordered(StreamingDataset(corpus).state_dict())
+    for world_size in (None, 2):
+        stream = TokenStream(docs[:40], 8, 3, rank=0, world_size=world_size)
+        digest.batches(iter(stream), 3)
+        ordered(stream.state_dict())
+        ordered(TokenStreamDataset(stream).state_dict())
+    mixture = Mixture([MixtureSource(docs[:20], 1.0, "a")], block=16, batch_size=2)
+    digest.batches(iter(mixture), 2)
+    ordered(mixture.state_dict())
+    rows = StreamingCorpus(docs[:40], rank=0, world_size=2, block=16, batch_size=2, layout="global")
+    ordered(GlobalRowDataset(rows).state_after(3))
+
+
 GOLDEN = {
     "corpus_per_rank": (_corpus_per_rank, "0ea2d89bc7dc9950329df3d4"),
     "corpus_global": (_corpus_global, "2e909fb3829b4bcfa7aa9e62"),
@@ -265,6 +290,7 @@ GOLDEN = {
     "mixtures": (_mixtures, "9b24591824cf838c9cf94a88"),
     "torch_adapters": (_torch_adapters, "f766379478b017c84ecd8d0c"),
     "hf_rows": (_hf_rows, "d7eadbf59bb31bd54ed4aa77"),
+    "state_key_order": (_state_key_order, "834efdcfcdd58cb18ae3c5b4"),
     "train_sources": (_train_sources, "513d6f7d09ca01d083b200f9"),
 }
 
