@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
@@ -38,7 +39,7 @@ B = TypeVar("B")
 TUPLE_FIELDS = ("context", "targets", "loss_mask", "document_ids", "position_ids", "source_ids")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Batch(Generic[A]):
     """One batch of rows, by field name (numpy arrays unless converted with :meth:`map`).
 
@@ -66,18 +67,42 @@ class Batch(Generic[A]):
     position_ids: A | None = None
     source_ids: A | None = None
 
+    def __init__(
+        self,
+        context: A,
+        targets: A,
+        loss_mask: A | None = None,
+        document_ids: A | None = None,
+        position_ids: A | None = None,
+        source_ids: A | None = None,
+    ) -> None:
+        # One batch is built per step of a hot loop: the slots' own setters cost half of
+        # the object.__setattr__ calls a generated frozen __init__ makes.
+        set0, set1, set2, set3, set4, set5 = _SETTERS
+        set0(self, context)
+        set1(self, targets)
+        set2(self, loss_mask)
+        set3(self, document_ids)
+        set4(self, position_ids)
+        set5(self, source_ids)
+
+    # Batches are built and taken apart once per step of a hot loop: the helpers read
+    # every field with one C-level attrgetter call instead of dataclasses.fields().
     def fields(self) -> tuple[str, ...]:
         """The names of the fields present (not ``None``), in declaration order."""
-        return tuple(f.name for f in dataclasses.fields(self) if getattr(self, f.name) is not None)
+        return tuple([n for n, v in zip(_NAMES, _ALL(self), strict=True) if v is not None])
 
     def as_tuple(self) -> tuple[A, ...]:
         """The seed API's positional tuple: the present fields of :data:`TUPLE_FIELDS`."""
-        values = (getattr(self, name) for name in TUPLE_FIELDS)
-        return tuple(value for value in values if value is not None)
+        if self.document_ids is None and self.position_ids is None and self.source_ids is None:
+            if self.loss_mask is None:
+                return (self.context, self.targets)
+            return (self.context, self.targets, self.loss_mask)
+        return tuple([value for value in _SEED(self) if value is not None])
 
     def to_dict(self) -> dict[str, A]:
         """``{name: array}`` of the present fields, in declaration order."""
-        return {name: getattr(self, name) for name in self.fields()}
+        return {n: v for n, v in zip(_NAMES, _ALL(self), strict=True) if v is not None}
 
     def replace(self, **changes: Any) -> Batch[A]:
         """A copy with some fields changed (``None`` drops a field)."""
@@ -85,12 +110,13 @@ class Batch(Generic[A]):
 
     def map(self, function: Callable[[A], B]) -> Batch[B]:
         """``function`` applied to every present field (e.g. a conversion to tensors)."""
-        values: dict[str, Any] = {name: function(value) for name, value in self.to_dict().items()}
-        return Batch(**values)
+        values: list[Any] = [None if v is None else function(v) for v in _ALL(self)]
+        return Batch(*values)
 
     def rows(self, selection: slice) -> Batch[A]:
         """The rows ``selection`` of every field (views for numpy arrays)."""
-        return self.map(lambda array: array[selection])  # type: ignore[index]
+        values: list[Any] = [None if v is None else v[selection] for v in _ALL(self)]
+        return Batch(*values)
 
     @property
     def num_rows(self) -> int:
@@ -110,3 +136,9 @@ class Batch(Generic[A]):
         import torch
 
         return self.map(lambda array: torch.from_numpy(np.ascontiguousarray(array)))
+
+
+_NAMES = tuple(field.name for field in dataclasses.fields(Batch))
+_SETTERS = tuple(getattr(Batch, name).__set__ for name in _NAMES)
+_ALL = attrgetter(*_NAMES)
+_SEED = attrgetter(*TUPLE_FIELDS)

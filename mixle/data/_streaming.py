@@ -240,15 +240,16 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
     def _make_batch(self, plan: EpochPlan, first_row: int) -> tuple[Batch, int]:
         """This rank's batch whose first row is ``first_row``, and its real target count
         (the row plan says how many rows it reads; rows past the stream are padding)."""
+        pack = self.pack
         rows = read_packed_rows(
             self.documents,
             plan.layout,
             first_row,
             self._row_plan.batch_rows(plan, first_row),
-            block=self.block,
-            pad_id=self.pad_id,
-            boundary_id=self.boundary_id,
-            document_ids=self.document_ids,
+            block=pack.block,
+            pad_id=pack.pad_id,
+            boundary_id=pack.boundary_id,
+            document_ids=pack.document_ids,
         )
         batch = Batch(rows.context, rows.targets, rows.mask, rows.document_ids, rows.position_ids)
         return batch, rows.real

@@ -58,3 +58,15 @@ def test_parse_batch_reads_a_batch_by_field_name() -> None:
     assert np.array_equal(parsed.weights, expected.weights)
     windows = Batch(batch.context, batch.targets[:, 0], source_ids=batch.source_ids)
     assert parse_batch(windows, 100, 4).weights.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_init_sets_every_field_and_the_batch_is_frozen() -> None:
+    import dataclasses
+
+    import pytest
+
+    names = [f.name for f in dataclasses.fields(Batch)]
+    batch = Batch(**{name: np.full(2, i) for i, name in enumerate(names)})
+    assert [int(getattr(batch, name)[0]) for name in names] == list(range(len(names)))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        batch.context = np.zeros(2)  # type: ignore[misc]
