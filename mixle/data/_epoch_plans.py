@@ -44,9 +44,11 @@ class EpochPlans:
         The order's key and curriculum hook (:func:`global_document_order`).
     block, has_boundary
         How the documents are packed.
-    plan_store, identity
-        Where plans are kept (``None``: nowhere) and the stream identity they are
-        kept under (called when a plan is looked up).
+    plan_store
+        Where plans are kept (``None``: nowhere); :meth:`get` is told the stream
+        identity they are kept under (a callable, so that this object holds no
+        reference back to its corpus: a cycle would keep every discarded corpus's
+        plans alive until the cyclic collector runs).
     """
 
     def __init__(
@@ -59,13 +61,12 @@ class EpochPlans:
         block: int,
         has_boundary: bool,
         plan_store: PlanStore | None,
-        identity: Callable[[], dict[str, Any]],
     ) -> None:
         self.documents = documents
         self.row_plan = row_plan
         self.seed, self.sequence_selector = seed, sequence_selector
         self.block, self.has_boundary = block, has_boundary
-        self.plan_store, self.identity = plan_store, identity
+        self.plan_store = plan_store
         self.num_documents = len(documents)
         self._lengths_array: np.ndarray | None = None
         self._plans: dict[int, EpochPlan] = {}
@@ -77,28 +78,29 @@ class EpochPlans:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
 
-    def recut(self, row_plan: RowPlan, identity: Callable[[], dict[str, Any]]) -> EpochPlans:
+    def recut(self, row_plan: RowPlan) -> EpochPlans:
         """The same documents, order and store cut by another row plan (lengths shared)."""
         plans = EpochPlans.__new__(EpochPlans)
         plans.__setstate__(self.__getstate__())
-        plans.row_plan, plans.identity = row_plan, identity
+        plans.row_plan = row_plan
         return plans
 
-    def get(self, epoch: int) -> EpochPlan:
-        """The plan of ``epoch`` (cached, loaded or built)."""
+    def get(self, epoch: int, identity: Callable[[], dict[str, Any]]) -> EpochPlan:
+        """The plan of ``epoch`` (cached, loaded or built); ``identity()`` is the stream
+        identity it is stored under (called only with a plan store)."""
         plan = self._plans.get(epoch)
         if plan is not None:
             return plan
         store = self.plan_store
         if store is None:
             return self._keep(epoch, self._build(epoch))
-        identity = {**self.identity(), "epoch": epoch, "plan_format": PLAN_FORMAT}
+        key = {**identity(), "epoch": epoch, "plan_format": PLAN_FORMAT}
 
         def build() -> tuple[EpochPlan, dict[str, np.ndarray]]:
             built = self._build(epoch)
             return built, plan_arrays(built.layout, built.rows, built.num_batches)
 
-        return self._keep(epoch, stored_or_built(store, identity, self._stored, build))
+        return self._keep(epoch, stored_or_built(store, key, self._stored, build))
 
     def lengths(self) -> np.ndarray:
         """Every document's length (a :func:`length_table`), read on first use."""

@@ -290,7 +290,7 @@ class Mixture:
 
     def __iter__(self) -> Iterator[SeedBatch]:
         """The seed-style tuples of :meth:`batches`."""
-        return (batch.as_tuple() for batch in self.batches())
+        return map(Batch.as_tuple, self.batches())
 
     def batches(self) -> Iterator[Batch]:
         """Endless: this rank's batches from the cursor row on, advancing the cursor

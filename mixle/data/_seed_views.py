@@ -154,11 +154,11 @@ class SeedViews:
         TokenIdError
             A document read for a batch holds an invalid token id.
         """
-        return (batch.as_tuple() for batch in self.iter_epoch(epoch, start_batch=start_batch))
+        return map(Batch.as_tuple, self.iter_epoch(epoch, start_batch=start_batch))
 
     def __iter__(self) -> Iterator[SeedBatch]:
         """The seed's tuples of :meth:`batches` (``Batch.as_tuple()`` of each)."""
-        return (batch.as_tuple() for batch in self.batches())
+        return map(Batch.as_tuple, self.batches())
 
 
 class TokenStreamSeedViews:

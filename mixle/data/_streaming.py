@@ -170,7 +170,6 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
             block=self.block,
             has_boundary=self.boundary_id is not None,
             plan_store=self.plan_store,
-            identity=self.stream_identity,
         )
         if self.plan_store is None:
             # Read (and, for in-memory documents, check) every length now; with a plan
@@ -213,11 +212,11 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         view = object.__new__(StreamingCorpus)
         view.__dict__.update(self.__dict__)
         view._cut(shard)
-        view._plans = self._plans.recut(view._row_plan, view.stream_identity)
+        view._plans = self._plans.recut(view._row_plan)
         return view
 
     def _plan(self, epoch: int) -> EpochPlan:
-        return self._plans.get(epoch)
+        return self._plans.get(epoch, self.stream_identity)
 
     def num_rows(self, epoch: int) -> int:
         """Rows of the epoch's row stream (the rank's stream in the per-rank layout)."""

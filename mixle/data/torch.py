@@ -1,5 +1,7 @@
-"""``torch.utils.data.IterableDataset`` adapters: :class:`StreamingDataset` over a
-:class:`StreamingCorpus` and :class:`TokenStreamDataset` over a ``TokenStream``.
+"""``torch.utils.data.IterableDataset`` adapter: :class:`StreamDataset` over any stream of
+the one resumable contract (``StreamingCorpus``, ``TokenStream``, ``Mixture``); the
+names the docs use, :class:`StreamingDataset` (a corpus) and :class:`TokenStreamDataset`
+(a token stream), are it.
 
 The batch sequence a ``DataLoader(dataset, batch_size=None, num_workers=n)`` yields is
 identical for every ``n``: worker ``w`` of ``n`` produces the batches whose position
