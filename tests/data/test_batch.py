@@ -70,3 +70,15 @@ def test_init_sets_every_field_and_the_batch_is_frozen() -> None:
     assert [int(getattr(batch, name)[0]) for name in names] == list(range(len(names)))
     with pytest.raises(dataclasses.FrozenInstanceError):
         batch.context = np.zeros(2)  # type: ignore[misc]
+
+
+def test_field_wise_helpers_carry_every_field() -> None:
+    import dataclasses
+
+    names = [f.name for f in dataclasses.fields(Batch)]
+    batch = Batch(**{name: np.arange(4) + 10 * i for i, name in enumerate(names)})
+    part = batch.rows(slice(1, 3))
+    assert part.fields() == tuple(names) == batch.map(np.negative).fields()
+    for name in names:
+        assert getattr(part, name).tolist() == getattr(batch, name)[1:3].tolist()
+    assert list(batch.to_dict()) == names
