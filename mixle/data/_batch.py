@@ -95,7 +95,7 @@ class Batch(Generic[A]):
     def as_tuple(self) -> tuple[A, ...]:
         """The seed API's positional tuple: the present fields of :data:`TUPLE_FIELDS`."""
         if self.document_ids is None and self.position_ids is None:
-            head = (self.context, self.targets)
+            head: tuple[A, ...] = (self.context, self.targets)
             if self.loss_mask is not None:
                 head += (self.loss_mask,)
             return head if self.source_ids is None else (*head, self.source_ids)
