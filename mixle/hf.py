@@ -30,8 +30,8 @@ state loads into either object, with any ``(world_size, batch_size)``, in O(1) s
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any, cast
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -40,6 +40,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from mixle._checks import nonnegative_int, positive_int
 from mixle._optional import import_optional
 from mixle.data._cursor import Cursor
+from mixle.data._options import ShardOptions
 from mixle.data._streaming import StreamingCorpus
 from mixle.errors import ArgumentError, ArgumentTypeError, MissingBackendError
 
@@ -102,21 +103,7 @@ class GlobalRowDataset(IterableDataset[Row]):
         self.global_batch_size = corpus.global_batch_size
         # Rank 0 of 1 with one global batch per batch: batch_at_row(e, r) is global batch
         # [r, r + G) whole, padded past the epoch's end exactly as every rank pads it.
-        self._rows = StreamingCorpus(
-            # A DocumentSource is used as is (as_documents), not wrapped again.
-            cast("Sequence[Any]", corpus.documents),
-            rank=0,
-            world_size=1,
-            block=corpus.block,
-            batch_size=self.global_batch_size,
-            seed=corpus.seed,
-            pad_id=corpus.pad_id,
-            boundary_id=corpus.boundary_id,
-            sequence_selector=corpus.sequence_selector,
-            document_ids=corpus.document_ids,
-            prefetch=corpus.prefetch,
-            layout="global",
-        )
+        self._rows = corpus.reshaped(ShardOptions(0, 1, self.global_batch_size, "global"))
         self._fields = ROW_FIELDS if corpus.document_ids else ROW_FIELDS[:3]
         self._start = Cursor("GlobalRowDataset", index_key="row", version=2)
         self._start.move(*corpus.cursor)
@@ -125,7 +112,7 @@ class GlobalRowDataset(IterableDataset[Row]):
 
     def _advance(self, position: tuple[int, int], steps: int) -> tuple[int, int] | None:
         """``steps`` global batches after ``position``; ``None`` past the last epoch."""
-        following = self._rows.advance(*position, steps)
+        following = self._rows.next_cursor(*position, steps)
         if following is None or (self.num_epochs is not None and following[0] >= self.num_epochs):
             return None
         return following
@@ -142,11 +129,10 @@ class GlobalRowDataset(IterableDataset[Row]):
         self._next.move(*self._start.position)
         while position is not None:
             epoch, row = position
-            batch = self._rows.batch_at_row(epoch, row)
-            parts = [torch.from_numpy(np.ascontiguousarray(part)) for part in batch]
+            parts = self._rows.read(epoch, row).to_torch().to_dict()
             for index in range(self.global_batch_size):
                 self._next.move(*self._after_rows(epoch, row, index + 1))
-                yield {name: part[index] for name, part in zip(self._fields, parts, strict=True)}
+                yield {name: part[index] for name, part in parts.items()}
             position = self._advance(position, workers)
 
     def stream_identity(self) -> dict[str, Any]:
@@ -167,7 +153,7 @@ class GlobalRowDataset(IterableDataset[Row]):
         """
         steps = nonnegative_int("steps", steps)
         cursor = Cursor("GlobalRowDataset", index_key="row", version=2)
-        following = self._rows.advance(*self._start.position, steps)
+        following = self._rows.next_cursor(*self._start.position, steps)
         if following is None:  # an empty epoch ends the stream: stay at its start
             epoch = self._start.epoch
             while self._rows.num_rows(epoch):

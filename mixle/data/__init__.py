@@ -11,12 +11,16 @@ processes; ``mixle.corpus.PlanFiles`` keeps them in files) and :class:`MixingRul
 is the default, :class:`TemperatureSchedule` a second rule).
 """
 
+from mixle.data._batch import Batch
 from mixle.data._documents import DocumentSource
 from mixle.data._gather import gather_backend, set_gather_backend
 from mixle.data._mixing_rule import ExactSchedule, MixingRule, RowSchedule
 from mixle.data._mixture import Mixture, MixturePhase, SourceAccount, SourceBudget
 from mixle.data._mixture_source import MixtureSource
+from mixle.data._options import PackOptions, ShardOptions
 from mixle.data._plan_store import PlanStore
+from mixle.data._resumable import ResumableStream
+from mixle.data._row_plan import RowPlan, register_layout
 from mixle.data._temperature_schedule import TemperatureSchedule
 from mixle.data.stream_token_source import TokenStream, stream_token_source
 from mixle.data.streaming_corpus import (
@@ -28,15 +32,20 @@ from mixle.data.streaming_corpus import (
 )
 
 __all__ = [
+    "Batch",
     "DocumentSource",
     "ExactSchedule",
     "MixingRule",
     "Mixture",
     "MixturePhase",
     "MixtureSource",
+    "PackOptions",
     "PackedCorpus",
     "PlanStore",
+    "ResumableStream",
+    "RowPlan",
     "RowSchedule",
+    "ShardOptions",
     "SourceAccount",
     "SourceBudget",
     "StreamingCorpus",
@@ -45,6 +54,7 @@ __all__ = [
     "gather_backend",
     "global_document_order",
     "pack_documents",
+    "register_layout",
     "set_gather_backend",
     "shard_documents_for_rank",
     "stream_token_source",

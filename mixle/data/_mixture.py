@@ -23,7 +23,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from mixle._checks import exact_int, nonnegative_int, positive_int
+from mixle._checks import nonnegative_int
+from mixle.data._batch import Batch
 from mixle.data._cursor import Cursor
 from mixle.data._mixing_rule import (
     MixingRule,
@@ -40,14 +41,17 @@ from mixle.data._mixture_source import (
     check_weight_sum,
 )
 from mixle.data._mixture_windows import SourceWindows
+from mixle.data._options import PackOptions, ShardOptions
 from mixle.data._plan_store import PlanStore, checked_plan_store
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
 
 __all__ = ["OBJECTIVES", "Mixture", "MixturePhase", "SourceAccount", "SourceBudget", "SourceStream"]
 
 OBJECTIVES = ("packed", "windows")
+#: The length of a mixture's one epoch in rows and steps: the stream never ends.
+ENDLESS = 2**62
 
-Batch = tuple[np.ndarray, ...]
+SeedBatch = tuple[np.ndarray, ...]
 # Iteration reads this many global batches' rows of the rank at once.
 _READ_AHEAD = 64
 # Largest cursor row accepted: rows are int64 on the way to a batch, and a row plus the
@@ -185,20 +189,13 @@ class Mixture:
     ) -> None:
         self.sources = _checked_sources(sources)
         self.schedule_rule = checked_rule(schedule)
-        self.block = positive_int("block", block)
-        self.batch_size = positive_int("batch_size", batch_size)
-        self.world_size = positive_int("world_size", world_size)
-        self.rank = nonnegative_int("rank", rank)
-        if self.rank >= self.world_size:
-            raise ArgumentError(
-                f"`rank` must be smaller than `world_size` ({self.world_size}). Got {self.rank} instead."
-            )
+        self.pack = PackOptions(block, pad_id, boundary_id, document_ids)
+        self.shard = ShardOptions(rank, world_size, batch_size, "global")
+        self.block, self.pad_id = self.pack.block, self.pack.pad_id
+        self.boundary_id, self.document_ids = self.pack.boundary_id, self.pack.document_ids
+        self.rank, self.world_size = self.shard.rank, self.shard.world_size
+        self.batch_size = self.shard.batch_size
         self.seed = nonnegative_int("seed", seed)
-        self.pad_id = exact_int("pad_id", pad_id)
-        self.boundary_id = None if boundary_id is None else exact_int("boundary_id", boundary_id)
-        if not isinstance(document_ids, bool):
-            raise ArgumentTypeError(f"`document_ids` must be True or False. Got {document_ids!r}.")
-        self.document_ids = document_ids
         if objective not in OBJECTIVES:
             raise ArgumentError(
                 f"`objective` must be one of {', '.join(map(repr, OBJECTIVES))}. Got {objective!r}."
@@ -254,10 +251,14 @@ class Mixture:
 
     @property
     def global_batch_size(self) -> int:
-        return self.world_size * self.batch_size
+        return self.shard.global_batch_size
 
-    def rows_at(self, begin: int, end: int) -> Batch:
-        """Global rows ``[begin, end)`` as a batch (see the class docstring)."""
+    def rows_at(self, begin: int, end: int) -> SeedBatch:
+        """Global rows ``[begin, end)`` as the seed-style tuple (see the class docstring)."""
+        return self.read_rows(begin, end).as_tuple()
+
+    def read_rows(self, begin: int, end: int) -> Batch:
+        """Global rows ``[begin, end)`` as a :class:`~mixle.data.Batch`."""
         begin = nonnegative_int("begin", begin)
         end = nonnegative_int("end", end)
         if end < begin:
@@ -291,16 +292,36 @@ class Mixture:
         if not outputs:  # no rows: the shapes from one row
             outputs = [part[:0] for part in self.rows[0].read(0, 1, self.document_ids)]
         if self.objective == "windows":
-            return (*outputs, sources)
-        tokens = outputs[0]
-        return (tokens[:, :-1], tokens[:, 1:], *outputs[1:], sources)
+            context, next_tokens = outputs
+            return Batch(context, next_tokens, source_ids=sources)
+        tokens, mask = outputs[:2]
+        document_ids, position_ids = outputs[2:4] if self.document_ids else (None, None)
+        return Batch(tokens[:, :-1], tokens[:, 1:], mask, document_ids, position_ids, sources)
 
-    def batch_at_row(self, row: int) -> Batch:
-        """This rank's part of the global batch that starts at global row ``row``."""
+    def read(self, epoch: int, row: int) -> Batch:
+        """The batch iteration yields at cursor ``(0, row)``: this rank's part of the
+        global batch that starts at global row ``row``.
+
+        Raises
+        ------
+        ArgumentError
+            ``epoch`` is not 0 (a mixture's stream is one endless epoch).
+        """
+        if nonnegative_int("epoch", epoch) != 0:
+            raise ArgumentError(f"`epoch` must be 0: a mixture has only epoch 0. Got {epoch}.")
         first = nonnegative_int("row", row) + self.rank * self.batch_size
-        return self.rows_at(first, first + self.batch_size)
+        return self.read_rows(first, first + self.batch_size)
 
-    def __iter__(self) -> Iterator[Batch]:
+    def batch_at_row(self, row: int) -> SeedBatch:
+        """This rank's part of the global batch that starts at global row ``row``
+        (the tuple of :meth:`read` ``(0, row)``)."""
+        return self.read(0, row).as_tuple()
+
+    def __iter__(self) -> Iterator[SeedBatch]:
+        """The seed-style tuples of :meth:`batches`."""
+        return map(Batch.as_tuple, self.batches())
+
+    def batches(self) -> Iterator[Batch]:
         """Endless: this rank's batches from the cursor row on, advancing the cursor
         (moved before each batch is handed out)."""
         cursor, size, ahead = self._cursor, self.global_batch_size, 1
@@ -313,7 +334,7 @@ class Mixture:
             for k in range(ahead):
                 part = slice(k * self.batch_size, (k + 1) * self.batch_size)
                 cursor.move(0, first + (k + 1) * size)
-                yield tuple(array[part] for array in batches)
+                yield batches.rows(part)
             # One batch first (a resumed run's first batch comes fast), then doubling.
             ahead = min(2 * ahead, _READ_AHEAD)
 
@@ -322,6 +343,21 @@ class Mixture:
     def cursor(self) -> tuple[int, int]:
         """``(0, row)``: the first global row of the next global batch."""
         return self._cursor.position
+
+    def epoch_size(self, epoch: int) -> int:
+        """Where the cursor's row ends: never (:data:`ENDLESS`); only epoch 0 exists."""
+        nonnegative_int("epoch", epoch)
+        return ENDLESS
+
+    def steps_left(self, epoch: int, row: int) -> int:
+        """Steps left in the stream from ``(epoch, row)``: :data:`ENDLESS`."""
+        return ENDLESS
+
+    def next_cursor(self, epoch: int, row: int, steps: int) -> tuple[int, int] | None:
+        """The cursor ``steps`` global batches after ``(0, row)``: ``(0, row + steps * G)``."""
+        return 0, nonnegative_int("row", row) + nonnegative_int(
+            "steps", steps
+        ) * self.global_batch_size
 
     def seek(self, row: int) -> None:
         """Move the cursor to global row ``row`` (O(1)), at most :data:`MAX_ROW`."""

@@ -29,9 +29,11 @@ from typing import Any
 import numpy as np
 
 from mixle.data._documents import DocumentSource, as_documents
+from mixle.data._options import ShardOptions
 from mixle.data._order import global_document_order, length_table
 from mixle.data._packed_rows import read_packed_rows
 from mixle.data._packing import StreamLayout, rows_for_stream
+from mixle.data._plan_global import GlobalPlan
 from mixle.data._plan_store import (
     PLAN_FORMAT,
     PlanStore,
@@ -57,6 +59,9 @@ def _shown(value: Any) -> str:
     if isinstance(value, int) and value.bit_length() > 64:
         return f"an integer of {value.bit_length()} bits"
     return repr(value)
+
+# The row plan of every source's epochs (the global layout over the source alone).
+_SOURCE_PLAN = GlobalPlan(ShardOptions(layout="global"), even_batches=False)
 
 
 def check_weight(value: Any, where: str) -> float:
@@ -309,9 +314,11 @@ class SourceRows:
 
     def _build_layout(self, epoch: int) -> StreamLayout:
         order = global_document_order(self.num_documents, seed=self.seed, epoch=epoch)
-        layout = StreamLayout.build(
-            order, self._lengths().take(order), self.boundary_id is not None
-        )
+        # A source's epoch is one row stream of its whole order: the global row plan,
+        # read one row at a time by the mixture's schedule.
+        layout = _SOURCE_PLAN.build(
+            order, self._lengths(), self.boundary_id is not None, self.block
+        ).layout
         if layout.stream_tokens != self.stream_tokens:
             # Only a token count loaded from the store can disagree with the lengths.
             if self.plan_store is not None:

@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from mixle._checks import INT64_MAX, nonnegative_int, positive_int
+from mixle._checks import INT64_MAX, nonnegative_int
 from mixle.data._gather import legacy_permutation
+from mixle.data._options import ShardOptions
 from mixle.errors import ArgumentError, ArgumentTypeError
 
 __all__ = [
@@ -162,11 +163,6 @@ def shard_documents_for_rank(order: Any, rank: int, world_size: int) -> np.ndarr
         ``world_size < 1``, ``rank < 0`` or ``rank >= world_size``, or ``order`` holds a
         negative index.
     """
-    world_size = positive_int("world_size", world_size)
-    rank = nonnegative_int("rank", rank)
-    if rank >= world_size:
-        raise ArgumentError(
-            f"`rank` must be smaller than `world_size` ({world_size}). Got {rank} instead."
-        )
+    shard = ShardOptions(rank, world_size)
     indices = as_document_indices(order, "`order`", None)
-    return indices[rank::world_size].copy()
+    return indices[shard.rank :: shard.world_size].copy()

@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from mixle._checks import exact_int, nonnegative_int, positive_int
+from mixle._checks import nonnegative_int
 from mixle.data._documents import DocumentSource, as_documents, fetch_documents
+from mixle.data._options import PackOptions
 from mixle.data._order import as_document_indices
 from mixle.errors import ArgumentError, ArgumentTypeError
 
@@ -261,10 +262,8 @@ def pack_documents(
 
     Complexity: O(stream tokens) time, one int64 copy of the stream in memory.
     """
-    block = positive_int("block", block)
-    pad_id = exact_int("pad_id", pad_id)
-    if boundary_id is not None:
-        boundary_id = exact_int("boundary_id", boundary_id)
+    options = PackOptions(block, pad_id, boundary_id)
+    block, pad_id, boundary_id = options.block, options.pad_id, options.boundary_id
     source = as_documents(documents)
     order = as_document_indices(indices, "`indices`", len(source))
     # Every document is fetched and validated before anything is packed.

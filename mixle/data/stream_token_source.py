@@ -24,11 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from mixle._checks import as_token_ids, exact_int, nonnegative_int, positive_int
+from mixle._checks import as_token_ids, nonnegative_int, positive_int
+from mixle.data._batch import Batch
 from mixle.data._cursor import Cursor
 from mixle.data._documents import SequenceDocuments, as_documents, is_document_source
 from mixle.data._mixture import Mixture
+from mixle.data._options import PackOptions, ShardOptions
 from mixle.data._permutation import FeistelPermutation
+from mixle.data._seed_views import TokenStreamSeedViews, WindowTuple, window_tuples
 from mixle.data._token_windows import TokenWindows, checked_document
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError, TokenIdError
 
@@ -38,8 +41,6 @@ __all__ = ["TokenStream", "stream_token_source"]
 # vectorised Feistel costs a fixed overhead per call, so per-batch calls would be slow
 # for small batches, while the chunk itself is only a few tens of KB.
 _CHUNK_WINDOWS = 4096
-
-Batch = tuple[np.ndarray, np.ndarray]
 
 
 def _check_flag(name: str, value: Any) -> bool:
@@ -90,7 +91,7 @@ def _array_batches(
         for first in range(0, num_windows, batch_size):
             last = min(first + batch_size, num_windows)
             starts = order[first:last] if order is not None else np.arange(first, last)
-            yield windows[starts], tokens[starts + block]
+            yield Batch(windows[starts], tokens[starts + block])
 
 
 def stream_token_source(
@@ -101,7 +102,7 @@ def stream_token_source(
     epochs: int = 1,
     shuffle: bool = True,
     seed: int = 0,
-) -> Iterator[Batch]:
+) -> Iterator[WindowTuple]:
     """Yield ``(context_windows, next_tokens)`` micro-batches; never buffer windows.
 
     Every argument is validated when this function is *called*, before the returned
@@ -168,16 +169,16 @@ def stream_token_source(
             token_ids, block, batch_size, epochs=epochs, shuffle=shuffle, seed=seed
         )
         return iter(stream)
-    block = positive_int("block", block)
-    batch_size = positive_int("batch_size", batch_size)
+    block = PackOptions(block).block
+    batch_size = ShardOptions(batch_size=batch_size).batch_size
     epochs = nonnegative_int("epochs", epochs)
     seed = nonnegative_int("seed", seed)
     shuffle = _check_flag("shuffle", shuffle)
     tokens = _token_array(token_ids)
-    return _array_batches(tokens, block, batch_size, epochs, shuffle, seed)
+    return window_tuples(_array_batches(tokens, block, batch_size, epochs, shuffle, seed))
 
 
-class TokenStream:
+class TokenStream(TokenStreamSeedViews):
     """Resumable ``(context, next_token)`` batches over the token stream of documents.
 
     The stream is the concatenation of ``documents`` in order, with ``boundary_id``
@@ -269,20 +270,22 @@ class TokenStream:
         rank: int = 0,
         world_size: int | None = None,
     ) -> None:
-        self.block = positive_int("block", block)
-        self.batch_size = positive_int("batch_size", batch_size)
-        self.rank = nonnegative_int("rank", rank)
-        self.world_size = None if world_size is None else positive_int("world_size", world_size)
-        if self.rank >= (self.world_size or 1):
-            raise ArgumentError(
-                f"`rank` must be smaller than `world_size` ({self.world_size or 1}). "
-                f"Got {self.rank} instead."
-            )
+        self.pack = PackOptions(block, boundary_id=boundary_id)
+        # Without world_size: one consumer (rank 0 of 1) with its own cursor; with it,
+        # the global layout of windows.
+        self.shard = ShardOptions(
+            rank,
+            1 if world_size is None else world_size,
+            batch_size,
+            "per-rank" if world_size is None else "global",
+        )
+        self.block, self.boundary_id = self.pack.block, self.pack.boundary_id
+        self.batch_size, self.rank = self.shard.batch_size, self.shard.rank
+        self.world_size = None if world_size is None else self.shard.world_size
         self.epochs = nonnegative_int("epochs", epochs)
         self.seed = nonnegative_int("seed", seed)
         self.shuffle = _check_flag("shuffle", shuffle)
         self.prefetch = _check_flag("prefetch", prefetch)
-        self.boundary_id = None if boundary_id is None else exact_int("boundary_id", boundary_id)
         if isinstance(documents, np.ndarray | str | bytes):
             raise ArgumentTypeError(
                 "`documents` must be a sequence of 1-D token arrays. Got "
@@ -336,26 +339,36 @@ class TokenStream:
     @property
     def global_batch_size(self) -> int:
         """Windows of one step over all ranks: ``world_size * batch_size``."""
-        return (self.world_size or 1) * self.batch_size
+        return self.shard.global_batch_size
 
-    def batch_at_position(self, epoch: int, position: int) -> Batch:
-        """This rank's part of the global batch that starts at window ``position``.
+    def _read(self, starts: np.ndarray) -> Batch:
+        """The windows at stream offsets ``starts`` as one batch."""
+        context, targets = self._windows.read(starts, scattered=self.shuffle)
+        return Batch(context, targets)
 
-        Positions ``[position + rank * batch_size, position + (rank + 1) * batch_size)``
-        of epoch ``epoch``, clipped to the epoch (at its end a rank's part may be
-        smaller, or empty: ``(0, block)``), so every rank takes the same steps.
-        """
+    def read(self, epoch: int, position: int) -> Batch:
+        """The batch iteration yields at cursor ``(epoch, position)`` (see :attr:`cursor`):
+        this rank's part of the global batch at window ``position`` with ``world_size``,
+        else the batch of ``batch_size`` windows from ``position``."""
         epoch = nonnegative_int("epoch", epoch)
         position = nonnegative_int("position", position)
         first = min(position + self.rank * self.batch_size, self.num_windows)
         last = min(first + self.batch_size, self.num_windows)
-        return self._windows.read(
-            self.window_indices(epoch, np.arange(first, last)), scattered=self.shuffle
-        )
+        return self._read(self.window_indices(epoch, np.arange(first, last)))
 
-    def advance_position(self, epoch: int, position: int, steps: int) -> tuple[int, int] | None:
-        """The cursor ``steps`` global batches after ``(epoch, position)``; ``None`` once
-        past the last epoch (or when an epoch has no windows)."""
+    def epoch_size(self, epoch: int) -> int:
+        """Where the cursor's position ends in an epoch: :attr:`num_windows`."""
+        nonnegative_int("epoch", epoch)
+        return self.num_windows
+
+    def steps_left(self, epoch: int, position: int) -> int:
+        """Batches (steps) from cursor ``(epoch, position)`` to the end of ``epoch``."""
+        return max(-(-(self.epoch_size(epoch) - position) // self.global_batch_size), 0)
+
+    def next_cursor(self, epoch: int, position: int, steps: int) -> tuple[int, int] | None:
+        """The cursor ``steps`` batches (global batches with ``world_size``) after
+        ``(epoch, position)``; ``None`` once past the last epoch (or when an epoch has no
+        windows)."""
         size, total = self.global_batch_size, self.num_windows
         while total and epoch < self.epochs:
             left = -(-(total - position) // size) if position < total else 0
@@ -372,39 +385,14 @@ class TokenStream:
             return positions
         return FeistelPermutation(self.num_windows, self.seed, epoch)(positions)
 
-    def batch(self, epoch: int, index: int) -> Batch:
-        """Return batch ``index`` of epoch ``epoch`` (no state is read or changed).
-
-        Raises
-        ------
-        IndexError
-            ``index`` is not in ``[0, num_batches())``.
-        """
-        epoch = nonnegative_int("epoch", epoch)
-        index = nonnegative_int("index", index)
-        if index >= self.num_batches():
-            raise IndexError(f"batch {index} is out of range: an epoch has {self.num_batches()}.")
-        if self.world_size is not None:
-            return self.batch_at_position(epoch, index * self.global_batch_size)
-        first = index * self.batch_size
-        last = min(first + self.batch_size, self.num_windows)
-        return self._windows.read(
-            self.window_indices(epoch, np.arange(first, last)), scattered=self.shuffle
-        )
-
-    def epoch_batches(self, epoch: int, *, start_batch: int = 0, step: int = 1) -> Iterator[Batch]:
-        """Yield batches ``start_batch, start_batch + step, ...`` of epoch ``epoch``.
-
-        A pure function of the arguments and the stream's definition: resuming at
-        ``start_batch`` is a seek, not a replay. ``step`` > 1 lets ``step`` consumers
-        (DataLoader workers) each take every ``step``-th batch.
-        """
+    def iter_epoch(self, epoch: int, *, start_batch: int = 0, step: int = 1) -> Iterator[Batch]:
+        """:meth:`epoch_batches` as :class:`~mixle.data.Batch` es."""
         epoch = nonnegative_int("epoch", epoch)
         start_batch = nonnegative_int("start_batch", start_batch)
         step = positive_int("step", step)
         if self.world_size is not None:  # this rank's parts of global batches
             for index in range(start_batch, self.num_batches(), step):
-                yield self.batch(epoch, index)
+                yield self.read(epoch, index * self.global_batch_size)
             return
         indices = range(start_batch, self.num_batches(), step)
         permutation = (
@@ -427,10 +415,12 @@ class TokenStream:
             offset = 0
             for first in firsts.tolist():
                 size = min(self.batch_size, self.num_windows - first)
-                yield self._windows.read(starts[offset : offset + size], scattered=self.shuffle)
+                yield self._read(starts[offset : offset + size])
                 offset += size
 
-    def __iter__(self) -> Iterator[Batch]:
+    def batches(self) -> Iterator[Batch]:
+        """Yield :class:`~mixle.data.Batch` es from the cursor to the end of the last
+        epoch, advancing the cursor (moved before each batch is handed out)."""
         if self.world_size is not None:
             yield from self._iterate_global()
             return
@@ -438,10 +428,10 @@ class TokenStream:
         while cursor.epoch < self.epochs:
             epoch = cursor.epoch
             start = cursor.index // self.batch_size
-            for context, target in self.epoch_batches(epoch, start_batch=start):
-                position = cursor.index + target.shape[0]
+            for batch in self.iter_epoch(epoch, start_batch=start):
+                position = cursor.index + batch.num_rows
                 cursor.move(*((epoch, position) if position < self.num_windows else (epoch + 1, 0)))
-                yield context, target
+                yield batch
             if cursor.epoch == epoch:  # an epoch without windows
                 cursor.move(epoch + 1, 0)
 
@@ -455,7 +445,7 @@ class TokenStream:
                 first = min(position + self.rank * self.batch_size, total)
                 positions = np.arange(first, min(first + self.batch_size, total), dtype=np.int64)
                 starts = permutation(positions) if permutation is not None else positions
-                batch = self._windows.read(starts, scattered=self.shuffle)
+                batch = self._read(starts)
                 following = position + size
                 cursor.move(*((epoch, following) if following < total else (epoch + 1, 0)))
                 yield batch
@@ -468,26 +458,10 @@ class TokenStream:
         (a global window position with ``world_size``)."""
         return self._cursor.position
 
-    def advance(self, num_batches: int) -> None:
-        """Move the cursor forward by ``num_batches`` batches without reading them (O(1)).
-
-        For consumers that took batches elsewhere, e.g. through a DataLoader whose
-        workers iterate copies of this stream. Stops at the end of the last epoch.
-        """
-        num_batches = nonnegative_int("num_batches", num_batches)
-        cursor = self._cursor
-        if self.world_size is not None:
-            cursor.move(*(self.advance_position(*cursor.position, num_batches) or (self.epochs, 0)))
-            return
-        per_epoch = self.num_batches()
-        if per_epoch == 0:
-            cursor.move(self.epochs, 0)
-            return
-        index = cursor.epoch * per_epoch + cursor.index // self.batch_size + num_batches
-        epoch, batch = divmod(index, per_epoch)
-        if epoch >= self.epochs:
-            epoch, batch = self.epochs, 0
-        cursor.move(epoch, batch * self.batch_size)
+    def seek(self, epoch: int, position: int) -> None:
+        """Move the cursor to ``(epoch, position)`` (no replay, no checks beyond the
+        types: :meth:`load_state_dict` validates a saved cursor)."""
+        self._cursor.move(nonnegative_int("epoch", epoch), nonnegative_int("position", position))
 
     def stream_identity(self) -> dict[str, Any]:
         """The fields that define the stream, as saved under ``"stream"`` in ``state_dict``.

@@ -1,5 +1,7 @@
-"""``torch.utils.data.IterableDataset`` adapters: :class:`StreamingDataset` over a
-:class:`StreamingCorpus` and :class:`TokenStreamDataset` over a ``TokenStream``.
+"""``torch.utils.data.IterableDataset`` adapter: :class:`StreamDataset` over any stream of
+the one resumable contract (``StreamingCorpus``, ``TokenStream``, ``Mixture``); the
+names the docs use, :class:`StreamingDataset` (a corpus) and :class:`TokenStreamDataset`
+(a token stream), are it.
 
 The batch sequence a ``DataLoader(dataset, batch_size=None, num_workers=n)`` yields is
 identical for every ``n``: worker ``w`` of ``n`` produces the batches whose position
@@ -55,13 +57,15 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from mixle._checks import nonnegative_int, positive_int
+from mixle.data._batch import Batch
 from mixle.data._cursor import Cursor
 from mixle.data._loader_state import MAX_POSITION, saved_workers
+from mixle.data._resumable import ResumableStream
 from mixle.data._streaming import StreamingCorpus
 from mixle.data.stream_token_source import TokenStream
 from mixle.errors import ArgumentTypeError, StateMismatchError
 
-__all__ = ["PackedBatch", "StreamingDataset", "TokenStreamDataset"]
+__all__ = ["PackedBatch", "StreamDataset", "StreamingDataset", "TokenStreamDataset"]
 
 
 # Keys of the StatefulDataLoader main-process state that carry over to any worker count.
@@ -132,46 +136,75 @@ class PackedBatch:
         return (_unpack, (self.buffer, self.layout))
 
 
-class _WorkerSplitDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch]):
-    """Worker-count-invariant, resumable iteration over batches addressed by position.
+class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch]):
+    """Any resumable stream's batches as tensors, worker-count invariant and resumable.
 
-    A position is ``(epoch, batch index)``. Subclasses say how to step a position, how
-    to produce the batch at one, and what identifies their stream; this base splits
-    the positions over DataLoader workers (worker ``w`` of ``n`` takes every ``n``-th
-    from the origin, starting ``w`` after it) and saves/restores each process's next
-    position.
+    Wraps the one resumable contract (:class:`~mixle.data._resumable.ResumableStream`:
+    ``StreamingCorpus``, ``TokenStream``, ``Mixture``): a position is the stream's
+    cursor ``(epoch, index)``; the batch at one is ``stream.read(epoch, index)`` and the
+    next is ``stream.next_cursor``. The positions are split over DataLoader workers
+    (worker ``w`` of ``n`` takes every ``n``-th from the origin, starting ``w`` after
+    it) and each process saves/restores its own next position. The stream itself is
+    not advanced.
+
+    Parameters
+    ----------
+    stream
+        The stream; iteration starts at its cursor at construction time.
+    num_epochs
+        Stop before epoch ``num_epochs`` (an absolute epoch number); ``None`` runs until
+        the stream ends.
+
+    Each item is the stream's batch tuple (:meth:`Batch.as_tuple`) as tensors. Use
+    ``batch_size=None`` in the ``DataLoader``: batching already happened.
     """
 
-    _kind = "dataset"
+    _kind = "StreamDataset"
 
-    def __init__(self, origin: tuple[int, int]) -> None:
+    def __init__(self, stream: ResumableStream, *, num_epochs: int | None = None) -> None:
+        if not isinstance(stream, ResumableStream):
+            raise ArgumentTypeError(
+                f"`stream` must be a resumable stream (StreamingCorpus, TokenStream, "
+                f"Mixture). Got {type(stream).__name__} instead."
+            )
         super().__init__()
-        self._origin = origin
+        self.stream = stream
+        self.num_epochs = None if num_epochs is None else positive_int("num_epochs", num_epochs)
+        self._origin = self._from_cursor(stream.cursor)
         self._started = False
         self._next: tuple[int, int] | None = None
         self._loaded = False
         self._cursor = Cursor(self._kind, extra=("done",))
 
-    # -- what subclasses define ------------------------------------------------------
+    # -- positions: the stream's cursor, unless a subclass saves them in other units ------
+    def _from_cursor(self, cursor: tuple[int, int]) -> tuple[int, int]:
+        """The saved position of a stream cursor (the same pair by default)."""
+        return cursor
+
+    def _to_cursor(self, position: tuple[int, int]) -> tuple[int, int]:
+        """The stream cursor of a saved position (the same pair by default)."""
+        return position
+
     def _advance(self, position: tuple[int, int], steps: int) -> tuple[int, int] | None:
         """The position ``steps`` batches after ``position``; ``None`` past the end."""
-        raise NotImplementedError
+        following = self.stream.next_cursor(*self._to_cursor(position), steps)
+        return None if following is None else self._from_cursor(following)
 
-    def _batch(self, position: tuple[int, int]) -> tuple[np.ndarray, ...]:
+    def _batch(self, position: tuple[int, int]) -> Batch:
         """The batch at ``position``."""
-        raise NotImplementedError
+        return self.stream.read(*self._to_cursor(position))
 
     def _epoch_size(self, epoch: int) -> int:
-        """The number of batches in ``epoch``."""
-        raise NotImplementedError
+        """Where the saved index ends in ``epoch``."""
+        return self.stream.epoch_size(epoch)
 
     def stream_identity(self) -> dict[str, Any]:
-        """The fields that define the underlying stream."""
-        raise NotImplementedError
+        """The fields that define the underlying stream, and ``num_epochs``."""
+        return {**self.stream.stream_identity(), "num_epochs": self.num_epochs}
 
     def _exhausted(self, position: tuple[int, int]) -> bool:
-        """Whether iteration stops before ``position`` (an epoch bound)."""
-        return False
+        """Whether iteration stops before ``position`` (the ``num_epochs`` bound)."""
+        return self.num_epochs is not None and position[0] >= self.num_epochs
 
     # -- iteration and state -----------------------------------------------------------
     def _first(self, worker: int) -> tuple[int, int] | None:
@@ -193,9 +226,9 @@ class _WorkerSplitDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch
             position = self._advance(position, workers)
             self._next = position
             if packed:
-                yield PackedBatch(batch)
+                yield PackedBatch(batch.as_tuple())
             else:
-                yield tuple(torch.from_numpy(np.ascontiguousarray(part)) for part in batch)
+                yield batch.to_torch().as_tuple()
 
     def _identity(self, worker: int, workers: int) -> dict[str, Any]:
         return {
@@ -303,8 +336,8 @@ class _WorkerSplitDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch
         }
 
 
-class StreamingDataset(_WorkerSplitDataset):
-    """Yield a :class:`StreamingCorpus`'s batches as tensors, worker- and resume-aware.
+class StreamingDataset(StreamDataset):
+    """:class:`StreamDataset` over a :class:`StreamingCorpus` (the name docs use).
 
     Parameters
     ----------
@@ -330,31 +363,11 @@ class StreamingDataset(_WorkerSplitDataset):
                 f"`corpus` must be a StreamingCorpus. Got {type(corpus).__name__} instead."
             )
         self.corpus = corpus
-        self.num_epochs = None if num_epochs is None else positive_int("num_epochs", num_epochs)
-        super().__init__(corpus.cursor)
-
-    def _advance(self, position: tuple[int, int], steps: int) -> tuple[int, int] | None:
-        return self.corpus.advance(*position, steps)
-
-    def _batch(self, position: tuple[int, int]) -> tuple[np.ndarray, ...]:
-        if self.corpus.layout == "global":  # positions are (epoch, first global row)
-            return self.corpus.batch_at_row(*position)
-        return self.corpus.batch_at(*position)
-
-    def _epoch_size(self, epoch: int) -> int:
-        if self.corpus.layout == "global":
-            return self.corpus.num_rows(epoch)
-        return self.corpus.num_batches(epoch)
-
-    def _exhausted(self, position: tuple[int, int]) -> bool:
-        return self.num_epochs is not None and position[0] >= self.num_epochs
-
-    def stream_identity(self) -> dict[str, Any]:
-        return {**self.corpus.stream_identity(), "num_epochs": self.num_epochs}
+        super().__init__(corpus, num_epochs=num_epochs)
 
 
-class TokenStreamDataset(_WorkerSplitDataset):
-    """Yield a :class:`TokenStream`'s batches as int64 tensors, worker- and resume-aware.
+class TokenStreamDataset(StreamDataset):
+    """:class:`StreamDataset` over a :class:`TokenStream` (the name docs use).
 
     Parameters
     ----------
@@ -367,7 +380,8 @@ class TokenStreamDataset(_WorkerSplitDataset):
 
     Each item is ``(context (b, block), next_tokens (b,))`` as int64 tensors. Every
     worker seeks straight to its own batches (random access by epoch and batch index);
-    no worker reads a batch that another one yields.
+    no worker reads a batch that another one yields. Without ``world_size`` the saved
+    positions count batches (the stream's cursor counts windows).
     """
 
     _kind = "TokenStreamDataset"
@@ -377,26 +391,18 @@ class TokenStreamDataset(_WorkerSplitDataset):
             raise ArgumentTypeError(
                 f"`stream` must be a TokenStream. Got {type(stream).__name__} instead."
             )
-        self.stream = stream
-        state = stream.state_dict()
-        epoch, index = int(state["epoch"]), int(state["position"])
         # A global stream's positions are (epoch, first global window) as in its cursor.
         self._global = stream.world_size is not None
-        super().__init__((epoch, index if self._global else index // stream.batch_size))
+        super().__init__(stream)
+        self.stream: TokenStream = stream
 
-    def _advance(self, position: tuple[int, int], steps: int) -> tuple[int, int] | None:
-        if self._global:
-            return self.stream.advance_position(*position, steps)
-        per_epoch = self.stream.num_batches()
-        if per_epoch == 0:
-            return None
-        epoch, index = divmod(position[0] * per_epoch + position[1] + steps, per_epoch)
-        return None if epoch >= self.stream.epochs else (epoch, index)
+    def _from_cursor(self, cursor: tuple[int, int]) -> tuple[int, int]:
+        epoch, index = cursor
+        return cursor if self._global else (epoch, index // self.stream.batch_size)
 
-    def _batch(self, position: tuple[int, int]) -> tuple[np.ndarray, ...]:
-        if self._global:
-            return self.stream.batch_at_position(*position)
-        return self.stream.batch(*position)
+    def _to_cursor(self, position: tuple[int, int]) -> tuple[int, int]:
+        epoch, index = position
+        return position if self._global else (epoch, index * self.stream.batch_size)
 
     def load_state_dict(self, state: Any) -> None:
         """Resume at a saved next batch; refuses every cursor ``TokenStream`` refuses.

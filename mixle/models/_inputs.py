@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from mixle._checks import as_token_ids, positive_int
+from mixle.data._batch import Batch
 from mixle.errors import ArgumentError, ArgumentTypeError, TokenIdError
 from mixle.stats.base import DataSequenceEncoder
 
@@ -253,8 +254,10 @@ def parse_batch(batch: Any, vocab: int, block: int) -> TokenBatch:
       prediction, attention being causal) are replaced by 0, so pad ids — even ones
       outside the vocabulary — change nothing.
 
-    A :class:`TokenPairs` is accepted as the first shape. This is the one place that
-    knows batch layouts; extend it for new ones (e.g. per-position document ids).
+    A :class:`TokenPairs` is accepted as the first shape, and a
+    :class:`mixle.data.Batch` as either, read by field name (no ``loss_mask``: the
+    first). This is the one place that knows batch layouts; extend it for new ones
+    (e.g. per-position document ids).
 
     Raises
     ------
@@ -266,6 +269,12 @@ def parse_batch(batch: Any, vocab: int, block: int) -> TokenBatch:
     """
     if isinstance(batch, TokenPairs):
         batch = (batch.contexts, batch.tokens)
+    elif isinstance(batch, Batch):
+        batch = (
+            (batch.context, batch.targets)
+            if batch.loss_mask is None
+            else (batch.context, batch.targets, batch.loss_mask)
+        )
     if not isinstance(batch, tuple | list) or len(batch) not in (2, 3):
         raise ArgumentTypeError(
             "a batch must be (context, next_tokens) or (context, targets, loss_mask). "

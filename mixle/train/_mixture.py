@@ -11,12 +11,12 @@ budget and the per-source accounting for the console and ``metrics.jsonl``.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from typing import Any
 
 from mixle.corpus import open_corpus
 from mixle.data import Mixture, MixtureSource, SourceBudget
 from mixle.data._mixture_file import read_mixture_file
+from mixle.train._sources import StreamSource
 from mixle.train.metrics import plot_figure, read_metrics
 
 __all__ = [
@@ -27,8 +27,6 @@ __all__ = [
     "plot_mixture_shares",
     "shares_path",
 ]
-
-Batch = tuple[Any, ...]
 
 
 def open_mixture(path: str, *, block: int, **options: Any) -> tuple[Mixture, int | None]:
@@ -87,41 +85,19 @@ def accounting_record(mixture: Mixture, row: int) -> dict[str, dict[str, Any]]:
     }
 
 
-class MixtureBatches:
-    """A rank's part of every global batch of a :class:`~mixle.data.Mixture`.
+class MixtureBatches(StreamSource):
+    """A rank's part of every global batch of a :class:`~mixle.data.Mixture`: the
+    :class:`~mixle.train._sources.StreamSource` of the mixture.
 
     Yields ``(batch, (0, first global row))``: the batch without its source ids,
     ``(context, targets, loss_mask)`` (packed) or ``(context, next_tokens)`` (windows);
     the state is the mixture's row cursor (resumes with any world size and batch size).
+    The stream is endless: the trainer stops at ``steps``.
     """
-
-    # The stream is endless: the trainer stops at `steps`.
-    _ENDLESS = 2**62
 
     def __init__(self, mixture: Mixture) -> None:
         self.mixture = mixture
-
-    @property
-    def cursor(self) -> tuple[int, int]:
-        return self.mixture.cursor
-
-    def steps_in_epoch(self, epoch: int) -> int:
-        return self._ENDLESS
-
-    def steps_left(self, epoch: int, index: int) -> int:
-        return self._ENDLESS
-
-    def __iter__(self) -> Iterator[tuple[Batch, tuple[int, int]]]:
-        batches = iter(self.mixture)
-        while True:
-            batch_id = self.mixture.cursor  # the mixture moves its cursor as it yields
-            yield next(batches)[:-1], batch_id  # the source ids stay out of the step
-
-    def state_dict(self) -> dict[str, Any]:
-        return self.mixture.state_dict()
-
-    def load_state_dict(self, state: Any) -> None:
-        self.mixture.load_state_dict(state)
+        super().__init__(mixture)
 
 
 def shares_path(plot: str) -> str:

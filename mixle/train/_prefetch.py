@@ -26,7 +26,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from mixle._checks import positive_int
-from mixle.train._sources import Batch, BatchId, BatchSource
+from mixle.data._batch import Batch
+from mixle.train._sources import BatchId, BatchSource
 
 __all__ = ["PrefetchedBatches"]
 

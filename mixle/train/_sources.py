@@ -24,9 +24,12 @@ from typing import Any, Protocol, TypedDict, Unpack
 
 import numpy as np
 
-from mixle._checks import nonnegative_int, positive_int
+from mixle._checks import nonnegative_int
+from mixle.data._batch import Batch
 from mixle.data._cursor import Cursor
+from mixle.data._options import ShardOptions
 from mixle.data._plan_store import PlanStore
+from mixle.data._resumable import ResumableStream
 from mixle.data.stream_token_source import TokenStream
 from mixle.data.streaming_corpus import StreamingCorpus
 from mixle.errors import ArgumentError
@@ -37,15 +40,14 @@ __all__ = [
     "PackedBatches",
     "SourceArgs",
     "StreamArgs",
+    "StreamSource",
     "WindowBatches",
     "batch_digest",
-    "batch_weight",
     "eval_batches",
     "make_source",
     "split_holdout",
 ]
 
-Batch = tuple[np.ndarray, ...]
 BatchId = tuple[int, int]
 
 
@@ -111,64 +113,52 @@ def split_holdout(documents: Sequence[Any], holdout: int) -> tuple[Sequence[Any]
 
 
 def batch_digest(batch: Batch) -> str:
-    """First 16 hex digits of the SHA-256 of a batch's arrays (shape, dtype and bytes)."""
+    """First 16 hex digits of the SHA-256 of a batch's arrays (shape, dtype and bytes),
+    in the order of :meth:`Batch.as_tuple`."""
     digest = hashlib.sha256()
-    for array in batch:
+    for array in batch.as_tuple():
         contiguous = np.ascontiguousarray(array)
         digest.update(f"{contiguous.dtype.str}{contiguous.shape}".encode())
         digest.update(contiguous.data)
     return digest.hexdigest()[:16]
 
 
-def batch_weight(batch: Batch) -> int:
-    """Targets a batch trains on: unmasked positions (packed) or rows (windows)."""
-    if len(batch) >= 3:
-        return int(np.count_nonzero(batch[2]))
-    return int(batch[1].shape[0])
-
-
-class _Resumable(Protocol):
-    """A batch iterator that owns its cursor and state (``StreamingCorpus``, ``TokenStream``)."""
-
-    @property
-    def cursor(self) -> BatchId: ...
-
-    def __iter__(self) -> Iterator[Batch]: ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state: Any) -> None: ...
-
-
-class _IdentifiedBatches:
-    """A source whose cursor and state are those of the iterator it wraps.
+class StreamSource:
+    """The trainer's source over any resumable stream (``StreamingCorpus``,
+    ``TokenStream``, ``Mixture``): its cursor and state are the stream's.
 
     Iteration pairs each batch with the cursor read just before the batch is drawn: the
-    wrapped iterator moves its cursor as it hands a batch out, so the pair names the
-    batch itself.
+    stream moves its cursor as it hands a batch out, so the pair names the batch itself.
+    A batch's mixture source ids stay out of the step.
     """
 
-    def __init__(self, batches: _Resumable) -> None:
-        self._batches = batches
+    def __init__(self, stream: ResumableStream) -> None:
+        self.stream = stream
 
     @property
     def cursor(self) -> BatchId:
-        return self._batches.cursor
+        return self.stream.cursor
+
+    def steps_in_epoch(self, epoch: int) -> int:
+        return self.stream.steps_left(nonnegative_int("epoch", epoch), 0)
+
+    def steps_left(self, epoch: int, index: int) -> int:
+        return self.stream.steps_left(epoch, index)
 
     def __iter__(self) -> Iterator[tuple[Batch, BatchId]]:
-        batches = iter(self._batches)
+        batches = self.stream.batches()
         while True:
-            batch_id = self._batches.cursor
+            batch_id = self.stream.cursor
             batch = next(batches, None)
             if batch is None:
                 return
-            yield batch, batch_id
+            yield batch.replace(source_ids=None), batch_id
 
     def state_dict(self) -> dict[str, Any]:
-        return self._batches.state_dict()
+        return self.stream.state_dict()
 
     def load_state_dict(self, state: Any) -> None:
-        self._batches.load_state_dict(state)
+        self.stream.load_state_dict(state)
 
 
 def _check_names(owner: str, args: Mapping[str, Any], spec: Any) -> None:
@@ -204,7 +194,7 @@ def _shuffled_stream(
     )
 
 
-class PackedBatches(_IdentifiedBatches):
+class PackedBatches(StreamSource):
     """A rank's :class:`StreamingCorpus` batches with their ``(epoch, index)`` ids.
 
     Parameters
@@ -237,14 +227,8 @@ class PackedBatches(_IdentifiedBatches):
         )
         super().__init__(self.corpus)
 
-    def steps_in_epoch(self, epoch: int) -> int:
-        return self.corpus.num_batches(epoch)
 
-    def steps_left(self, epoch: int, index: int) -> int:
-        return self.corpus.steps_left(epoch, index)
-
-
-class GlobalWindowBatches(_IdentifiedBatches):
+class GlobalWindowBatches(StreamSource):
     """A rank's part of every global batch of :class:`TokenStream` windows.
 
     The stream is built with ``rank``/``world_size`` (global-batch semantics): step
@@ -270,14 +254,6 @@ class GlobalWindowBatches(_IdentifiedBatches):
         )
         super().__init__(self.stream)
 
-    def steps_in_epoch(self, epoch: int) -> int:
-        nonnegative_int("epoch", epoch)
-        return self.stream.num_batches()
-
-    def steps_left(self, epoch: int, index: int) -> int:
-        size = self.stream.global_batch_size
-        return max(-(-(self.stream.num_windows - index) // size), 0)
-
 
 class WindowBatches:
     """A rank's share of :class:`TokenStream` windows, resumable, even across ranks.
@@ -298,12 +274,8 @@ class WindowBatches:
     def __init__(self, documents: Sequence[Any], **args: Unpack[SourceArgs]) -> None:
         _check_names("WindowBatches", args, SourceArgs)
         self.stream = _shuffled_stream(documents, args, epochs=1)
-        self.rank = nonnegative_int("rank", args["rank"])
-        self.world_size = positive_int("world_size", args["world_size"])
-        if not 0 <= self.rank < self.world_size:
-            raise ArgumentError(
-                f"`rank` must be in [0, world_size={self.world_size}). Got {self.rank} instead."
-            )
+        shard = ShardOptions(args["rank"], args["world_size"], args["batch_size"])
+        self.rank, self.world_size = shard.rank, shard.world_size
         self._cursor = Cursor("WindowBatches")
         self._identity: dict[str, Any] | None = None
 
@@ -323,7 +295,7 @@ class WindowBatches:
         per_epoch = self.steps_in_epoch(0)
         while per_epoch:
             epoch, start = cursor.position
-            batches = self.stream.epoch_batches(
+            batches = self.stream.iter_epoch(
                 epoch, start_batch=start * self.world_size + self.rank, step=self.world_size
             )
             for index in range(start, per_epoch):
@@ -386,7 +358,7 @@ def eval_batches(
     if objective == "packed":
         corpus = StreamingCorpus(documents, rank=0, world_size=1, even_batches=False, **args)
         count = min(limit, corpus.num_batches(0))
-        return [corpus.batch_at(0, index) for index in range(count)]
+        return [corpus.read(0, index) for index in range(count)]
     stream = _shuffled_stream(documents, args, epochs=1)
     count = min(limit, stream.num_batches())
-    return [stream.batch(0, index) for index in range(count)]
+    return [stream.read(0, index * stream.batch_size) for index in range(count)]

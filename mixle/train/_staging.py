@@ -19,8 +19,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from mixle.data._batch import Batch
 from mixle.models._inputs import TokenBatch, parse_batch
-from mixle.train._sources import Batch
 
 __all__ = ["pin_for", "pinned_empty", "stage_batch"]
 

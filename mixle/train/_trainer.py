@@ -28,6 +28,7 @@ import torch
 
 from mixle.corpus import open_corpus
 from mixle.corpus.storage.plan_cache import PlanFiles
+from mixle.data._batch import Batch
 from mixle.data._documents import documents_fingerprint
 from mixle.errors import ArgumentError, CheckpointError
 from mixle.models import (
@@ -49,11 +50,9 @@ from mixle.train._prefetch import PrefetchedBatches
 from mixle.train._rng import get_rng_state, seed_everything, set_rng_state
 from mixle.train._runtime import StopFlag, deterministic, stop_on_signals
 from mixle.train._sources import (
-    Batch,
     BatchSource,
     StreamArgs,
     batch_digest,
-    batch_weight,
     eval_batches,
     make_source,
     split_holdout,
@@ -358,15 +357,17 @@ class _Trainer:
         size, world = self.config.batch_size, self.ctx.world_size
         # A rank's part of the last global batch of windows may be short: pad every part
         # to batch_size rows for the collective, then keep each rank's real rows.
-        counts = [c[0] for c in self.ctx.all_gather_int64([len(batch[0])])]
-        parts = []
-        for array in batch:
+        counts = [c[0] for c in self.ctx.all_gather_int64([batch.num_rows])]
+
+        def gathered(array: np.ndarray) -> np.ndarray:
             padded = np.zeros((size, *array.shape[1:]), dtype=np.int64)
             padded[: len(array)] = array
-            gathered = self.ctx.all_gather_concat(torch.from_numpy(padded)).numpy()
-            pieces = [gathered[r * size : r * size + counts[r]] for r in range(world)]
-            parts.append(np.concatenate(pieces).astype(array.dtype, copy=False))
-        return batch_digest(tuple(parts))
+            every = self.ctx.all_gather_concat(torch.from_numpy(padded)).numpy()
+            pieces = [every[r * size : r * size + counts[r]] for r in range(world)]
+            return np.concatenate(pieces).astype(array.dtype, copy=False)
+
+        # Field by field in the same order on every rank: the collectives pair up.
+        return batch_digest(batch.map(gathered))
 
     def evaluate(self) -> float | None:
         """Mean held-out loss over the fixed evaluation batches (shared over ranks)."""
@@ -374,7 +375,7 @@ class _Trainer:
             return None
         loss_sum = weight = 0.0
         for batch in self.eval_set[self.ctx.rank :: self.ctx.world_size]:
-            w = batch_weight(batch)
+            w = batch.num_targets
             if w:
                 loss_sum += self.leaf.batch_loss(batch) * w
                 weight += w

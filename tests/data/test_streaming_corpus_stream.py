@@ -499,7 +499,7 @@ def test_pickling_drops_the_epoch_plans_but_keeps_the_cursor() -> None:
     )
     next(iter(corpus))
     clone = pickle.loads(pickle.dumps(corpus))
-    assert clone._plans == {} and clone.cursor == corpus.cursor
+    assert clone._plans._plans == {} and clone.cursor == corpus.cursor
     assert_items_equal(list(itertools.islice(clone, 12)), list(itertools.islice(corpus, 12)))
 
 

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from mixle.data import Batch
 from mixle.errors import ArgumentError, StateMismatchError
 from mixle.train import WindowBatches, batch_digest, split_holdout
 from mixle.train._sources import GlobalWindowBatches, PackedBatches, eval_batches
@@ -38,9 +39,10 @@ def test_window_ranks_take_disjoint_batches_with_equal_counts(
     stream = sources[0].stream
     for rank, source in enumerate(sources):
         batches = [b for _, (b, _) in zip(range(steps), source, strict=False)]
-        for index, (context, target) in enumerate(batches):
+        for index, batch in enumerate(batches):
             expected = stream.batch(0, index * world + rank)
-            assert np.array_equal(context, expected[0]) and np.array_equal(target, expected[1])
+            assert np.array_equal(batch.context, expected[0])
+            assert np.array_equal(batch.targets, expected[1])
 
 
 @given(seed=st.integers(0, 10**6), count=st.integers(2, 8))
@@ -101,11 +103,13 @@ def test_split_holdout_takes_the_last_documents() -> None:
 
 def test_batch_digest_depends_on_content_and_shape() -> None:
     a = np.arange(12).reshape(3, 4)
-    assert batch_digest((a,)) == batch_digest((a.copy(),))
-    assert batch_digest((a,)) != batch_digest((a.reshape(4, 3),))
+    t = np.arange(3)
+    assert batch_digest(Batch(a, t)) == batch_digest(Batch(a.copy(), t))
+    assert batch_digest(Batch(a, t)) != batch_digest(Batch(a.reshape(4, 3), t))
     b = a.copy()
     b[2, 3] += 1
-    assert batch_digest((a,)) != batch_digest((b,))
+    assert batch_digest(Batch(a, t)) != batch_digest(Batch(b, t))
+    assert batch_digest(Batch(a, t)) != batch_digest(Batch(a, t, source_ids=t))
 
 
 @pytest.mark.parametrize("objective", ["packed", "windows"])

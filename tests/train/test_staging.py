@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import mixle.train._staging as staging
+from mixle.data import Batch
 from mixle.models._inputs import TokenBatch, parse_batch
 from mixle.train import train
 from mixle.train._prefetch import PrefetchedBatches
@@ -94,7 +95,7 @@ def test_pinned_staging_copies_every_array_into_host_buffers_bitwise(
 def test_prefetch_thread_stages_each_batch_and_reports_the_one_taken(text_corpus: Path) -> None:
     stage_threads: set[str] = set()
 
-    def stage(batch: tuple[np.ndarray, ...]) -> TokenBatch:
+    def stage(batch: Batch) -> TokenBatch:
         stage_threads.add(threading.current_thread().name)
         return staging.stage_batch(batch, vocab=256, block=32, pin=False)
 
@@ -104,7 +105,8 @@ def test_prefetch_thread_stages_each_batch_and_reports_the_one_taken(text_corpus
         for (batch, batch_id), (expected, expected_id) in zip(wrapper, reference, strict=False):
             assert batch_id == expected_id
             assert _same(wrapper.prepared, parse_batch(expected, 256, 32))
-            assert all(a.tobytes() == b.tobytes() for a, b in zip(batch, expected, strict=True))
+            pairs = zip(batch.as_tuple(), expected.as_tuple(), strict=True)
+            assert all(a.tobytes() == b.tobytes() for a, b in pairs)
             if batch_id[1] >= 5:
                 break
     finally:

@@ -1,6 +1,6 @@
 """Read one work unit of any input format as batches of documents.
 
-Each reader yields :class:`Batch` objects: the batch's token ids concatenated, the
+Each reader yields :class:`InputBatch` objects: the batch's token ids concatenated, the
 document lengths, one location per document, and the records it could not parse
 (with the reason). Locations are ``(a, b)`` integer pairs whose meaning depends on
 the format (see :func:`describe_location`), so a worker can report "file, line and
@@ -27,7 +27,7 @@ from mixle.errors import IngestError
 
 __all__ = [
     "BATCH_TOKENS",
-    "Batch",
+    "InputBatch",
     "ReadOptions",
     "describe_location",
     "make_tokenizer",
@@ -49,7 +49,7 @@ class ReadOptions:
 
 
 @dataclass
-class Batch:
+class InputBatch:
     """Documents read from a unit: ``tokens`` concatenated, ``lengths``, ``locations``."""
 
     tokens: np.ndarray
@@ -223,15 +223,17 @@ class _Collector:
     def full(self) -> bool:
         return self.tokens >= BATCH_TOKENS or len(self.docs) + len(self.rejects) >= _BATCH_DOCUMENTS
 
-    def take(self) -> Batch:
+    def take(self) -> InputBatch:
         lengths = np.fromiter((d.shape[0] for d in self.docs), dtype=np.int64, count=len(self.docs))
         tokens = np.concatenate(self.docs) if len(self.docs) > 1 else (self.docs or [_EMPTY])[0]
-        batch = Batch(tokens, lengths, self.locations, self.rejects, self.input_bytes, self.lines)
+        batch = InputBatch(
+            tokens, lengths, self.locations, self.rejects, self.input_bytes, self.lines
+        )
         self.__init__()  # type: ignore[misc]
         return batch
 
 
-def _read_jsonl(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
+def _read_jsonl(unit: WorkUnit, options: ReadOptions) -> Iterator[InputBatch]:
     tokenize = make_tokenizer(options.tokenizer)
     collector = _Collector()
     texts: list[str] = []
@@ -291,7 +293,7 @@ def _parse_record(line: bytes) -> Any:
         raise _Bad(f"JSON value not accepted ({exc})") from None
 
 
-def _read_text(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
+def _read_text(unit: WorkUnit, options: ReadOptions) -> Iterator[InputBatch]:
     tokenize = make_tokenizer(options.tokenizer or "bytes")
     assert tokenize is not None
     collector = _Collector()
@@ -342,7 +344,7 @@ def _read_text(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
 
 
 # -- record and array inputs --------------------------------------------------------
-def _read_parquet(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
+def _read_parquet(unit: WorkUnit, options: ReadOptions) -> Iterator[InputBatch]:
     collector = _Collector()
     cursor = ReadCursor()
     with guard(cursor, collector.reject):
@@ -352,7 +354,7 @@ def _read_parquet(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
 
 def _parquet_rows(
     unit: WorkUnit, options: ReadOptions, collector: _Collector, cursor: ReadCursor
-) -> Iterator[Batch]:
+) -> Iterator[InputBatch]:
     parquet = import_optional("pyarrow.parquet", "parquet")
     compute = import_optional("pyarrow.compute", "parquet")
     with open_binary(unit.path) as handle:
@@ -440,7 +442,7 @@ def _load_npy(path: str) -> np.ndarray:
     return array
 
 
-def _read_npy(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
+def _read_npy(unit: WorkUnit, options: ReadOptions) -> Iterator[InputBatch]:
     collector = _Collector()
     cursor = ReadCursor()
     for position, path in enumerate(unit.paths):
@@ -473,7 +475,7 @@ class _Records(Sequence[tuple[int, int]]):
         raise TypeError("record locations have no length")
 
 
-def _read_flat(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
+def _read_flat(unit: WorkUnit, options: ReadOptions) -> Iterator[InputBatch]:
     collector = _Collector()
     cursor = ReadCursor(location=(unit.start, 0))
     with guard(cursor, collector.reject):
@@ -492,7 +494,7 @@ def _read_flat(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
             tokens = source.tokens[int(offsets[first]) : int(offsets[last])]
             lengths = np.diff(offsets[first : last + 1])
             base = unit.start + first
-            yield Batch(tokens, lengths, _Records(base), [], int(tokens.nbytes))
+            yield InputBatch(tokens, lengths, _Records(base), [], int(tokens.nbytes))
             if count == 0:
                 break
             first = last
@@ -500,7 +502,7 @@ def _read_flat(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
     yield collector.take()
 
 
-_READERS: dict[str, Callable[[WorkUnit, ReadOptions], Iterator[Batch]]] = {
+_READERS: dict[str, Callable[[WorkUnit, ReadOptions], Iterator[InputBatch]]] = {
     "jsonl": _read_jsonl,
     "text": _read_text,
     "parquet": _read_parquet,
@@ -510,7 +512,7 @@ _READERS: dict[str, Callable[[WorkUnit, ReadOptions], Iterator[Batch]]] = {
 }
 
 
-def read_unit(unit: WorkUnit, options: ReadOptions) -> Iterator[Batch]:
+def read_unit(unit: WorkUnit, options: ReadOptions) -> Iterator[InputBatch]:
     """Yield the documents of ``unit`` in input order, in bounded batches.
 
     Never raises for bad input: whatever fails while reading a file (a damaged

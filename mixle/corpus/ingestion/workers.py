@@ -28,7 +28,7 @@ from mixle.corpus.format.encode import narrow, needed_dtype
 from mixle.corpus.format.manifest import Manifest, write_manifest
 from mixle.corpus.format.shard import ShardWriter, rewrite_shard_dtype
 from mixle.corpus.format.spec import dtype_limit
-from mixle.corpus.ingestion.input_readers import Batch, ReadOptions, read_unit
+from mixle.corpus.ingestion.input_readers import InputBatch, ReadOptions, read_unit
 from mixle.corpus.ingestion.inputs import WorkUnit
 from mixle.errors import IngestError
 
@@ -80,7 +80,7 @@ def write_json_atomic(path: str, value: Any) -> None:
         handle.write(data)
 
 
-def _append_eos(batch: Batch, eos: int) -> tuple[np.ndarray, np.ndarray]:
+def _append_eos(batch: InputBatch, eos: int) -> tuple[np.ndarray, np.ndarray]:
     dtype = np.result_type(batch.tokens.dtype, np.min_scalar_type(eos))
     ends = np.cumsum(batch.lengths, dtype=np.int64)
     tokens = np.insert(batch.tokens.astype(dtype, copy=False), ends, eos)

@@ -29,7 +29,7 @@ options, state = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 corpus = StreamingCorpus(open_corpus({corpus!r}), plan_store=PlanFiles({plans!r}), **options)
 corpus.load_state_dict(state)
 batches = [[a.tolist() for a in batch] for _, batch in zip(range(3), corpus)]
-print(json.dumps({{"batches": batches, "planned": corpus._lengths_array is not None,
+print(json.dumps({{"batches": batches, "planned": corpus._plans._lengths_array is not None,
                   "state": corpus.state_dict(), "numpy_ma": "numpy.ma" in sys.modules}}))
 """
 

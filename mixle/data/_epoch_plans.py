@@ -1,0 +1,139 @@
+"""The epoch plans of one corpus view: built by its row plan, cached, kept in a store.
+
+Planning an epoch orders every document (:func:`global_document_order`) and hands the
+order and the length table to the view's :class:`~mixle.data._row_plan.RowPlan`. The
+two most recent epochs are kept in memory (the current one and the next); with a
+:class:`~mixle.data._plan_store.PlanStore` a plan is loaded by its identity (the stream
+identity, the epoch and the plan format) and built and saved only when missing or
+inconsistent, so a restarted process skips the O(documents) planning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from mixle.data._documents import DocumentSource
+from mixle.data._order import SequenceSelector, global_document_order, length_table
+from mixle.data._packing import rows_for_stream
+from mixle.data._plan_store import (
+    PLAN_FORMAT,
+    PlanStore,
+    plan_arrays,
+    plan_from_arrays,
+    sampled_lengths,
+    stored_or_built,
+)
+from mixle.data._row_plan import EpochPlan, RowPlan
+
+__all__ = ["EpochPlans"]
+
+
+class EpochPlans:
+    """Epoch plans of ``documents`` cut by ``row_plan`` (see the module docstring).
+
+    Parameters
+    ----------
+    documents
+        The corpus (its ``lengths`` are read on first use).
+    row_plan
+        The layout that turns an epoch's order into this view's plan.
+    seed, sequence_selector
+        The order's key and curriculum hook (:func:`global_document_order`).
+    block, has_boundary
+        How the documents are packed.
+    plan_store
+        Where plans are kept (``None``: nowhere); :meth:`get` is told the stream
+        identity they are kept under (a callable, so that this object holds no
+        reference back to its corpus: a cycle would keep every discarded corpus's
+        plans alive until the cyclic collector runs).
+    """
+
+    def __init__(
+        self,
+        documents: DocumentSource,
+        row_plan: RowPlan,
+        *,
+        seed: int,
+        sequence_selector: SequenceSelector | None,
+        block: int,
+        has_boundary: bool,
+        plan_store: PlanStore | None,
+    ) -> None:
+        self.documents = documents
+        self.row_plan = row_plan
+        self.seed, self.sequence_selector = seed, sequence_selector
+        self.block, self.has_boundary = block, has_boundary
+        self.plan_store = plan_store
+        self.num_documents = len(documents)
+        self._lengths_array: np.ndarray | None = None
+        self._plans: dict[int, EpochPlan] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Epoch plans are O(documents) and cheap to rebuild: never ship them to workers.
+        return {**self.__dict__, "_plans": {}}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def recut(self, row_plan: RowPlan) -> EpochPlans:
+        """The same documents, order and store cut by another row plan (lengths shared)."""
+        plans = EpochPlans.__new__(EpochPlans)
+        plans.__setstate__(self.__getstate__())
+        plans.row_plan = row_plan
+        return plans
+
+    def get(self, epoch: int, identity: Callable[[], dict[str, Any]]) -> EpochPlan:
+        """The plan of ``epoch`` (cached, loaded or built); ``identity()`` is the stream
+        identity it is stored under (called only with a plan store)."""
+        plan = self._plans.get(epoch)
+        if plan is not None:
+            return plan
+        store = self.plan_store
+        if store is None:
+            return self._keep(epoch, self._build(epoch))
+        key = {**identity(), "epoch": epoch, "plan_format": PLAN_FORMAT}
+
+        def build() -> tuple[EpochPlan, dict[str, np.ndarray]]:
+            built = self._build(epoch)
+            return built, plan_arrays(built.layout, built.rows, built.num_batches)
+
+        return self._keep(epoch, stored_or_built(store, key, self._stored, build))
+
+    def lengths(self) -> np.ndarray:
+        """Every document's length (a :func:`length_table`), read on first use."""
+        if self._lengths_array is None:
+            self._lengths_array = length_table(self.documents.lengths)
+        return self._lengths_array
+
+    def _stored(self, arrays: Mapping[str, np.ndarray]) -> EpochPlan | None:
+        """A loaded plan, or ``None`` when it fails the checks."""
+        loaded = plan_from_arrays(
+            arrays,
+            self.num_documents,
+            lambda indices: sampled_lengths(self.documents, self._lengths_array, indices),
+            self.has_boundary,
+        )
+        if loaded is None:
+            return None
+        layout, rows, num_batches = loaded
+        if rows != rows_for_stream(layout.stream_tokens, self.block):
+            return None
+        return self.row_plan.restore(layout, rows, num_batches)
+
+    def _build(self, epoch: int) -> EpochPlan:
+        order = global_document_order(
+            self.num_documents,
+            seed=self.seed,
+            epoch=epoch,
+            sequence_selector=self.sequence_selector,
+        )
+        return self.row_plan.build(order, self.lengths(), self.has_boundary, self.block)
+
+    def _keep(self, epoch: int, plan: EpochPlan) -> EpochPlan:
+        if len(self._plans) >= 2:  # keep the current and the next epoch
+            self._plans.pop(next(iter(self._plans)))
+        self._plans[epoch] = plan
+        return plan

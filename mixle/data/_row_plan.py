@@ -1,0 +1,181 @@
+"""The row-plan contract: how one rank's batches are cut from an epoch's packed rows.
+
+A :class:`~mixle.data.StreamingCorpus` shuffles each epoch's documents, packs them
+into rows of ``block + 1`` tokens at stride ``block`` and hands out batches. *Which*
+documents form the stream a rank packs, which rows make a batch and what the cursor
+counts is a :class:`RowPlan`: the seed's per-rank layout
+(:mod:`~mixle.data._plan_per_rank`) and the global layout
+(:mod:`~mixle.data._plan_global`) are two implementations; a new layout is one new
+module that implements this protocol and one :func:`register_layout` line.
+
+A plan answers, for one epoch, in cursor units (what the cursor's ``index`` counts):
+
+- :meth:`RowPlan.build` — the epoch's :class:`EpochPlan` (the stream's layout, its
+  rows and the batches of this rank) from the epoch's document order;
+- :meth:`RowPlan.epoch_size` and :attr:`RowPlan.step` — where the cursor's index ends
+  and how far one batch moves it;
+- :meth:`RowPlan.first_row` and :meth:`RowPlan.batch_rows` — this rank's first row of
+  the batch at an index, and how many rows it reads;
+- :meth:`RowPlan.hint_windows` — the documents behind a run of batches (read-ahead);
+- :meth:`RowPlan.identity` — the stream identity a state of this plan carries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from mixle.data._cursor import identity_differences
+from mixle.data._options import LAYOUTS, ShardOptions, add_layout_name, remove_layout_name
+from mixle.data._packing import StreamLayout
+from mixle.errors import ArgumentError, StateMismatchError
+
+# Identity fields that tie a state to its shape (the global layout's identity has none).
+_SHAPE_FIELDS = ("rank", "world_size", "batch_size")
+# The layout each built-in cursor version belongs to, for the message that refuses one.
+_VERSION_LAYOUTS = {1: "per-rank", 2: "global"}
+
+__all__ = [
+    "EpochPlan",
+    "PlanFactory",
+    "RowPlan",
+    "build_plan",
+    "register_layout",
+    "unregister_layout",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class EpochPlan:
+    """One epoch of one rank: the packed stream's layout, its rows, this rank's batches."""
+
+    layout: StreamLayout
+    rows: int
+    num_batches: int
+
+
+class RowPlan(Protocol):
+    """A layout: how a rank's batches and cursor are cut from an epoch's rows.
+
+    Attributes
+    ----------
+    name
+        The layout's name (``StreamingCorpus(layout=name)``).
+    cursor_version, index_key, unit
+        The state-dict version of a cursor over this plan, what its index counts (the
+        state key: ``"batch"``, ``"row"``) and that count's unit in messages.
+    index_name, size_name
+        The argument name and the method name of the index bound, in messages of
+        random access (``"index"``/``"num_batches"``, ``"row"``/``"num_rows"``).
+    step
+        Cursor units one batch moves the cursor (``1`` batch, ``G`` rows).
+    row_stride
+        Rows between the first rows of consecutive batches of this rank.
+    """
+
+    name: str
+    cursor_version: int
+    index_key: str
+    unit: str
+    index_name: str
+    size_name: str
+    step: int
+    row_stride: int
+
+    def build(
+        self, order: np.ndarray, lengths: np.ndarray, has_boundary: bool, block: int
+    ) -> EpochPlan:
+        """The epoch's plan from its document ``order`` and every document's length."""
+        ...
+
+    def restore(self, layout: StreamLayout, rows: int, num_batches: int) -> EpochPlan:
+        """A plan loaded from a plan store (``num_batches`` as it was saved)."""
+        ...
+
+    def epoch_size(self, plan: EpochPlan) -> int:
+        """The cursor index at which the epoch ends."""
+        ...
+
+    def first_row(self, index: int) -> int:
+        """This rank's first row of the batch at cursor index ``index``."""
+        ...
+
+    def batch_rows(self, plan: EpochPlan, first_row: int) -> int:
+        """Rows the batch starting at ``first_row`` reads (rows past the end are padding)."""
+        ...
+
+    def hint_windows(self, plan: EpochPlan, first_rows: range, block: int) -> Iterator[np.ndarray]:
+        """Document indices behind the batches of ``first_rows`` (from the second one on),
+        one array per window of batches, each document once, in read order."""
+        ...
+
+    def identity(self, stream: Mapping[str, Any]) -> dict[str, Any]:
+        """The stream identity of a state of this plan, from the corpus's fields.
+
+        ``stream`` holds ``fingerprint, num_documents, seed, block, pad_id,
+        boundary_id, sequence_selector`` (and ``even_batches``).
+        """
+        ...
+
+
+PlanFactory = Callable[[ShardOptions, bool], RowPlan]
+"""Builds a layout's plan from the shard options and ``even_batches``."""
+
+_FACTORIES: dict[str, PlanFactory] = {}
+
+
+def register_layout(name: str, factory: PlanFactory) -> None:
+    """Make ``StreamingCorpus(layout=name)`` use the plans ``factory`` builds.
+
+    The built-in layouts register themselves when their modules are imported.
+
+    Raises
+    ------
+    ArgumentError
+        ``name`` is taken (a built-in, or registered already).
+    """
+    if name in _FACTORIES:
+        raise ArgumentError(f"layout {name!r} is registered already.")
+    _FACTORIES[name] = factory
+    add_layout_name(name)
+
+
+def unregister_layout(name: str) -> None:
+    """Forget a layout added with :func:`register_layout` (built-ins stay)."""
+    if name not in LAYOUTS and name in _FACTORIES:
+        del _FACTORIES[name]
+        remove_layout_name(name)
+
+
+def build_plan(shard: ShardOptions, even_batches: bool) -> RowPlan:
+    """The plan of ``shard.layout`` (validated by :class:`ShardOptions`)."""
+    return _FACTORIES[shard.layout](shard, even_batches)
+
+
+def check_plan_state(state: Any, identity: dict[str, Any], *, layout: str, version: int) -> None:
+    """Refuse a state of another cursor version, or a state that differs only in the
+    stream's shape, with a message that names the global layout as the way to
+    resume elastically."""
+    if not isinstance(state, dict):
+        return
+    saved_version, expected = state.get("version"), version
+    if saved_version in _VERSION_LAYOUTS and saved_version != expected:
+        saved_layout = _VERSION_LAYOUTS[saved_version]
+        raise StateMismatchError(
+            f"StreamingCorpus state is a version-{saved_version} ({saved_layout} layout) state; "
+            f"this stream uses layout={layout!r} and reads version {expected}. "
+            f"layout in checkpoint: {saved_layout!r} / in stream: {layout!r}."
+        )
+    saved = state.get("stream")
+    if saved_version == expected and isinstance(saved, dict):
+        differences = identity_differences(saved, identity)
+        if differences and all(d.split(" ", 1)[0] in _SHAPE_FIELDS for d in differences):
+            raise StateMismatchError(
+                f"StreamingCorpus {layout} state resumes only with the same rank, "
+                "world_size and batch_size: " + "; ".join(differences) + ". Build the "
+                "stream with layout='global' to resume on another number of ranks or "
+                "with another batch size."
+            )
