@@ -21,7 +21,15 @@ import numpy as np
 
 from mixle._checks import positive_int
 from mixle._io import fsync_directory
-from mixle.corpus.format.encode import as_integer_document, encode_documents, narrow, needed_dtype
+from mixle.corpus.format.encode import (
+    EncodedBatch,
+    as_integer_document,
+    as_integer_ids,
+    check_encoded,
+    encode_documents,
+    narrow,
+    needed_dtype,
+)
 from mixle.corpus.format.manifest import Manifest, write_manifest
 from mixle.corpus.format.shard import ShardWriter, rewrite_shard_dtype
 from mixle.corpus.format.spec import MANIFEST_NAME, dtype_limit, normalize_dtype, resolve_dtype
@@ -295,29 +303,103 @@ class CorpusWriter:
         if self._closed:
             raise ArgumentError(f"CorpusWriter for {self.path} is already committed or aborted.")
 
+    def add_flat(self, tokens: Any, lengths: Any) -> None:
+        """Append ``len(lengths)`` documents whose ids, concatenated, are ``tokens``.
+
+        The bulk form of :meth:`add_many`, vectorised end to end (no Python work per
+        document): document ``j`` of the call is
+        ``tokens[sum(lengths[:j]) : sum(lengths[:j + 1])]``. Writes the same bytes as
+        ``add_many`` of those documents whenever the dtype does not widen on the way
+        (``vocab_size`` or ``dtype`` given, or every id below 65536); empty documents
+        are allowed. ``tokens`` may be reused by the caller once this returns.
+
+        Parameters
+        ----------
+        tokens
+            1-D array of integer ids (any integer dtype; integral floats are accepted
+            exactly, as by :meth:`add`).
+        lengths
+            1-D array of nonnegative integer document lengths adding up to
+            ``len(tokens)``.
+
+        Raises
+        ------
+        ArgumentError
+            ``lengths`` is not a 1-D array of nonnegative integers adding up to
+            ``len(tokens)``; nothing is written.
+        TokenIdError, ArgumentTypeError
+            As for :meth:`add`; the documents before the invalid one are kept.
+        """
+        self._check_open()
+        ids = as_integer_ids(tokens, "`tokens`")
+        sizes = np.asarray(lengths)
+        if sizes.ndim != 1 or (sizes.size and sizes.dtype.kind not in "iu"):
+            raise ArgumentError(
+                f"`lengths` must be a 1-D array of integers. Got dtype {sizes.dtype}, "
+                f"shape {sizes.shape} instead."
+            )
+        sizes = sizes.astype(np.int64)
+        if sizes.size and int(sizes.min()) < 0:
+            position = int(np.flatnonzero(sizes < 0)[0])
+            raise ArgumentError(
+                f"`lengths[{position}]` must be nonnegative. Got {int(sizes[position])} instead."
+            )
+        if int(sizes.sum()) != ids.shape[0]:
+            raise ArgumentError(
+                f"`lengths` add up to {int(sizes.sum())}, but `tokens` holds {ids.shape[0]} ids."
+            )
+        limit = self._limit()
+        try:
+            batch = check_encoded(ids, sizes, self._num_documents, limit)
+        except TokenIdError as error:
+            valid = (self._num_documents if error.document is None else error.document) - (
+                self._num_documents
+            )
+            if valid > 0:
+                kept = int(sizes[:valid].sum())
+                self._add_encoded(
+                    check_encoded(ids[:kept], sizes[:valid], self._num_documents, limit), ids
+                )
+            raise
+        self._add_encoded(batch, ids)
+
+    def _limit(self) -> int | None:
+        """Exclusive bound on ids: ``vocab_size`` or the fixed dtype's, else none yet."""
+        return self.vocab_size or (dtype_limit(self._fixed_dtype) if self._fixed_dtype else None)
+
     def _add_batch(self, arrays: list[np.ndarray]) -> None:
         self._check_open()
-        limit = self.vocab_size or (dtype_limit(self._fixed_dtype) if self._fixed_dtype else None)
         try:
-            batch = encode_documents(arrays, first_document=self._num_documents, limit=limit)
+            batch = encode_documents(
+                arrays, first_document=self._num_documents, limit=self._limit()
+            )
         except TokenIdError as error:
             bad = self._num_documents if error.document is None else error.document
             valid = bad - self._num_documents
             if valid > 0:
                 self._add_batch(arrays[:valid])
             raise
+        self._add_encoded(batch, arrays[0] if len(arrays) == 1 else None)
+
+    def _add_encoded(self, batch: EncodedBatch, caller: np.ndarray | None) -> None:
+        """Widen if needed, narrow and write (or gather) a validated batch.
+
+        ``caller`` is an array of the caller's that ``batch.tokens`` may share memory
+        with; such tokens are never hashed in the background or held after return.
+        """
         if self._fixed_dtype is None and batch.max_id >= dtype_limit(self._dtype):
             self._flush()
             self._widen(needed_dtype(batch.max_id))
         tokens = narrow(batch.tokens, self._dtype, batch.max_id)
         self._num_documents += batch.lengths.shape[0]
+        shared = caller is not None and np.may_share_memory(tokens, caller)
         if tokens.shape[0] >= _BATCH_TOKENS and not self._pending:
-            self._write(tokens, batch.lengths, owned=not (len(arrays) == 1 and tokens is arrays[0]))
+            self._write(tokens, batch.lengths, owned=not shared)
             return
-        # Small additions are gathered so the files see few large writes. A lone
-        # document may still be the caller's own array: copy it, since the caller may
-        # reuse it before the flush.
-        if len(arrays) == 1 and tokens is arrays[0]:
+        # Small additions are gathered so the files see few large writes. The tokens
+        # may still be the caller's own array: copy them, since the caller may reuse
+        # it before the flush.
+        if shared:
             tokens = tokens.copy()
         self._pending.append((tokens, batch.lengths))
         self._pending_tokens += tokens.shape[0] + batch.lengths.shape[0]
