@@ -19,7 +19,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -27,6 +27,7 @@ import numpy as np
 
 from mixle._io import atomic_write_bytes
 from mixle._safe_json import loads_bounded
+from mixle.corpus.format.shard_table import SHARD_TABLE_NAME, ShardTable, pack_shard_table
 from mixle.corpus.format.spec import (
     CHECKSUM_ALGORITHM,
     FORMAT_VERSION,
@@ -36,7 +37,7 @@ from mixle.corpus.format.spec import (
     normalize_dtype,
     offsets_file_size,
 )
-from mixle.errors import ArgumentError, CorpusFormatError
+from mixle.errors import ArgumentError, ChecksumError, CorpusFormatError
 
 __all__ = [
     "MANIFEST_KEYS",
@@ -76,6 +77,18 @@ SHARD_KEY_ORDER = (
     "offsets_sha256",
 )
 MANIFEST_KEYS = frozenset(MANIFEST_KEY_ORDER)
+#: Manifest version 2 names a binary shard table (``docs/format.md`` section 14)
+#: instead of listing the shards; everything else is as in version 1.
+TABLE_FORMAT_VERSION = 2
+MANIFEST_VERSIONS = (FORMAT_VERSION, TABLE_FORMAT_VERSION)
+TABLE_MANIFEST_KEY_ORDER = tuple(
+    "shard_table" if key == "shards" else key for key in MANIFEST_KEY_ORDER
+)
+TABLE_MANIFEST_KEYS = frozenset(TABLE_MANIFEST_KEY_ORDER)
+TABLE_REF_KEY_ORDER = ("file", "num_shards", "bytes", "sha256")
+TABLE_REF_KEYS = frozenset(TABLE_REF_KEY_ORDER)
+#: Reads ``(file name, exact byte size)`` of a corpus file whole: bytes or a mapping.
+TableReader = Callable[[str, int], Any]
 SHARD_KEYS = frozenset(SHARD_KEY_ORDER)
 ShardFile = Literal["tokens", "offsets"]
 SHARD_FILES: tuple[ShardFile, ShardFile] = ("tokens", "offsets")
@@ -238,6 +251,78 @@ class ShardEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class ShardTableRef:
+    """The ``shard_table`` object of a version-2 manifest: the table file, its shard
+    count, byte size and SHA-256."""
+
+    file: str
+    num_shards: int
+    bytes: int
+    sha256: str
+
+    @classmethod
+    def from_dict(cls, value: Any, where: str) -> ShardTableRef:
+        """Check the ``shard_table`` object read from ``where``; return it typed."""
+        where = f"{where} `shard_table`"
+        _check_keys(value, TABLE_REF_KEYS, where)
+        check_file_name(value["file"], f"{where} `file`")
+        if value["file"] == MANIFEST_NAME:
+            raise CorpusFormatError(f"{where}: `file` must not be {MANIFEST_NAME}.")
+        if not isinstance(value["sha256"], str) or not _HEX64.fullmatch(value["sha256"]):
+            raise CorpusFormatError(
+                f"{where}: `sha256` must be 64 lowercase hex digits. Got {value['sha256']!r} instead."
+            )
+        return cls(
+            value["file"],
+            _count(value, "num_shards", where),
+            _count(value, "bytes", where),
+            value["sha256"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "num_shards": self.num_shards,
+            "bytes": self.bytes,
+            "sha256": self.sha256,
+        }
+
+
+def _read_table(
+    ref: ShardTableRef,
+    read_table: TableReader | None,
+    where: str,
+    dtype: str,
+    num_documents: int,
+    num_tokens: int,
+) -> ShardTable:
+    """Read the table ``ref`` names, check its SHA-256 and parse it against the manifest."""
+    directory = where[: -len(MANIFEST_NAME)] if where.endswith(MANIFEST_NAME) else where + "/"
+    table_where = f"{directory}{ref.file}"
+    if read_table is None:
+        raise CorpusFormatError(
+            f"{where}: a version-{TABLE_FORMAT_VERSION} manifest lists its shards in "
+            f"{ref.file}, which this caller cannot read (open the corpus with open_corpus)."
+        )
+    buffer = read_table(ref.file, ref.bytes)
+    actual = hashlib.sha256(buffer).hexdigest()
+    if actual != ref.sha256:
+        raise ChecksumError(
+            f"{table_where}: SHA-256 is {actual}, the manifest's `shard_table` `sha256` "
+            f"says {ref.sha256}."
+        )
+    return ShardTable.parse(
+        buffer,
+        where=table_where,
+        dtype=dtype,
+        num_shards=ref.num_shards,
+        num_documents=num_documents,
+        num_tokens=num_tokens,
+        own_name=ref.file,
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class Manifest:
     """A corpus manifest, parsed and validated once (see :func:`parse_manifest`).
 
@@ -254,32 +339,46 @@ class Manifest:
     num_documents: int
     num_tokens: int
     fingerprint: str
-    shards: tuple[ShardEntry, ...]
+    shards: Sequence[ShardEntry]
     metadata: dict[str, Any]
     manifest_sha256: str
     key_order: tuple[str, ...] = field(default=MANIFEST_KEY_ORDER, compare=False, repr=False)
+    #: Version 2 only: the table file's reference, and (for a manifest being written)
+    #: the table's bytes.
+    shard_table: ShardTableRef | None = None
+    table_bytes: bytes | None = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def from_dict(cls, manifest: Any, where: str) -> Manifest:
+    def from_dict(
+        cls, manifest: Any, where: str, read_table: TableReader | None = None
+    ) -> Manifest:
         """Fully validate a decoded manifest JSON object read from ``where``.
 
         Checks the exact key set, format name and version, dtype, vocab size, every
         shard entry (see :meth:`ShardEntry.from_dict`), unique file names, totals, the
-        fingerprint and the manifest's own ``manifest_sha256``. O(shards).
+        fingerprint and the manifest's own ``manifest_sha256``. O(shards). A version-2
+        manifest's shard table is read with ``read_table(name, size)``, its SHA-256
+        checked against the manifest and its columns checked whole (vectorised); its
+        entries are then built one at a time when asked for.
 
         Raises
         ------
         CorpusFormatError
-            Anything above is wrong; the message names ``where`` and the field.
+            Anything above is wrong; the message names ``where`` (or the table file)
+            and the field.
+        ChecksumError
+            The shard table's SHA-256 differs from the manifest's.
         """
+        version = None
         if isinstance(manifest, dict) and manifest.get("format") == FORMAT_NAME:
             version = manifest.get("format_version")
-            if version != FORMAT_VERSION:
+            if version not in MANIFEST_VERSIONS:
                 raise CorpusFormatError(
                     f"{where}: unsupported format version {version!r} "
-                    f"(this reader knows {FORMAT_VERSION})."
+                    f"(this reader knows {', '.join(map(str, MANIFEST_VERSIONS))})."
                 )
-        _check_keys(manifest, MANIFEST_KEYS, where)
+        tabled = version == TABLE_FORMAT_VERSION
+        _check_keys(manifest, TABLE_MANIFEST_KEYS if tabled else MANIFEST_KEYS, where)
         if manifest["format"] != FORMAT_NAME:
             raise CorpusFormatError(
                 f"{where}: `format` must be {FORMAT_NAME!r}. Got {manifest['format']!r} instead."
@@ -306,27 +405,33 @@ class Manifest:
             )
         if not isinstance(manifest["metadata"], dict):
             raise CorpusFormatError(f"{where}: `metadata` must be a JSON object.")
-        if not isinstance(manifest["shards"], list):
-            raise CorpusFormatError(f"{where}: `shards` must be a JSON list.")
-        shards = tuple(
-            ShardEntry.from_dict(entry, dtype, f"{where} shard {index}")
-            for index, entry in enumerate(manifest["shards"])
-        )
-        names = [name for shard in shards for name in shard.files]
-        if len(set(names)) != len(names) or MANIFEST_NAME in names:
-            raise CorpusFormatError(
-                f"{where}: shard file names must be unique and not {MANIFEST_NAME}."
-            )
-        totals = {
-            "num_documents": sum(shard.num_documents for shard in shards),
-            "num_tokens": sum(shard.num_tokens for shard in shards),
-        }
-        for key, total in totals.items():
-            if _count(manifest, key, where) != total:
+        ref: ShardTableRef | None = None
+        shards: Sequence[ShardEntry]
+        if tabled:
+            ref = ShardTableRef.from_dict(manifest["shard_table"], where)
+            totals = {key: _count(manifest, key, where) for key in ("num_documents", "num_tokens")}
+            if manifest["manifest_sha256"] != _manifest_sha256(manifest):
                 raise CorpusFormatError(
-                    f"{where}: `{key}` is {manifest[key]}, but the shards add up to {total}."
+                    f"{where}: `manifest_sha256` does not match the manifest content "
+                    f"(edited or corrupt)."
                 )
-        if manifest["fingerprint"] != compute_fingerprint(dtype, shards):
+            table = _read_table(
+                ref, read_table, where, dtype, totals["num_documents"], totals["num_tokens"]
+            )
+            shards, fingerprint = table, table.fingerprint()
+        else:
+            shards = _parse_shard_list(manifest, dtype, where)
+            totals = {
+                "num_documents": sum(shard.num_documents for shard in shards),
+                "num_tokens": sum(shard.num_tokens for shard in shards),
+            }
+            for key, total in totals.items():
+                if _count(manifest, key, where) != total:
+                    raise CorpusFormatError(
+                        f"{where}: `{key}` is {manifest[key]}, but the shards add up to {total}."
+                    )
+            fingerprint = compute_fingerprint(dtype, shards)
+        if manifest["fingerprint"] != fingerprint:
             raise CorpusFormatError(
                 f"{where}: `fingerprint` does not match the shard checksums "
                 f"(manifest edited or corrupt)."
@@ -347,6 +452,7 @@ class Manifest:
             metadata=manifest["metadata"],
             manifest_sha256=manifest["manifest_sha256"],
             key_order=tuple(manifest),
+            shard_table=ref,
         )
 
     @classmethod
@@ -357,11 +463,15 @@ class Manifest:
         dtype: Any,
         vocab_size: int | None = None,
         metadata: Mapping[str, Any] | None = None,
+        shard_table: bool = False,
     ) -> Manifest:
         """Return a complete, validated manifest for ``shards`` (no I/O).
 
         Totals, fingerprint and ``manifest_sha256`` are computed here; ``shards`` are
         entry dicts (as :meth:`ShardWriter.commit` returns) or :class:`ShardEntry`.
+        With ``shard_table`` the manifest is version 2: the shards go to a binary
+        table (its bytes in ``table_bytes``, written by :func:`write_manifest`)
+        that the manifest names with its size and SHA-256.
 
         Raises
         ------
@@ -391,8 +501,16 @@ class Manifest:
             )
             for index, entry in enumerate(shards)
         )
+        ref = table = None
+        if shard_table:
+            table = pack_shard_table(entries, name)
+            ref = ShardTableRef(
+                SHARD_TABLE_NAME, len(entries), len(table), hashlib.sha256(table).hexdigest()
+            )
+            if SHARD_TABLE_NAME in {file for entry in entries for file in entry.files}:
+                raise CorpusFormatError(f"no shard file may be named {SHARD_TABLE_NAME}.")
         body = cls(
-            format_version=FORMAT_VERSION,
+            format_version=FORMAT_VERSION if ref is None else TABLE_FORMAT_VERSION,
             dtype=name,
             vocab_size=None if vocab_size is None else int(vocab_size),
             num_documents=sum(entry.num_documents for entry in entries),
@@ -401,6 +519,9 @@ class Manifest:
             shards=entries,
             metadata=json.loads(json.dumps(metadata_dict)),
             manifest_sha256="",
+            key_order=MANIFEST_KEY_ORDER if ref is None else TABLE_MANIFEST_KEY_ORDER,
+            shard_table=ref,
+            table_bytes=table,
         )
         return replace(body, manifest_sha256=_manifest_sha256(body.to_dict()))
 
@@ -415,10 +536,13 @@ class Manifest:
             "num_tokens": self.num_tokens,
             "checksum_algorithm": CHECKSUM_ALGORITHM,
             "fingerprint": self.fingerprint,
-            "shards": [entry.to_dict() for entry in self.shards],
             "metadata": json.loads(json.dumps(self.metadata)),
             "manifest_sha256": self.manifest_sha256,
         }
+        if self.shard_table is None:
+            values["shards"] = [entry.to_dict() for entry in self.shards]
+        else:
+            values["shard_table"] = self.shard_table.to_dict()
         return {key: values[key] for key in self.key_order}
 
     def to_json(self) -> bytes:
@@ -426,10 +550,11 @@ class Manifest:
         return json.dumps(self.to_dict(), indent=1).encode("utf-8")
 
 
-def parse_manifest(data: bytes, where: str) -> Manifest:
+def parse_manifest(data: bytes, where: str, read_table: TableReader | None = None) -> Manifest:
     """Parse and fully validate manifest bytes read from ``where``; return the manifest.
 
-    Strict JSON (UTF-8, no NaN, no duplicate keys), then :meth:`Manifest.from_dict`.
+    Strict JSON (UTF-8, no NaN, no duplicate keys), then :meth:`Manifest.from_dict`
+    (which reads a version-2 manifest's shard table through ``read_table``).
     O(shards); touches no shard file.
 
     Raises
@@ -438,17 +563,35 @@ def parse_manifest(data: bytes, where: str) -> Manifest:
         Anything is wrong; the message names ``where`` and the field.
     """
     manifest = loads_bounded(data, where, CorpusFormatError)
-    return Manifest.from_dict(manifest, where)
+    return Manifest.from_dict(manifest, where, read_table)
+
+
+def _parse_shard_list(manifest: dict[str, Any], dtype: str, where: str) -> tuple[ShardEntry, ...]:
+    """The ``shards`` list of a version-1 manifest, every entry checked, names distinct."""
+    if not isinstance(manifest["shards"], list):
+        raise CorpusFormatError(f"{where}: `shards` must be a JSON list.")
+    shards = tuple(
+        ShardEntry.from_dict(entry, dtype, f"{where} shard {index}")
+        for index, entry in enumerate(manifest["shards"])
+    )
+    names = [name for shard in shards for name in shard.files]
+    if len(set(names)) != len(names) or MANIFEST_NAME in names:
+        raise CorpusFormatError(
+            f"{where}: shard file names must be unique and not {MANIFEST_NAME}."
+        )
+    return shards
 
 
 def write_manifest(directory: str | os.PathLike[str], manifest: Manifest) -> None:
     """Check every shard file of ``manifest`` is in ``directory`` with its size, then
-    write ``manifest.json`` atomically (temp, fsync, rename, directory fsync).
+    write a version-2 manifest's shard table and last ``manifest.json``, each atomically
+    (temp, fsync, rename, directory fsync).
 
     Raises
     ------
     CorpusFormatError
-        A shard file is missing or has the wrong size.
+        A shard file is missing or has the wrong size, or the table of a parsed
+        manifest cannot be reproduced from its entries.
     """
     path = os.fspath(directory)
     for entry in manifest.shards:
@@ -462,6 +605,16 @@ def write_manifest(directory: str | os.PathLike[str], manifest: Manifest) -> Non
                 raise CorpusFormatError(
                     f"{file_path}: {size} bytes on disk, entry says {entry.file_bytes(kind)}."
                 )
+    if manifest.shard_table is not None:
+        table = manifest.table_bytes
+        if table is None:  # a parsed manifest (e.g. copied): the same entries, re-packed
+            table = pack_shard_table(manifest.shards, manifest.dtype)
+            if hashlib.sha256(table).hexdigest() != manifest.shard_table.sha256:
+                raise CorpusFormatError(
+                    f"{manifest.shard_table.file}: re-packing the shard table does not "
+                    "reproduce the manifest's `sha256` (not a table this writer made)."
+                )
+        atomic_write_bytes(os.path.join(path, manifest.shard_table.file), table)
     atomic_write_bytes(os.path.join(path, MANIFEST_NAME), manifest.to_json())
 
 

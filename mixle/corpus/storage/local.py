@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mixle._file_checks import contained_path, open_regular, regular_size
+from mixle.corpus.format.shard_loader import map_file
 from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.format.store import ShardStore
 from mixle.errors import CorpusFormatError, CorpusNotFoundError
@@ -56,6 +57,11 @@ class LocalStore(ShardStore):
                 return handle.read(size)
         except OSError as exc:
             raise CorpusFormatError(f"{path}: cannot read ({exc.strerror or exc}).") from exc
+
+    def read_file(self, name: str, size: int) -> Any:
+        """The file ``name`` of exactly ``size`` bytes, memory-mapped (no private copy)."""
+        mapping = map_file(self._path(name), size)
+        return b"" if mapping is None else mapping
 
     def file_size(self, name: str) -> int:
         return regular_size(self._path(name), CorpusFormatError)
