@@ -279,6 +279,12 @@ class ShardTable(Sequence[Any]):
             offsets_sha256=digests[second : second + _DIGEST].hex(),
         )
 
+    def offsets_names(self) -> list[str]:
+        """Every shard's offsets file name, in shard order (one decode of the heap)."""
+        text = str(self._heap, "ascii")
+        ends = self._name_ends.tolist()
+        return [text[ends[j - 1] : ends[j]] for j in range(1, len(ends), 2)]
+
     def __iter__(self) -> Iterator[Any]:
         return (self[k] for k in range(len(self)))
 

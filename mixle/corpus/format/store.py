@@ -81,6 +81,12 @@ class ShardStore(abc.ABC):
         return data
 
     # -- optional capabilities, with the defaults of a store whose files are local --
+    @property
+    def local_directory(self) -> str | None:
+        """The local directory holding every file in place (names are its direct
+        children), or ``None``: files are fetched. Default: ``None``."""
+        return None
+
     def release(self, name: str) -> None:
         """Drop the pin :meth:`local_path` took on ``name``.
 

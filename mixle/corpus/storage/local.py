@@ -63,6 +63,10 @@ class LocalStore(ShardStore):
         mapping = map_file(self._path(name), size)
         return b"" if mapping is None else mapping
 
+    @property
+    def local_directory(self) -> str:
+        return self.directory
+
     def file_size(self, name: str) -> int:
         return regular_size(self._path(name), CorpusFormatError)
 

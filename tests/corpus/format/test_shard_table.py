@@ -76,7 +76,9 @@ def test_table_and_list_manifests_hold_the_same_corpus(tmp_path: Path) -> None:
     assert list(new.parsed_manifest.shards) == list(old.parsed_manifest.shards)
     assert [d.tolist() for d in new] == [d.tolist() for d in old]
     np.testing.assert_array_equal(new.lengths, old.lengths)
-    assert new.read_tokens(0, new.num_tokens).tolist() == old.read_tokens(0, old.num_tokens).tolist()
+    assert (
+        new.read_tokens(0, new.num_tokens).tolist() == old.read_tokens(0, old.num_tokens).tolist()
+    )
     for name in os.listdir(tmp_path / "v1"):
         if name != "manifest.json":
             assert (tmp_path / "v1" / name).read_bytes() == (tmp_path / "v2" / name).read_bytes()
@@ -86,9 +88,7 @@ def test_table_and_list_manifests_hold_the_same_corpus(tmp_path: Path) -> None:
 
 def test_table_bytes_follow_the_documented_layout(tabled: Path) -> None:
     data = (tabled / SHARD_TABLE_NAME).read_bytes()
-    magic, version, code, shards, documents, tokens, heap, reserved = TABLE_HEADER.unpack(
-        data[:64]
-    )
+    magic, version, code, shards, documents, tokens, heap, reserved = TABLE_HEADER.unpack(data[:64])
     assert (magic, version, code, shards, documents, tokens) == (b"MIXLESTB", 1, 1, 6, 18, 36)
     assert reserved == bytes(16)
     starts = np.frombuffer(data, "<i8", 7, 64)
@@ -241,9 +241,9 @@ def test_a_missing_shard_file_of_a_table_is_found_when_the_shard_is_touched(
     (tabled / "shard-00004.offsets").unlink()
     documents = open_corpus(tabled)  # per-shard files are checked on first touch
     assert documents[2].size == 3
-    with pytest.raises(CorpusFormatError, match="shard-00004.offsets"):
+    with pytest.raises(CorpusFormatError, match=r"shard-00004\.offsets"):
         documents[13]
-    with pytest.raises(CorpusFormatError, match="shard-00004.offsets"):
+    with pytest.raises(CorpusFormatError, match=r"shard-00004\.offsets"):
         _ = open_corpus(tabled).lengths
     report = verify_corpus(tabled, raise_errors=False)
     assert [shard.ok for shard in report.shards] == [True] * 4 + [False, True]
@@ -257,9 +257,9 @@ def test_a_tampered_offsets_header_of_a_table_corpus_is_refused_on_first_read(
     data[0] ^= 1
     path.write_bytes(bytes(data))
     documents = open_corpus(tabled)
-    with pytest.raises(CorpusFormatError, match="shard-00001.offsets: not a mixle offsets"):
+    with pytest.raises(CorpusFormatError, match=r"shard-00001\.offsets: not a mixle offsets"):
         _ = documents.lengths
-    with pytest.raises(CorpusFormatError, match="shard-00001.offsets: not a mixle offsets"):
+    with pytest.raises(CorpusFormatError, match=r"shard-00001\.offsets: not a mixle offsets"):
         open_corpus(tabled)[4]
 
 
@@ -308,3 +308,90 @@ def test_lengths_of_many_shards_name_the_one_bad_offsets_file(
     path.write_bytes(bytes(data))  # same size; only the checksum (verify) would see it
     with pytest.raises(CorpusFormatError, match=rf"shard-00031\.offsets: {message}"):
         _ = open_corpus(tmp_path / "c").lengths
+
+
+def _spec_table_entries(directory: Path) -> list[dict[str, object]]:
+    """The version-1 shard entries of a version-2 corpus, from docs/format.md section 14
+    alone (no mixle imports)."""
+    manifest = json.loads((directory / "manifest.json").read_bytes())
+    assert manifest["format_version"] == 2
+    ref = manifest["shard_table"]
+    data = (directory / ref["file"]).read_bytes()
+    assert len(data) == ref["bytes"] and hashlib.sha256(data).hexdigest() == ref["sha256"]
+    magic, version, code, count, n, t, heap_size, reserved = struct.unpack(
+        "<8sIIQQQQ16s", data[:64]
+    )
+    assert (magic, version, reserved) == (b"MIXLESTB", 1, bytes(16))
+    assert (count, n, t) == (ref["num_shards"], manifest["num_documents"], manifest["num_tokens"])
+    assert len(data) == 80 + 96 * count + heap_size
+    itemsize = {1: 2, 2: 4, 3: 8}[code]
+    a = 64 + 8 * (count + 1)
+    b = a + 8 * (count + 1)
+    c = b + 32 * count
+    d = c + 32 * count
+    e = d + 16 * count
+    documents = struct.unpack(f"<{count + 1}q", data[64:a])
+    tokens = struct.unpack(f"<{count + 1}q", data[a:b])
+    ends = (0, *struct.unpack(f"<{2 * count}q", data[d:e]))
+    names = [data[e + ends[j] : e + ends[j + 1]].decode("ascii") for j in range(2 * count)]
+    entries = []
+    for k in range(count):
+        docs, toks = documents[k + 1] - documents[k], tokens[k + 1] - tokens[k]
+        entries.append(
+            {
+                "tokens": names[2 * k],
+                "offsets": names[2 * k + 1],
+                "num_documents": docs,
+                "num_tokens": toks,
+                "tokens_bytes": toks * itemsize,
+                "offsets_bytes": 32 + 8 * (docs + 1),
+                "tokens_sha256": data[b + 32 * k : b + 32 * k + 32].hex(),
+                "offsets_sha256": data[c + 32 * k : c + 32 * k + 32].hex(),
+            }
+        )
+    lines = ["mixle-corpus-v1", manifest["dtype"]]
+    lines += [f"{s['tokens_sha256']} {s['offsets_sha256']}" for s in entries]
+    text = "".join(line + "\n" for line in lines)
+    assert hashlib.sha256(text.encode("ascii")).hexdigest() == manifest["fingerprint"]
+    return entries
+
+
+def test_a_reader_written_from_section_14_recovers_the_version_1_entries(tmp_path: Path) -> None:
+    _write(tmp_path / "v1", 9, shard_table=False)
+    _write(tmp_path / "v2", 9, shard_table=True)
+    assert _spec_table_entries(tmp_path / "v2") == _manifest(tmp_path / "v1")["shards"]
+
+
+def test_bytes_match_the_worked_example_of_section_14(tmp_path: Path) -> None:
+    with CorpusWriter(tmp_path / "c", dtype="uint16", shard_table=True) as writer:
+        writer.add_many([[5, 6], [], [7]])
+    data = (tmp_path / "c" / SHARD_TABLE_NAME).read_bytes()
+    assert len(data) == 213
+    assert data[:16] == bytes.fromhex("4d49584c455354420100000001000000")
+    assert struct.unpack("<QQQQ", data[16:48]) == (1, 3, 3, 37)
+    assert struct.unpack("<4q", data[64:96]) == (0, 3, 0, 3)
+    assert struct.unpack("<2q", data[160:176]) == (18, 37)
+    assert data[176:] == b"shard-00000.tokensshard-00000.offsets"
+
+
+def test_lengths_of_a_table_corpus_follow_links_only_inside_and_never_hang(tabled: Path) -> None:
+    expected = open_corpus(tabled).lengths.tolist()
+    inside = tabled / "shard-00002.offsets"
+    (tabled / "moved.bin").write_bytes(inside.read_bytes())
+    inside.unlink()
+    inside.symlink_to("moved.bin")  # a link resolving inside the corpus is allowed
+    assert open_corpus(tabled).lengths.tolist() == expected
+    outside = tabled.parent / "outside.offsets"
+    outside.write_bytes((tabled / "moved.bin").read_bytes())
+    inside.unlink()
+    inside.symlink_to(outside)
+    with pytest.raises(CorpusError, match="outside the corpus directory"):
+        _ = open_corpus(tabled).lengths
+    inside.unlink()
+    os.mkfifo(inside)
+    with pytest.raises(CorpusFormatError, match="FIFO"):
+        _ = open_corpus(tabled).lengths
+    inside.unlink()
+    inside.write_bytes((tabled / "moved.bin").read_bytes() + bytes(8))
+    with pytest.raises(CorpusFormatError, match=r"shard-00002\.offsets: .*bytes"):
+        _ = open_corpus(tabled).lengths
