@@ -268,6 +268,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
         # Python lists for bisect on the per-document hot path (C-level tolist).
         starts: list[int] = self._starts_array.tolist()
         self._starts = starts
+        self._token_starts_array = token_starts_array
         self._token_starts: list[int] = token_starts_array.tolist()
         self._n: int = starts[-1]
         self._dtype = np.dtype(manifest.dtype).newbyteorder("<")
@@ -507,7 +508,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
         steps = np.diff(flat)
         within = np.ones(steps.shape[0], dtype=bool)
         within[ends[:-1] - 1] = False  # the step from one file's last offset to the next's first
-        totals = np.diff(np.asarray(self._token_starts, dtype=np.int64))
+        totals = np.diff(self._token_starts_array)
         if (
             (flat[firsts] != 0).any()
             or (flat[ends - 1] != totals).any()
@@ -517,6 +518,43 @@ class ShardedDocuments(Sequence[np.ndarray]):
                 entry, offsets, where = self._offsets_unchecked(number)
                 check_offsets(offsets, entry.num_tokens, where)
         return steps[within]
+
+    def token_offsets(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The position of each document's first token in the corpus's token order.
+
+        Entry ``k`` is ``sum(len(docs[j]) for j in range(indices[k]))`` (the
+        :meth:`read_tokens` coordinate where document ``indices[k]`` starts); index
+        ``len(docs)`` gives ``num_tokens``. So the tokens of documents ``a..b-1`` are
+        ``read_tokens(*token_offsets([a, b]))``, and a plan can total any run of
+        documents without the whole ``lengths`` array. An index at a shard boundary is
+        answered from the cumulative counts (no file read); any other reads (and
+        checks) only its own shard's offsets: O(len(indices) + documents of the shards
+        touched), never O(documents).
+
+        Raises
+        ------
+        IndexError
+            An index is outside ``[0, len(docs)]`` (names its position).
+        ArgumentTypeError
+            ``indices`` is not a 1-D integer sequence.
+        """
+        array = _int64_vector("indices", indices)
+        if array.size and (int(array.min()) < 0 or int(array.max()) > self._n):
+            position = int(np.flatnonzero((array < 0) | (array > self._n))[0])
+            raise IndexError(
+                f"`indices[{position}]` is {int(array[position])}, outside [0, {self._n}] "
+                f"for a corpus of {self._n} documents."
+            )
+        starts = self._starts_array
+        numbers = np.searchsorted(starts, array, side="right") - 1
+        result = self._token_starts_array[numbers]  # a fresh array (fancy indexing)
+        inside = np.flatnonzero(array != starts[numbers])
+        if inside.size:
+            for number in distinct(numbers[inside]).tolist():
+                picked = inside[numbers[inside] == number]
+                offsets = self._read_offsets(number)
+                result[picked] += offsets[array[picked] - int(starts[number])]
+        return result
 
     def _offsets_in_bulk(self, documents: np.ndarray) -> np.ndarray | None:
         """Every shard's offsets, concatenated, read in one lean pass over the files of a

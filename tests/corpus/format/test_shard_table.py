@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mixle.corpus import CorpusWriter, open_corpus, verify_corpus
 from mixle.corpus.format.manifest import Manifest, canonical_json, write_manifest
@@ -395,3 +397,43 @@ def test_lengths_of_a_table_corpus_follow_links_only_inside_and_never_hang(table
     inside.write_bytes((tabled / "moved.bin").read_bytes() + bytes(8))
     with pytest.raises(CorpusFormatError, match=r"shard-00002\.offsets: .*bytes"):
         _ = open_corpus(tabled).lengths
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 6), max_size=40),
+    shard_max_bytes=st.integers(1, 24),
+    shard_table=st.booleans(),
+    picks=st.lists(st.integers(0, 10**6), max_size=12),
+)
+def test_token_offsets_are_the_prefix_sums_of_the_lengths(
+    tmp_path_factory: pytest.TempPathFactory,
+    lengths: list[int],
+    shard_max_bytes: int,
+    shard_table: bool,
+    picks: list[int],
+) -> None:
+    path = tmp_path_factory.mktemp("offsets") / "c"
+    sizes = np.asarray(lengths, dtype=np.int64)
+    with CorpusWriter(
+        path, dtype="uint16", shard_max_bytes=shard_max_bytes, shard_table=shard_table
+    ) as writer:
+        writer.add_flat(np.arange(int(sizes.sum())) % 7, sizes)
+    documents = open_corpus(path)
+    prefix = np.concatenate([[0], np.cumsum(sizes)])
+    indices = np.asarray([pick % (sizes.size + 1) for pick in picks], dtype=np.int64)
+    assert documents.token_offsets(indices).tolist() == prefix[indices].tolist()
+    assert documents.token_offsets(np.arange(sizes.size + 1)).tolist() == prefix.tolist()
+    with pytest.raises(IndexError, match=r"`indices\[1\]` is -1"):
+        documents.token_offsets([0, -1])
+    with pytest.raises(IndexError, match="outside"):
+        documents.token_offsets([sizes.size + 1])
+
+
+def test_token_offsets_at_shard_boundaries_read_no_offsets_file(tabled: Path) -> None:
+    for number in range(6):
+        (tabled / f"shard-{number:05d}.offsets").unlink()
+    documents = open_corpus(tabled)
+    assert documents.token_offsets([0, 3, 9, 18]).tolist() == [0, 6, 18, 36]
+    with pytest.raises(CorpusFormatError, match=r"shard-00001\.offsets"):
+        documents.token_offsets([4])
