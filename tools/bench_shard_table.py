@@ -73,7 +73,7 @@ def _build(work: Path, shards: int, docs: int, tokens: int) -> None:
     import numpy as np
 
     from mixle.corpus import CorpusWriter, open_corpus
-    from mixle.corpus.format.manifest import Manifest, write_manifest
+    from mixle.corpus.format.manifest import write_manifest
 
     lengths = np.full(shards * docs, tokens, dtype=np.int64)
     ids = (np.arange(int(lengths.sum()), dtype=np.int64) % 50_000).astype(np.uint16)
@@ -90,16 +90,7 @@ def _build(work: Path, shards: int, docs: int, tokens: int) -> None:
     for entry in parsed.shards:
         for name in entry.files:
             os.link(work / "list" / name, work / "table" / name)
-    write_manifest(
-        work / "table",
-        Manifest.build(
-            parsed.shards,
-            dtype=parsed.dtype,
-            vocab_size=parsed.vocab_size,
-            metadata=parsed.metadata,
-            shard_table=True,
-        ),
-    )
+    write_manifest(work / "table", parsed.with_shard_table(True))
 
 
 def main() -> int:

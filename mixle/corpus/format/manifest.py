@@ -525,6 +525,18 @@ class Manifest:
         )
         return replace(body, manifest_sha256=_manifest_sha256(body.to_dict()))
 
+    def with_shard_table(self, shard_table: bool) -> Manifest:
+        """The same corpus (same shards, fingerprint and metadata) as a version-2
+        manifest with a shard table (``True``) or a version-1 list (``False``), ready for
+        :func:`write_manifest`. O(shards)."""
+        return Manifest.build(
+            self.shards,
+            dtype=self.dtype,
+            vocab_size=self.vocab_size,
+            metadata=self.metadata,
+            shard_table=shard_table,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """The manifest as a fresh JSON object, keys in the order read or written."""
         values = {

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mixle.corpus import CorpusWriter, open_corpus, verify_corpus
-from mixle.corpus.format.manifest import Manifest, canonical_json, write_manifest
+from mixle.corpus.format.manifest import canonical_json, write_manifest
 from mixle.corpus.format.shard_table import SHARD_TABLE_NAME, TABLE_HEADER
 from mixle.corpus.format.writer import SHARD_TABLE_MIN_SHARDS
 from mixle.errors import ChecksumError, CorpusError, CorpusFormatError
@@ -136,16 +136,7 @@ def test_the_committed_sample_stays_version_1_and_converts_losslessly(tmp_path: 
     assert parsed.to_json() == (SAMPLE / "manifest.json").read_bytes()
     copy = tmp_path / "sample"
     shutil.copytree(SAMPLE, copy)
-    write_manifest(
-        copy,
-        Manifest.build(
-            parsed.shards,
-            dtype=parsed.dtype,
-            vocab_size=parsed.vocab_size,
-            metadata=parsed.metadata,
-            shard_table=True,
-        ),
-    )
+    write_manifest(copy, parsed.with_shard_table(True))
     converted = open_corpus(copy, verify=True)
     assert converted.fingerprint == sample.fingerprint
     assert all(np.array_equal(a, b) for a, b in zip(converted, sample, strict=True))

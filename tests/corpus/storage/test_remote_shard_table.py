@@ -55,3 +55,15 @@ def test_publishing_a_table_corpus_copies_its_table(tabled: Path, tmp_path: Path
         tabled / SHARD_TABLE_NAME
     ).read_bytes()
     assert verify_corpus(tmp_path / "out").ok
+
+
+def test_a_table_corpus_published_as_zarr_keeps_its_fingerprint(
+    tabled: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("zarr")
+    publish_corpus(tabled, tmp_path / "out.zarr", layout="zarr")
+    zarr_docs = open_corpus(tmp_path / "out.zarr", cache_dir=tmp_path / "cache")
+    local = open_corpus(tabled)
+    assert zarr_docs.fingerprint == local.fingerprint
+    assert zarr_docs.manifest["format_version"] == 1  # the group attributes list the shards
+    np.testing.assert_array_equal(zarr_docs[len(local) - 1], local[len(local) - 1])
