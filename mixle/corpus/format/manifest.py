@@ -18,15 +18,22 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from mixle._io import atomic_write_bytes
 from mixle._safe_json import loads_bounded
+from mixle.corpus.format.shard_entry import (
+    SHA256_HEX,
+    SHARD_FILES,
+    SHARD_KEYS,
+    ShardEntry,
+    check_keys,
+    count_field,
+)
 from mixle.corpus.format.shard_table import SHARD_TABLE_NAME, ShardTable, pack_shard_table
 from mixle.corpus.format.spec import (
     CHECKSUM_ALGORITHM,
@@ -35,7 +42,6 @@ from mixle.corpus.format.spec import (
     check_file_name,
     dtype_limit,
     normalize_dtype,
-    offsets_file_size,
 )
 from mixle.errors import ArgumentError, ChecksumError, CorpusFormatError
 
@@ -66,16 +72,6 @@ MANIFEST_KEY_ORDER = (
     "metadata",
     "manifest_sha256",
 )
-SHARD_KEY_ORDER = (
-    "tokens",
-    "offsets",
-    "num_documents",
-    "num_tokens",
-    "tokens_bytes",
-    "offsets_bytes",
-    "tokens_sha256",
-    "offsets_sha256",
-)
 MANIFEST_KEYS = frozenset(MANIFEST_KEY_ORDER)
 #: Manifest version 2 names a binary shard table (``docs/format.md`` section 14)
 #: instead of listing the shards; everything else is as in version 1.
@@ -89,10 +85,6 @@ TABLE_REF_KEY_ORDER = ("file", "num_shards", "bytes", "sha256")
 TABLE_REF_KEYS = frozenset(TABLE_REF_KEY_ORDER)
 #: Reads ``(file name, exact byte size)`` of a corpus file whole: bytes or a mapping.
 TableReader = Callable[[str, int], Any]
-SHARD_KEYS = frozenset(SHARD_KEY_ORDER)
-ShardFile = Literal["tokens", "offsets"]
-SHARD_FILES: tuple[ShardFile, ShardFile] = ("tokens", "offsets")
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 def canonical_json(value: Any) -> bytes:
@@ -144,112 +136,6 @@ def _check_json_value(value: Any, where: str) -> None:
     )
 
 
-def _count(entry: Mapping[str, Any], key: str, where: str) -> int:
-    value = entry.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
-        raise CorpusFormatError(
-            f"{where}: `{key}` must be a nonnegative 64-bit integer. Got {value!r} instead."
-        )
-    return value
-
-
-def _check_keys(entry: Any, expected: frozenset[str], where: str) -> None:
-    if not isinstance(entry, dict):
-        raise CorpusFormatError(f"{where} must be a JSON object. Got {type(entry).__name__}.")
-    keys = set(entry)
-    if keys != expected:
-        missing = sorted(expected - keys)
-        unknown = sorted(keys - expected)
-        raise CorpusFormatError(f"{where}: missing keys {missing}, unknown keys {unknown}.")
-
-
-@dataclass(frozen=True, slots=True)
-class ShardEntry:
-    """One shard of a manifest: its two file names, counts, byte sizes and checksums.
-
-    :meth:`from_dict` validates; the plain constructor does not (it is for values
-    already checked). :meth:`to_dict` returns the JSON object in the key order it was
-    read or written with, so re-serializing a manifest is byte-identical.
-    """
-
-    tokens: str
-    offsets: str
-    num_documents: int
-    num_tokens: int
-    tokens_bytes: int
-    offsets_bytes: int
-    tokens_sha256: str
-    offsets_sha256: str
-    key_order: tuple[str, ...] = field(default=SHARD_KEY_ORDER, compare=False, repr=False)
-
-    @classmethod
-    def from_dict(cls, entry: Any, dtype: str, where: str) -> ShardEntry:
-        """Check one shard entry against the schema and the dtype; return it typed.
-
-        Raises
-        ------
-        CorpusFormatError
-            A key is missing or unknown, a count is not a nonnegative integer, a byte
-            size disagrees with its count, or a checksum is not 64 lowercase hex digits.
-        UnsafePathError
-            A file name could resolve outside the corpus directory.
-        """
-        _check_keys(entry, SHARD_KEYS, where)
-        check_file_name(entry["tokens"], f"{where} `tokens`")
-        check_file_name(entry["offsets"], f"{where} `offsets`")
-        num_documents = _count(entry, "num_documents", where)
-        num_tokens = _count(entry, "num_tokens", where)
-        itemsize = np.dtype(dtype).itemsize
-        if _count(entry, "tokens_bytes", where) != num_tokens * itemsize:
-            raise CorpusFormatError(
-                f"{where}: `tokens_bytes` is {entry['tokens_bytes']}, expected "
-                f"{num_tokens * itemsize} ({num_tokens} {dtype} tokens)."
-            )
-        if _count(entry, "offsets_bytes", where) != offsets_file_size(num_documents):
-            raise CorpusFormatError(
-                f"{where}: `offsets_bytes` is {entry['offsets_bytes']}, expected "
-                f"{offsets_file_size(num_documents)} ({num_documents} documents)."
-            )
-        for key in ("tokens_sha256", "offsets_sha256"):
-            if not isinstance(entry[key], str) or not _HEX64.fullmatch(entry[key]):
-                raise CorpusFormatError(
-                    f"{where}: `{key}` must be 64 lowercase hex digits. Got {entry[key]!r} instead."
-                )
-        # Every value is checked above; the key set is exactly the field names.
-        return cls(**{key: entry[key] for key in SHARD_KEY_ORDER}, key_order=tuple(entry))
-
-    def to_dict(self) -> dict[str, Any]:
-        """The entry as a JSON object, keys in the order it was read or written with."""
-        values = {
-            "tokens": self.tokens,
-            "offsets": self.offsets,
-            "num_documents": self.num_documents,
-            "num_tokens": self.num_tokens,
-            "tokens_bytes": self.tokens_bytes,
-            "offsets_bytes": self.offsets_bytes,
-            "tokens_sha256": self.tokens_sha256,
-            "offsets_sha256": self.offsets_sha256,
-        }
-        return {key: values[key] for key in self.key_order}
-
-    @property
-    def files(self) -> tuple[str, str]:
-        """The shard's file names, ``(tokens, offsets)``."""
-        return (self.tokens, self.offsets)
-
-    def file_bytes(self, kind: ShardFile) -> int:
-        """Byte size of the ``"tokens"`` or ``"offsets"`` file."""
-        return self.tokens_bytes if kind == "tokens" else self.offsets_bytes
-
-    def file_sha256(self, kind: ShardFile) -> str:
-        """SHA-256 (hex) of the ``"tokens"`` or ``"offsets"`` file."""
-        return self.tokens_sha256 if kind == "tokens" else self.offsets_sha256
-
-    def file_name(self, kind: ShardFile) -> str:
-        """Name of the ``"tokens"`` or ``"offsets"`` file."""
-        return self.tokens if kind == "tokens" else self.offsets
-
-
 @dataclass(frozen=True, slots=True)
 class ShardTableRef:
     """The ``shard_table`` object of a version-2 manifest: the table file, its shard
@@ -264,18 +150,18 @@ class ShardTableRef:
     def from_dict(cls, value: Any, where: str) -> ShardTableRef:
         """Check the ``shard_table`` object read from ``where``; return it typed."""
         where = f"{where} `shard_table`"
-        _check_keys(value, TABLE_REF_KEYS, where)
+        check_keys(value, TABLE_REF_KEYS, where)
         check_file_name(value["file"], f"{where} `file`")
         if value["file"] == MANIFEST_NAME:
             raise CorpusFormatError(f"{where}: `file` must not be {MANIFEST_NAME}.")
-        if not isinstance(value["sha256"], str) or not _HEX64.fullmatch(value["sha256"]):
+        if not isinstance(value["sha256"], str) or not SHA256_HEX.fullmatch(value["sha256"]):
             raise CorpusFormatError(
                 f"{where}: `sha256` must be 64 lowercase hex digits. Got {value['sha256']!r} instead."
             )
         return cls(
             value["file"],
-            _count(value, "num_shards", where),
-            _count(value, "bytes", where),
+            count_field(value, "num_shards", where),
+            count_field(value, "bytes", where),
             value["sha256"],
         )
 
@@ -378,7 +264,7 @@ class Manifest:
                     f"(this reader knows {', '.join(map(str, MANIFEST_VERSIONS))})."
                 )
         tabled = version == TABLE_FORMAT_VERSION
-        _check_keys(manifest, TABLE_MANIFEST_KEYS if tabled else MANIFEST_KEYS, where)
+        check_keys(manifest, TABLE_MANIFEST_KEYS if tabled else MANIFEST_KEYS, where)
         if manifest["format"] != FORMAT_NAME:
             raise CorpusFormatError(
                 f"{where}: `format` must be {FORMAT_NAME!r}. Got {manifest['format']!r} instead."
@@ -409,7 +295,9 @@ class Manifest:
         shards: Sequence[ShardEntry]
         if tabled:
             ref = ShardTableRef.from_dict(manifest["shard_table"], where)
-            totals = {key: _count(manifest, key, where) for key in ("num_documents", "num_tokens")}
+            totals = {
+                key: count_field(manifest, key, where) for key in ("num_documents", "num_tokens")
+            }
             if manifest["manifest_sha256"] != _manifest_sha256(manifest):
                 raise CorpusFormatError(
                     f"{where}: `manifest_sha256` does not match the manifest content "
@@ -426,7 +314,7 @@ class Manifest:
                 "num_tokens": sum(shard.num_tokens for shard in shards),
             }
             for key, total in totals.items():
-                if _count(manifest, key, where) != total:
+                if count_field(manifest, key, where) != total:
                     raise CorpusFormatError(
                         f"{where}: `{key}` is {manifest[key]}, but the shards add up to {total}."
                     )

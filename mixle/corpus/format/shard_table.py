@@ -21,6 +21,7 @@ from typing import Any, overload
 
 import numpy as np
 
+from mixle.corpus.format.shard_entry import ShardEntry
 from mixle.corpus.format.spec import (
     DTYPE_CODES,
     MANIFEST_NAME,
@@ -71,7 +72,7 @@ def table_size(num_shards: int, names_bytes: int) -> int:
     )
 
 
-def pack_shard_table(entries: Sequence[Any], dtype: str) -> bytes:
+def pack_shard_table(entries: Sequence[ShardEntry], dtype: str) -> bytes:
     """The table bytes for shard ``entries`` (:class:`ShardEntry`, already validated)."""
     count = len(entries)
     documents = np.zeros(count + 1, dtype="<i8")
@@ -129,7 +130,7 @@ def _monotone(column: np.ndarray, total: int, where: str, name: str) -> None:
         raise CorpusFormatError(f"{where}: `{name}` decreases at shard {shard}.")
 
 
-class ShardTable(Sequence[Any]):
+class ShardTable(Sequence[ShardEntry]):
     """The shard entries of a version-2 manifest, read from its table on demand.
 
     Construct with :meth:`parse`, which checks the whole table (header against the
@@ -250,12 +251,12 @@ class ShardTable(Sequence[Any]):
         return self.document_starts.shape[0] - 1
 
     @overload
-    def __getitem__(self, index: int) -> Any: ...
+    def __getitem__(self, index: int) -> ShardEntry: ...
 
     @overload
-    def __getitem__(self, index: slice) -> list[Any]: ...
+    def __getitem__(self, index: slice) -> list[ShardEntry]: ...
 
-    def __getitem__(self, index: int | slice) -> Any:
+    def __getitem__(self, index: int | slice) -> ShardEntry | list[ShardEntry]:
         if isinstance(index, slice):
             return [self[k] for k in range(len(self))[index]]
         count = len(self)
@@ -263,8 +264,6 @@ class ShardTable(Sequence[Any]):
             index += count
         if not 0 <= index < count:
             raise IndexError(f"shard {index} is out of range for a table of {count} shards.")
-        from mixle.corpus.format.manifest import ShardEntry
-
         documents = self._documents[index + 1] - self._documents[index]
         tokens = self._tokens[index + 1] - self._tokens[index]
         digests, second = self._digest_bytes, (count + index) * _DIGEST
@@ -285,7 +284,7 @@ class ShardTable(Sequence[Any]):
         ends = self._name_ends.tolist()
         return [text[ends[j - 1] : ends[j]] for j in range(1, len(ends), 2)]
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[ShardEntry]:
         return (self[k] for k in range(len(self)))
 
     def _name(self, position: int) -> str:

@@ -16,7 +16,8 @@ from mixle.errors import ChecksumError, CorpusError, CorpusFormatError
 __all__ = ["ShardReport", "VerifyReport", "check_header", "check_shard_files", "verify_store"]
 
 if TYPE_CHECKING:
-    from mixle.corpus.format.manifest import Manifest, ShardEntry, ShardFile
+    from mixle.corpus.format.manifest import Manifest
+    from mixle.corpus.format.shard_entry import ShardEntry, ShardFile
     from mixle.corpus.format.store import ShardStore
 
 _SCAN_CHUNK = 16 << 20

@@ -28,7 +28,8 @@ from typing import Any, TypeVar
 
 from mixle._io import file_sha256
 from mixle.corpus.format.documents import ShardedDocuments
-from mixle.corpus.format.manifest import SHARD_FILES, ShardEntry, ShardFile, parse_manifest
+from mixle.corpus.format.manifest import parse_manifest
+from mixle.corpus.format.shard_entry import SHARD_FILES, ShardEntry, ShardFile
 from mixle.corpus.format.spec import HEADER_SIZE, MANIFEST_NAME, OffsetsHeader
 from mixle.corpus.format.store import ShardStore
 from mixle.corpus.storage.cache import ShardCache, default_cache_dir
