@@ -21,7 +21,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from mixle.corpus.format.shard_entry import ShardEntry
+from mixle.corpus.format.shard_entry import ShardEntry, ShardFile
 from mixle.corpus.format.spec import (
     DTYPE_CODES,
     MANIFEST_NAME,
@@ -163,6 +163,7 @@ class ShardTable(Sequence[ShardEntry]):
         self._tokens: Any = _int_view(token_starts)
         self._ends: Any = _int_view(name_ends)
         self._digest_bytes = digests.reshape(-1).data.cast("B")
+        self._positions: dict[str, int] | None = None  # name -> position, on first locate
 
     @classmethod
     def parse(
@@ -277,6 +278,21 @@ class ShardTable(Sequence[ShardEntry]):
             tokens_sha256=digests[index * _DIGEST : (index + 1) * _DIGEST].hex(),
             offsets_sha256=digests[second : second + _DIGEST].hex(),
         )
+
+    def locate(self, name: str) -> tuple[int, ShardFile] | None:
+        """``(shard number, "tokens" or "offsets")`` of the file ``name``, or ``None``.
+
+        The first call indexes the names (one dict of ``2 * num_shards`` strings, built
+        from one decode of the heap); later calls are O(1).
+        """
+        if self._positions is None:
+            text = str(self._heap, "ascii")
+            ends = [0, *self._name_ends.tolist()]
+            self._positions = {text[ends[j] : ends[j + 1]]: j for j in range(len(ends) - 1)}
+        position = self._positions.get(name)
+        if position is None:
+            return None
+        return position // 2, "tokens" if position % 2 == 0 else "offsets"
 
     def offsets_names(self) -> list[str]:
         """Every shard's offsets file name, in shard order (one decode of the heap)."""

@@ -30,6 +30,7 @@ from mixle._io import file_sha256
 from mixle.corpus.format.documents import ShardedDocuments
 from mixle.corpus.format.manifest import parse_manifest
 from mixle.corpus.format.shard_entry import SHARD_FILES, ShardEntry, ShardFile
+from mixle.corpus.format.shard_table import ShardTable
 from mixle.corpus.format.spec import HEADER_SIZE, MANIFEST_NAME, OffsetsHeader
 from mixle.corpus.format.store import ShardStore
 from mixle.corpus.storage.cache import ShardCache, default_cache_dir
@@ -137,7 +138,7 @@ class RemoteStore(ShardStore):
         self._dtype = ""  # the manifest's, once read
         # A version-2 manifest's shards, indexed by file name only when a name is
         # first looked up (the table itself holds no per-shard objects).
-        self._table: Sequence[ShardEntry] | None = None
+        self._table: ShardTable | None = None
         self._files: dict[str, bytes] = {}  # whole files read by read_file (the table)
         self._sizes: dict[str, int] | None = None
         self._prefixes: dict[str, bytes] = {}
@@ -230,13 +231,10 @@ class RemoteStore(ShardStore):
         except CorpusError:
             return
         self._dtype = manifest.dtype
-        if manifest.shard_table is not None:
-            self._table = manifest.shards
+        if isinstance(manifest.shards, ShardTable):
+            self._table = manifest.shards  # looked up by name as files are asked for
             return
-        self._index(manifest.shards)
-
-    def _index(self, shards: Sequence[ShardEntry]) -> None:
-        for number, entry in enumerate(shards):
+        for number, entry in enumerate(manifest.shards):
             for kind in SHARD_FILES:
                 self._entries[entry.file_name(kind)] = (number, kind, entry)
 
@@ -259,11 +257,20 @@ class RemoteStore(ShardStore):
         found = self._entries.get(name)
         if found is None:
             self.read_manifest()
-            if self._table is not None and not self._entries:
-                self._index(self._table)
-            found = self._entries.get(name)
+            found = self._entries.get(name) if self._table is None else self._in_table(name)
         if found is None:
             raise CorpusFormatError(f"{self.url_of(name)}: not a file of this corpus's manifest.")
+        return found
+
+    def _in_table(self, name: str) -> tuple[int, ShardFile, ShardEntry] | None:
+        """``name``'s shard, kind and entry from the shard table (kept once found)."""
+        assert self._table is not None
+        located = self._table.locate(name)
+        if located is None:
+            return None
+        number, kind = located
+        found = (number, kind, self._table[number])
+        self._entries[name] = found
         return found
 
     def _manifest_header(self, name: str) -> bytes:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from mixle.corpus import CorpusWriter, open_corpus, verify_corpus
 from mixle.corpus.format.manifest import canonical_json, write_manifest
-from mixle.corpus.format.shard_table import SHARD_TABLE_NAME, TABLE_HEADER
+from mixle.corpus.format.shard_table import SHARD_TABLE_NAME, TABLE_HEADER, ShardTable
 from mixle.corpus.format.writer import SHARD_TABLE_MIN_SHARDS
 from mixle.errors import ChecksumError, CorpusError, CorpusFormatError
 
@@ -428,3 +428,11 @@ def test_token_offsets_at_shard_boundaries_read_no_offsets_file(tabled: Path) ->
     assert documents.token_offsets([0, 3, 9, 18]).tolist() == [0, 6, 18, 36]
     with pytest.raises(CorpusFormatError, match=r"shard-00001\.offsets"):
         documents.token_offsets([4])
+
+
+def test_a_table_locates_file_names_and_nothing_else(tabled: Path) -> None:
+    table = open_corpus(tabled).parsed_manifest.shards
+    assert isinstance(table, ShardTable)
+    assert table.locate("shard-00004.offsets") == (4, "offsets")
+    assert table.locate("shard-00000.tokens") == (0, "tokens")
+    assert table.locate("manifest.json") is None and table.locate("shard-00006.tokens") is None
