@@ -456,9 +456,11 @@ class Fuzzer:
             target = os.path.join(self.corpus_copy, relative)
             original = self.originals.setdefault(relative, Path(target).read_bytes())
             Path(target).write_bytes(mutate(original, rng))
-            manifest = os.path.join(os.path.dirname(target), "manifest.json")
-            manifest_bytes = Path(manifest).read_bytes()
+            # A re-sealed table also rewrites its manifest: restore both afterwards.
+            restore = [(target, original)]
             if self.kind == "shards.table":
+                manifest = os.path.join(os.path.dirname(target), "manifest.json")
+                restore.append((manifest, Path(manifest).read_bytes()))
                 _reseal_table(os.path.dirname(target))
             cache = os.path.join(work, "cache")
 
@@ -466,8 +468,8 @@ class Fuzzer:
                 try:
                     return _check_corpus(self.kind, self.corpus_copy, self.expected, cache)
                 finally:
-                    Path(target).write_bytes(original)
-                    Path(manifest).write_bytes(manifest_bytes)
+                    for path, data in restore:
+                        Path(path).write_bytes(data)
 
         try:
             with deadline(PER_INPUT_SECONDS):

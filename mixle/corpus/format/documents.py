@@ -1,7 +1,9 @@
 """ShardedDocuments: a lazy, memory-mapped ``Sequence`` of documents over a store.
 
-Opening reads the manifest and the 32-byte header of every offsets file (plus file
-sizes) and nothing else. A shard's files are memory-mapped the first time one of its
+Opening a version-1 corpus reads the manifest and the 32-byte header of every offsets
+file (plus file sizes) and nothing else; a version-2 corpus, its manifest and shard
+table only (:mod:`mixle.corpus.format.shard_table`), each shard's files being checked
+when the shard is first touched. A shard's files are memory-mapped the first time one of its
 documents is read; at most ``max_open_shards`` shards stay mapped (CLOCK, an LRU
 approximation, picks the shard to unmap). ``docs[i]`` is a bisect over cumulative
 document counts, two offset reads and one slice: a zero-copy, read-only view.
@@ -558,12 +560,15 @@ class ShardedDocuments(Sequence[np.ndarray]):
 
     def _offsets_in_bulk(self, documents: np.ndarray) -> np.ndarray | None:
         """Every shard's offsets, concatenated, read in one lean pass over the files of a
-        local shard table corpus, headers checked vectorised (the per-shard checks of
-        first touch, for the offsets files); ``None`` where that does not apply."""
-        table, directory = self._entries, self._store.local_directory
-        if not isinstance(table, ShardTable) or directory is None:
+        local corpus, headers checked vectorised (for a shard table, the per-shard checks
+        of first touch, for the offsets files); ``None`` for a store that fetches."""
+        entries, directory = self._entries, self._store.local_directory
+        if directory is None:
             return None
-        names = table.offsets_names()
+        if isinstance(entries, ShardTable):
+            names = entries.offsets_names()
+        else:
+            names = [entry.offsets for entry in entries]
         datas = read_regular_files(
             directory, names, (HEADER_SIZE + 8 * (documents + 1)).tolist(), CorpusFormatError
         )
@@ -574,7 +579,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
             (words[heads] == expected[0])
             & (words[heads + 1] == expected[1])
             & (words[heads + 2] == documents)
-            & (words[heads + 3] == np.diff(table.token_starts))
+            & (words[heads + 3] == np.diff(self._token_starts_array))
         )
         if not good.all():
             number = int(np.flatnonzero(~good)[0])
@@ -583,7 +588,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
                 f"{directory}/{names[number]}",
                 self._manifest.dtype,
                 number,
-                table[number],
+                entries[number],
             )
             raise CorpusFormatError(  # check_header names what differs; this never runs
                 f"{directory}/{names[number]}: offsets header disagrees with shard {number}."
