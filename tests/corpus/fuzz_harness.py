@@ -20,7 +20,10 @@ reference reader. Prints one JSON line of counts:
     documents mixle accepted (all checked against the reference).
 
 Input kinds: ``jsonl``, ``jsonl.gz``, ``npy``, ``npz``, ``parquet``, ``text``,
-``megatron``. Corpus kinds: ``manifest.json``, ``offsets``, ``tokens``, ``zarr.json``.
+``megatron``. Corpus kinds: ``manifest.json``, ``offsets``, ``tokens``, ``zarr.json``,
+``shards.table`` (the version-2 shard table, mutated and then re-sealed: its size and
+SHA-256 and the manifest's checksum are recomputed, so the mutation reaches the
+table's parser instead of stopping at the digest).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ import numpy as np
 from tests.corpus.hardening_helpers import Hang, deadline
 
 INPUT_KINDS = ("jsonl", "jsonl.gz", "npy", "npz", "parquet", "text", "megatron")
-CORPUS_KINDS = ("manifest.json", "offsets", "tokens", "zarr.json")
+CORPUS_KINDS = ("manifest.json", "offsets", "tokens", "zarr.json", "shards.table")
 PER_INPUT_SECONDS = 10.0
 # Seed documents: ids up to 2**62 for the formats that hold int64, so a float64 path
 # or a narrowing cast would change them.
@@ -349,13 +352,34 @@ def _seed_corpus(directory: str) -> tuple[str, list[np.ndarray]]:
     with CorpusWriter(raw, vocab_size=65536, shard_max_bytes=96) as writer:
         writer.add_many(docs)
     convert_corpus(raw, os.path.join(directory, "zarr"), layout="zarr")
+    with CorpusWriter(
+        os.path.join(directory, "table"), vocab_size=65536, shard_max_bytes=96, shard_table=True
+    ) as writer:
+        writer.add_many(docs)
     return raw, docs
+
+
+def _reseal_table(directory: str) -> None:
+    """Point ``directory``'s manifest at its (mutated) table: size, SHA-256, checksum."""
+    import hashlib
+
+    from mixle.corpus.format.manifest import canonical_json
+
+    path = os.path.join(directory, "manifest.json")
+    manifest = json.loads(Path(path).read_bytes())
+    table = Path(os.path.join(directory, manifest["shard_table"]["file"])).read_bytes()
+    manifest["shard_table"].update(bytes=len(table), sha256=hashlib.sha256(table).hexdigest())
+    body = {key: value for key, value in manifest.items() if key != "manifest_sha256"}
+    manifest["manifest_sha256"] = hashlib.sha256(canonical_json(body)).hexdigest()
+    Path(path).write_bytes(json.dumps(manifest).encode())
 
 
 def _corpus_target(kind: str, seed: str, rng: random.Random) -> str:
     """The file (relative to the seed directory) that ``kind`` mutates this time."""
     if kind == "manifest.json":
         return "raw/manifest.json"
+    if kind == "shards.table":
+        return "table/shards.table"
     if kind in ("offsets", "tokens"):
         names = sorted(n for n in os.listdir(os.path.join(seed, "raw")) if n.endswith(kind))
         return "raw/" + rng.choice(names)
@@ -376,7 +400,7 @@ def _check_corpus(kind: str, root: str, expected: list[np.ndarray], cache: str) 
         same = len(read) == len(expected) and all(map(np.array_equal, read, expected))
         # zarr shards are checked against the manifest SHA-256 when decoded.
         return ("clean" if same else "wrong: zarr documents differ"), len(read)
-    path = os.path.join(root, "raw")
+    path = os.path.join(root, "table" if kind == "shards.table" else "raw")
     try:
         read = [np.asarray(d).copy() for d in open_corpus(path)]
     except CorpusError:
@@ -432,13 +456,20 @@ class Fuzzer:
             target = os.path.join(self.corpus_copy, relative)
             original = self.originals.setdefault(relative, Path(target).read_bytes())
             Path(target).write_bytes(mutate(original, rng))
+            # A re-sealed table also rewrites its manifest: restore both afterwards.
+            restore = [(target, original)]
+            if self.kind == "shards.table":
+                manifest = os.path.join(os.path.dirname(target), "manifest.json")
+                restore.append((manifest, Path(manifest).read_bytes()))
+                _reseal_table(os.path.dirname(target))
             cache = os.path.join(work, "cache")
 
             def check() -> tuple[str, int]:
                 try:
                     return _check_corpus(self.kind, self.corpus_copy, self.expected, cache)
                 finally:
-                    Path(target).write_bytes(original)
+                    for path, data in restore:
+                        Path(path).write_bytes(data)
 
         try:
             with deadline(PER_INPUT_SECONDS):

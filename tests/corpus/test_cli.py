@@ -13,6 +13,12 @@ from mixle.cli import main
 from mixle.corpus import describe_corpus
 
 
+def _flip_byte(path: Path, position: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[position] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
 @pytest.fixture
 def corpus(make_corpus: Callable[..., Path]) -> Path:
     documents = [np.arange(n % 50) for n in range(200)]
@@ -63,10 +69,7 @@ def test_verify_exit_codes_and_per_shard_report(
     assert "intact" in out
     shards = describe_corpus(corpus)["num_shards"]
     assert out.count("ok    shard-") == shards
-    victim = corpus / "shard-00001.tokens"
-    data = bytearray(victim.read_bytes())
-    data[3] ^= 0xFF
-    victim.write_bytes(bytes(data))
+    _flip_byte(corpus / "shard-00001.tokens", 3)
     assert main(["verify", str(corpus)]) == 1
     out = capsys.readouterr().out
     assert "FAIL  shard-00001.tokens" in out and "ChecksumError" in out
@@ -84,3 +87,22 @@ def test_verify_missing_corpus_exits_2_and_broken_manifest_exits_1(
     (corpus / "manifest.json").write_text("{")
     assert main(["verify", str(corpus)]) == 1
     assert "FAIL  manifest" in capsys.readouterr().out
+
+
+def test_verify_and_inspect_read_a_shard_table_and_catch_its_corruption(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mixle.corpus import CorpusWriter
+
+    path = tmp_path / "tabled"
+    with CorpusWriter(path, vocab_size=100, shard_max_bytes=40, shard_table=True) as writer:
+        writer.add_flat(np.arange(200) % 100, np.full(20, 10))
+    assert main(["verify", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "intact" in out and out.count("ok    shard-") == 10
+    assert main(["inspect", str(path)]) == 0
+    assert "documents   20" in capsys.readouterr().out
+    _flip_byte(path / "shards.table", 70)
+    assert main(["verify", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  manifest" in out and "shards.table: SHA-256" in out

@@ -1,7 +1,9 @@
 """ShardedDocuments: a lazy, memory-mapped ``Sequence`` of documents over a store.
 
-Opening reads the manifest and the 32-byte header of every offsets file (plus file
-sizes) and nothing else. A shard's files are memory-mapped the first time one of its
+Opening a version-1 corpus reads the manifest and the 32-byte header of every offsets
+file (plus file sizes) and nothing else; a version-2 corpus, its manifest and shard
+table only (:mod:`mixle.corpus.format.shard_table`), each shard's files being checked
+when the shard is first touched. A shard's files are memory-mapped the first time one of its
 documents is read; at most ``max_open_shards`` shards stay mapped (CLOCK, an LRU
 approximation, picks the shard to unmap). ``docs[i]`` is a bisect over cumulative
 document counts, two offset reads and one slice: a zero-copy, read-only view.
@@ -22,15 +24,19 @@ import numpy as np
 
 from mixle._arrays import distinct, in_first_seen_order
 from mixle._checks import exact_int, positive_int
+from mixle._file_checks import read_regular_files
 from mixle.corpus.format.descriptors import exhaustion_error, is_descriptor_exhaustion, shard_budget
 from mixle.corpus.format.manifest import Manifest, ShardEntry, parse_manifest
 from mixle.corpus.format.shard_loader import MappedShards, ShardLoader
+from mixle.corpus.format.shard_table import ShardTable
 from mixle.corpus.format.spec import (
+    HEADER_SIZE,
+    OffsetsHeader,
     check_offset_ends,
     check_offsets,
     check_offsets_range,
 )
-from mixle.corpus.format.verify import check_shard_files, verify_store
+from mixle.corpus.format.verify import check_header, check_shard_files, verify_store
 from mixle.corpus.format.view import DocumentsView, as_index
 from mixle.data._gather import gather_pieces
 from mixle.errors import ArgumentTypeError, CorpusFormatError
@@ -250,16 +256,22 @@ class ShardedDocuments(Sequence[np.ndarray]):
         self._loader = MappedShards(store) if loader is None else loader
         self._max_open_requested = positive_int("max_open_shards", max_open_shards)
         self._max_open = shard_budget(self._max_open_requested, self.descriptors_per_shard)
-        self._entries: tuple[ShardEntry, ...] = manifest.shards
-        starts = [0]
-        for entry in self._entries:
-            starts.append(starts[-1] + entry.num_documents)
+        self._entries: Sequence[ShardEntry] = manifest.shards
+        if isinstance(manifest.shards, ShardTable):
+            # Cumulative counts straight from the table's columns; entries are built
+            # per shard when one is touched, and its files checked then (once).
+            self._starts_array = manifest.shards.document_starts
+            token_starts_array = manifest.shards.token_starts
+            self._unchecked_files: bytearray | None = bytearray(b"\x01") * len(manifest.shards)
+        else:
+            self._starts_array = _cumulative(entry.num_documents for entry in self._entries)
+            token_starts_array = _cumulative(entry.num_tokens for entry in self._entries)
+            self._unchecked_files = None  # checked on open
+        # Python lists for bisect on the per-document hot path (C-level tolist).
+        starts: list[int] = self._starts_array.tolist()
         self._starts = starts
-        token_starts = [0]
-        for entry in self._entries:
-            token_starts.append(token_starts[-1] + entry.num_tokens)
-        self._token_starts = token_starts
-        self._starts_array = np.asarray(starts, dtype=np.int64)
+        self._token_starts_array = token_starts_array
+        self._token_starts: list[int] = token_starts_array.tolist()
         self._n: int = starts[-1]
         self._dtype = np.dtype(manifest.dtype).newbyteorder("<")
         # Mapped shards by number, and a CLOCK (second-chance) approximation of LRU:
@@ -340,7 +352,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
             shard = self._slots[number]
             if shard is not None:
                 return shard
-            entry = self._entries[number]
+            entry = self._entry_checked(number)
             try:
                 arrays = self._loader.open(entry, self._dtype)
             except OSError as exc:
@@ -370,6 +382,16 @@ class ShardedDocuments(Sequence[np.ndarray]):
             self._slots[number] = shard
         self._release(victims)
         return shard
+
+    def _entry_checked(self, number: int) -> ShardEntry:
+        """Shard ``number``'s entry, its files' kinds, sizes and header checked against it
+        (done on open for a version-1 manifest; here, on first touch, for a table's)."""
+        entry = self._entries[number]
+        unchecked = self._unchecked_files
+        if unchecked is not None and unchecked[number]:
+            check_shard_files(self._store, self._manifest.dtype, number, entry)
+            unchecked[number] = 0
+        return entry
 
     def _unchecked_blocks(self, number: int, offsets: np.ndarray, where: str) -> np.ndarray | None:
         """Check what is cheap to check of a newly opened offsets array now; return the
@@ -417,14 +439,32 @@ class ShardedDocuments(Sequence[np.ndarray]):
         if shard is not None:
             shard.check_all()
             return shard.offsets_array
+        entry, offsets, where = self._offsets_unchecked(number)
+        if number not in self._checked:
+            check_offsets(offsets, entry.num_tokens, where)
+            self._checked.add(number)
+        return offsets
+
+    def _offsets_unchecked(self, number: int) -> tuple[ShardEntry, np.ndarray, str]:
+        """Shard ``number``'s entry, offsets (header and count checked, values not yet)
+        and offsets file name, from the open shard or read without opening it."""
         entry = self._entries[number]
+        shard = self._slots[number]
+        if shard is not None:
+            return entry, shard.offsets_array, shard.where
         arrays = self._loader.read_offsets(entry)
+        unchecked = self._unchecked_files
+        if unchecked is not None and unchecked[number]:
+            if arrays.header is not None:
+                # The loader read the whole offsets file (kind and size checked on its
+                # descriptor): check the header from those bytes; the tokens file is
+                # checked when the shard is opened.
+                check_header(arrays.header, arrays.where, self._manifest.dtype, number, entry)
+            else:
+                self._entry_checked(number)
         if arrays.offsets.shape[0] != entry.num_documents + 1:
             raise CorpusFormatError(f"{arrays.where}: offsets count changed since open.")
-        if number not in self._checked:
-            check_offsets(arrays.offsets, entry.num_tokens, arrays.where)
-            self._checked.add(number)
-        return arrays.offsets
+        return entry, arrays.offsets, arrays.where
 
     def close(self) -> None:
         """Release every open shard (unpinning cached copies) and stop background fetches.
@@ -455,12 +495,116 @@ class ShardedDocuments(Sequence[np.ndarray]):
     def lengths(self) -> np.ndarray:
         """Int64 length of every document (read-only). Computed once from the offsets files."""
         if self._lengths is None:
-            parts = [np.diff(self._read_offsets(n)) for n in range(len(self._entries))]
-            lengths = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
-            lengths = lengths.astype(np.int64, copy=False)
+            lengths = self._all_lengths()
             lengths.flags.writeable = False
             self._lengths = lengths
         return self._lengths
+
+    def _all_lengths(self) -> np.ndarray:
+        """Every document's length, every offsets file checked in one vectorised pass
+        over all of them (a corpus of many small shards pays no numpy call per shard);
+        a bad file is then checked alone, so the error names it and the document."""
+        count = len(self._entries)
+        if not count:
+            return np.empty(0, dtype=np.int64)
+        documents = np.diff(self._starts_array)
+        sizes = documents + 1  # offsets per file
+        flat = self._offsets_in_bulk(documents)
+        if flat is None:
+            parts = [self._offsets_unchecked(number)[1] for number in range(count)]
+            flat = np.concatenate(parts).astype(np.int64, copy=False)
+        ends = np.cumsum(sizes)  # where each file's offsets end in `flat`
+        firsts = ends - sizes
+        steps = np.diff(flat)
+        within = np.ones(steps.shape[0], dtype=bool)
+        within[ends[:-1] - 1] = False  # the step from one file's last offset to the next's first
+        totals = np.diff(self._token_starts_array)
+        if (
+            (flat[firsts] != 0).any()
+            or (flat[ends - 1] != totals).any()
+            or (steps[within] < 0).any()
+        ):
+            for number in range(count):  # names the first bad file
+                entry, offsets, where = self._offsets_unchecked(number)
+                check_offsets(offsets, entry.num_tokens, where)
+        return steps[within]
+
+    def token_offsets(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The position of each document's first token in the corpus's token order.
+
+        Entry ``k`` is ``sum(len(docs[j]) for j in range(indices[k]))`` (the
+        :meth:`read_tokens` coordinate where document ``indices[k]`` starts); index
+        ``len(docs)`` gives ``num_tokens``. So the tokens of documents ``a..b-1`` are
+        ``read_tokens(*token_offsets([a, b]))``, and a plan can total any run of
+        documents without the whole ``lengths`` array. An index at a shard boundary is
+        answered from the cumulative counts (no file read); any other reads (and
+        checks) only its own shard's offsets: O(len(indices) + documents of the shards
+        touched), never O(documents).
+
+        Raises
+        ------
+        IndexError
+            An index is outside ``[0, len(docs)]`` (names its position).
+        ArgumentTypeError
+            ``indices`` is not a 1-D integer sequence.
+        """
+        array = _int64_vector("indices", indices)
+        if array.size and (int(array.min()) < 0 or int(array.max()) > self._n):
+            position = int(np.flatnonzero((array < 0) | (array > self._n))[0])
+            raise IndexError(
+                f"`indices[{position}]` is {int(array[position])}, outside [0, {self._n}] "
+                f"for a corpus of {self._n} documents."
+            )
+        starts = self._starts_array
+        numbers = np.searchsorted(starts, array, side="right") - 1
+        result = self._token_starts_array[numbers]  # a fresh array (fancy indexing)
+        inside = np.flatnonzero(array != starts[numbers])
+        if inside.size:
+            for number in distinct(numbers[inside]).tolist():
+                picked = inside[numbers[inside] == number]
+                offsets = self._read_offsets(number)
+                result[picked] += offsets[array[picked] - int(starts[number])]
+        return result
+
+    def _offsets_in_bulk(self, documents: np.ndarray) -> np.ndarray | None:
+        """Every shard's offsets, concatenated, read in one lean pass over the files of a
+        local corpus, headers checked vectorised (for a shard table, the per-shard checks
+        of first touch, for the offsets files); ``None`` for a store that fetches."""
+        entries, directory = self._entries, self._store.local_directory
+        if directory is None:
+            return None
+        if isinstance(entries, ShardTable):
+            names = entries.offsets_names()
+        else:
+            names = [entry.offsets for entry in entries]
+        datas = read_regular_files(
+            directory, names, (HEADER_SIZE + 8 * (documents + 1)).tolist(), CorpusFormatError
+        )
+        words = np.frombuffer(b"".join(datas), dtype="<i8")
+        heads = np.cumsum(documents + 1 + HEADER_SIZE // 8) - (documents + 1 + HEADER_SIZE // 8)
+        expected = np.frombuffer(OffsetsHeader(self._manifest.dtype, 0, 0).pack()[:16], dtype="<i8")
+        good = (
+            (words[heads] == expected[0])
+            & (words[heads + 1] == expected[1])
+            & (words[heads + 2] == documents)
+            & (words[heads + 3] == np.diff(self._token_starts_array))
+        )
+        if not good.all():
+            number = int(np.flatnonzero(~good)[0])
+            check_header(
+                datas[number][:HEADER_SIZE],
+                f"{directory}/{names[number]}",
+                self._manifest.dtype,
+                number,
+                entries[number],
+            )
+            raise CorpusFormatError(  # check_header names what differs; this never runs
+                f"{directory}/{names[number]}: offsets header disagrees with shard {number}."
+            )
+        keep = np.ones(words.shape[0], dtype=bool)
+        for word in range(HEADER_SIZE // 8):
+            keep[heads + word] = False
+        return words[keep]
 
     @property
     def fingerprint(self) -> str:
@@ -933,6 +1077,12 @@ def _int64_vector(name: str, value: Any, count: int | None = None) -> np.ndarray
     return value
 
 
+def _cumulative(counts: Iterator[int]) -> np.ndarray:
+    """``[0, c0, c0 + c1, ...]`` of ``counts`` as int64."""
+    array = np.zeros(1, dtype=np.int64)
+    return np.concatenate([array, np.cumsum(np.fromiter(counts, dtype=np.int64))])
+
+
 def _merge_arrays(begins: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Coalesce byte ranges (sorted by begin) that overlap or lie within a page of each other.
 
@@ -966,9 +1116,12 @@ def open_documents(
     or URL into a store); builds ``store.documents_type``. With ``verify``, also
     recomputes every file's SHA-256 (:func:`~mixle.corpus.format.verify.verify_store`).
     """
-    manifest = parse_manifest(store.read_manifest(), f"{store.location}/manifest.json")
-    for number, entry in enumerate(manifest.shards):
-        check_shard_files(store, manifest.dtype, number, entry)
+    manifest = parse_manifest(
+        store.read_manifest(), f"{store.location}/manifest.json", store.read_file
+    )
+    if manifest.shard_table is None:  # a table's shards are checked when first touched
+        for number, entry in enumerate(manifest.shards):
+            check_shard_files(store, manifest.dtype, number, entry)
     if verify:
         verify_store(store, manifest).raise_first()
     return store.documents_type(store, manifest, max_open_shards=max_open_shards)

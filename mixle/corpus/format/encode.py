@@ -18,7 +18,13 @@ from mixle._checks import as_token_ids
 from mixle.corpus.format.spec import dtype_for_max_id, dtype_limit
 from mixle.errors import TokenIdError
 
-__all__ = ["EncodedBatch", "as_integer_document", "encode_documents"]
+__all__ = [
+    "EncodedBatch",
+    "as_integer_document",
+    "as_integer_ids",
+    "check_encoded",
+    "encode_documents",
+]
 
 
 def as_integer_document(document: Any, index: int) -> np.ndarray:
@@ -29,11 +35,16 @@ def as_integer_document(document: Any, index: int) -> np.ndarray:
     fractional, non-finite, non-numeric and multi-dimensional input naming
     ``document <index>`` and the position.
     """
-    if type(document) is np.ndarray and document.ndim == 1:
-        dtype = document.dtype
+    return as_integer_ids(document, f"document {index}")
+
+
+def as_integer_ids(values: Any, what: str) -> np.ndarray:
+    """:func:`as_integer_document` for ids named ``what`` in errors (e.g. ``"`tokens`"``)."""
+    if type(values) is np.ndarray and values.ndim == 1:
+        dtype = values.dtype
         if dtype.kind == "i" or (dtype.kind == "u" and dtype.itemsize < 8):
-            return document
-    return as_token_ids(document, f"document {index}")
+            return values
+    return as_token_ids(values, what)
 
 
 class EncodedBatch:
@@ -91,6 +102,13 @@ def encode_documents(
         position and value. The exception's ``document`` attribute is that index.
     """
     lengths = np.array(list(map(len, documents)), dtype=np.int64)
+    return check_encoded(_concatenated(documents, lengths, buffer), lengths, first_document, limit)
+
+
+def _concatenated(
+    documents: Sequence[np.ndarray], lengths: np.ndarray, buffer: np.ndarray | None
+) -> np.ndarray:
+    """The ids of ``documents`` concatenated, in their common integer dtype."""
     if len(documents) == 1:
         tokens = documents[0]
     elif not documents:
@@ -102,6 +120,22 @@ def encode_documents(
             tokens = np.concatenate(documents, out=buffer[:total])
         else:
             tokens = np.concatenate(documents).astype(common, copy=False)
+    return tokens
+
+
+def check_encoded(
+    tokens: np.ndarray, lengths: np.ndarray, first_document: int, limit: int | None
+) -> EncodedBatch:
+    """Check the concatenated ids ``tokens`` of documents of ``lengths`` lie in ``[0, limit)``.
+
+    One ``min``/``max`` pass over ``tokens``; the first bad id is traced back to its
+    document (counting from ``first_document``) and position only on failure.
+
+    Raises
+    ------
+    TokenIdError
+        As :func:`encode_documents` says.
+    """
     if tokens.shape[0] == 0:
         return EncodedBatch(tokens, lengths, -1)
     negative = tokens.dtype.kind == "i" and int(tokens.min()) < 0

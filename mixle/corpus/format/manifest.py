@@ -18,15 +18,23 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from mixle._io import atomic_write_bytes
 from mixle._safe_json import loads_bounded
+from mixle.corpus.format.shard_entry import (
+    SHA256_HEX,
+    SHARD_FILES,
+    SHARD_KEYS,
+    ShardEntry,
+    check_keys,
+    count_field,
+)
+from mixle.corpus.format.shard_table import SHARD_TABLE_NAME, ShardTable, pack_shard_table
 from mixle.corpus.format.spec import (
     CHECKSUM_ALGORITHM,
     FORMAT_VERSION,
@@ -34,9 +42,8 @@ from mixle.corpus.format.spec import (
     check_file_name,
     dtype_limit,
     normalize_dtype,
-    offsets_file_size,
 )
-from mixle.errors import ArgumentError, CorpusFormatError
+from mixle.errors import ArgumentError, ChecksumError, CorpusFormatError
 
 __all__ = [
     "MANIFEST_KEYS",
@@ -65,21 +72,19 @@ MANIFEST_KEY_ORDER = (
     "metadata",
     "manifest_sha256",
 )
-SHARD_KEY_ORDER = (
-    "tokens",
-    "offsets",
-    "num_documents",
-    "num_tokens",
-    "tokens_bytes",
-    "offsets_bytes",
-    "tokens_sha256",
-    "offsets_sha256",
-)
 MANIFEST_KEYS = frozenset(MANIFEST_KEY_ORDER)
-SHARD_KEYS = frozenset(SHARD_KEY_ORDER)
-ShardFile = Literal["tokens", "offsets"]
-SHARD_FILES: tuple[ShardFile, ShardFile] = ("tokens", "offsets")
-_HEX64 = re.compile(r"[0-9a-f]{64}")
+#: Manifest version 2 names a binary shard table (``docs/format.md`` section 14)
+#: instead of listing the shards; everything else is as in version 1.
+TABLE_FORMAT_VERSION = 2
+MANIFEST_VERSIONS = (FORMAT_VERSION, TABLE_FORMAT_VERSION)
+TABLE_MANIFEST_KEY_ORDER = tuple(
+    "shard_table" if key == "shards" else key for key in MANIFEST_KEY_ORDER
+)
+TABLE_MANIFEST_KEYS = frozenset(TABLE_MANIFEST_KEY_ORDER)
+TABLE_REF_KEY_ORDER = ("file", "num_shards", "bytes", "sha256")
+TABLE_REF_KEYS = frozenset(TABLE_REF_KEY_ORDER)
+#: Reads ``(file name, exact byte size)`` of a corpus file whole: bytes or a mapping.
+TableReader = Callable[[str, int], Any]
 
 
 def canonical_json(value: Any) -> bytes:
@@ -131,110 +136,76 @@ def _check_json_value(value: Any, where: str) -> None:
     )
 
 
-def _count(entry: Mapping[str, Any], key: str, where: str) -> int:
-    value = entry.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
-        raise CorpusFormatError(
-            f"{where}: `{key}` must be a nonnegative 64-bit integer. Got {value!r} instead."
-        )
-    return value
-
-
-def _check_keys(entry: Any, expected: frozenset[str], where: str) -> None:
-    if not isinstance(entry, dict):
-        raise CorpusFormatError(f"{where} must be a JSON object. Got {type(entry).__name__}.")
-    keys = set(entry)
-    if keys != expected:
-        missing = sorted(expected - keys)
-        unknown = sorted(keys - expected)
-        raise CorpusFormatError(f"{where}: missing keys {missing}, unknown keys {unknown}.")
-
-
 @dataclass(frozen=True, slots=True)
-class ShardEntry:
-    """One shard of a manifest: its two file names, counts, byte sizes and checksums.
+class ShardTableRef:
+    """The ``shard_table`` object of a version-2 manifest: the table file, its shard
+    count, byte size and SHA-256."""
 
-    :meth:`from_dict` validates; the plain constructor does not (it is for values
-    already checked). :meth:`to_dict` returns the JSON object in the key order it was
-    read or written with, so re-serializing a manifest is byte-identical.
-    """
-
-    tokens: str
-    offsets: str
-    num_documents: int
-    num_tokens: int
-    tokens_bytes: int
-    offsets_bytes: int
-    tokens_sha256: str
-    offsets_sha256: str
-    key_order: tuple[str, ...] = field(default=SHARD_KEY_ORDER, compare=False, repr=False)
+    file: str
+    num_shards: int
+    bytes: int
+    sha256: str
 
     @classmethod
-    def from_dict(cls, entry: Any, dtype: str, where: str) -> ShardEntry:
-        """Check one shard entry against the schema and the dtype; return it typed.
-
-        Raises
-        ------
-        CorpusFormatError
-            A key is missing or unknown, a count is not a nonnegative integer, a byte
-            size disagrees with its count, or a checksum is not 64 lowercase hex digits.
-        UnsafePathError
-            A file name could resolve outside the corpus directory.
-        """
-        _check_keys(entry, SHARD_KEYS, where)
-        check_file_name(entry["tokens"], f"{where} `tokens`")
-        check_file_name(entry["offsets"], f"{where} `offsets`")
-        num_documents = _count(entry, "num_documents", where)
-        num_tokens = _count(entry, "num_tokens", where)
-        itemsize = np.dtype(dtype).itemsize
-        if _count(entry, "tokens_bytes", where) != num_tokens * itemsize:
+    def from_dict(cls, value: Any, where: str) -> ShardTableRef:
+        """Check the ``shard_table`` object read from ``where``; return it typed."""
+        where = f"{where} `shard_table`"
+        check_keys(value, TABLE_REF_KEYS, where)
+        check_file_name(value["file"], f"{where} `file`")
+        if value["file"] == MANIFEST_NAME:
+            raise CorpusFormatError(f"{where}: `file` must not be {MANIFEST_NAME}.")
+        if not isinstance(value["sha256"], str) or not SHA256_HEX.fullmatch(value["sha256"]):
             raise CorpusFormatError(
-                f"{where}: `tokens_bytes` is {entry['tokens_bytes']}, expected "
-                f"{num_tokens * itemsize} ({num_tokens} {dtype} tokens)."
+                f"{where}: `sha256` must be 64 lowercase hex digits. Got {value['sha256']!r} instead."
             )
-        if _count(entry, "offsets_bytes", where) != offsets_file_size(num_documents):
-            raise CorpusFormatError(
-                f"{where}: `offsets_bytes` is {entry['offsets_bytes']}, expected "
-                f"{offsets_file_size(num_documents)} ({num_documents} documents)."
-            )
-        for key in ("tokens_sha256", "offsets_sha256"):
-            if not isinstance(entry[key], str) or not _HEX64.fullmatch(entry[key]):
-                raise CorpusFormatError(
-                    f"{where}: `{key}` must be 64 lowercase hex digits. Got {entry[key]!r} instead."
-                )
-        # Every value is checked above; the key set is exactly the field names.
-        return cls(**{key: entry[key] for key in SHARD_KEY_ORDER}, key_order=tuple(entry))
+        return cls(
+            value["file"],
+            count_field(value, "num_shards", where),
+            count_field(value, "bytes", where),
+            value["sha256"],
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        """The entry as a JSON object, keys in the order it was read or written with."""
-        values = {
-            "tokens": self.tokens,
-            "offsets": self.offsets,
-            "num_documents": self.num_documents,
-            "num_tokens": self.num_tokens,
-            "tokens_bytes": self.tokens_bytes,
-            "offsets_bytes": self.offsets_bytes,
-            "tokens_sha256": self.tokens_sha256,
-            "offsets_sha256": self.offsets_sha256,
+        return {
+            "file": self.file,
+            "num_shards": self.num_shards,
+            "bytes": self.bytes,
+            "sha256": self.sha256,
         }
-        return {key: values[key] for key in self.key_order}
 
-    @property
-    def files(self) -> tuple[str, str]:
-        """The shard's file names, ``(tokens, offsets)``."""
-        return (self.tokens, self.offsets)
 
-    def file_bytes(self, kind: ShardFile) -> int:
-        """Byte size of the ``"tokens"`` or ``"offsets"`` file."""
-        return self.tokens_bytes if kind == "tokens" else self.offsets_bytes
-
-    def file_sha256(self, kind: ShardFile) -> str:
-        """SHA-256 (hex) of the ``"tokens"`` or ``"offsets"`` file."""
-        return self.tokens_sha256 if kind == "tokens" else self.offsets_sha256
-
-    def file_name(self, kind: ShardFile) -> str:
-        """Name of the ``"tokens"`` or ``"offsets"`` file."""
-        return self.tokens if kind == "tokens" else self.offsets
+def _read_table(
+    ref: ShardTableRef,
+    read_table: TableReader | None,
+    where: str,
+    dtype: str,
+    num_documents: int,
+    num_tokens: int,
+) -> ShardTable:
+    """Read the table ``ref`` names, check its SHA-256 and parse it against the manifest."""
+    directory = where[: -len(MANIFEST_NAME)] if where.endswith(MANIFEST_NAME) else where + "/"
+    table_where = f"{directory}{ref.file}"
+    if read_table is None:
+        raise CorpusFormatError(
+            f"{where}: a version-{TABLE_FORMAT_VERSION} manifest lists its shards in "
+            f"{ref.file}, which this caller cannot read (open the corpus with open_corpus)."
+        )
+    buffer = read_table(ref.file, ref.bytes)
+    actual = hashlib.sha256(buffer).hexdigest()
+    if actual != ref.sha256:
+        raise ChecksumError(
+            f"{table_where}: SHA-256 is {actual}, the manifest's `shard_table` `sha256` "
+            f"says {ref.sha256}."
+        )
+    return ShardTable.parse(
+        buffer,
+        where=table_where,
+        dtype=dtype,
+        num_shards=ref.num_shards,
+        num_documents=num_documents,
+        num_tokens=num_tokens,
+        own_name=ref.file,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,32 +225,46 @@ class Manifest:
     num_documents: int
     num_tokens: int
     fingerprint: str
-    shards: tuple[ShardEntry, ...]
+    shards: Sequence[ShardEntry]
     metadata: dict[str, Any]
     manifest_sha256: str
     key_order: tuple[str, ...] = field(default=MANIFEST_KEY_ORDER, compare=False, repr=False)
+    #: Version 2 only: the table file's reference, and (for a manifest being written)
+    #: the table's bytes.
+    shard_table: ShardTableRef | None = None
+    table_bytes: bytes | None = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def from_dict(cls, manifest: Any, where: str) -> Manifest:
+    def from_dict(
+        cls, manifest: Any, where: str, read_table: TableReader | None = None
+    ) -> Manifest:
         """Fully validate a decoded manifest JSON object read from ``where``.
 
         Checks the exact key set, format name and version, dtype, vocab size, every
         shard entry (see :meth:`ShardEntry.from_dict`), unique file names, totals, the
-        fingerprint and the manifest's own ``manifest_sha256``. O(shards).
+        fingerprint and the manifest's own ``manifest_sha256``. O(shards). A version-2
+        manifest's shard table is read with ``read_table(name, size)``, its SHA-256
+        checked against the manifest and its columns checked whole (vectorised); its
+        entries are then built one at a time when asked for.
 
         Raises
         ------
         CorpusFormatError
-            Anything above is wrong; the message names ``where`` and the field.
+            Anything above is wrong; the message names ``where`` (or the table file)
+            and the field.
+        ChecksumError
+            The shard table's SHA-256 differs from the manifest's.
         """
+        version = None
         if isinstance(manifest, dict) and manifest.get("format") == FORMAT_NAME:
             version = manifest.get("format_version")
-            if version != FORMAT_VERSION:
+            if version not in MANIFEST_VERSIONS:
                 raise CorpusFormatError(
                     f"{where}: unsupported format version {version!r} "
-                    f"(this reader knows {FORMAT_VERSION})."
+                    f"(this reader knows {', '.join(map(str, MANIFEST_VERSIONS))})."
                 )
-        _check_keys(manifest, MANIFEST_KEYS, where)
+        tabled = version == TABLE_FORMAT_VERSION
+        check_keys(manifest, TABLE_MANIFEST_KEYS if tabled else MANIFEST_KEYS, where)
         if manifest["format"] != FORMAT_NAME:
             raise CorpusFormatError(
                 f"{where}: `format` must be {FORMAT_NAME!r}. Got {manifest['format']!r} instead."
@@ -306,27 +291,35 @@ class Manifest:
             )
         if not isinstance(manifest["metadata"], dict):
             raise CorpusFormatError(f"{where}: `metadata` must be a JSON object.")
-        if not isinstance(manifest["shards"], list):
-            raise CorpusFormatError(f"{where}: `shards` must be a JSON list.")
-        shards = tuple(
-            ShardEntry.from_dict(entry, dtype, f"{where} shard {index}")
-            for index, entry in enumerate(manifest["shards"])
-        )
-        names = [name for shard in shards for name in shard.files]
-        if len(set(names)) != len(names) or MANIFEST_NAME in names:
-            raise CorpusFormatError(
-                f"{where}: shard file names must be unique and not {MANIFEST_NAME}."
-            )
-        totals = {
-            "num_documents": sum(shard.num_documents for shard in shards),
-            "num_tokens": sum(shard.num_tokens for shard in shards),
-        }
-        for key, total in totals.items():
-            if _count(manifest, key, where) != total:
+        ref: ShardTableRef | None = None
+        shards: Sequence[ShardEntry]
+        if tabled:
+            ref = ShardTableRef.from_dict(manifest["shard_table"], where)
+            totals = {
+                key: count_field(manifest, key, where) for key in ("num_documents", "num_tokens")
+            }
+            if manifest["manifest_sha256"] != _manifest_sha256(manifest):
                 raise CorpusFormatError(
-                    f"{where}: `{key}` is {manifest[key]}, but the shards add up to {total}."
+                    f"{where}: `manifest_sha256` does not match the manifest content "
+                    f"(edited or corrupt)."
                 )
-        if manifest["fingerprint"] != compute_fingerprint(dtype, shards):
+            table = _read_table(
+                ref, read_table, where, dtype, totals["num_documents"], totals["num_tokens"]
+            )
+            shards, fingerprint = table, table.fingerprint()
+        else:
+            shards = _parse_shard_list(manifest, dtype, where)
+            totals = {
+                "num_documents": sum(shard.num_documents for shard in shards),
+                "num_tokens": sum(shard.num_tokens for shard in shards),
+            }
+            for key, total in totals.items():
+                if count_field(manifest, key, where) != total:
+                    raise CorpusFormatError(
+                        f"{where}: `{key}` is {manifest[key]}, but the shards add up to {total}."
+                    )
+            fingerprint = compute_fingerprint(dtype, shards)
+        if manifest["fingerprint"] != fingerprint:
             raise CorpusFormatError(
                 f"{where}: `fingerprint` does not match the shard checksums "
                 f"(manifest edited or corrupt)."
@@ -347,6 +340,7 @@ class Manifest:
             metadata=manifest["metadata"],
             manifest_sha256=manifest["manifest_sha256"],
             key_order=tuple(manifest),
+            shard_table=ref,
         )
 
     @classmethod
@@ -357,11 +351,15 @@ class Manifest:
         dtype: Any,
         vocab_size: int | None = None,
         metadata: Mapping[str, Any] | None = None,
+        shard_table: bool = False,
     ) -> Manifest:
         """Return a complete, validated manifest for ``shards`` (no I/O).
 
         Totals, fingerprint and ``manifest_sha256`` are computed here; ``shards`` are
         entry dicts (as :meth:`ShardWriter.commit` returns) or :class:`ShardEntry`.
+        With ``shard_table`` the manifest is version 2: the shards go to a binary
+        table (its bytes in ``table_bytes``, written by :func:`write_manifest`)
+        that the manifest names with its size and SHA-256.
 
         Raises
         ------
@@ -391,8 +389,16 @@ class Manifest:
             )
             for index, entry in enumerate(shards)
         )
+        ref = table = None
+        if shard_table:
+            table = pack_shard_table(entries, name)
+            ref = ShardTableRef(
+                SHARD_TABLE_NAME, len(entries), len(table), hashlib.sha256(table).hexdigest()
+            )
+            if SHARD_TABLE_NAME in {file for entry in entries for file in entry.files}:
+                raise CorpusFormatError(f"no shard file may be named {SHARD_TABLE_NAME}.")
         body = cls(
-            format_version=FORMAT_VERSION,
+            format_version=FORMAT_VERSION if ref is None else TABLE_FORMAT_VERSION,
             dtype=name,
             vocab_size=None if vocab_size is None else int(vocab_size),
             num_documents=sum(entry.num_documents for entry in entries),
@@ -401,8 +407,23 @@ class Manifest:
             shards=entries,
             metadata=json.loads(json.dumps(metadata_dict)),
             manifest_sha256="",
+            key_order=MANIFEST_KEY_ORDER if ref is None else TABLE_MANIFEST_KEY_ORDER,
+            shard_table=ref,
+            table_bytes=table,
         )
         return replace(body, manifest_sha256=_manifest_sha256(body.to_dict()))
+
+    def with_shard_table(self, shard_table: bool) -> Manifest:
+        """The same corpus (same shards, fingerprint and metadata) as a version-2
+        manifest with a shard table (``True``) or a version-1 list (``False``), ready for
+        :func:`write_manifest`. O(shards)."""
+        return Manifest.build(
+            self.shards,
+            dtype=self.dtype,
+            vocab_size=self.vocab_size,
+            metadata=self.metadata,
+            shard_table=shard_table,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The manifest as a fresh JSON object, keys in the order read or written."""
@@ -415,10 +436,13 @@ class Manifest:
             "num_tokens": self.num_tokens,
             "checksum_algorithm": CHECKSUM_ALGORITHM,
             "fingerprint": self.fingerprint,
-            "shards": [entry.to_dict() for entry in self.shards],
             "metadata": json.loads(json.dumps(self.metadata)),
             "manifest_sha256": self.manifest_sha256,
         }
+        if self.shard_table is None:
+            values["shards"] = [entry.to_dict() for entry in self.shards]
+        else:
+            values["shard_table"] = self.shard_table.to_dict()
         return {key: values[key] for key in self.key_order}
 
     def to_json(self) -> bytes:
@@ -426,10 +450,11 @@ class Manifest:
         return json.dumps(self.to_dict(), indent=1).encode("utf-8")
 
 
-def parse_manifest(data: bytes, where: str) -> Manifest:
+def parse_manifest(data: bytes, where: str, read_table: TableReader | None = None) -> Manifest:
     """Parse and fully validate manifest bytes read from ``where``; return the manifest.
 
-    Strict JSON (UTF-8, no NaN, no duplicate keys), then :meth:`Manifest.from_dict`.
+    Strict JSON (UTF-8, no NaN, no duplicate keys), then :meth:`Manifest.from_dict`
+    (which reads a version-2 manifest's shard table through ``read_table``).
     O(shards); touches no shard file.
 
     Raises
@@ -438,17 +463,35 @@ def parse_manifest(data: bytes, where: str) -> Manifest:
         Anything is wrong; the message names ``where`` and the field.
     """
     manifest = loads_bounded(data, where, CorpusFormatError)
-    return Manifest.from_dict(manifest, where)
+    return Manifest.from_dict(manifest, where, read_table)
+
+
+def _parse_shard_list(manifest: dict[str, Any], dtype: str, where: str) -> tuple[ShardEntry, ...]:
+    """The ``shards`` list of a version-1 manifest, every entry checked, names distinct."""
+    if not isinstance(manifest["shards"], list):
+        raise CorpusFormatError(f"{where}: `shards` must be a JSON list.")
+    shards = tuple(
+        ShardEntry.from_dict(entry, dtype, f"{where} shard {index}")
+        for index, entry in enumerate(manifest["shards"])
+    )
+    names = [name for shard in shards for name in shard.files]
+    if len(set(names)) != len(names) or MANIFEST_NAME in names:
+        raise CorpusFormatError(
+            f"{where}: shard file names must be unique and not {MANIFEST_NAME}."
+        )
+    return shards
 
 
 def write_manifest(directory: str | os.PathLike[str], manifest: Manifest) -> None:
     """Check every shard file of ``manifest`` is in ``directory`` with its size, then
-    write ``manifest.json`` atomically (temp, fsync, rename, directory fsync).
+    write a version-2 manifest's shard table and last ``manifest.json``, each atomically
+    (temp, fsync, rename, directory fsync).
 
     Raises
     ------
     CorpusFormatError
-        A shard file is missing or has the wrong size.
+        A shard file is missing or has the wrong size, or the table of a parsed
+        manifest cannot be reproduced from its entries.
     """
     path = os.fspath(directory)
     for entry in manifest.shards:
@@ -462,6 +505,16 @@ def write_manifest(directory: str | os.PathLike[str], manifest: Manifest) -> Non
                 raise CorpusFormatError(
                     f"{file_path}: {size} bytes on disk, entry says {entry.file_bytes(kind)}."
                 )
+    if manifest.shard_table is not None:
+        table = manifest.table_bytes
+        if table is None:  # a parsed manifest (e.g. copied): the same entries, re-packed
+            table = pack_shard_table(manifest.shards, manifest.dtype)
+            if hashlib.sha256(table).hexdigest() != manifest.shard_table.sha256:
+                raise CorpusFormatError(
+                    f"{manifest.shard_table.file}: re-packing the shard table does not "
+                    "reproduce the manifest's `sha256` (not a table this writer made)."
+                )
+        atomic_write_bytes(os.path.join(path, manifest.shard_table.file), table)
     atomic_write_bytes(os.path.join(path, MANIFEST_NAME), manifest.to_json())
 
 

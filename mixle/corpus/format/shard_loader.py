@@ -49,6 +49,9 @@ class ShardArrays:
         The offsets file as named in errors.
     checked
         Whether ``offsets`` has already been checked whole.
+    header
+        The offsets file's 32-byte header when the loader read it anyway (so a reader
+        can check it without another read), else ``None``.
     """
 
     tokens: Any
@@ -56,6 +59,7 @@ class ShardArrays:
     mapping: mmap.mmap | None
     where: str
     checked: bool = False
+    header: bytes | None = None
 
 
 def map_file(path: str, size: int) -> mmap.mmap | None:
@@ -129,6 +133,6 @@ class MappedShards(ShardLoader):
     def read_offsets(self, entry: ShardEntry) -> ShardArrays:
         path = self.store.local_path(entry.offsets)
         with open_regular(path, CorpusFormatError, entry.offsets_bytes) as handle:
-            handle.seek(HEADER_SIZE)
-            offsets = np.frombuffer(handle.read(), dtype="<i8")
-        return ShardArrays(None, offsets, None, path)
+            data = handle.read()
+        offsets = np.frombuffer(data, dtype="<i8", offset=HEADER_SIZE)
+        return ShardArrays(None, offsets, None, path, header=data[:HEADER_SIZE])

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mixle.corpus.format.documents import ShardedDocuments
+from mixle.errors import CorpusFormatError
 
 __all__ = ["ShardStore"]
 
@@ -62,7 +63,30 @@ class ShardStore(abc.ABC):
         A store that fetches pins the local copy until :meth:`release` is called.
         """
 
+    def read_file(self, name: str, size: int) -> Any:
+        """Return the whole file ``name``, which must be exactly ``size`` bytes: bytes,
+        or a read-only buffer (a local store maps it). Reads at most ``size`` bytes.
+
+        Raises
+        ------
+        CorpusFormatError
+            The file is missing, not a regular file, or of another size.
+        """
+        actual = self.file_size(name)
+        data = self.read_prefix(name, size) if actual == size else b""
+        if actual != size or len(data) != size:
+            raise CorpusFormatError(
+                f"{self.location}/{name}: {actual} bytes, the manifest says {size}."
+            )
+        return data
+
     # -- optional capabilities, with the defaults of a store whose files are local --
+    @property
+    def local_directory(self) -> str | None:
+        """The local directory holding every file in place (names are its direct
+        children), or ``None``: files are fetched. Default: ``None``."""
+        return None
+
     def release(self, name: str) -> None:
         """Drop the pin :meth:`local_path` took on ``name``.
 

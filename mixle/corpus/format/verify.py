@@ -13,10 +13,11 @@ from mixle._file_checks import open_regular
 from mixle.corpus.format.spec import HEADER_SIZE, OffsetsHeader, check_offsets
 from mixle.errors import ChecksumError, CorpusError, CorpusFormatError
 
-__all__ = ["ShardReport", "VerifyReport", "check_shard_files", "verify_store"]
+__all__ = ["ShardReport", "VerifyReport", "check_header", "check_shard_files", "verify_store"]
 
 if TYPE_CHECKING:
-    from mixle.corpus.format.manifest import Manifest, ShardEntry, ShardFile
+    from mixle.corpus.format.manifest import Manifest
+    from mixle.corpus.format.shard_entry import ShardEntry, ShardFile
     from mixle.corpus.format.store import ShardStore
 
 _SCAN_CHUNK = 16 << 20
@@ -86,15 +87,7 @@ class VerifyReport:
 def check_shard_files(store: ShardStore, dtype: str, number: int, entry: ShardEntry) -> None:
     """Cheap per-shard checks: header fields and file sizes against the manifest."""
     where = f"{store.location}/{entry.offsets}"
-    header = OffsetsHeader.unpack(store.read_prefix(entry.offsets, HEADER_SIZE), where)
-    expected = (dtype, entry.num_documents, entry.num_tokens)
-    actual = (header.dtype, header.num_documents, header.num_tokens)
-    if actual != expected:
-        raise CorpusFormatError(
-            f"{where}: header says dtype {header.dtype}, {header.num_documents} documents, "
-            f"{header.num_tokens} tokens; manifest shard {number} says {dtype}, "
-            f"{entry.num_documents} documents, {entry.num_tokens} tokens."
-        )
+    check_header(store.read_prefix(entry.offsets, HEADER_SIZE), where, dtype, number, entry)
     kinds: tuple[ShardFile, ...] = ("offsets", "tokens")
     for kind in kinds:
         size = store.file_size(entry.file_name(kind))
@@ -103,6 +96,19 @@ def check_shard_files(store: ShardStore, dtype: str, number: int, entry: ShardEn
                 f"{store.location}/{entry.file_name(kind)}: {size} bytes on disk, expected "
                 f"{entry.file_bytes(kind)} (truncated, extended or replaced)."
             )
+
+
+def check_header(data: bytes, where: str, dtype: str, number: int, entry: ShardEntry) -> None:
+    """Check offsets header bytes read from ``where`` against shard ``number``'s entry."""
+    header = OffsetsHeader.unpack(data, where)
+    expected = (dtype, entry.num_documents, entry.num_tokens)
+    actual = (header.dtype, header.num_documents, header.num_tokens)
+    if actual != expected:
+        raise CorpusFormatError(
+            f"{where}: header says dtype {header.dtype}, {header.num_documents} documents, "
+            f"{header.num_tokens} tokens; manifest shard {number} says {dtype}, "
+            f"{entry.num_documents} documents, {entry.num_tokens} tokens."
+        )
 
 
 def _scan_tokens(path: str, size: int, dtype: str, vocab_size: int | None) -> tuple[str, int]:

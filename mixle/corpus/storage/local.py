@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mixle._file_checks import contained_path, open_regular, read_regular, regular_size
+from mixle.corpus.format.shard_loader import map_file
 from mixle.corpus.format.spec import MANIFEST_NAME, MAX_MANIFEST_BYTES
 from mixle.corpus.format.store import ShardStore
 from mixle.errors import CorpusFormatError, CorpusNotFoundError
@@ -55,6 +56,15 @@ class LocalStore(ShardStore):
                 return handle.read(size)
         except OSError as exc:
             raise CorpusFormatError(f"{path}: cannot read ({exc.strerror or exc}).") from exc
+
+    def read_file(self, name: str, size: int) -> Any:
+        """The file ``name`` of exactly ``size`` bytes, memory-mapped (no private copy)."""
+        mapping = map_file(self._path(name), size)
+        return b"" if mapping is None else mapping
+
+    @property
+    def local_directory(self) -> str:
+        return self.directory
 
     def file_size(self, name: str) -> int:
         return regular_size(self._path(name), CorpusFormatError)

@@ -215,7 +215,7 @@ def verify_corpus(
     store = open_store(path, **storage_options)
     data = store.read_manifest()
     try:
-        manifest = parse_manifest(data, f"{store.location}/manifest.json")
+        manifest = parse_manifest(data, f"{store.location}/manifest.json", store.read_file)
     except CorpusError as exc:
         if raise_errors:
             raise

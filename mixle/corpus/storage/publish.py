@@ -158,9 +158,10 @@ def _is_local_raw(documents: Any) -> bool:
     store = documents.store
     if not isinstance(store, LocalStore):
         return False
-    expected = {MANIFEST_NAME} | {
-        name for entry in documents.parsed_manifest.shards for name in entry.files
-    }
+    manifest: Manifest = documents.parsed_manifest
+    expected = {MANIFEST_NAME} | {name for entry in manifest.shards for name in entry.files}
+    if manifest.shard_table is not None:
+        expected.add(manifest.shard_table.file)
     return set(os.listdir(store.directory)) == expected
 
 

@@ -28,7 +28,9 @@ from typing import Any, TypeVar
 
 from mixle._io import file_sha256
 from mixle.corpus.format.documents import ShardedDocuments
-from mixle.corpus.format.manifest import SHARD_FILES, ShardEntry, ShardFile, parse_manifest
+from mixle.corpus.format.manifest import parse_manifest
+from mixle.corpus.format.shard_entry import SHARD_FILES, ShardEntry, ShardFile
+from mixle.corpus.format.shard_table import ShardTable
 from mixle.corpus.format.spec import HEADER_SIZE, MANIFEST_NAME, OffsetsHeader
 from mixle.corpus.format.store import ShardStore
 from mixle.corpus.storage.cache import ShardCache, default_cache_dir
@@ -134,6 +136,10 @@ class RemoteStore(ShardStore):
             str, tuple[int, ShardFile, ShardEntry]
         ] = {}  # name -> (shard, kind, entry)
         self._dtype = ""  # the manifest's, once read
+        # A version-2 manifest's shards, indexed by file name only when a name is
+        # first looked up (the table itself holds no per-shard objects).
+        self._table: ShardTable | None = None
+        self._files: dict[str, bytes] = {}  # whole files read by read_file (the table)
         self._sizes: dict[str, int] | None = None
         self._prefixes: dict[str, bytes] = {}
         self._prefetching: dict[str, concurrent.futures.Future[str]] = {}
@@ -197,7 +203,7 @@ class RemoteStore(ShardStore):
 
         def invalid(data: bytes) -> BadResult | None:
             try:
-                parse_manifest(data, where)
+                parse_manifest(data, where, self.read_file)
             except CorpusFormatError as exc:
                 return BadResult(f"manifest body invalid ({exc})", CorpusFormatError)
             return None
@@ -221,21 +227,50 @@ class RemoteStore(ShardStore):
     def _remember(self, data: bytes) -> None:
         self._manifest_bytes = data
         try:
-            manifest = parse_manifest(data, self.url_of(MANIFEST_NAME))
+            manifest = parse_manifest(data, self.url_of(MANIFEST_NAME), self.read_file)
         except CorpusError:
             return
         self._dtype = manifest.dtype
+        if isinstance(manifest.shards, ShardTable):
+            self._table = manifest.shards  # looked up by name as files are asked for
+            return
         for number, entry in enumerate(manifest.shards):
             for kind in SHARD_FILES:
                 self._entries[entry.file_name(kind)] = (number, kind, entry)
+
+    def read_file(self, name: str, size: int) -> bytes:
+        """The whole file ``name`` (a shard table) in one request of at most ``size + 1``
+        bytes, which must come back as exactly ``size``; kept for this store."""
+        data = self._files.get(name)
+        if data is None:
+            url = self.url_of(name)
+            try:
+                data = self._retry(lambda: bytes(self.fs.cat_file(url, 0, size + 1)), name)
+            except FileNotFoundError as exc:
+                raise CorpusFormatError(f"{url}: missing (the manifest names it).") from exc
+            if len(data) != size:
+                raise CorpusFormatError(f"{url}: {len(data)}+ bytes, the manifest says {size}.")
+            self._files[name] = data
+        return data
 
     def _entry(self, name: str) -> tuple[int, ShardFile, ShardEntry]:
         found = self._entries.get(name)
         if found is None:
             self.read_manifest()
-            found = self._entries.get(name)
+            found = self._entries.get(name) if self._table is None else self._in_table(name)
         if found is None:
             raise CorpusFormatError(f"{self.url_of(name)}: not a file of this corpus's manifest.")
+        return found
+
+    def _in_table(self, name: str) -> tuple[int, ShardFile, ShardEntry] | None:
+        """``name``'s shard, kind and entry from the shard table (kept once found)."""
+        assert self._table is not None
+        located = self._table.locate(name)
+        if located is None:
+            return None
+        number, kind = located
+        found = (number, kind, self._table[number])
+        self._entries[name] = found
         return found
 
     def _manifest_header(self, name: str) -> bytes:
@@ -253,7 +288,7 @@ class RemoteStore(ShardStore):
         cached = self._prefixes.pop(name, None)
         if cached is not None and len(cached) >= size:
             return cached[:size]
-        if size == HEADER_SIZE and self._entries and not self._prefixes:
+        if size == HEADER_SIZE and self._entries and not self._prefixes and self._table is None:
             # First header read of an open: fetch every offsets header concurrently.
             names = [
                 n for n, (_, key, _) in self._entries.items() if key == "offsets" and n != name
@@ -279,7 +314,8 @@ class RemoteStore(ShardStore):
             _, key, entry = self._entry(name)
             return entry.file_bytes(key)
         if self._sizes is None:
-            self._sizes = self._list_sizes()
+            # A table's shards are checked one by one as touched: no listing of all.
+            self._sizes = self._list_sizes() if self._table is None else {}
         if name in self._sizes:
             return self._sizes[name]
         try:

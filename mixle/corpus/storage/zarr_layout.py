@@ -105,6 +105,10 @@ def write_zarr_group(
             )
             if values.shape[0]:
                 array[:] = values
+    if parsed.shard_table is not None:
+        # The group attributes carry the manifest itself: as the version-1 list of the
+        # same shards (same fingerprint), since there is no file beside it for a table.
+        parsed = parsed.with_shard_table(False)
     manifest = parsed.to_dict()
     group.attrs["mixle"] = {
         "layout": LAYOUT_NAME,

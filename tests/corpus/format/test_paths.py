@@ -86,7 +86,8 @@ def test_commit_manifest_rejects_unsafe_entries(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda m: m.update(format_version=2), "unsupported format version 2"),
+        (lambda m: m.update(format_version=3), "unsupported format version 3"),
+        (lambda m: m.update(format_version=2), r"missing keys \[.shard_table.\]"),
         (lambda m: m.update(dtype="float32"), "dtype"),
         (lambda m: m.update(dtype="<u2"), "spelled"),
         (lambda m: m.update(vocab_size=70000), "vocab_size"),

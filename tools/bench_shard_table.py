@@ -1,0 +1,158 @@
+"""Benchmark opening a corpus of many shards: version-1 manifest vs the shard table.
+
+Issue #25 item 6: 10^13 uint16 tokens in 256 MiB shards are ~75,000 shards, and
+every rank and every DataLoader worker opens the corpus. This writes ``--shards``
+small shards (``--docs`` documents of ``--tokens`` tokens each) once on tmpfs, and
+publishes the same shard files twice (hard links): ``list``, a version-1
+``manifest.json`` listing every shard, and ``table``, a version-2 manifest beside its
+binary shard table (``docs/format.md`` section 14). Each measurement runs in a fresh
+process (``--child``): the wall time of ``open_corpus``, its private memory
+(``RssAnon`` growth; file-backed pages of the mapped table do not count), and the
+time to the first batch of ``StreamingCorpus(..., layout="global")`` after it.
+Rounds alternate the order of the two forms; medians are printed. The corpus is
+deleted at the end.
+
+Usage::
+
+    python tools/bench_shard_table.py --shards 100000 --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _memory import rss_anon_mb
+
+FORMS = ("list", "table")
+
+
+def _child(path: str, block: int, batch_size: int) -> None:
+    """One fresh-process measurement, printed as one JSON line."""
+    import numpy as np
+
+    from mixle.corpus import open_corpus
+    from mixle.data import StreamingCorpus
+
+    np.zeros(1)  # numpy and mixle imported and warmed before the baseline
+    before = rss_anon_mb()
+    start = time.perf_counter()
+    documents = open_corpus(path)
+    opened = time.perf_counter()
+    open_mb = rss_anon_mb() - before
+    stream = StreamingCorpus(
+        documents, rank=0, world_size=1, block=block, batch_size=batch_size, layout="global"
+    )
+    batch = next(iter(stream))
+    done = time.perf_counter()
+    assert batch[0].shape[0] == batch_size
+    print(
+        json.dumps(
+            {
+                "open_s": opened - start,
+                "open_rss_anon_mb": open_mb,
+                "first_batch_s": done - opened,
+                "rss_anon_mb": rss_anon_mb(),
+            }
+        )
+    )
+
+
+def _build(work: Path, shards: int, docs: int, tokens: int) -> None:
+    """Write the shards once (``list``) and publish them again with a table (``table``)."""
+    import numpy as np
+
+    from mixle.corpus import CorpusWriter, open_corpus
+    from mixle.corpus.format.manifest import write_manifest
+
+    lengths = np.full(shards * docs, tokens, dtype=np.int64)
+    ids = (np.arange(int(lengths.sum()), dtype=np.int64) % 50_000).astype(np.uint16)
+    with CorpusWriter(
+        work / "list",
+        vocab_size=50_257,
+        shard_max_bytes=docs * tokens * 2,
+        durable=False,
+        shard_table=False,
+    ) as writer:
+        writer.add_flat(ids, lengths)
+    parsed = open_corpus(work / "list").parsed_manifest
+    (work / "table").mkdir()
+    for entry in parsed.shards:
+        for name in entry.files:
+            os.link(work / "list" / name, work / "table" / name)
+    write_manifest(work / "table", parsed.with_shard_table(True))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shards", type=int, default=100_000)
+    parser.add_argument("--docs", type=int, default=10, help="documents per shard")
+    parser.add_argument("--tokens", type=int, default=50, help="tokens per document")
+    parser.add_argument("--block", type=int, default=2048)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--work", default="/dev/shm/mixle-bench-shard-table")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(args.child, args.block, args.batch_size)
+        return 0
+    work = Path(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    samples: dict[str, list[dict[str, float]]] = {form: [] for form in FORMS}
+    try:
+        start = time.perf_counter()
+        _build(work, args.shards, args.docs, args.tokens)
+        built = time.perf_counter() - start
+        sizes = {
+            "list": (work / "list" / "manifest.json").stat().st_size,
+            "table": (work / "table" / "manifest.json").stat().st_size
+            + (work / "table" / "shards.table").stat().st_size,
+        }
+        for round_ in range(args.rounds):
+            for form in FORMS if round_ % 2 == 0 else tuple(reversed(FORMS)):
+                command = [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    str(work / form),
+                    "--block",
+                    str(args.block),
+                    "--batch-size",
+                    str(args.batch_size),
+                ]
+                output = subprocess.run(command, check=True, capture_output=True, text=True)
+                samples[form].append(json.loads(output.stdout.strip().splitlines()[-1]))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(
+        f"{args.shards:,} shards x {args.docs} documents x {args.tokens} uint16 tokens "
+        f"(built in {built:.0f} s), fresh process per figure, median of {args.rounds}"
+    )
+    print("| manifest | metadata bytes | open_corpus | RssAnon of open | first batch (global) |")
+    print("|---|---|---|---|---|")
+    for form in FORMS:
+
+        def median(key: str, form: str = form) -> float:
+            return statistics.median(sample[key] for sample in samples[form])
+
+        print(
+            f"| {form} | {sizes[form] / 1e6:.1f} MB | {median('open_s'):.3f} s | "
+            f"{median('open_rss_anon_mb'):.1f} MB | {median('first_batch_s'):.3f} s |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
