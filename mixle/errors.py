@@ -34,6 +34,7 @@ __all__ = [
     "StateMismatchError",
     "TokenIdError",
     "UnsafePathError",
+    "UnsupportedStoreOperation",
     "redact_userinfo",
 ]
 
@@ -113,6 +114,10 @@ class CorpusFormatError(CorpusError, ValueError):
 
 class UnsafePathError(CorpusFormatError):
     """A manifest names a shard file outside the corpus directory."""
+
+
+class UnsupportedStoreOperation(CorpusError, NotImplementedError):
+    """A store was asked for an operation its capability flags do not declare."""
 
 
 class ChecksumError(CorpusFormatError):

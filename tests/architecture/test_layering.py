@@ -46,7 +46,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("mixle.corpus.format",),
     ("mixle.corpus.storage",),
     ("mixle.corpus.ingestion", "mixle.corpus.export"),
-    ("mixle.corpus", "mixle.stats", "mixle.models", "mixle.hf"),
+    ("mixle.corpus", "mixle.stats", "mixle.models", "mixle.hf", "mixle.testing"),
     ("mixle.train",),
     ("mixle.cli", "mixle"),
 ]
