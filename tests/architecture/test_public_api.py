@@ -35,7 +35,7 @@ EXPECTED: dict[str, str] = {
     "mixle.data.stream_token_source": "TokenStream stream_token_source",
     "mixle.data.streaming_corpus": "PackedCorpus SequenceSelector StreamingCorpus current_rank_and_world_size global_document_order pack_documents shard_documents_for_rank",
     "mixle.data.torch": "PackedBatch StreamingDataset TokenStreamDataset",
-    "mixle.errors": "ArgumentError ArgumentTypeError CheckpointError ChecksumError CorpusError CorpusExistsError CorpusFormatError CorpusNotFoundError DescriptorLimitError ExportError IngestError MissingBackendError OutputInUseError RemoteError RevisionMismatchError StateMismatchError TokenIdError UnsafePathError UnsupportedStoreOperation redact_userinfo",
+    "mixle.errors": "ArgumentError ArgumentTypeError CheckpointError ChecksumError CorpusError CorpusExistsError CorpusFormatError CorpusNotFoundError DescriptorLimitError ExportError IngestError MissingBackendError MixleError OutputInUseError RemoteError RevisionMismatchError StateMismatchError TokenIdError UnsafePathError UnsupportedStoreOperation redact_userinfo",
     "mixle.hf": "GlobalRowDataset ROW_FIELDS to_iterable_dataset",
     "mixle.models": "CategoricalEmbedding CausalTransformerLM StreamingDocumentEncoder StreamingGradientState StreamingTokenEncoder StreamingTransformer StreamingTransformerAccumulator StreamingTransformerAccumulatorFactory StreamingTransformerEstimator StreamingTransformerLeaf StreamingTransformerLeafEstimator StreamingTransformerSampler TokenDocuments TokenPairs TransformerLMEstimator stream_fit",
     "mixle.testing": "StoreContract assert_documents_contract assert_gather_contract shard_starts",
