@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_stream import generate
 
+from mixle._gather import set_gather_backend
 from mixle.corpus import open_corpus
 from mixle.data import StreamingCorpus
-from mixle.data._gather import set_gather_backend
 
 __all__ = [
     "QUICK_TOKENS",

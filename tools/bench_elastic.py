@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench import corpus_bench_header, interleaved, medians, run_corpus_bench, streaming_corpus
 from bench_stream import peak_rss_mb
 
+from mixle._gather import gather_backend
 from mixle.data import StreamingCorpus
-from mixle.data._gather import gather_backend
 
 LAYOUTS = ("per-rank", "global")
 

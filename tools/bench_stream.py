@@ -41,8 +41,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
+from mixle._gather import gather_backend, numba_available, set_gather_backend
 from mixle.corpus import CorpusWriter, open_corpus
-from mixle.data._gather import gather_backend, numba_available, set_gather_backend
 from mixle.data.streaming_corpus import StreamingCorpus, global_document_order
 from tools._memory import peak_rss_mb, rss_anon_mb
 

@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
     (
         "mixle.errors",
         "mixle._arrays",
+        "mixle._gather",
         "mixle._checks",
         "mixle._file_checks",
         "mixle._safe_json",

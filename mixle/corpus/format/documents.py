@@ -22,6 +22,7 @@ import numpy as np
 
 from mixle._arrays import distinct, in_first_seen_order
 from mixle._checks import exact_int, positive_int
+from mixle._gather import gather_pieces
 from mixle.corpus.format.descriptors import exhaustion_error, is_descriptor_exhaustion, shard_budget
 from mixle.corpus.format.manifest import Manifest, ShardEntry, parse_manifest
 from mixle.corpus.format.shard_loader import ShardLoader
@@ -32,7 +33,6 @@ from mixle.corpus.format.spec import (
 )
 from mixle.corpus.format.verify import check_shard_files, verify_store
 from mixle.corpus.format.view import DocumentsView, as_index
-from mixle.data._gather import gather_pieces
 from mixle.errors import ArgumentTypeError, CorpusFormatError
 
 __all__ = ["DEFAULT_MAX_OPEN_SHARDS", "ShardedDocuments", "open_documents"]
@@ -596,7 +596,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
         written, cast to ``out``'s dtype (``same_kind`` casting), to
         ``out[at[k] : at[k] + ends[k] - begins[k]]``; nothing else of ``out`` is written.
         One vectorised call per shard touched (compiled when the ``mixle[fast]`` extra is
-        installed, see :mod:`mixle.data._gather`), straight from the mapping into ``out``:
+        installed, see :mod:`mixle._gather`), straight from the mapping into ``out``:
         no per-document views, lists or intermediate arrays.
 
         Raises
