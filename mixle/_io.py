@@ -79,9 +79,20 @@ def temporary_name(path: str, *, unique: bool = False) -> str:
     return os.path.join(directory, f".{bounded_name(name, 1 + len(tag))}{tag}")
 
 
+def rename_atomically(source: str, target: str) -> None:
+    """Rename ``source`` over ``target`` atomically, *without* fsyncing the directory.
+
+    For callers that fsync the directory once after many renames (a shard's two
+    files, a publish's moves), or whose rename need not survive a crash (a cache
+    entry, a tree renamed away to be deleted, a unit that a crash only reruns). Use
+    :func:`rename_durably` otherwise.
+    """
+    os.replace(source, target)
+
+
 def rename_durably(source: str, target: str) -> None:
     """Rename ``source`` over ``target`` atomically, then fsync ``target``'s directory."""
-    os.replace(source, target)
+    rename_atomically(source, target)
     fsync_directory(os.path.dirname(target))
 
 

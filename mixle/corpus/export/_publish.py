@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from mixle._file_checks import check_replaceable
+from mixle._io import rename_atomically
 from mixle.corpus.export._source import fsync_directory, new_file, write_all
 from mixle.errors import ArgumentError, CorpusExistsError
 
@@ -94,11 +95,11 @@ def staging_directory(output: str, marker: dict[str, Any]) -> Iterator[str]:
         fsync_directory(staging)
         if os.path.lexists(output):
             retired = f"{staging}-old"
-            os.rename(output, retired)
-            os.rename(staging, output)
+            rename_atomically(output, retired)  # the parent is fsynced once below
+            rename_atomically(staging, output)
             shutil.rmtree(retired)
         else:
-            os.rename(staging, output)
+            rename_atomically(staging, output)
         fsync_directory(parent)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mixle._io import rename_atomically
 from mixle.corpus.format.manifest import parse_manifest
 from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.ingestion.area import OutputArea
@@ -286,7 +287,8 @@ def _place(
     final = area.path(f"{WORK_DIR_NAME}/{name}")
     for _ in range(3):
         try:
-            os.rename(temporary, final)
+            # Not durable: a unit whose rename a crash loses is only run again.
+            rename_atomically(temporary, final)
             return record
         except OSError:
             existing = _finished_record(area, plan, record["unit"])
@@ -295,6 +297,6 @@ def _place(
             # Leftovers without a record of this plan: move them aside, then retry.
             stale = f"{final}{_TEMPORARY}stale-{uuid.uuid4().hex}"
             with contextlib.suppress(FileNotFoundError):
-                os.rename(final, stale)
+                rename_atomically(final, stale)
             shutil.rmtree(stale, ignore_errors=True)
     raise IngestError(f"could not place unit {name} in {area.describe(WORK_DIR_NAME)}.")

@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mixle._io import bounded_name
+from mixle._io import bounded_name, rename_durably
 from mixle.corpus.format.manifest import Manifest, write_manifest
 from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.storage.local import LocalStore, local_sizes
@@ -184,7 +184,7 @@ def _write_directory(
         manifest = write(staging)
         if os.path.exists(target):
             shutil.rmtree(target)
-        os.replace(staging, target)
+        rename_durably(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
