@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mixle._io import bounded_name, rename_durably
+from mixle._io import bounded_name, swap_directory
 from mixle.corpus.format.manifest import Manifest, write_manifest
 from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.storage.local import LocalStore, local_sizes
@@ -182,9 +182,7 @@ def _write_directory(
     staging = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)
     try:
         manifest = write(staging)
-        if os.path.exists(target):
-            shutil.rmtree(target)
-        rename_durably(staging, target)
+        swap_directory(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
