@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from typing import IO, Any, Literal, overload
@@ -79,9 +80,39 @@ def temporary_name(path: str, *, unique: bool = False) -> str:
     return os.path.join(directory, f".{bounded_name(name, 1 + len(tag))}{tag}")
 
 
+def rename_atomically(source: str, target: str) -> None:
+    """Rename ``source`` over ``target`` atomically, *without* fsyncing the directory.
+
+    For callers that fsync the directory once after many renames (a shard's two
+    files, a publish's moves), or whose rename need not survive a crash (a cache
+    entry, a tree renamed away to be deleted, a unit that a crash only reruns). Use
+    :func:`rename_durably` otherwise.
+    """
+    os.replace(source, target)
+
+
+def swap_directory(staging: str, target: str) -> None:
+    """Put the complete directory ``staging`` in place of ``target``, durably.
+
+    The one staging-and-swap of mixle (publishing a local corpus, an export): a
+    previous ``target`` is renamed aside (``<staging>-old``), ``staging`` renamed to
+    ``target``, the parent fsynced, then the old tree deleted. A reader sees the old
+    directory or the new one, never neither for longer than between two renames and
+    never a partial one. ``staging`` must be a sibling of ``target`` (one filesystem).
+    """
+    if os.path.lexists(target):
+        retired = f"{staging}-old"
+        rename_atomically(target, retired)
+        rename_atomically(staging, target)
+        fsync_directory(os.path.dirname(target))
+        shutil.rmtree(retired)
+        return
+    rename_durably(staging, target)
+
+
 def rename_durably(source: str, target: str) -> None:
     """Rename ``source`` over ``target`` atomically, then fsync ``target``'s directory."""
-    os.replace(source, target)
+    rename_atomically(source, target)
     fsync_directory(os.path.dirname(target))
 
 

@@ -1,6 +1,10 @@
 """The one exception family of mixle.
 
-Every error mixle raises on purpose derives from :class:`CorpusError`. Each class
+Every error mixle raises on purpose derives from :class:`MixleError`. Corpus errors
+(and argument errors, as before) derive from :class:`CorpusError`, so
+``except CorpusError`` keeps catching every error of reading, writing, ingesting and
+publishing corpora; checkpoint and model errors (:class:`CheckpointError`,
+:class:`RevisionMismatchError`) derive from :class:`MixleError` directly. Each class
 also subclasses the built-in exception it refines, so callers that already write
 ``except ValueError`` or ``except FileNotFoundError`` keep working.
 
@@ -28,12 +32,14 @@ __all__ = [
     "ExportError",
     "IngestError",
     "MissingBackendError",
+    "MixleError",
     "OutputInUseError",
     "RemoteError",
     "RevisionMismatchError",
     "StateMismatchError",
     "TokenIdError",
     "UnsafePathError",
+    "UnsupportedStoreOperation",
     "redact_userinfo",
 ]
 
@@ -51,7 +57,7 @@ def redact_userinfo(text: str) -> str:
     return _USERINFO.sub(r"\g<scheme>***@", text) if "://" in text else text
 
 
-class CorpusError(Exception):
+class MixleError(Exception):
     """Root of every error mixle raises deliberately.
 
     String arguments are stored with URL userinfo redacted (:func:`redact_userinfo`),
@@ -60,6 +66,11 @@ class CorpusError(Exception):
 
     def __init__(self, *args: object) -> None:
         super().__init__(*(redact_userinfo(arg) if isinstance(arg, str) else arg for arg in args))
+
+
+class CorpusError(MixleError):
+    """Root of the corpus errors (and of the argument errors): reading, writing,
+    ingesting, publishing, exporting corpora."""
 
 
 class ArgumentError(CorpusError, ValueError):
@@ -115,6 +126,10 @@ class UnsafePathError(CorpusFormatError):
     """A manifest names a shard file outside the corpus directory."""
 
 
+class UnsupportedStoreOperation(CorpusError, NotImplementedError):
+    """A store was asked for an operation its capability flags do not declare."""
+
+
 class ChecksumError(CorpusFormatError):
     """A shard's content checksum does not match the manifest."""
 
@@ -145,11 +160,11 @@ class RemoteError(CorpusError, OSError):
         self.result_error = result_error
 
 
-class CheckpointError(CorpusError, ValueError):
+class CheckpointError(MixleError, ValueError):
     """A training checkpoint is missing, corrupt or belongs to a different run."""
 
 
-class RevisionMismatchError(CorpusError, ValueError):
+class RevisionMismatchError(MixleError, ValueError):
     """Gradient states computed at different model revisions cannot be combined."""
 
 

@@ -22,20 +22,15 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
-import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_stream import generate
-
+from mixle._gather import set_gather_backend
 from mixle.corpus import open_corpus
 from mixle.data import StreamingCorpus
-from mixle.data._gather import set_gather_backend
+from tools.bench_stream import generate
 
 __all__ = [
     "QUICK_TOKENS",

@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from mixle._gather import numba_available
 from mixle.corpus import CorpusWriter, open_corpus
 from mixle.data import StreamingCorpus, TokenStream, set_gather_backend
-from mixle.data._gather import numba_available
 from tools.bench_token_stream import floor_batches, nanogpt_batches
 
 VOCAB = 50257  # < 2**16, so every format stores uint16 (2 bytes per token)

@@ -11,7 +11,7 @@ and prints documents/s, tokens/s, output MB/s and the time ``add_flat`` would ta
 
 Usage::
 
-    python tools/bench_bulk_write.py --documents 10000000 --rounds 2
+    python -m tools.bench_bulk_write --documents 10000000 --rounds 2
 """
 
 from __future__ import annotations
@@ -20,13 +20,10 @@ import argparse
 import os
 import shutil
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from mixle.corpus import CorpusWriter
 

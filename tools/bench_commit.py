@@ -19,8 +19,8 @@ manifest last), fresh units every round.
 
 Usage::
 
-    python tools/bench_commit.py --units 1000 --rounds 3 --work /tmp/bench-commit
-    python tools/bench_commit.py --units 1000 --rounds 3 --s3-units 200
+    python -m tools.bench_commit --units 1000 --rounds 3 --work /tmp/bench-commit
+    python -m tools.bench_commit --units 1000 --rounds 3 --s3-units 200
 """
 
 from __future__ import annotations
@@ -32,13 +32,10 @@ import resource
 import shutil
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mixle.corpus import IngestOptions, commit_ingest, open_corpus, plan_ingest, run_unit
 from mixle.corpus.ingestion import publishing

@@ -10,7 +10,7 @@ Two measurements (the commit of 1,000 units is tools/bench_commit.py):
 
 Usage::
 
-    python tools/bench_distributed_ingest.py --gb 1.0 --rounds 2 --work /tmp/bench-dist
+    python -m tools.bench_distributed_ingest --gb 1.0 --rounds 2 --work /tmp/bench-dist
 """
 
 from __future__ import annotations
@@ -20,13 +20,10 @@ import json
 import resource
 import shutil
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mixle.corpus import CorpusWriter, ingest, merge_corpora, open_corpus
 

@@ -11,8 +11,8 @@ the end) and measures, interleaved in the same run (figures are medians):
     global no slower);
 (3) the JSON size of both state dicts (target: <= 1 KB).
 
-    python tools/bench_elastic.py            # 400M tokens
-    python tools/bench_elastic.py --quick    # 40M tokens
+    python -m tools.bench_elastic            # 400M tokens
+    python -m tools.bench_elastic --quick    # 40M tokens
 
 Throughput is measured warm (a first pass over the epoch maps every page of both
 corpora). The ratio is reported two ways: of the two layouts' medians, and as the
@@ -24,18 +24,20 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _bench import corpus_bench_header, interleaved, medians, run_corpus_bench, streaming_corpus
-from bench_stream import peak_rss_mb
-
+from mixle._gather import gather_backend
 from mixle.data import StreamingCorpus
-from mixle.data._gather import gather_backend
+from tools._bench import (
+    corpus_bench_header,
+    interleaved,
+    medians,
+    run_corpus_bench,
+    streaming_corpus,
+)
+from tools.bench_stream import peak_rss_mb
 
 LAYOUTS = ("per-rank", "global")
 

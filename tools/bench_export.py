@@ -15,8 +15,8 @@ default 256 MiB shards), then runs interleaved rounds of:
 Outputs are deleted between rounds (untimed). Figures are medians; ratios are to the
 same run's baseline. Also prints the process's peak RSS and ``RssAnon``.
 
-    python tools/bench_export.py              # 1 GB corpus, 5 rounds (~2 minutes, 3 GB disk)
-    python tools/bench_export.py --quick      # 40 MB smoke run in seconds
+    python -m tools.bench_export              # 1 GB corpus, 5 rounds (~2 minutes, 3 GB disk)
+    python -m tools.bench_export --quick      # 40 MB smoke run in seconds
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import os
 import resource
 import shutil
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,12 +34,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench_ingest import _rss_anon_kb  # noqa: E402  (tools/ is on sys.path for scripts)
 
 from mixle.corpus import CorpusWriter, open_corpus  # noqa: E402
 from mixle.corpus.export import export_corpus  # noqa: E402
+from tools.bench_ingest import _rss_anon_kb  # noqa: E402
 
 
 def make_corpus(path: Path, tokens: int, seed: int) -> None:

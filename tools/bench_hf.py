@@ -11,25 +11,28 @@ the end) and measures, interleaved in the same run (figures are medians):
 (2) ``load_state_dict`` + first global batch of a fresh ``GlobalRowDataset`` at the
     start, middle and end of epoch 0 (O(1) resume: no replay, so no growth with the row).
 
-    python tools/bench_hf.py --quick --rounds 5
+    python -m tools.bench_hf --quick --rounds 5
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _bench import corpus_bench_header, interleaved, medians, run_corpus_bench, streaming_corpus
 from accelerate.data_loader import prepare_data_loader
 from torch.utils.data import DataLoader
 
 from mixle.data import StreamingCorpus
 from mixle.hf import GlobalRowDataset
+from tools._bench import (
+    corpus_bench_header,
+    interleaved,
+    medians,
+    run_corpus_bench,
+    streaming_corpus,
+)
 from tools._memory import peak_rss_mb
 
 

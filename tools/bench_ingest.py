@@ -13,8 +13,8 @@ shared, so only same-run ratios mean anything):
 
 Data lives under ``--dir`` (default /tmp/ingest-bench) and is deleted at the end.
 
-    python tools/bench_ingest.py            # full run (about 10 minutes, ~12 GB disk)
-    python tools/bench_ingest.py --quick    # smoke run in seconds
+    python -m tools.bench_ingest            # full run (about 10 minutes, ~12 GB disk)
+    python -m tools.bench_ingest --quick    # smoke run in seconds
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from mixle.corpus import ingest  # noqa: E402
 

@@ -6,8 +6,8 @@ same AdamW and the same pre-generated batches; the plain loop is the textbook
 baseline/ours) within one process so that load from other processes hits both, and
 the report uses medians. Target: stream_fit overhead <= 10% (ratio >= 0.90).
 
-    python tools/bench_leaf.py            # defaults of issue #8
-    python tools/bench_leaf.py --quick    # smoke run, a few seconds
+    python -m tools.bench_leaf            # defaults of issue #8
+    python -m tools.bench_leaf --quick    # smoke run, a few seconds
 """
 
 from __future__ import annotations
@@ -15,16 +15,12 @@ from __future__ import annotations
 import argparse
 import copy
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mixle.models import CausalTransformerLM, StreamingTransformer, stream_fit
 from tools._memory import peak_rss_mb, rss_anon_mb

@@ -12,9 +12,9 @@ mixture: the same documents, tokens and optimizer steps). Reported: held-out
 nats/token of both, assignment purity of the held-out documents (argmax posterior
 against the source, best labelling), parameters, wall time and peak RSS.
 
-    python tools/bench_mixture.py            # full form
-    python tools/bench_mixture.py --quick    # CI form (a few seconds)
-    python tools/bench_mixture.py --source sample-src
+    python -m tools.bench_mixture            # full form
+    python -m tools.bench_mixture --quick    # CI form (a few seconds)
+    python -m tools.bench_mixture --source sample-src
 
 On ``sample-src`` only the purity target is claimed: both models are data-starved there
 (about 22 KB of training bytes), and the figures in ``docs/benchmarks.md`` show the
@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import math
 import resource
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -34,8 +33,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mixle.corpus import CorpusWriter, open_corpus
 from mixle.models import StreamingTransformer

@@ -16,9 +16,9 @@ the end) and measures, in the same run:
 (3) private memory (``RssAnon``) after streaming from row 0, and after streaming the
     same number of batches from row 10**9 (target: independent of the row).
 
-    python tools/bench_mixture_stream.py            # 300M tokens, 10M-document resume
-    python tools/bench_mixture_stream.py --quick    # 30M tokens, 1M-document resume
-    python tools/bench_mixture_stream.py --quick --throughput-only
+    python -m tools.bench_mixture_stream            # 300M tokens, 10M-document resume
+    python -m tools.bench_mixture_stream --quick    # 30M tokens, 1M-document resume
+    python -m tools.bench_mixture_stream --quick --throughput-only
 """
 
 from __future__ import annotations
@@ -27,19 +27,14 @@ import argparse
 import random
 import shutil
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_stream import VOCAB, generate
-
 from mixle.corpus import CorpusWriter, open_corpus
 from mixle.data import Mixture, MixtureSource, StreamingCorpus, TokenStream
 from tools._memory import peak_rss_mb, rss_anon_mb
+from tools.bench_stream import VOCAB, generate
 
 SHARES = (0.5, 0.3, 0.2)
 

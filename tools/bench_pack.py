@@ -5,22 +5,18 @@ in-memory documents, and in the same run, interleaved, the floor of any packer:
 ``np.concatenate`` of the same arrays (same order) into one int64 buffer. Reports
 medians and the ratio to the baseline (target: packer >= 0.5x).
 
-    python tools/bench_pack.py            # 50M tokens, mean document 512, block 2048, batch 8
-    python tools/bench_pack.py --quick    # 2M tokens smoke run
+    python -m tools.bench_pack            # 50M tokens, mean document 512, block 2048, batch 8
+    python -m tools.bench_pack --quick    # 2M tokens smoke run
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from mixle.data.streaming_corpus import StreamingCorpus, global_document_order, pack_documents
 from tools._memory import peak_rss_mb, rss_anon_mb

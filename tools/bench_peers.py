@@ -23,9 +23,9 @@ A peer that is not installed is skipped with the pip line that installs it witho
 replacing the pinned CPU torch. Results: a markdown table (printed and written to
 ``--table``), the same figures as JSON (``--json``) and a bar chart (``--png``).
 
-    python tools/bench_peers.py                    # 100M tokens / 200k documents, a few minutes
-    python tools/bench_peers.py --quick            # the CI smoke run (under a minute)
-    python tools/bench_peers.py --png docs/peers.png --table /tmp/peers.md
+    python -m tools.bench_peers                    # 100M tokens / 200k documents, a few minutes
+    python -m tools.bench_peers --quick            # the CI smoke run (under a minute)
+    python -m tools.bench_peers --png docs/peers.png --table /tmp/peers.md
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ import gc
 import json
 import os
 import shutil
-import sys
 import threading
 import time
 import warnings
@@ -47,8 +46,6 @@ from typing import Any
 
 import numpy as np
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from tools._memory import status_kib
 from tools._peer_methods import (

@@ -25,9 +25,9 @@ tokens, geometric lengths with mean ``--mean-length``) under ``--workdir``, then
    source): with the plans cached by an earlier process (``--rounds`` processes,
    medians) and, once each, without a store (every touched epoch planned).
 
-    python tools/bench_plan_cache.py                  # 10M documents
-    python tools/bench_plan_cache.py --documents 1000000 --rounds 3
-    python tools/bench_plan_cache.py --only mixture   # just part 3
+    python -m tools.bench_plan_cache                  # 10M documents
+    python -m tools.bench_plan_cache --documents 1000000 --rounds 3
+    python -m tools.bench_plan_cache --only mixture   # just part 3
 """
 
 from __future__ import annotations
@@ -42,11 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import numpy as np
-from bench_stream import generate
 
 from mixle.corpus import open_corpus
 from mixle.corpus.storage.plan_cache import PlanFiles
@@ -54,6 +50,7 @@ from mixle.data import Mixture, MixtureSource
 from mixle.data._order import global_document_order, length_table
 from mixle.data._packing import StreamLayout
 from mixle.data.streaming_corpus import StreamingCorpus
+from tools.bench_stream import generate
 
 SHAPES = {"per-rank": {"rank": 3, "world_size": 8}, "global": {"rank": 3, "world_size": 8}}
 CHILD = """

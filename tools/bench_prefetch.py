@@ -8,19 +8,16 @@ batches ahead), ``--rounds`` times each, interleaved. Reads the ``data_wait_s`` 
 median over rounds of (sum of data waits) / (sum of step times), the median per-step
 wait, and the median tokens/s. Target: data wait < 2% of step time with prefetch.
 
-    python tools/bench_prefetch.py                      # shards/sample, 200 steps, 3 rounds
-    python tools/bench_prefetch.py --corpus DIR --steps 100 --rounds 5
+    python -m tools.bench_prefetch                      # shards/sample, 200 steps, 3 rounds
+    python -m tools.bench_prefetch --corpus DIR --steps 100 --rounds 5
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from mixle.train import TrainConfig, read_metrics, train
 from tools._memory import peak_rss_mb

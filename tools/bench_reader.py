@@ -19,8 +19,8 @@ Everything is generated under ``--dir`` and deleted afterwards unless ``--keep``
 
 Usage::
 
-    python tools/bench_reader.py            # full run (>= 2 GB corpus)
-    python tools/bench_reader.py --quick    # smoke run, seconds
+    python -m tools.bench_reader            # full run (>= 2 GB corpus)
+    python -m tools.bench_reader --quick    # smoke run, seconds
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 import mixle.corpus.format.shard as shard_module  # noqa: E402
 from mixle.corpus import CorpusWriter, ShardWriter, commit_manifest, open_corpus  # noqa: E402

@@ -16,7 +16,7 @@ Measures, with the baselines interleaved in the same run (medians of ``--repeats
 moto runs as a separate process (``moto_server``) so that it does not share the
 client's GIL. Prints figures, ratios and peak memory (ru_maxrss, RssAnon).
 
-Example: ``python tools/bench_remote.py`` (defaults), ``--quick`` for a smoke run.
+Example: ``python -m tools.bench_remote`` (defaults), ``--quick`` for a smoke run.
 """
 
 from __future__ import annotations
@@ -34,8 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mixle.corpus import CorpusWriter, convert_corpus, open_corpus, publish_corpus
 from mixle.corpus.storage.publish import stored_bytes

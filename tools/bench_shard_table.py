@@ -14,7 +14,7 @@ deleted at the end.
 
 Usage::
 
-    python tools/bench_shard_table.py --shards 100000 --rounds 3
+    python -m tools.bench_shard_table --shards 100000 --rounds 3
 """
 
 from __future__ import annotations
@@ -29,10 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _memory import rss_anon_mb
+from tools._memory import rss_anon_mb
 
 FORMS = ("list", "table")
 
@@ -124,7 +121,8 @@ def main() -> int:
             for form in FORMS if round_ % 2 == 0 else tuple(reversed(FORMS)):
                 command = [
                     sys.executable,
-                    __file__,
+                    "-m",
+                    "tools.bench_shard_table",
                     "--child",
                     str(work / form),
                     "--block",

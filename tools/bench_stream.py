@@ -20,8 +20,8 @@ are medians of interleaved rounds; targets are ours >= 0.6x (a) and (a2), >= 2x 
 < 64 MB), and ``load_state_dict`` + first batch at the start, middle and end of an epoch
 of a second, ``--resume-documents``-document corpus (target < 50 ms each, flat).
 
-    python tools/bench_stream.py           # 2 GiB corpus (1.07e9 uint16 tokens), 10M-doc resume corpus
-    python tools/bench_stream.py --quick   # 40M tokens, 1M-doc resume corpus
+    python -m tools.bench_stream           # 2 GiB corpus (1.07e9 uint16 tokens), 10M-doc resume corpus
+    python -m tools.bench_stream --quick   # 40M tokens, 1M-doc resume corpus
 """
 
 from __future__ import annotations
@@ -32,17 +32,14 @@ import itertools
 import json
 import shutil
 import statistics
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
-
+from mixle._gather import gather_backend, numba_available, set_gather_backend
 from mixle.corpus import CorpusWriter, open_corpus
-from mixle.data._gather import gather_backend, numba_available, set_gather_backend
 from mixle.data.streaming_corpus import StreamingCorpus, global_document_order
 from tools._memory import peak_rss_mb, rss_anon_mb
 

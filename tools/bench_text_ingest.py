@@ -19,8 +19,8 @@ Reported: tokens/s (median of the rounds, wall time, tokens from the manifest), 
 process CPU time of each, and the two ratios the issue targets: ingest with one worker
 over ``encode_batch`` (>= 0.8x) and two workers over one (>= 1.7x).
 
-    python tools/bench_text_ingest.py                 # ~40 MB of text, 3 rounds
-    python tools/bench_text_ingest.py --quick         # smoke run, seconds
+    python -m tools.bench_text_ingest                 # ~40 MB of text, 3 rounds
+    python -m tools.bench_text_ingest --quick         # smoke run, seconds
 
 Inputs and outputs live under ``--dir`` (tmpfs by default, so page-cache eviction
 cannot favour one side) and are deleted at the end.

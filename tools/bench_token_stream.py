@@ -20,8 +20,8 @@ interleaved rounds (medians reported):
 Then RSS growth (``RssAnon``, private memory) over 1M windows, and the latency of
 ``load_state_dict`` + first batch at the start and at the end of an epoch.
 
-    python tools/bench_token_stream.py            # the issue's configuration
-    python tools/bench_token_stream.py --quick    # a small smoke run
+    python -m tools.bench_token_stream            # the issue's configuration
+    python -m tools.bench_token_stream --quick    # a small smoke run
 """
 
 from __future__ import annotations
@@ -30,15 +30,12 @@ import argparse
 import os
 import shutil
 import statistics
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import torch
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from mixle.corpus import CorpusWriter, ShardedDocuments, open_corpus
 from mixle.data.stream_token_source import TokenStream

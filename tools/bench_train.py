@@ -9,7 +9,7 @@
    ``StreamingCorpus`` batches with the same masked mean loss. The two alternate in the
    same run (``--repeats`` times); medians and the ratio are reported.
 
-Usage: ``python tools/bench_train.py [--corpus shards/sample] [--quick]``.
+Usage: ``python -m tools.bench_train [--corpus shards/sample] [--quick]``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,8 +25,6 @@ from typing import Any
 import numpy as np
 import torch
 from torch.nn import functional as F
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mixle.corpus import CorpusWriter, open_corpus
 from mixle.data.streaming_corpus import StreamingCorpus

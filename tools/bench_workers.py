@@ -24,8 +24,8 @@ With per-batch worker CPU ``W`` and main-process CPU ``M`` on 2 cores, 2 workers
 at most ``min(2 / (W + M), 1 / M)`` batches/s against ``1 / max(W, M)`` for one, so
 1.6x needs ``M <= W / 4``.
 
-    python tools/bench_workers.py            # 64M tokens, block 2048, batch 8
-    python tools/bench_workers.py --quick    # a smoke run (under a minute)
+    python -m tools.bench_workers            # 64M tokens, block 2048, batch 8
+    python -m tools.bench_workers --quick    # a smoke run (under a minute)
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ import os
 import resource
 import shutil
 import statistics
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,8 +43,6 @@ from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, IterableDataset
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from mixle.corpus import open_corpus
 from mixle.data import StreamingCorpus

@@ -13,9 +13,9 @@ The output is a pure function of the source files: same bytes, same fingerprint.
 
 Usage::
 
-    python tools/make_sample.py                      # rewrite shards/sample/
-    python tools/make_sample.py --output /tmp/s      # write elsewhere
-    python tools/make_sample.py --copy-from /usr/lib/python3.11   # refresh sources
+    python -m tools.make_sample                      # rewrite shards/sample/
+    python -m tools.make_sample --output /tmp/s      # write elsewhere
+    python -m tools.make_sample --copy-from /usr/lib/python3.11   # refresh sources
 """
 
 from __future__ import annotations
@@ -23,14 +23,12 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from mixle.corpus import CorpusWriter  # noqa: E402
 

@@ -122,7 +122,7 @@ def run_command(args: argparse.Namespace) -> int:
     import signal
 
     from mixle.cli._errors import report
-    from mixle.errors import CorpusError
+    from mixle.errors import MixleError
     from mixle.train import TrainConfig, train
 
     if (args.corpus is None) == (args.mixture is None):
@@ -164,7 +164,7 @@ def run_command(args: argparse.Namespace) -> int:
             prefetch=args.prefetch,
         )
         summary = train(config, log=lambda line: print(line, flush=True), handle_signals=True)
-    except CorpusError as exc:
+    except MixleError as exc:
         return report("train", exc)
     if summary.stopped.startswith("signal "):
         # The shell convention for "terminated by signal N", after a clean checkpoint.

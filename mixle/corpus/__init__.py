@@ -33,9 +33,11 @@ commit_manifest
     Publish a list of shard entries as a corpus (totals, fingerprint, atomic write).
 Manifest, ShardEntry
     The typed, validated manifest (``ShardedDocuments.parsed_manifest``) and its shards.
-ShardStore, ShardLoader, ShardArrays
-    Where a corpus's files live, and how a reader obtains one shard's arrays (mapped in
-    place, cached, range-read): the contracts a new storage backend implements.
+ShardStore, ShardLoader, ShardArrays, register_backend
+    Where a corpus's files live (read and written through one store with capability
+    flags), and how a reader obtains one shard's arrays (mapped in place, cached,
+    range-read): the contracts a new storage backend implements, and the call that
+    makes ``scheme://`` locations use it (checked with :mod:`mixle.testing`).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ from mixle.corpus.ingestion.units import run_unit
 from mixle.corpus.storage.cache import ShardCache
 from mixle.corpus.storage.cached_documents import CachedDocuments
 from mixle.corpus.storage.inspect import describe_corpus, plot_lengths
-from mixle.corpus.storage.open import open_corpus, verify_corpus
+from mixle.corpus.storage.open import open_corpus, register_backend, verify_corpus
 from mixle.corpus.storage.plan_cache import PlanFiles
 from mixle.corpus.storage.publish import convert_corpus, publish_corpus, stored_bytes, upload_corpus
 from mixle.corpus.storage.range_documents import RangeDocuments
@@ -98,6 +100,7 @@ __all__ = [
     "open_corpus",
     "plot_lengths",
     "publish_corpus",
+    "register_backend",
     "stored_bytes",
     "upload_corpus",
     "verify_corpus",

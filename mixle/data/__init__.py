@@ -11,9 +11,9 @@ processes; ``mixle.corpus.PlanFiles`` keeps them in files) and :class:`MixingRul
 is the default, :class:`TemperatureSchedule` a second rule).
 """
 
+from mixle._gather import gather_backend, set_gather_backend
 from mixle.data._batch import Batch
 from mixle.data._documents import DocumentSource
-from mixle.data._gather import gather_backend, set_gather_backend
 from mixle.data._mixing_rule import ExactSchedule, MixingRule, RowSchedule
 from mixle.data._mixture import Mixture, MixturePhase, SourceAccount, SourceBudget
 from mixle.data._mixture_source import MixtureSource

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from mixle._checks import INT64_MAX, nonnegative_int
-from mixle.data._gather import legacy_permutation
+from mixle._gather import legacy_permutation
 from mixle.data._options import ShardOptions
 from mixle.errors import ArgumentError, ArgumentTypeError
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mixle._gather import fill_document_ids
 from mixle.data._documents import DocumentSource
-from mixle.data._gather import fill_document_ids
 from mixle.data._packing import StreamLayout, stream_segment
 
 __all__ = ["PackedRows", "read_packed_rows"]
@@ -126,7 +126,7 @@ def _document_positions(
     ``[first, stop)`` are the positions in ``layout.indices`` of the documents the rows
     overlap (as :func:`~mixle.data._packing.stream_segment` returned them); each
     contributes one run (its boundary token included), filled by
-    :func:`~mixle.data._gather.fill_document_ids`; positions past the stream's end are
+    :func:`~mixle._gather.fill_document_ids`; positions past the stream's end are
     padding (-1 and 0).
     """
     doc_ids = np.empty(size, dtype=np.int64)

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
-from mixle.errors import ArgumentError, ArgumentTypeError, CorpusError
+from mixle.errors import ArgumentError, ArgumentTypeError, MixleError
 from mixle.stats.base import SequenceEncodableStatisticAccumulator, StatisticAccumulatorFactory
 
 __all__ = [
@@ -68,7 +68,7 @@ def parts(items: Any, kind: type, what: str, noun: str, need: str) -> list[Any]:
     return result
 
 
-def prefixed(exc: CorpusError, where: str) -> CorpusError:
+def prefixed(exc: MixleError, where: str) -> MixleError:
     """The same error class, its message prefixed by ``where`` (e.g. the part's name)."""
     return type(exc)(f"{where}: {exc}")
 
@@ -79,7 +79,7 @@ def naming_part(noun: str, index: int, owner: Any) -> Iterator[None]:
     the part's name (``"field 1 (CategoricalEstimator): ..."``)."""
     try:
         yield
-    except CorpusError as exc:
+    except MixleError as exc:
         raise prefixed(exc, part_name(noun, index, owner)) from exc
 
 

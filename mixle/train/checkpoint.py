@@ -46,7 +46,7 @@ from typing import Any
 import torch
 
 from mixle._checks import nonnegative_int, positive_int
-from mixle._io import file_sha256, fsync_directory, fsync_file, rename_durably
+from mixle._io import file_sha256, fsync_directory, fsync_file, rename_atomically, rename_durably
 from mixle.errors import CheckpointError
 from mixle.train.checkpoint_checks import (
     META_DIGEST_KEY,
@@ -174,7 +174,7 @@ def prune_checkpoints(directory: str, keep_last: int) -> list[str]:
     for path in doomed:
         # Rename first so a crash mid-delete never leaves a half-deleted ``step-*``.
         trash = os.path.join(directory, _TMP_PREFIX + "old-" + os.path.basename(path))
-        os.replace(path, trash)
+        rename_atomically(path, trash)  # renamed away to be deleted: no fsync
         shutil.rmtree(trash, ignore_errors=True)
     return doomed
 
@@ -255,7 +255,7 @@ def _move_misnamed(final: str, step: int) -> None:
     checkpoint of ``step`` is written there instead of being taken as present."""
     recorded = _recorded_step(final) if os.path.isdir(final) else None
     if recorded is not None and recorded != step:
-        os.replace(final, f"{final}.misnamed-step-{recorded:08d}")
+        rename_atomically(final, f"{final}.misnamed-step-{recorded:08d}")
         fsync_directory(os.path.dirname(final))
 
 

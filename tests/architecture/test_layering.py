@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
     (
         "mixle.errors",
         "mixle._arrays",
+        "mixle._gather",
         "mixle._checks",
         "mixle._file_checks",
         "mixle._safe_json",
@@ -46,7 +47,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("mixle.corpus.format",),
     ("mixle.corpus.storage",),
     ("mixle.corpus.ingestion", "mixle.corpus.export"),
-    ("mixle.corpus", "mixle.stats", "mixle.models", "mixle.hf"),
+    ("mixle.corpus", "mixle.stats", "mixle.models", "mixle.hf", "mixle.testing"),
     ("mixle.train",),
     ("mixle.cli", "mixle"),
 ]

@@ -21,13 +21,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mixle.corpus import CorpusWriter, open_corpus
-from mixle.data import StreamingCorpus, gather_backend, set_gather_backend
-from mixle.data._gather import (
+from mixle._gather import (
     fill_document_ids,
     gather_pieces,
     numba_available,
 )
+from mixle.corpus import CorpusWriter, open_corpus
+from mixle.data import StreamingCorpus, gather_backend, set_gather_backend
 from mixle.data._order import global_document_order
 from mixle.errors import ArgumentError
 
@@ -227,7 +227,7 @@ def test_packed_batches_of_a_corpus_match_the_per_document_path_bitwise(
 def test_streaming_compiles_nothing_after_the_warm_up(tmp_path: Path, dtype: str) -> None:
     # A fresh process's first batch must not compile (or load from numba's cache) a new
     # specialisation: every signature the reader and the packer use is warmed up.
-    from mixle.data import _gather
+    from mixle import _gather
 
     previous = set_gather_backend("numba")
     try:
@@ -261,7 +261,7 @@ def test_unknown_backend_is_refused() -> None:
 
 
 def test_environment_variable_selects_the_backend_and_rejects_unknown_values() -> None:
-    code = "from mixle.data import _gather; print(_gather.gather_backend())"
+    code = "from mixle import _gather; print(_gather.gather_backend())"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     env.pop("MIXLE_GATHER", None)
     for value, expected in [
@@ -309,8 +309,8 @@ def test_the_epoch_shuffle_is_numpys_legacy_permutation_bitwise(
 ) -> None:
     # Tiny chunks of raw draws force the compiled shuffle to resume mid-rejection; small
     # permutations take the compiled path too.
-    monkeypatch.setattr("mixle.data._gather._SHUFFLE_DRAWS", draws)
-    monkeypatch.setattr("mixle.data._gather._SHUFFLE_COMPILED_MIN", 0)
+    monkeypatch.setattr("mixle._gather._SHUFFLE_DRAWS", draws)
+    monkeypatch.setattr("mixle._gather._SHUFFLE_COMPILED_MIN", 0)
     expected = np.random.RandomState(
         np.random.MT19937(np.random.SeedSequence([seed, epoch]))
     ).permutation(count)

@@ -11,9 +11,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_tool(script: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run ``tools/<script>`` with ``args``; fail the test with its output if it fails."""
+    """Run ``python -m tools.<script>`` from the checkout root with ``args``; fail the
+    test with its output if it fails."""
+    module = "tools." + script.removesuffix(".py")
     result = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / script), *args],
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=600,

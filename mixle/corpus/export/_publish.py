@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from mixle._file_checks import check_replaceable
+from mixle._io import swap_directory
 from mixle.corpus.export._source import fsync_directory, new_file, write_all
 from mixle.errors import ArgumentError, CorpusExistsError
 
@@ -92,14 +93,7 @@ def staging_directory(output: str, marker: dict[str, Any]) -> Iterator[str]:
         files = sorted(os.listdir(staging))
         _write_json(os.path.join(staging, MARKER_NAME), {**marker, "files": files})
         fsync_directory(staging)
-        if os.path.lexists(output):
-            retired = f"{staging}-old"
-            os.rename(output, retired)
-            os.rename(staging, output)
-            shutil.rmtree(retired)
-        else:
-            os.rename(staging, output)
-        fsync_directory(parent)
+        swap_directory(staging, output)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

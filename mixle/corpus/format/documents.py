@@ -25,9 +25,10 @@ import numpy as np
 from mixle._arrays import distinct, in_first_seen_order
 from mixle._checks import exact_int, positive_int
 from mixle._file_checks import read_regular_files
+from mixle._gather import gather_pieces
 from mixle.corpus.format.descriptors import exhaustion_error, is_descriptor_exhaustion, shard_budget
 from mixle.corpus.format.manifest import Manifest, ShardEntry, parse_manifest
-from mixle.corpus.format.shard_loader import MappedShards, ShardLoader
+from mixle.corpus.format.shard_loader import ShardLoader
 from mixle.corpus.format.shard_table import ShardTable
 from mixle.corpus.format.spec import (
     HEADER_SIZE,
@@ -38,7 +39,6 @@ from mixle.corpus.format.spec import (
 )
 from mixle.corpus.format.verify import check_header, check_shard_files, verify_store
 from mixle.corpus.format.view import DocumentsView, as_index
-from mixle.data._gather import gather_pieces
 from mixle.errors import ArgumentTypeError, CorpusFormatError
 
 __all__ = ["DEFAULT_MAX_OPEN_SHARDS", "ShardedDocuments", "open_documents"]
@@ -253,7 +253,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
     ) -> None:
         self._store = store
         self._manifest = manifest
-        self._loader = MappedShards(store) if loader is None else loader
+        self._loader = store.shard_loader() if loader is None else loader
         self._max_open_requested = positive_int("max_open_shards", max_open_shards)
         self._max_open = shard_budget(self._max_open_requested, self.descriptors_per_shard)
         self._entries: Sequence[ShardEntry] = manifest.shards
@@ -740,7 +740,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
         written, cast to ``out``'s dtype (``same_kind`` casting), to
         ``out[at[k] : at[k] + ends[k] - begins[k]]``; nothing else of ``out`` is written.
         One vectorised call per shard touched (compiled when the ``mixle[fast]`` extra is
-        installed, see :mod:`mixle.data._gather`), straight from the mapping into ``out``:
+        installed, see :mod:`mixle._gather`), straight from the mapping into ``out``:
         no per-document views, lists or intermediate arrays.
 
         Raises
@@ -1113,7 +1113,9 @@ def open_documents(
     """Open the corpus held by ``store``: read and check its manifest and every header.
 
     The store-level half of :func:`mixle.corpus.open_corpus` (which first turns a path
-    or URL into a store); builds ``store.documents_type``. With ``verify``, also
+    or URL into a store). The reader is composed with ``store.shard_loader()``: a
+    :class:`ShardedDocuments`, or the loader's ``documents_type`` where the loader
+    names a reader with batch paths of its own (range reads). With ``verify``, also
     recomputes every file's SHA-256 (:func:`~mixle.corpus.format.verify.verify_store`).
     """
     manifest = parse_manifest(
@@ -1124,7 +1126,9 @@ def open_documents(
             check_shard_files(store, manifest.dtype, number, entry)
     if verify:
         verify_store(store, manifest).raise_first()
-    return store.documents_type(store, manifest, max_open_shards=max_open_shards)
+    loader = store.shard_loader()
+    reader = loader.documents_type or ShardedDocuments
+    return reader(store, manifest, max_open_shards=max_open_shards, loader=loader)
 
 
 def _reopen(store: ShardStore, max_open_shards: int, fingerprint: str) -> ShardedDocuments:

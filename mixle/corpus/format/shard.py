@@ -29,7 +29,7 @@ import numpy as np
 
 from mixle._checks import nonnegative_int
 from mixle._file_checks import open_regular
-from mixle._io import fsync_directory, fsync_file
+from mixle._io import fsync_directory, fsync_file, rename_atomically
 from mixle.corpus.format.encode import as_integer_document, encode_documents, narrow
 from mixle.corpus.format.spec import (
     HEADER_SIZE,
@@ -291,8 +291,8 @@ class ShardWriter:
                     fsync_file(handle)
             offsets_hash = hashlib.sha256(header)
             offsets_hash.update(body)
-            os.replace(self._tokens_tmp, os.path.join(self.directory, self.tokens_name))
-            os.replace(self._offsets_tmp, os.path.join(self.directory, self.offsets_name))
+            rename_atomically(self._tokens_tmp, os.path.join(self.directory, self.tokens_name))
+            rename_atomically(self._offsets_tmp, os.path.join(self.directory, self.offsets_name))
             if self.durable:
                 fsync_directory(self.directory)
         except BaseException:

@@ -26,6 +26,7 @@ from mixle.corpus.format.spec import HEADER_SIZE
 from mixle.errors import CorpusFormatError
 
 if TYPE_CHECKING:
+    from mixle.corpus.format.documents import ShardedDocuments
     from mixle.corpus.format.manifest import ShardEntry
     from mixle.corpus.format.store import ShardStore
 
@@ -90,6 +91,10 @@ class ShardLoader(abc.ABC):
     #: Whether :meth:`fetch_ahead` brings shards in without opening them; otherwise a
     #: hint opens (maps) the shards it names, up to the open-shard budget.
     supports_background_fetch: ClassVar[bool] = False
+    #: The :class:`~mixle.corpus.format.documents.ShardedDocuments` subclass to build
+    #: over this loader when it has batch read paths of its own (coalesced range
+    #: reads); ``None``: the plain reader.
+    documents_type: ClassVar[type[ShardedDocuments] | None] = None
 
     def __init__(self, store: ShardStore) -> None:
         self.store = store

@@ -5,10 +5,29 @@ It asks a :class:`ShardStore` for the manifest bytes, for the first bytes of an
 offsets file (headers are checked on open without fetching whole files), for file
 sizes, and, when a shard is first read, for a *local* path holding the complete
 file, which it then memory-maps. Every method the package calls on a store is
-declared here; the optional capabilities (pinning, background prefetch, closing,
-the reader class to build) have defaults that are right for a local directory, so a
+declared here, for reading and for writing (publishing, ingest output, merge and
+export write through the same store). What a backend can do is declared by four
+capability flags, named after zarr's store ABC:
+
+``supports_ranges``
+    :meth:`ShardStore.read_range` / :meth:`ShardStore.read_ranges` fetch byte ranges.
+``supports_writes``
+    :meth:`ShardStore.write_bytes`, :meth:`ShardStore.put_file` and
+    :meth:`ShardStore.remove` store and delete files (each write is visible whole or
+    not at all).
+``supports_listing``
+    :meth:`ShardStore.list_sizes` lists the files under a prefix.
+``supports_server_side_copy``
+    :meth:`ShardStore.copy` copies without moving the bytes through this machine.
+
+A method whose flag is false raises :class:`~mixle.errors.UnsupportedStoreOperation`
+(a ``NotImplementedError``). The optional reading capabilities (pinning, background
+prefetch, closing, the :class:`~mixle.corpus.format.shard_loader.ShardLoader` the
+reader is composed with) have defaults that are right for a local directory, so a
 backend overrides only what it supports. Implementations live in
-:mod:`mixle.corpus.storage` (local directory, fsspec remote, zarr).
+:mod:`mixle.corpus.storage` (local directory, fsspec remote, zarr); a backend of its
+own is registered with :func:`mixle.corpus.register_backend` and checked with
+:class:`mixle.testing.StoreContract`.
 
 Stores must pickle as their location and options (no open handles, no bytes), so a
 pickled reader reopens lazily in a DataLoader worker.
@@ -18,10 +37,10 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
-from mixle.corpus.format.documents import ShardedDocuments
-from mixle.errors import CorpusFormatError
+from mixle.corpus.format.shard_loader import MappedShards, ShardLoader
+from mixle.errors import CorpusFormatError, UnsupportedStoreOperation
 
 __all__ = ["ShardStore"]
 
@@ -33,6 +52,15 @@ class ShardStore(abc.ABC):
     ``location`` and ``options`` reconstruct the store via
     :func:`mixle.corpus.storage.open.open_store`.
     """
+
+    #: :meth:`read_range` and :meth:`read_ranges` are available.
+    supports_ranges: ClassVar[bool] = False
+    #: :meth:`write_bytes`, :meth:`put_file` and :meth:`remove` are available.
+    supports_writes: ClassVar[bool] = False
+    #: :meth:`list_sizes` is available.
+    supports_listing: ClassVar[bool] = False
+    #: :meth:`copy` copies without moving bytes through this machine.
+    supports_server_side_copy: ClassVar[bool] = False
 
     @property
     @abc.abstractmethod
@@ -108,11 +136,79 @@ class ShardStore(abc.ABC):
         """
         return
 
-    @property
-    def documents_type(self) -> type[ShardedDocuments]:
-        """The reader class that :func:`~mixle.corpus.open_corpus` builds over this store.
+    def shard_loader(self) -> ShardLoader:
+        """The strategy the reader obtains shards with (built once per reader).
 
-        Default: :class:`ShardedDocuments`, which memory-maps :meth:`local_path` files
-        in place.
+        Default: :class:`~mixle.corpus.format.shard_loader.MappedShards`, which
+        memory-maps :meth:`local_path` files in place.
         """
-        return ShardedDocuments
+        return MappedShards(self)
+
+    def exists(self, name: str) -> bool:
+        """Whether a file ``name`` (``/``-separated, relative to the store) exists.
+
+        Default: asks :meth:`file_size`, so every store answers it.
+        """
+        try:
+            self.file_size(name)
+        except (FileNotFoundError, ValueError):
+            return False
+        return True
+
+    # -- capabilities a backend declares with its flags --------------------------------
+    def _unsupported(self, operation: str, flag: str) -> UnsupportedStoreOperation:
+        return UnsupportedStoreOperation(
+            f"{self.location}: this store ({type(self).__name__}) does not support "
+            f"{operation} ({flag} is False)."
+        )
+
+    def read_range(self, name: str, start: int, end: int, *, exact: bool = True) -> bytes:
+        """Bytes ``[start, end)`` of ``name``; with ``exact``, exactly that many.
+
+        Requires ``supports_ranges``.
+        """
+        raise self._unsupported("read_range", "supports_ranges")
+
+    def read_ranges(
+        self, names: Sequence[str], starts: Sequence[int], ends: Sequence[int]
+    ) -> list[bytes]:
+        """Several exact ranges at once (a backend may fetch them concurrently).
+
+        Default: one :meth:`read_range` each. Requires ``supports_ranges``.
+        """
+        return [
+            self.read_range(name, start, end)
+            for name, start, end in zip(names, starts, ends, strict=True)
+        ]
+
+    def write_bytes(self, name: str, data: bytes) -> None:
+        """Store ``data`` as ``name``, visible whole or not at all; requires ``supports_writes``."""
+        raise self._unsupported("write_bytes", "supports_writes")
+
+    def put_file(self, local: str, name: str) -> None:
+        """Store the local file ``local`` as ``name``, visible whole or not at all.
+
+        Default: :meth:`write_bytes` of the file's bytes. Requires ``supports_writes``.
+        """
+        if not self.supports_writes:
+            raise self._unsupported("put_file", "supports_writes")
+        with open(local, "rb") as handle:
+            self.write_bytes(name, handle.read())
+
+    def remove(self, name: str) -> None:
+        """Remove the file ``name`` if it exists; requires ``supports_writes``."""
+        raise self._unsupported("remove", "supports_writes")
+
+    def list_sizes(self, prefix: str = "") -> dict[str, int]:
+        """``{name relative to prefix: size}`` of every file under ``prefix`` (``{}`` if none).
+
+        Requires ``supports_listing``.
+        """
+        raise self._unsupported("list_sizes", "supports_listing")
+
+    def copy(self, source: str, target: str) -> None:
+        """Copy file ``source`` to ``target`` inside the store (replacing ``target``).
+
+        Requires ``supports_server_side_copy``.
+        """
+        raise self._unsupported("copy", "supports_server_side_copy")

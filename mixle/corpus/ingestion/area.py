@@ -10,7 +10,6 @@ themselves.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,8 +18,10 @@ from mixle._io import atomic_write_bytes, fsync_directory, link_or_copy, tempora
 from mixle._safe_json import loads_bounded
 from mixle.corpus.format.manifest import Manifest
 from mixle.corpus.format.spec import MANIFEST_NAME
+from mixle.corpus.format.store import ShardStore
 from mixle.corpus.storage.fs import filesystem
-from mixle.corpus.storage.open import is_url
+from mixle.corpus.storage.local import local_sizes
+from mixle.corpus.storage.open import is_url, writable_store
 from mixle.errors import IngestError
 
 __all__ = ["MAX_RECORD_BYTES", "OutputArea", "link_or_copy"]
@@ -49,6 +50,8 @@ class OutputArea:
         protocol = location.split("://", 1)[0].lower() if self.is_url else "file"
         self.fs: Any = filesystem(protocol, self.storage_options)
         self.root: str = self.fs._strip_protocol(self.output).rstrip("/")
+        #: The store this output is written through (retried, size-checked uploads).
+        self.store: ShardStore = writable_store(self.output, self.storage_options)
 
     def path(self, relative: str) -> str:
         """The filesystem path of ``relative`` (``/``-separated) under the output."""
@@ -134,7 +137,7 @@ class OutputArea:
             temporary = temporary_name(target, unique=True)
             atomic_write_bytes(target, data, temporary=temporary)
             return
-        self.fs.pipe_file(self.path(relative), data)
+        self.store.write_bytes(relative, data)
 
     def create_bytes(self, relative: str, data: bytes) -> bool:
         """Store ``data`` at ``relative`` unless a file is there already; whether it did.
@@ -147,7 +150,7 @@ class OutputArea:
         if self.is_url:
             if self.exists(relative):
                 return False
-            self.fs.pipe_file(self.path(relative), data)
+            self.store.write_bytes(relative, data)
             return True
         target = self.path(relative)
         os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -180,19 +183,9 @@ class OutputArea:
         One listing (one ``find``), so a commit of a thousand units costs one
         round trip of metadata on an object store, and no file is opened.
         """
-        base = self.path(relative)
         if not self.is_url:
-            return _local_sizes(base)
-        try:
-            found = self.fs.find(base, detail=True)
-        except FileNotFoundError:
-            return {}
-        prefix = base.rstrip("/") + "/"
-        return {
-            name[len(prefix) :]: int(info["size"])
-            for name, info in found.items()
-            if name.startswith(prefix) and info.get("type", "file") == "file"
-        }
+            return local_sizes(self.path(relative))
+        return self.store.list_sizes(relative)
 
     def upload_directory(self, local: str, relative: str, last: str) -> None:
         """Upload every file of the local directory ``local`` to ``relative``; ``last`` last.
@@ -202,7 +195,7 @@ class OutputArea:
         """
         names = sorted(name for name in os.listdir(local) if name != last)
         for name in [*names, last]:
-            self.fs.put_file(os.path.join(local, name), self.path(f"{relative}/{name}"))
+            self.store.put_file(os.path.join(local, name), f"{relative}/{name}")
 
     def copy(self, source: str, target: str) -> None:
         """Copy ``source`` to ``target`` without moving token bytes through this machine.
@@ -210,22 +203,11 @@ class OutputArea:
         Object stores copy server-side; a local output hard-links (falling back to a
         copy where links are not allowed), replacing ``target`` atomically.
         """
-        if self.is_url:
-            self.fs.copy(self.path(source), self.path(target))
-            return
-        link_or_copy(self.path(source), self.path(target))
+        self.store.copy(source, target)
 
     def remove(self, relative: str) -> None:
         """Remove the file or tree at ``relative`` if it exists."""
-        if not self.is_url:
-            path = self.path(relative)
-            if os.path.isdir(path):
-                shutil.rmtree(path, ignore_errors=True)
-            elif os.path.exists(path):
-                os.unlink(path)
-            return
-        if self.fs.exists(self.path(relative)):
-            self.fs.rm(self.path(relative), recursive=True)
+        self.store.remove(relative)
 
 
 def _read_local(path: str, limit: int) -> bytes | None:
@@ -236,22 +218,3 @@ def _read_local(path: str, limit: int) -> bytes | None:
         if isinstance(exc.__cause__, FileNotFoundError | NotADirectoryError):
             return None
         raise
-
-
-def _local_sizes(base: str) -> dict[str, int]:
-    """:meth:`OutputArea.sizes` on local disk (``scandir``: no file is opened)."""
-    sizes: dict[str, int] = {}
-    pending = [""]
-    while pending:
-        relative = pending.pop()
-        try:
-            entries = list(os.scandir(os.path.join(base, relative)))
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        for entry in entries:
-            name = f"{relative}/{entry.name}" if relative else entry.name
-            if entry.is_dir(follow_symlinks=False):
-                pending.append(name)
-            else:
-                sizes[name] = entry.stat(follow_symlinks=False).st_size
-    return sizes

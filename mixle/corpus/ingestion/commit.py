@@ -42,7 +42,13 @@ from mixle.corpus.ingestion.publishing import (
     write_publish_plan,
 )
 from mixle.corpus.ingestion.records import load_record, record_problems
-from mixle.corpus.ingestion.units import PLAN_NAME, WORK_DIR_NAME, read_output_plan, unit_name
+from mixle.corpus.ingestion.units import (
+    PLAN_NAME,
+    WORK_DIR_NAME,
+    line_base,
+    read_output_plan,
+    unit_name,
+)
 from mixle.corpus.ingestion.workers import DONE_NAME, REJECTS_NAME, write_json_atomic
 from mixle.corpus.storage.open import is_url
 from mixle.errors import CorpusExistsError, IngestError
@@ -120,15 +126,6 @@ def rejects_path(on_error: str, rejects: str | os.PathLike[str] | None, out: str
     return f"{out}/rejects.jsonl" if is_url(out) else os.path.join(out, "rejects.jsonl")
 
 
-def line_base(units: Sequence[WorkUnit], results: dict[int, dict[str, Any]], unit: WorkUnit) -> int:
-    """Lines of ``unit``'s file in the units before it (to number a record's line)."""
-    return sum(
-        results[other.index]["lines"]
-        for other in units[: unit.index]
-        if other.input == unit.input and other.path == unit.path
-    )
-
-
 def _rejects_lines(
     work: OutputArea, units: Sequence[WorkUnit], results: dict[int, dict[str, Any]]
 ) -> Iterator[str]:
@@ -137,7 +134,7 @@ def _rejects_lines(
     skipped = [unit for unit in units if results[unit.index]["skipped"]]
     texts = work.read_many([f"{unit_name(unit.index)}/{REJECTS_NAME}" for unit in skipped])
     for unit in skipped:
-        base = line_base(units, results, unit)
+        base = line_base(unit, units, results)
         name = f"{unit_name(unit.index)}/{REJECTS_NAME}"
         records = _reject_records(
             work.describe(name), texts.get(name), results[unit.index]["skipped"]

@@ -42,7 +42,6 @@ from mixle.corpus.format.writer import DEFAULT_SHARD_MAX_BYTES
 from mixle.corpus.ingestion.area import MAX_RECORD_BYTES
 from mixle.corpus.ingestion.commit import (
     IngestSummary,
-    line_base,
     plan_publish,
     published_summary,
     rejects_path,
@@ -58,7 +57,7 @@ from mixle.corpus.ingestion.output_guard import (
 )
 from mixle.corpus.ingestion.plan import IngestPlan, plan_differences, plan_ingest
 from mixle.corpus.ingestion.publishing import discard_work_dir, publish, read_publish_plan
-from mixle.corpus.ingestion.units import PLAN_NAME, WORK_DIR_NAME, unit_name
+from mixle.corpus.ingestion.units import PLAN_NAME, WORK_DIR_NAME, line_base, unit_name
 from mixle.corpus.ingestion.workers import (
     DONE_NAME,
     UnitJob,
@@ -209,7 +208,7 @@ def _failure_message(
     failure = results[failed.index]["failed"]
     if failure["location"] is None:
         return str(failure["reason"])
-    base = line_base(units, results, failed)
+    base = line_base(failed, units, results)
     where = describe_location(failed, tuple(failure["location"]), base)
     return f"{where}: {failure['reason']}."
 

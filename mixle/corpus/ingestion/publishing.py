@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from mixle._io import fsync_directory
+from mixle._io import fsync_directory, rename_atomically
 from mixle.corpus.format.manifest import ShardEntry, commit_manifest, compute_fingerprint
 from mixle.corpus.format.spec import MANIFEST_NAME, shard_file_names
 from mixle.corpus.ingestion.workers import DONE_NAME, REJECTS_NAME, write_json_atomic
@@ -116,7 +116,7 @@ def discard_work_dir(work_dir: str) -> None:
     trash = f"{work_dir}-done"
     remove_tree(trash)
     with contextlib.suppress(FileNotFoundError):
-        os.replace(work_dir, trash)
+        rename_atomically(work_dir, trash)  # renamed away to be deleted: no fsync
     remove_tree(trash)
 
 
@@ -173,7 +173,9 @@ def publish(output: str, work_dir: str, plan: Mapping[str, Any]) -> None:
         for unit_name, source, target in plan["moves"]:
             # A source that is gone was moved by an earlier, interrupted attempt.
             with contextlib.suppress(FileNotFoundError):
-                os.replace(os.path.join(work_dir, unit_name, source), os.path.join(output, target))
+                rename_atomically(  # ``output`` is fsynced once after every move
+                    os.path.join(work_dir, unit_name, source), os.path.join(output, target)
+                )
         for _ in removals:
             pass
     fsync_directory(output)

@@ -27,8 +27,10 @@ import os
 import shutil
 import tempfile
 import uuid
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mixle._io import rename_atomically
 from mixle.corpus.format.manifest import parse_manifest
 from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.ingestion.area import OutputArea
@@ -44,6 +46,7 @@ __all__ = [
     "PLAN_NAME",
     "WORK_DIR_NAME",
     "ensure_plan",
+    "line_base",
     "read_output_plan",
     "run_claimed_unit",
     "run_unit",
@@ -231,7 +234,7 @@ def _convert(plan: IngestPlan, unit: WorkUnit, directory: str, plan_id: str) -> 
         failure = result["failed"]
         if failure["location"] is None:
             raise IngestError(f"{failure['reason']} Nothing was committed.")
-        where = describe_location(unit, tuple(failure["location"]), _line_base(unit))
+        where = describe_location(unit, tuple(failure["location"]), line_base(unit))
         raise IngestError(
             f"{where}: {failure['reason']}. Nothing was committed; fix the input or pass "
             "--on-error skip."
@@ -245,12 +248,25 @@ def _convert(plan: IngestPlan, unit: WorkUnit, directory: str, plan_id: str) -> 
     return record
 
 
-def _line_base(unit: WorkUnit) -> int:
-    """Lines of the unit's file before the unit (only read to name a bad record).
+def line_base(
+    unit: WorkUnit,
+    units: Sequence[WorkUnit] | None = None,
+    results: Mapping[int, Mapping[str, Any]] | None = None,
+) -> int:
+    """Lines of ``unit``'s file before the unit (only computed to name a bad record).
 
-    A JSONL unit holds the lines whose first byte is in ``[start, stop)``: the lines
-    before it are the line starting at 0 plus one per newline before ``start - 1``.
+    With the plan's ``units`` and their ``results`` (the units' records), the sum of
+    the lines the earlier units of the same file recorded; without them, counted in
+    the file: a JSONL unit holds the lines whose first byte is in ``[start, stop)``,
+    so the lines before it are the line starting at 0 plus one per newline before
+    ``start - 1``.
     """
+    if units is not None and results is not None:
+        return sum(
+            results[other.index]["lines"]
+            for other in units[: unit.index]
+            if other.input == unit.input and other.path == unit.path
+        )
     if unit.format != "jsonl" or unit.start <= 0:
         return 0
     count, remaining = 1, unit.start - 1
@@ -271,7 +287,8 @@ def _place(
     final = area.path(f"{WORK_DIR_NAME}/{name}")
     for _ in range(3):
         try:
-            os.rename(temporary, final)
+            # Not durable: a unit whose rename a crash loses is only run again.
+            rename_atomically(temporary, final)
             return record
         except OSError:
             existing = _finished_record(area, plan, record["unit"])
@@ -280,6 +297,6 @@ def _place(
             # Leftovers without a record of this plan: move them aside, then retry.
             stale = f"{final}{_TEMPORARY}stale-{uuid.uuid4().hex}"
             with contextlib.suppress(FileNotFoundError):
-                os.rename(final, stale)
+                rename_atomically(final, stale)
             shutil.rmtree(stale, ignore_errors=True)
     raise IngestError(f"could not place unit {name} in {area.describe(WORK_DIR_NAME)}.")

@@ -35,6 +35,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 
+from mixle._io import rename_atomically
 from mixle.errors import ArgumentError
 
 __all__ = ["ShardCache", "default_cache_dir"]
@@ -179,7 +180,8 @@ class ShardCache:
                         temporary = os.path.join(self._tmp, f"{digest}.{uuid.uuid4().hex}")
                         try:
                             fetch(temporary)
-                            os.replace(temporary, final)
+                            # A cache entry need not survive a crash: it is refetched.
+                            rename_atomically(temporary, final)
                         finally:
                             with contextlib.suppress(FileNotFoundError):
                                 os.unlink(temporary)
@@ -238,7 +240,7 @@ class ShardCache:
                 verified = fetch_many(claimed, temporaries)
                 for index, temporary, good in zip(claimed, temporaries, verified, strict=True):
                     if good:
-                        os.replace(temporary, self.path(items[index][0]))
+                        rename_atomically(temporary, self.path(items[index][0]))
                         present[index] = True
         finally:
             for temporary in temporaries:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from mixle.corpus.format.documents import DEFAULT_MAX_OPEN_SHARDS, ShardedDocuments
-from mixle.corpus.format.shard_loader import MappedShards, ShardArrays
+from mixle.corpus.format.shard_loader import MappedShards, ShardArrays, ShardLoader
 from mixle.corpus.format.spec import HEADER_SIZE
 
 if TYPE_CHECKING:
@@ -75,7 +75,14 @@ class CachedDocuments(ShardedDocuments):
         manifest: Manifest,
         *,
         max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS,
+        loader: ShardLoader | None = None,
     ) -> None:
         super().__init__(
-            store, manifest, max_open_shards=max_open_shards, loader=CachedShards(store)
+            store,
+            manifest,
+            max_open_shards=max_open_shards,
+            loader=CachedShards(store) if loader is None else loader,
         )
+
+
+CachedShards.documents_type = CachedDocuments

@@ -176,6 +176,37 @@ class BadResult:
     error: type[CorpusError] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often and how patiently a store retries a transient failure.
+
+    ``attempts`` per operation (>= 1) and the first delay ``backoff`` in seconds;
+    :meth:`call` is the one retry loop every store operation goes through (reads,
+    downloads, uploads of publishing and ingest output).
+    """
+
+    attempts: int = DEFAULT_RETRIES
+    backoff: float = DEFAULT_BACKOFF
+
+    def call(
+        self,
+        operation: Callable[[], T],
+        *,
+        url: str,
+        what: str,
+        validate: Callable[[T], BadResult | None] | None = None,
+    ) -> T:
+        """:func:`call_with_retries` under this policy."""
+        return call_with_retries(
+            operation,
+            url=url,
+            what=what,
+            attempts=self.attempts,
+            backoff=self.backoff,
+            validate=validate,
+        )
+
+
 def call_with_retries(
     operation: Callable[[], T],
     *,

@@ -1,10 +1,12 @@
 """Open a corpus by path or URL: pick the store for a location, then the reader.
 
-The one place that knows every backend: a plain path or ``file://`` is a local
-directory (:class:`~mixle.corpus.storage.local.LocalStore`, or a zarr group), an
-fsspec URL is a :class:`~mixle.corpus.storage.remote.RemoteStore` (or a zarr group
-behind it). :func:`open_corpus` and :func:`verify_corpus` take locations and hand the
-store to the format layer.
+The backend registry: a plain path or ``file://`` is a local directory
+(:class:`~mixle.corpus.storage.local.LocalStore`, or a zarr group), an fsspec URL is
+a :class:`~mixle.corpus.storage.remote.RemoteStore` (or a zarr group behind it), and
+:func:`register_backend` adds a scheme of its own. :func:`open_corpus` and
+:func:`verify_corpus` take locations and hand the store to the format layer;
+:func:`writable_store` gives publishing, ingest output, merge and export the store
+they write through.
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ from mixle.corpus.storage.remote import RemoteStore, check_mode
 from mixle.corpus.storage.zarr_layout import ZarrStore, looks_like_zarr
 from mixle.errors import ArgumentError, ArgumentTypeError, CorpusError, CorpusNotFoundError
 
-__all__ = ["is_url", "open_corpus", "open_store", "verify_corpus"]
+__all__ = [
+    "is_url",
+    "open_corpus",
+    "open_store",
+    "register_backend",
+    "verify_corpus",
+    "writable_store",
+]
 
 
 def is_url(location: str) -> bool:
@@ -76,11 +85,79 @@ def _local_factory(location: str, **options: Any) -> ShardStore:
 
 
 #: URL scheme -> factory ``(location, **options) -> ShardStore``; ``""`` is a plain path.
-_FACTORIES: Mapping[str, Callable[..., ShardStore]] = {
+_FACTORIES: dict[str, Callable[..., ShardStore]] = {
     "": _local_factory,
     "file": _local_factory,
     **{scheme: _remote_factory for scheme in REMOTE_SCHEMES},
 }
+#: Schemes added by :func:`register_backend` (their factory also builds writable stores).
+_REGISTERED: dict[str, Callable[..., ShardStore]] = {}
+
+
+def register_backend(scheme: str, factory: Callable[..., ShardStore]) -> None:
+    """Make ``scheme://`` locations open through ``factory(location, **options)``.
+
+    ``factory`` returns a :class:`~mixle.corpus.format.store.ShardStore` for the
+    location without reading it (the reader reads the manifest; a publisher writes
+    it), taking the keyword options of :func:`open_corpus` it supports
+    (``storage_options`` for publishing). The store declares what it can do with its
+    capability flags: :func:`open_corpus`, :func:`~mixle.corpus.publish_corpus` and
+    ingest output use it from then on. Registering a scheme again replaces its
+    factory; the built-in local and fsspec schemes can be overridden too.
+    Check a new backend with :class:`mixle.testing.StoreContract`.
+
+    Raises
+    ------
+    ArgumentError
+        ``scheme`` is not a lower-case URL scheme, or ``factory`` is not callable.
+    """
+    if not isinstance(scheme, str) or not scheme or not scheme.replace("+", "").isalnum():
+        raise ArgumentError(
+            f"`scheme` must be a URL scheme such as 'myfs'. Got {scheme!r} instead."
+        )
+    if scheme != scheme.lower() or scheme == "file":
+        raise ArgumentError(f"`scheme` must be lower case and not 'file'. Got {scheme!r} instead.")
+    if not callable(factory):
+        raise ArgumentError(f"`factory` must be callable. Got {type(factory).__name__} instead.")
+    _FACTORIES[scheme] = factory
+    _REGISTERED[scheme] = factory
+
+
+def writable_store(location: str, storage_options: Mapping[str, Any] | None = None) -> ShardStore:
+    """The store that publishing, ingest output, merge and export write ``location`` through.
+
+    A local path is a :class:`LocalStore`, an fsspec URL a :class:`RemoteStore` (no
+    read is made: the location may hold nothing yet), a registered scheme its
+    factory's store.
+
+    Raises
+    ------
+    ArgumentError
+        The URL scheme has no backend, or the store does not support writes.
+    """
+    scheme = location.split("://", 1)[0].lower() if is_url(location) else ""
+    if scheme in _REGISTERED:
+        options = {"storage_options": storage_options} if storage_options else {}
+        store = _REGISTERED[scheme](location, **options)
+    elif not scheme:
+        local = location[len("file://") :] if location.startswith("file://") else location
+        store = LocalStore(os.path.abspath(local))
+    elif scheme in _FACTORIES:
+        store = RemoteStore(location, storage_options=storage_options)
+    else:
+        raise _no_backend(scheme)
+    if not store.supports_writes:
+        raise ArgumentError(
+            f"{location}: the {type(store).__name__} backend does not support writes."
+        )
+    return store
+
+
+def _no_backend(scheme: str) -> ArgumentError:
+    return ArgumentError(
+        f"no storage backend for {scheme}:// URLs (known: "
+        f"{sorted(s for s in _FACTORIES if s)}); see mixle.corpus remote support."
+    )
 
 
 def open_store(location: Any, **options: Any) -> ShardStore:
@@ -106,10 +183,7 @@ def open_store(location: Any, **options: Any) -> ShardStore:
     scheme = text.split("://", 1)[0].lower() if "://" in text else ""
     factory = _FACTORIES.get(scheme)
     if factory is None:
-        raise ArgumentError(
-            f"no storage backend for {scheme}:// URLs (known: "
-            f"{sorted(s for s in _FACTORIES if s)}); see mixle.corpus remote support."
-        )
+        raise _no_backend(scheme)
     return factory(text, **options)
 
 

@@ -17,13 +17,11 @@ import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mixle._io import bounded_name
+from mixle._io import bounded_name, swap_directory
 from mixle.corpus.format.manifest import Manifest, write_manifest
 from mixle.corpus.format.spec import MANIFEST_NAME
-from mixle.corpus.storage.fs import BadResult
-from mixle.corpus.storage.local import LocalStore
-from mixle.corpus.storage.open import is_url, open_corpus
-from mixle.corpus.storage.remote import RemoteStore
+from mixle.corpus.storage.local import LocalStore, local_sizes
+from mixle.corpus.storage.open import is_url, open_corpus, writable_store
 from mixle.corpus.storage.zarr_layout import GROUP_META, write_zarr_group
 from mixle.errors import ArgumentError, CorpusExistsError
 
@@ -51,45 +49,33 @@ def destination_holds_corpus(
         local = destination[len("file://") :] if destination.startswith("file://") else destination
         entry = os.path.join(local, MANIFEST_NAME) if layout == "raw" else local
         return os.path.exists(entry)
-    remote = RemoteStore(destination, storage_options=storage_options)
-    return any(remote.fs.exists(remote.url_of(name)) for name in (MANIFEST_NAME, GROUP_META))
+    store = writable_store(destination, storage_options)
+    return any(store.exists(name) for name in (MANIFEST_NAME, GROUP_META))
 
 
 def _upload_tree(
     directory: str, url: str, storage_options: Mapping[str, Any] | None, last: str, overwrite: bool
 ) -> None:
-    """Upload every file under ``directory`` to ``url``; the file ``last`` goes last."""
-    remote = RemoteStore(url, storage_options=storage_options)
-    fs = remote.fs
-    entry_url = remote.url_of(last)
-    if fs.exists(entry_url) or fs.exists(remote.url_of(MANIFEST_NAME)):
+    """Upload every file under ``directory`` to ``url``; the file ``last`` goes last.
+
+    Through the destination's store (:func:`writable_store`): each file is one
+    retried, size-checked write of that store's :class:`RetryPolicy`.
+    """
+    store = writable_store(url, storage_options)
+    if store.exists(last) or store.exists(MANIFEST_NAME):
         if not overwrite:
             raise CorpusExistsError(
                 f"{url} already holds a corpus (pass overwrite=True to replace it)."
             )
         for name in (MANIFEST_NAME, last):
-            if fs.exists(remote.url_of(name)):
-                fs.rm_file(remote.url_of(name))  # readers now see no corpus, not a mix
-    files: list[str] = []
-    for root, _, names in os.walk(directory):
-        for name in names:
-            files.append(os.path.relpath(os.path.join(root, name), directory).replace(os.sep, "/"))
+            if store.exists(name):
+                store.remove(name)  # readers now see no corpus, not a mix
+    files = sorted(local_sizes(directory))
     if last not in files:
         raise ArgumentError(f"{directory}: nothing to publish ({last} is missing).")
     files.remove(last)
-    for relative in [*sorted(files), last]:
-        local = os.path.join(directory, relative)
-        target = remote.url_of(relative)
-        size = os.path.getsize(local)
-
-        def put(local: str = local, target: str = target) -> int:
-            fs.put_file(local, target)
-            return int(fs.size(target))
-
-        def invalid(uploaded: int, size: int = size) -> BadResult | None:
-            return None if uploaded == size else BadResult(f"stored {uploaded} bytes of {size}")
-
-        remote._retry(put, relative, validate=invalid)
+    for relative in [*files, last]:
+        store.put_file(os.path.join(directory, *relative.split("/")), relative)
 
 
 def convert_corpus(
@@ -197,9 +183,7 @@ def _write_directory(
     staging = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)
     try:
         manifest = write(staging)
-        if os.path.exists(target):
-            shutil.rmtree(target)
-        os.replace(staging, target)
+        swap_directory(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -264,5 +248,4 @@ def stored_bytes(
             for root, _, names in os.walk(target)
             for name in names
         )
-    remote = RemoteStore(target, storage_options=storage_options)
-    return int(remote.fs.du(target, total=True))
+    return sum(writable_store(target, storage_options).list_sizes().values())

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -26,11 +26,11 @@ from mixle.corpus.format.documents import DEFAULT_MAX_OPEN_SHARDS, ShardedDocume
 from mixle.corpus.format.shard_loader import ShardArrays, ShardLoader
 from mixle.corpus.format.spec import HEADER_SIZE, OffsetsHeader
 from mixle.data._documents import gather_by_take
+from mixle.errors import UnsupportedStoreOperation
 
 if TYPE_CHECKING:
     from mixle.corpus.format.manifest import Manifest, ShardEntry
     from mixle.corpus.format.store import ShardStore
-    from mixle.corpus.storage.remote import RemoteStore
 
 __all__ = ["COALESCE_GAP", "ITER_BLOCK", "MAX_COALESCED", "RangeDocuments", "RangeShards"]
 
@@ -94,9 +94,13 @@ class RangeShards(ShardLoader):
     descriptors_per_shard: ClassVar[int] = 0
     supports_hints: ClassVar[bool] = False  # nothing is kept locally to fill ahead
 
-    def __init__(self, store: RemoteStore) -> None:
+    def __init__(self, store: ShardStore) -> None:
+        if not store.supports_ranges:
+            raise UnsupportedStoreOperation(
+                f"{store.location}: range reads need a store with supports_ranges "
+                f"({type(store).__name__} has none)."
+            )
         super().__init__(store)
-        self.store: RemoteStore = store
 
     def open(self, entry: ShardEntry, dtype: np.dtype[Any]) -> ShardArrays:
         arrays = self.read_offsets(entry)
@@ -127,17 +131,14 @@ class RangeDocuments(ShardedDocuments):
         manifest: Manifest,
         *,
         max_open_shards: int = DEFAULT_MAX_OPEN_SHARDS,
+        loader: ShardLoader | None = None,
     ) -> None:
         super().__init__(
             store,
             manifest,
             max_open_shards=max_open_shards,
-            loader=RangeShards(cast("RemoteStore", store)),
+            loader=RangeShards(store) if loader is None else loader,
         )
-
-    @property
-    def _remote(self) -> Any:
-        return self._store  # a RemoteStore: read_range / read_ranges
 
     def take(self, indices: Sequence[int] | np.ndarray) -> list[np.ndarray]:
         """Documents at ``indices``, fetched with coalesced, concurrent range requests."""
@@ -172,7 +173,7 @@ class RangeDocuments(ShardedDocuments):
                     request += 1
                 wanted.append((request, position, begin, end))
         nonempty = [i for i, (low, high) in enumerate(spans) if high > low]
-        bodies = self._remote.read_ranges(
+        bodies = self._store.read_ranges(
             [names[i] for i in nonempty],
             [spans[i][0] for i in nonempty],
             [spans[i][1] for i in nonempty],
@@ -208,6 +209,9 @@ class RangeDocuments(ShardedDocuments):
                 if end > block_start + block.shape[0]:
                     block_start = begin
                     stop = max(end, min(begin + ITER_BLOCK // item, entry.num_tokens))
-                    data = self._remote.read_range(entry.tokens, begin * item, stop * item)
+                    data = self._store.read_range(entry.tokens, begin * item, stop * item)
                     block = np.frombuffer(data, dtype=self._dtype)
                 yield block[begin - block_start : end - block_start]
+
+
+RangeShards.documents_type = RangeDocuments

@@ -9,7 +9,8 @@ fsspec URL (``s3://``, ``gs://``, ``az://``, ``https://``, ``memory://`` ...);
 Fork safety: a store holds no filesystem when it is created or unpickled;
 :func:`mixle.corpus.storage.fs.filesystem` builds one on first use, per process id.
 
-Faults: every remote call goes through :func:`~mixle.corpus.storage.fs.call_with_retries` (bounded
+Faults: every remote call, read or write, goes through the store's
+:class:`~mixle.corpus.storage.fs.RetryPolicy` (bounded
 exponential backoff with jitter on transient errors: connection resets, timeouts,
 HTTP 5xx, 408, 429, throttling). Bodies are checked: range reads by length, whole
 files by size and SHA-256 against the manifest, and a bad body is refetched. What
@@ -27,24 +28,24 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from mixle._io import file_sha256
-from mixle.corpus.format.documents import ShardedDocuments
 from mixle.corpus.format.manifest import parse_manifest
 from mixle.corpus.format.shard_entry import SHARD_FILES, ShardEntry, ShardFile
+from mixle.corpus.format.shard_loader import ShardLoader
 from mixle.corpus.format.shard_table import ShardTable
 from mixle.corpus.format.spec import HEADER_SIZE, MANIFEST_NAME, OffsetsHeader
 from mixle.corpus.format.store import ShardStore
 from mixle.corpus.storage.cache import ShardCache, default_cache_dir
-from mixle.corpus.storage.cached_documents import CachedDocuments
+from mixle.corpus.storage.cached_documents import CachedShards
 from mixle.corpus.storage.fs import (
     DEFAULT_BACKOFF,
     DEFAULT_RETRIES,
     BadResult,
-    call_with_retries,
+    RetryPolicy,
     filesystem,
     get_files,
     is_async,
 )
-from mixle.corpus.storage.range_documents import RangeDocuments
+from mixle.corpus.storage.range_documents import RangeShards
 from mixle.errors import (
     ArgumentError,
     ChecksumError,
@@ -103,6 +104,10 @@ class RemoteStore(ShardStore):
     """
 
     supports_prefetch = True
+    supports_ranges = True
+    supports_writes = True
+    supports_listing = True
+    supports_server_side_copy = True
 
     def __init__(
         self,
@@ -127,6 +132,7 @@ class RemoteStore(ShardStore):
         self.mode = check_mode(mode)
         self.retries = _retries(retries)
         self.backoff = _backoff(backoff)
+        self.retry_policy = RetryPolicy(self.retries, self.backoff)
         self.cache = ShardCache(
             os.fspath(cache_dir) if cache_dir is not None else default_cache_dir(), cache_limit
         )
@@ -167,10 +173,9 @@ class RemoteStore(ShardStore):
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (type(self), self.url, dict(self.options)))
 
-    @property
-    def documents_type(self) -> type[ShardedDocuments]:
-        """The reader class ``open_corpus`` builds over this store."""
-        return RangeDocuments if self.mode == "range" else CachedDocuments
+    def shard_loader(self) -> ShardLoader:
+        """Range reads in ``mode="range"``, else the pinned shared cache."""
+        return RangeShards(self) if self.mode == "range" else CachedShards(self)
 
     @property
     def fs(self) -> Any:
@@ -186,13 +191,8 @@ class RemoteStore(ShardStore):
         return name if found is None else f"shard {found[0]} ({name})"
 
     def _retry(self, operation: Callable[[], T], name: str, **kwargs: Any) -> T:
-        return call_with_retries(
-            operation,
-            url=self.url_of(name),
-            what=self.describe(name),
-            attempts=self.retries,
-            backoff=self.backoff,
-            **kwargs,
+        return self.retry_policy.call(
+            operation, url=self.url_of(name), what=self.describe(name), **kwargs
         )
 
     # -- ShardStore -------------------------------------------------------------------
@@ -544,6 +544,59 @@ class RemoteStore(ShardStore):
         self.bytes_fetched += sum(map(len, out))
         return out
 
+    # -- writes and listing (publishing, ingest output, merge) --------------------------
+    def write_bytes(self, name: str, data: bytes) -> None:
+        """Store ``data`` as ``name`` (one whole-object put, retried; size checked)."""
+        target = self.url_of(name)
+
+        def put() -> int:
+            self.fs.pipe_file(target, data)
+            return int(self.fs.size(target))
+
+        self._retry(put, name, validate=_stored(len(data)))
+
+    def put_file(self, local: str, name: str) -> None:
+        """Upload the local file ``local`` as ``name`` (retried; the stored size checked)."""
+        target = self.url_of(name)
+        size = os.path.getsize(local)
+
+        def put() -> int:
+            self.fs.put_file(local, target)
+            return int(self.fs.size(target))
+
+        self._retry(put, name, validate=_stored(size))
+
+    def exists(self, name: str) -> bool:
+        return bool(self._retry(lambda: self.fs.exists(self.url_of(name)), name))
+
+    def remove(self, name: str) -> None:
+        """Remove the object or the tree under ``name`` if it exists."""
+        target = self.url_of(name)
+
+        def remove() -> None:
+            if self.fs.exists(target):
+                self.fs.rm(target, recursive=True)
+
+        self._retry(remove, name)
+
+    def list_sizes(self, prefix: str = "") -> dict[str, int]:
+        """One listing (``find``): ``{name relative to prefix: size}`` of every object."""
+        base = self.fs._strip_protocol(self.url_of(prefix) if prefix else self.url).rstrip("/")
+        try:
+            found = self._retry(lambda: self.fs.find(base, detail=True), prefix or "listing")
+        except FileNotFoundError:
+            return {}
+        start = base + "/"
+        return {
+            name[len(start) :]: int(info["size"])
+            for name, info in found.items()
+            if name.startswith(start) and info.get("type", "file") == "file"
+        }
+
+    def copy(self, source: str, target: str) -> None:
+        """Server-side copy of ``source`` to ``target`` (retried)."""
+        self._retry(lambda: self.fs.copy(self.url_of(source), self.url_of(target)), source)
+
     # -- prefetch ---------------------------------------------------------------------
     def prefetch_files(self, names: Sequence[str]) -> None:
         """Start downloading ``names`` in the background; pins them until read.
@@ -625,6 +678,11 @@ def _cancel_if_cancelled(
                 future.cancel()
 
     return done
+
+
+def _stored(size: int) -> Callable[[int], BadResult | None]:
+    """``validate`` for an upload: the stored object must have ``size`` bytes."""
+    return lambda stored: None if stored == size else BadResult(f"stored {stored} bytes of {size}")
 
 
 def _rebuild(cls: type, url: str, options: dict[str, Any]) -> Any:

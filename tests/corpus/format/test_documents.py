@@ -17,8 +17,8 @@ from mixle.data._documents import (
     prefetch_hint,
 )
 from mixle.errors import ArgumentError, ArgumentTypeError, CorpusNotFoundError
+from mixle.testing import assert_documents_contract
 from tests.corpus.conftest import random_documents
-from tests.corpus.contract import assert_documents_contract
 
 
 @pytest.fixture

@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mixle.corpus import CorpusWriter, ShardedDocuments, ShardStore, open_corpus
+from mixle.corpus import CorpusWriter, ShardStore, open_corpus
 from mixle.corpus.format.documents import open_documents
+from mixle.corpus.format.shard_loader import MappedShards
 from mixle.corpus.storage.local import LocalStore
 from mixle.corpus.storage.open import open_store
 from mixle.errors import ArgumentError, CorpusFormatError
@@ -58,7 +59,7 @@ def test_local_store_capabilities_default_to_no_ops(corpus: Path) -> None:
     store.release("shard-00000.tokens")
     store.prefetch_files(["shard-00000.tokens"])
     store.close()
-    assert store.documents_type is ShardedDocuments
+    assert type(store.shard_loader()) is MappedShards
 
 
 def test_open_store_passes_a_store_through_and_rejects_unknown_schemes(corpus: Path) -> None:

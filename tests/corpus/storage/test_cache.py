@@ -17,10 +17,10 @@ import pytest
 
 from mixle.corpus import ShardCache, ShardedDocuments, open_corpus
 from mixle.errors import ArgumentError, ChecksumError
+from mixle.testing import shard_starts
 from tests.corpus._remote_fixtures import *  # noqa: F403
 from tests.corpus._remote_fixtures import FAST
 from tests.corpus._servers import CorpusHTTPServer
-from tests.corpus.contract import shard_starts
 
 
 def _writer(

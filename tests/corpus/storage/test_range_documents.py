@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from mixle.corpus import open_corpus
 from mixle.corpus.storage.range_documents import coalesce
+from mixle.testing import shard_starts
 from tests.corpus._remote_fixtures import *  # noqa: F403
 from tests.corpus._remote_fixtures import FAST
 from tests.corpus._servers import CorpusHTTPServer
-from tests.corpus.contract import shard_starts
 
 
 @given(

@@ -16,10 +16,10 @@ import pytest
 import mixle.corpus.storage.remote as remote_module
 from mixle.corpus import ShardCache, ShardedDocuments, open_corpus
 from mixle.errors import ChecksumError
+from mixle.testing import shard_starts
 from tests.corpus._remote_fixtures import *  # noqa: F403
 from tests.corpus._remote_fixtures import FAST, OPENERS, Published
 from tests.corpus._servers import CorpusHTTPServer
-from tests.corpus.contract import shard_starts
 
 
 def _digest(data: bytes) -> str:

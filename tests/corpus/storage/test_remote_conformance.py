@@ -201,7 +201,7 @@ def test_documents_contract_holds(
 ) -> None:
     """The format's shared DocumentsContract, on every backend (s3-range is covered by
     http-range: the contract reads each document singly, ~20 ms per request on moto)."""
-    from tests.corpus.contract import assert_documents_contract
+    from mixle.testing import assert_documents_contract
 
     documents = OPENERS[backend](published, http_corpus, tmp_path / "cache")
     assert_documents_contract(documents, sample_documents)

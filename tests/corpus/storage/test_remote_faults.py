@@ -26,10 +26,10 @@ from mixle.errors import (
     MissingBackendError,
     RemoteError,
 )
+from mixle.testing import shard_starts
 from tests.corpus._remote_fixtures import *  # noqa: F403
 from tests.corpus._remote_fixtures import FAST
 from tests.corpus._servers import CorpusHTTPServer
-from tests.corpus.contract import shard_starts
 
 
 @pytest.fixture
