@@ -12,6 +12,7 @@ is the default, :class:`TemperatureSchedule` a second rule).
 """
 
 from mixle.data._batch import Batch
+from mixle.data._dcp import DcpLoaderState
 from mixle.data._documents import DocumentSource
 from mixle.data._gather import gather_backend, set_gather_backend
 from mixle.data._mixing_rule import ExactSchedule, MixingRule, RowSchedule
@@ -33,6 +34,7 @@ from mixle.data.streaming_corpus import (
 
 __all__ = [
     "Batch",
+    "DcpLoaderState",
     "DocumentSource",
     "ExactSchedule",
     "MixingRule",
