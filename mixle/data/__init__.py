@@ -15,6 +15,7 @@ from mixle.data._batch import Batch
 from mixle.data._dcp import DcpLoaderState
 from mixle.data._documents import DocumentSource
 from mixle.data._gather import gather_backend, set_gather_backend
+from mixle.data._mesh import context_parallel_indices, context_parallel_slice, data_parallel_place
 from mixle.data._mixing_rule import ExactSchedule, MixingRule, RowSchedule
 from mixle.data._mixture import Mixture, MixturePhase, SourceAccount, SourceBudget
 from mixle.data._mixture_source import MixtureSource
@@ -53,6 +54,9 @@ __all__ = [
     "StreamingCorpus",
     "TemperatureSchedule",
     "TokenStream",
+    "context_parallel_indices",
+    "context_parallel_slice",
+    "data_parallel_place",
     "gather_backend",
     "global_document_order",
     "pack_documents",

@@ -9,8 +9,7 @@ import numpy as np
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 
-from mixle.data import StreamingCorpus
-from mixle.data._mesh import data_parallel_place
+from mixle.data import StreamingCorpus, data_parallel_place
 from tests._torchrun import rank_output_dir
 
 mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))

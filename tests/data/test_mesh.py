@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mixle.data._mesh import context_parallel_indices, context_parallel_slice, data_parallel_place
+from mixle.data import context_parallel_indices, context_parallel_slice, data_parallel_place
 from mixle.errors import ArgumentError
 from tests._torchrun import ROOT, run_torchrun
 
