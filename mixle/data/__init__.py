@@ -13,7 +13,9 @@ is the default, :class:`TemperatureSchedule` a second rule).
 
 from mixle._gather import gather_backend, set_gather_backend
 from mixle.data._batch import Batch
+from mixle.data._dcp import DcpLoaderState
 from mixle.data._documents import DocumentSource
+from mixle.data._mesh import context_parallel_indices, context_parallel_slice, data_parallel_place
 from mixle.data._mixing_rule import ExactSchedule, MixingRule, RowSchedule
 from mixle.data._mixture import Mixture, MixturePhase, SourceAccount, SourceBudget
 from mixle.data._mixture_source import MixtureSource
@@ -33,6 +35,7 @@ from mixle.data.streaming_corpus import (
 
 __all__ = [
     "Batch",
+    "DcpLoaderState",
     "DocumentSource",
     "ExactSchedule",
     "MixingRule",
@@ -51,6 +54,9 @@ __all__ = [
     "StreamingCorpus",
     "TemperatureSchedule",
     "TokenStream",
+    "context_parallel_indices",
+    "context_parallel_slice",
+    "data_parallel_place",
     "gather_backend",
     "global_document_order",
     "pack_documents",
