@@ -127,8 +127,8 @@ def remove_tree(path: str) -> None:
     Deleting a file that has reached the disk waits on the device (blocks are freed,
     and on a file system mounted with ``discard`` trimmed; on NFS or Lustre every
     unlink is a server round trip): one after the other, the 3,000 files and
-    directories of a 1,000-unit ingest took 7.9 s on the benchmark machine, 16 at a
-    time 0.5 s (docs/benchmarks.md, issue #15).
+    directories of a 1,000-unit ingest took 10.5 s on the benchmark machine once
+    fsynced, 16 at a time 0.46 s (docs/benchmarks.md, "Commit of ingest units").
     """
     try:
         entries = list(os.scandir(path))
