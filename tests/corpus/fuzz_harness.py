@@ -35,6 +35,7 @@ import os
 import random
 import shutil
 import struct
+import subprocess
 import sys
 import tempfile
 import zipfile
@@ -478,6 +479,33 @@ class Fuzzer:
             return "hang", 0
         except Exception as exc:  # the very thing being counted
             return f"raw: {type(exc).__name__}: {str(exc)[:200]}", 0
+
+
+def run_in_subprocess(module: str, kind: str, count: int, seed: int) -> dict[str, Any]:
+    """Run the fuzz driver ``python -m module kind count seed`` in a fresh process (the
+    long ``-m slow`` forms) and return its counts (its last stdout line, JSON).
+
+    The counts are printed (the record closing notes quote) and appended to the file
+    ``$MIXLE_FUZZ_LOG`` when it is set. Fails the test when the driver does not exit 0.
+    """
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, "-m", module, kind, str(count), str(seed)],
+        cwd=root,
+        env=dict(os.environ, PYTHONPATH=str(root)),
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    counts: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    print(json.dumps(counts))
+    log = os.environ.get("MIXLE_FUZZ_LOG")
+    if log:
+        with open(log, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(counts) + "\n")
+    return counts
 
 
 def run(kind: str, count: int, seed: int) -> dict[str, Any]:

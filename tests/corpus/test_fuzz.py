@@ -8,21 +8,15 @@ Both require zero raw exceptions, zero hangs and zero silently wrong ids.
 
 from __future__ import annotations
 
-import json
-import os
 import random
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.corpus.fuzz_harness import CORPUS_KINDS, INPUT_KINDS, Fuzzer
+from tests.corpus.fuzz_harness import CORPUS_KINDS, INPUT_KINDS, Fuzzer, run_in_subprocess
 
-ROOT = Path(__file__).resolve().parents[2]
 LONG_INPUTS = 10_000
 
 
@@ -51,22 +45,6 @@ def test_mutated_input_is_read_exactly_or_reported(fuzzer: Fuzzer, rng: random.R
 def test_ten_thousand_mutations_per_kind(kind: str) -> None:
     if kind == "parquet":
         pytest.importorskip("pyarrow")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    result = subprocess.run(
-        [sys.executable, "-m", "tests.corpus.fuzz_harness", kind, str(LONG_INPUTS), "18"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=3600,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    counts = json.loads(result.stdout.strip().splitlines()[-1])
-    print(json.dumps(counts))  # the record quoted in the closing note
-    log = os.environ.get("MIXLE_FUZZ_LOG")
-    if log:
-        with open(log, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(counts) + "\n")
+    counts = run_in_subprocess("tests.corpus.fuzz_harness", kind, LONG_INPUTS, 18)
     assert counts["inputs"] == LONG_INPUTS
     assert (counts["raw"], counts["hangs"], counts["wrong"]) == (0, 0, 0), counts["examples"]

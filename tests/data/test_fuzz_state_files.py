@@ -7,17 +7,11 @@ exceptions, zero hangs and zero silent changes (see ``tests/data/fuzz_state_file
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
+from tests.corpus.fuzz_harness import run_in_subprocess
 from tests.data.fuzz_state_files import KINDS, run
 
-ROOT = Path(__file__).resolve().parents[2]
 SHORT_INPUTS = 200
 LONG_INPUTS = 10_000
 
@@ -37,22 +31,6 @@ def test_mutated_state_files_are_refused_or_give_the_intact_result(kind: str) ->
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_ten_thousand_mutations_per_state_file_kind(kind: str) -> None:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    result = subprocess.run(
-        [sys.executable, "-m", "tests.data.fuzz_state_files", kind, str(LONG_INPUTS), "32"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=3600,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    counts = json.loads(result.stdout.strip().splitlines()[-1])
-    print(json.dumps(counts))  # the record quoted in the closing note
-    log = os.environ.get("MIXLE_FUZZ_LOG")
-    if log:
-        with open(log, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(counts) + "\n")
+    counts = run_in_subprocess("tests.data.fuzz_state_files", kind, LONG_INPUTS, 32)
     assert counts["inputs"] == LONG_INPUTS
     assert (counts["raw"], counts["hangs"], counts["wrong"]) == (0, 0, 0), counts["examples"]

@@ -8,17 +8,11 @@ record is refused with a mixle error, or gives exactly the intact corpus.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
+from tests.corpus.fuzz_harness import run_in_subprocess
 from tests.corpus.ingestion.plan_fuzz import KINDS, run
 
-ROOT = Path(__file__).resolve().parents[3]
 SHORT_INPUTS = 150
 LONG_INPUTS = 10_000
 
@@ -37,17 +31,5 @@ def test_mutated_plans_and_records_are_refused_or_give_the_intact_corpus(kind: s
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_ten_thousand_mutations_per_kind(kind: str) -> None:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    result = subprocess.run(
-        [sys.executable, "-m", "tests.corpus.ingestion.plan_fuzz", kind, str(LONG_INPUTS), "3232"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=3600,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    counts = json.loads(result.stdout.strip().splitlines()[-1])
-    print(json.dumps(counts))
+    counts = run_in_subprocess("tests.corpus.ingestion.plan_fuzz", kind, LONG_INPUTS, 3232)
     _assert_clean(counts, LONG_INPUTS)
