@@ -120,7 +120,7 @@ def _jsonable(value: Any) -> Any:
 
 
 #: The 24 options of ``ingest`` (the flat keywords of ``IngestOptions``).
-INGEST_OPTIONS = (
+INGEST_OPTIONS = (  # noqa: SIM905 (one line per group reads better)
     "input_format field tokenizer split append_eos shard_size vocab_size dtype workers "
     "on_error rejects resume overwrite unit_size progress layout storage_options "
     "staging_dir executor scheduler task retries scheduler_timeout plan"
@@ -152,7 +152,11 @@ def run_line(command: str, line: str) -> dict[str, Any]:
     from mixle.cli import main
 
     stderr = io.StringIO()
-    with _captured() as seen, contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
+    with (
+        _captured() as seen,
+        contextlib.redirect_stderr(stderr),
+        contextlib.redirect_stdout(io.StringIO()),
+    ):
         try:
             code: Any = main([command, *line.split()])
         except SystemExit as exc:
