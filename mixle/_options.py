@@ -210,7 +210,11 @@ def _flat_names(cls: type) -> Mapping[str, str]:
 
 
 class Sectioned:
-    """Base of a frozen, slotted dataclass whose fields are sections (see module doc).
+    """Base of a frozen dataclass whose fields are sections (see module doc).
+
+    Not slotted: a slotted frozen dataclass's ``__setattr__`` fails with a
+    ``TypeError`` instead of ``FrozenInstanceError`` for a name that is not a field,
+    and the flat option names are not fields.
 
     ``Config(*values, section=Section(...), name=value, ...)``: positional values and
     flat keywords fill the options in flat order (the sections' fields, in order);

@@ -137,7 +137,7 @@ class _RunWithLimit(IngestRun):
     )
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@dataclass(frozen=True, init=False)
 class _OptionsWithLimit(IngestOptions):
     run: _RunWithLimit = section(_RunWithLimit, "how it runs")
 

@@ -316,7 +316,7 @@ class RuntimeConfig:
         check_options(self)
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@dataclass(frozen=True, init=False)
 class TrainConfig(Sectioned):
     """A validated, immutable description of one training run.
 

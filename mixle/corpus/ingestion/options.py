@@ -308,7 +308,7 @@ class IngestOutput:
         check_options(self)
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@dataclass(frozen=True, init=False)
 class IngestOptions(Sectioned):
     """The options of one ingest; see :func:`mixle.corpus.ingest` for their meaning.
 
