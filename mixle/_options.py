@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -192,21 +191,41 @@ def section_fields(cls: type) -> Iterator[tuple[str, Section]]:
             yield field.name, spec
 
 
-@functools.cache
-def _flat_names(cls: type) -> Mapping[str, str]:
-    """``{flat name: section attribute}`` of sectioned config ``cls``: every field and
-    public property of its sections."""
-    owners: dict[str, str] = {}
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Where the flat names of a sectioned config live: ``{name: section attribute}``."""
+
+    options: Mapping[str, str]  # the sections' fields, in flat order
+    members: Mapping[str, str]  # those and the sections' public properties
+
+
+_LAYOUTS: dict[type, _Layout] = {}
+
+
+def _layout(cls: type) -> _Layout:
+    """The (memoized) layout of sectioned config ``cls``.
+
+    Raises
+    ------
+    TypeError
+        A section does not check its options, or a name is declared twice.
+    """
+    layout = _LAYOUTS.get(cls)
+    if layout is not None:
+        return layout
+    options: dict[str, str] = {}
+    members: dict[str, str] = {}
     for attribute, spec in section_fields(cls):
         if not hasattr(spec.cls, "__post_init__"):
             raise TypeError(f"{spec.cls.__name__} must check its options in __post_init__.")
-        names = [field.name for field in dataclasses.fields(spec.cls)]
-        names += [n for n, v in vars(spec.cls).items() if isinstance(v, property)]
-        for name in names:
-            if name in owners or hasattr(cls, name):
+        names = _names_of(spec.cls)
+        options.update(dict.fromkeys(names, attribute))
+        for name in [*names, *(n for n, v in vars(spec.cls).items() if isinstance(v, property))]:
+            if name in members or hasattr(cls, name):
                 raise TypeError(f"{cls.__name__}: {name!r} is declared twice.")
-            owners[name] = attribute
-    return owners
+            members[name] = attribute
+    layout = _LAYOUTS[cls] = _Layout(options, members)
+    return layout
 
 
 class Sectioned:
@@ -226,7 +245,7 @@ class Sectioned:
 
     def __init__(self, *values: Any, **keywords: Any) -> None:
         cls = type(self)
-        flat = list(_flat_fields(cls))
+        flat = list(_layout(cls).options)
         if len(values) > len(flat):
             raise TypeError(f"{cls.__name__}() takes at most {len(flat)} positional options.")
         given = dict(zip(flat, values, strict=False))
@@ -260,7 +279,7 @@ class Sectioned:
 
     def __getattr__(self, name: str) -> Any:
         # Reached only for names that are not attributes: the flat options.
-        owner = _flat_names(type(self)).get(name)
+        owner = _layout(type(self)).members.get(name)
         if owner is None:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         return getattr(object.__getattribute__(self, owner), name)
@@ -268,13 +287,13 @@ class Sectioned:
     @classmethod
     def option_names(cls) -> tuple[str, ...]:
         """The flat option names, in flat order (the sections' fields, in order)."""
-        return tuple(_flat_fields(cls))
+        return tuple(_layout(cls).options)
 
     def flat(self) -> dict[str, Any]:
         """Every option by its flat name, in flat order (values are not copied)."""
         return {
             name: getattr(getattr(self, attribute), name)
-            for name, attribute in _flat_fields(type(self)).items()
+            for name, attribute in _layout(type(self)).options.items()
         }
 
     def replace(self: SectionedT, **changes: Any) -> SectionedT:
@@ -289,15 +308,6 @@ class Sectioned:
 
 def _names_of(cls: type) -> tuple[str, ...]:
     return tuple(field.name for field in dataclasses.fields(cls))
-
-
-@functools.cache
-def _flat_fields(cls: type) -> Mapping[str, str]:
-    """``{option name: section attribute}`` of ``cls``'s section fields, in flat order."""
-    _flat_names(cls)  # refuses a name declared twice
-    return {
-        name: attribute for attribute, spec in section_fields(cls) for name in _names_of(spec.cls)
-    }
 
 
 _SIZE_UNITS = {

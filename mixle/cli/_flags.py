@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from mixle._options import Option, command_default, option_fields, section_fields
@@ -51,9 +52,9 @@ def _add_flag(
         )
 
 
-def _parse_like(default: Any) -> type | None:
-    """``int`` or ``float`` for such a default, else ``None`` (the string as given)."""
-    return type(default) if type(default) in (int, float) else None
+def _parse_like(default: Any) -> Callable[[str], Any]:
+    """``int`` or ``float`` for such a default, else the string as given."""
+    return type(default) if type(default) in (int, float) else str
 
 
 def option_values(args: argparse.Namespace, config: type) -> dict[str, Any]:
