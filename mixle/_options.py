@@ -26,6 +26,8 @@ from typing import Any, TypeVar
 from mixle._checks import one_of
 
 __all__ = [
+    "Check",
+    "Choices",
     "Option",
     "Section",
     "Sectioned",

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mixle._checks import exact_int, nonnegative_int, positive_int
-from mixle._options import Sectioned, check_options, option, section
+from mixle._options import Check, Sectioned, check_options, option, section
 from mixle.errors import ArgumentError, ArgumentTypeError
 
 __all__ = [
@@ -64,24 +64,19 @@ def _flag(name: str, value: Any) -> bool:
     return value
 
 
-def _optional_str(name: str, value: Any) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value:
-        raise ArgumentTypeError(f"`{name}` must be a non-empty string or None. Got {value!r}.")
-    return value
+def _string(kind: str) -> Check:
+    """A check that a value is a non-empty string; the message says it must be ``kind``."""
+
+    def check(name: str, value: Any) -> str:
+        if not isinstance(value, str) or not value:
+            raise ArgumentTypeError(f"`{name}` must be {kind}. Got {value!r}.")
+        return value
+
+    return check
 
 
-def _corpus(name: str, value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise ArgumentTypeError(f"`{name}` must be a non-empty string. Got {value!r}.")
-    return value
-
-
-def _device(name: str, value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise ArgumentTypeError(f"`{name}` must be a device string. Got {value!r}.")
-    return value
+# Optional paths: None (the default) is not checked.
+_optional_str = _string("a non-empty string or None")
 
 
 def _token_id(name: str, value: Any) -> int:
@@ -141,7 +136,9 @@ class DataConfig:
         for evaluation (deterministic: no randomness, no reading to decide).
     """
 
-    corpus: str = option(check=_corpus, flag=False, help="corpus directory or URL")
+    corpus: str = option(
+        check=_string("a non-empty string"), flag=False, help="corpus directory or URL"
+    )
     mixture: str | None = option(
         None,
         check=_optional_str,
@@ -287,7 +284,9 @@ class RuntimeConfig:
         help="stop at this epoch (default 1 without --steps)",
     )
     seed: int = option(0, check=nonnegative_int, help="init, shuffle and RNG seed (0)")
-    device: str = option("cpu", check=_device, help="cpu, cuda or cuda:N (default cpu)")
+    device: str = option(
+        "cpu", check=_string("a device string"), help="cpu, cuda or cuda:N (default cpu)"
+    )
     threads: int | None = option(
         None, check=positive_int, parse=int, help="torch CPU threads per process"
     )
