@@ -100,7 +100,10 @@ class CorpusShape:
     """What shapes the corpus: the options recorded in the plan and the manifest.
 
     See :func:`mixle.corpus.ingest` for their meaning; :attr:`fixed_dtype` and
-    :attr:`fields` are derived from them.
+    :attr:`fields` are derived from them. What is recorded stays an explicit list,
+    :func:`~mixle.corpus.ingestion.plan.recorded_options`: it is part of the plan-file
+    format and of every manifest's bytes, so a new field here that shapes the corpus
+    is also a versioned change there (and in ``plan_checks``), never a silent one.
     """
 
     input_format: str | None = option(
