@@ -20,6 +20,7 @@ import pytest
 
 from mixle._checks import positive_int
 from mixle._options import option, section
+from mixle.cli import main
 from mixle.cli._flags import add_option_flags, option_values
 from mixle.corpus import CorpusShape, IngestOptions, IngestOutput, IngestRun
 from mixle.errors import ArgumentError
@@ -64,6 +65,19 @@ def test_help_lists_every_flag_with_its_help_choices_and_default(command: str) -
         changed = CHANGED_ACTIONS.get((key, flag), {})
         assert {name: spec[name] for name in changed} == {n: b for n, (b, _) in changed.items()}
         assert now[flag] == {**spec, **{n: a for n, (_, a) in changed.items()}}, flag
+
+
+@pytest.mark.parametrize("command", ["ingest", "train"])
+def test_help_text_shows_every_flag_and_exits_0(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([command, "--help"])
+    assert exited.value.code == 0
+    shown = capsys.readouterr().out
+    for flags in SNAPSHOT[f"{command} --help"]:
+        for flag in flags.split():
+            assert f"{flag} " in shown or f"{flag}\n" in shown or f"{flag}," in shown, flag
 
 
 @pytest.mark.parametrize("line", _cli_snapshot.TRAIN_LINES)
