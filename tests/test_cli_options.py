@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from mixle._checks import positive_int
+from mixle._checks import nonnegative_int, positive_int
 from mixle._options import option, section
 from mixle.cli import main
 from mixle.cli._flags import add_option_flags, option_values
 from mixle.corpus import CorpusShape, IngestOptions, IngestOutput, IngestRun
 from mixle.errors import ArgumentError
-from mixle.train import DataConfig, ModelConfig, TrainConfig
+from mixle.train import DataConfig, ModelConfig, RuntimeConfig, TrainConfig
 from tests import _cli_snapshot
 
 SNAPSHOT = json.loads(_cli_snapshot.SNAPSHOT.read_text())
@@ -179,3 +179,27 @@ def test_a_field_added_to_a_section_is_a_flag_with_its_help_and_check() -> None:
         _OptionsWithLimit(
             **option_values(parser.parse_args(["--max-open-files", "0"]), _OptionsWithLimit)
         )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _RuntimeWithWarmup(RuntimeConfig):
+    warmup_steps: int = option(
+        0, check=nonnegative_int, help="linear learning-rate warm-up (e.g. --warmup-steps 100)"
+    )
+
+
+@dataclass(frozen=True, init=False)
+class _TrainWithWarmup(TrainConfig):
+    runtime: _RuntimeWithWarmup = section(_RuntimeWithWarmup, "run")
+
+
+def test_a_field_added_to_a_train_section_is_a_flag_and_a_flat_config_field() -> None:
+    parser = argparse.ArgumentParser(prog="mixle train", exit_on_error=False)
+    add_option_flags(parser, _TrainWithWarmup)
+    assert "linear learning-rate warm-up" in parser.format_help()
+    values = option_values(parser.parse_args(["--warmup-steps", "100"]), _TrainWithWarmup)
+    config = _TrainWithWarmup(**values, corpus="c")
+    assert (config.warmup_steps, config.to_dict()["warmup_steps"]) == (100, 100)
+    assert _TrainWithWarmup.from_dict(config.to_dict()) == config
+    with pytest.raises(ArgumentError, match="`warmup_steps` must be a nonnegative integer"):
+        _TrainWithWarmup("c", warmup_steps=-1)
