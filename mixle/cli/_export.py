@@ -28,7 +28,7 @@ examples:
 
 def register(subparsers: Any) -> None:
     """Add the ``export`` subcommand."""
-    from mixle.cli._ingest import _size
+    from mixle._options import byte_size
     from mixle.corpus import DEFAULT_CHUNK_BYTES, EXPORT_FORMATS
 
     parser = subparsers.add_parser(
@@ -61,7 +61,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--chunk-bytes",
-        type=_size,
+        type=byte_size,
         default=DEFAULT_CHUNK_BYTES,
         help="litdata: target token bytes per chunk (default 64MiB, at most 1GiB)",
     )

@@ -16,7 +16,7 @@ describe_corpus, plot_lengths
 publish_corpus, convert_corpus, upload_corpus, stored_bytes
     Write a corpus to a local directory or fsspec URL, raw or zarr layout; the bytes a
     stored corpus occupies (``mixle convert`` reports the ratio of the two layouts).
-ingest, IngestOptions, IngestSummary; plan_ingest, IngestPlan, run_unit, commit_ingest
+ingest, IngestOptions (CorpusShape, IngestRun, IngestOutput), IngestSummary; plan_ingest, IngestPlan, run_unit, commit_ingest
     Ingest inputs in one call, or as three steps that may run on many machines (plan,
     run each unit, commit: ``docs/ingest.md``); merge_corpora, export_corpus.
 CachedDocuments, RangeDocuments, RemoteStore, ShardCache
@@ -55,7 +55,7 @@ from mixle.corpus.format.writer import DEFAULT_SHARD_MAX_BYTES, CorpusWriter
 from mixle.corpus.ingestion.commit import commit_ingest
 from mixle.corpus.ingestion.inputs import INPUT_FORMATS
 from mixle.corpus.ingestion.merge import merge_corpora
-from mixle.corpus.ingestion.options import IngestOptions
+from mixle.corpus.ingestion.options import CorpusShape, IngestOptions, IngestOutput, IngestRun
 from mixle.corpus.ingestion.pipeline import DEFAULT_UNIT_BYTES, IngestSummary, ingest
 from mixle.corpus.ingestion.plan import IngestPlan, plan_ingest
 from mixle.corpus.ingestion.units import run_unit
@@ -107,5 +107,6 @@ __all__ = [
     "write_shard",
 ]
 __all__ += ["IngestOptions", "IngestSummary", "ingest"]
+__all__ += ["CorpusShape", "IngestOutput", "IngestRun"]
 __all__ += ["DEFAULT_CHUNK_BYTES", "EXPORT_FORMATS", "ExportSummary", "export_corpus"]
 __all__ += ["IngestPlan", "commit_ingest", "merge_corpora", "plan_ingest", "run_unit"]

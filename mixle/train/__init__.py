@@ -10,7 +10,15 @@ writes atomic checkpoints (:mod:`mixle.train.checkpoint`) and a JSONL metrics lo
 
 from __future__ import annotations
 
-from mixle.train._config import OBJECTIVES, TrainConfig
+from mixle.train._config import (
+    OBJECTIVES,
+    CheckpointConfig,
+    DataConfig,
+    ModelConfig,
+    OptimizerConfig,
+    RuntimeConfig,
+    TrainConfig,
+)
 from mixle.train._mixture import MixtureBatches, budget_table, open_mixture
 from mixle.train._sources import PackedBatches, WindowBatches, batch_digest, split_holdout
 from mixle.train._summary import TrainSummary
@@ -27,9 +35,14 @@ from mixle.train.metrics import MetricsLog, plot_losses, read_metrics
 __all__ = [
     "OBJECTIVES",
     "Checkpoint",
+    "CheckpointConfig",
+    "DataConfig",
     "MetricsLog",
     "MixtureBatches",
+    "ModelConfig",
+    "OptimizerConfig",
     "PackedBatches",
+    "RuntimeConfig",
     "TrainConfig",
     "TrainSummary",
     "WindowBatches",

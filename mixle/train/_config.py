@@ -1,23 +1,40 @@
-"""``TrainConfig``: every knob of a ``mixle train`` run, validated once, JSON round-trip.
+"""``TrainConfig``: every knob of a ``mixle train`` run, declared once, validated once.
 
-The fields split in two groups. *Identity* fields define the trajectory — the model
-shape, the data stream, the optimizer — and a checkpoint refuses to resume a run whose
-identity differs (:meth:`TrainConfig.identity`). *Run-control* fields (how long, how
-often to evaluate or checkpoint, where to write, which device) may change between a run
-and its resumption.
+Five sections, each a frozen dataclass whose fields carry their flag, help text,
+choices and check (:func:`mixle._options.option`); ``mixle train`` builds its flags
+from them, so a new knob is one field here: :class:`ModelConfig`, :class:`DataConfig`,
+:class:`OptimizerConfig`, :class:`CheckpointConfig` and :class:`RuntimeConfig`.
+:class:`TrainConfig` holds one of each; it still takes the flat fields
+(``TrainConfig("corpus", d_model=64)``), answers flat attribute access
+(``config.d_model``) and writes the flat JSON of checkpoints' ``config.json``.
+
+The fields also split in two groups. *Identity* fields define the trajectory — the
+model shape, the data stream, the optimizer — and a checkpoint refuses to resume a
+run whose identity differs (:meth:`TrainConfig.identity`). *Run-control* fields (how
+long, how often to evaluate or checkpoint, where to write, which device) may change
+between a run and its resumption.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from mixle._checks import exact_int, nonnegative_int, positive_int
+from mixle._options import Check, Sectioned, check_options, option, section
 from mixle.errors import ArgumentError, ArgumentTypeError
 
-__all__ = ["LAYOUTS", "OBJECTIVES", "TrainConfig"]
+__all__ = [
+    "LAYOUTS",
+    "OBJECTIVES",
+    "CheckpointConfig",
+    "DataConfig",
+    "ModelConfig",
+    "OptimizerConfig",
+    "RuntimeConfig",
+    "TrainConfig",
+]
 
 OBJECTIVES = ("packed", "windows")
 LAYOUTS = ("global", "per-rank")
@@ -41,46 +58,63 @@ _IDENTITY_FIELDS = (
 )
 
 
-def _optional(name: str, value: Any, check: Any) -> Any:
-    return None if value is None else check(name, value)
-
-
 def _flag(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise ArgumentTypeError(f"`{name}` must be True or False. Got {value!r} instead.")
     return value
 
 
-def _optional_str(name: str, value: Any) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value:
-        raise ArgumentTypeError(f"`{name}` must be a non-empty string or None. Got {value!r}.")
-    return value
+def _string(kind: str) -> Check:
+    """A check that a value is a non-empty string; the message says it must be ``kind``."""
+
+    def check(name: str, value: Any) -> str:
+        if not isinstance(value, str) or not value:
+            raise ArgumentTypeError(f"`{name}` must be {kind}. Got {value!r}.")
+        return value
+
+    return check
 
 
-@dataclass(frozen=True, slots=True)
-class TrainConfig:
-    """A validated, immutable description of one training run.
+# Optional paths: None (the default) is not checked.
+_optional_str = _string("a non-empty string or None")
+
+
+def _token_id(name: str, value: Any) -> int:
+    result = exact_int(name, value)
+    if result < 0:
+        raise ArgumentError(f"`{name}` must be a nonnegative token id. Got {result} instead.")
+    return result
+
+
+def _learning_rate(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ArgumentTypeError(f"`{name}` must be a positive number. Got {value!r} instead.")
+    if not (math.isfinite(value) and value > 0):
+        raise ArgumentError(f"`{name}` must be a finite positive number. Got {value!r} instead.")
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DataConfig:
+    """What the model is trained on, and how the stream is cut into batches.
 
     Parameters
     ----------
     corpus
         Corpus location: a directory holding ``manifest.json`` or a URL a registered
         storage backend understands.
+    mixture
+        A mixture file (TOML or JSON, see ``docs/mixtures.md``) to train on instead of
+        one corpus; ``corpus`` then only labels the run. Needs ``steps``, the global
+        layout and no held-out documents; every source's budget is checked against
+        ``steps`` before training. With ``objective="windows"`` every global window is
+        drawn from the source the mixture's schedule assigns it (weights are shares
+        of windows, i.e. of trained targets).
     objective
         ``"packed"`` (default): :class:`~mixle.data.StreamingCorpus` rows, every
         position predicts the next token, loss masked on padding. ``"windows"``:
         :class:`~mixle.data.stream_token_source.TokenStream` windows, the last position
         predicts the next token.
-    vocab
-        Vocabulary size; ``None`` takes the corpus manifest's ``vocab_size``.
-    d_model, n_layer, n_head, block, tie_head
-        Transformer shape (see :class:`~mixle.models.CausalTransformerLM`). ``block``
-        is also the context length of the batches.
-    batch_size
-        Rows (packed) or windows per step *per rank*. With the global layout it may
-        change between a run and its resumption (the stream continues at the same row).
     layout
         How the stream is split over ranks. ``"global"`` (default): one stream of rows
         (packed) or windows; global batch ``k`` is items ``[k * G, (k + 1) * G)`` with
@@ -90,27 +124,135 @@ class TrainConfig:
         ``"per-rank"``: packed — each rank packs its round-robin share of documents;
         windows — rank ``r`` takes every ``world_size``-th batch; resumes only with
         the same number of processes and batch size.
-    lr
-        Constant AdamW learning rate.
-    steps, epochs
-        Stop after ``steps`` optimizer steps in total, or before the first batch of
-        epoch ``epochs``, whichever comes first. When both are ``None`` one epoch runs.
-    seed
-        Seeds the model initialisation, the data shuffle and the global RNGs.
+    block
+        The context length of the batches (and of the model).
+    batch_size
+        Rows (packed) or windows per step *per rank*. With the global layout it may
+        change between a run and its resumption (the stream continues at the same row).
     boundary_id
         Token inserted between documents in the stream (``None``: none).
     holdout_documents
         The last this-many documents of the corpus are held out from training and used
         for evaluation (deterministic: no randomness, no reading to decide).
+    """
+
+    corpus: str = option(
+        check=_string("a non-empty string"), flag=False, help="corpus directory or URL"
+    )
+    mixture: str | None = option(
+        None,
+        check=_optional_str,
+        metavar="MIX.toml",
+        help="train on a weighted mixture of corpora (TOML or JSON file, see "
+        "docs/mixtures.md) instead of CORPUS; needs --steps",
+    )
+    objective: str = option(
+        "packed",
+        choices=OBJECTIVES,
+        help="packed: StreamingCorpus rows, dense masked loss (default); "
+        "windows: TokenStream windows, next-token loss",
+    )
+    layout: str = option(
+        "global",
+        choices=LAYOUTS,
+        help="'global' (default): global batches cut from one stream, so --resume works "
+        "with another --nproc_per_node or --batch-size; 'per-rank': each rank's own share "
+        "(resume with the same shape only)",
+    )
+    block: int = option(64, check=positive_int, help="context length (default 64)")
+    batch_size: int = option(16, check=positive_int, help="rows or windows per step per rank (16)")
+    boundary_id: int | None = option(
+        None, check=_token_id, parse=int, help="token between documents"
+    )
+    holdout_documents: int = option(
+        0,
+        check=nonnegative_int,
+        flag="--holdout",
+        metavar="N",
+        help="hold out the last N documents for evaluation (default 0)",
+    )
+
+    def __post_init__(self) -> None:
+        check_options(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelConfig:
+    """The transformer's shape (see :class:`~mixle.models.CausalTransformerLM`).
+
+    ``vocab`` ``None`` takes the corpus manifest's ``vocab_size``; ``d_model`` must
+    be divisible by ``n_head``; ``tie_head`` shares the embedding as output matrix.
+    """
+
+    vocab: int | None = option(
+        None, check=positive_int, parse=int, help="vocabulary size (default: manifest)"
+    )
+    d_model: int = option(128, check=positive_int, help="width (default 128)")
+    n_layer: int = option(4, check=positive_int, help="blocks (default 4)")
+    n_head: int = option(4, check=positive_int, help="attention heads (default 4)")
+    tie_head: bool = option(True, check=_flag, flag="--untied-head", help="separate output matrix")
+
+    def __post_init__(self) -> None:
+        check_options(self)
+        if self.d_model % self.n_head:
+            raise ArgumentError(
+                f"`d_model` must be divisible by `n_head`. Got d_model={self.d_model}, "
+                f"n_head={self.n_head} instead."
+            )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OptimizerConfig:
+    """The optimizer: a constant AdamW learning rate ``lr``."""
+
+    lr: float = option(3.0e-3, check=_learning_rate, help="AdamW learning rate (3e-3)")
+
+    def __post_init__(self) -> None:
+        check_options(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointConfig:
+    """Where and how often checkpoints are written, and whether to resume from one.
+
+    Write a checkpoint every ``checkpoint_every`` steps (0: only at the end) under
+    ``checkpoint_dir`` (``None``: no checkpoints), keeping the newest ``keep_last``.
+    ``resume`` continues from the newest checkpoint in ``checkpoint_dir`` (a fresh
+    start if it holds none); without it an existing checkpoint is an error, never
+    overwritten.
+    """
+
+    checkpoint_dir: str | None = option(None, check=_optional_str, help="directory for checkpoints")
+    checkpoint_every: int = option(
+        0, check=nonnegative_int, help="checkpoint every N steps (0: at the end)"
+    )
+    keep_last: int = option(3, check=positive_int, help="checkpoints to keep (3)")
+    resume: bool = option(False, check=_flag, help="continue from the newest checkpoint, if any")
+
+    def __post_init__(self) -> None:
+        check_options(self)
+        if self.resume and self.checkpoint_dir is None:
+            raise ArgumentError("`resume` needs `checkpoint_dir` (where the checkpoints are).")
+        if self.checkpoint_every and self.checkpoint_dir is None:
+            raise ArgumentError(
+                f"`checkpoint_every` is {self.checkpoint_every} but `checkpoint_dir` is not set."
+            )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RuntimeConfig:
+    """How long the run goes, what it evaluates and logs, and where it runs.
+
+    Parameters
+    ----------
+    steps, epochs
+        Stop after ``steps`` optimizer steps in total, or before the first batch of
+        epoch ``epochs``, whichever comes first. When both are ``None`` one epoch runs.
+    seed
+        Seeds the model initialisation, the data shuffle and the global RNGs.
     eval_every, eval_batches
         Evaluate the held-out loss every ``eval_every`` steps (0: never; needs
         ``holdout_documents > 0``) over at most ``eval_batches`` fixed batches.
-    checkpoint_dir, checkpoint_every, keep_last
-        Write a checkpoint every ``checkpoint_every`` steps (0: only at the end) under
-        ``checkpoint_dir`` (``None``: no checkpoints), keeping the newest ``keep_last``.
-    resume
-        Continue from the newest checkpoint in ``checkpoint_dir`` (a fresh start if it
-        holds none). Without it an existing checkpoint is an error, never overwritten.
     device
         ``"cpu"``, ``"cuda"``, ``"cuda:N"``. Under torchrun with ``"cuda"`` each rank
         uses ``cuda:LOCAL_RANK``.
@@ -126,17 +268,63 @@ class TrainConfig:
         Print a progress line every this many steps (0: never).
     progress
         Show a tqdm bar: ``None`` shows it only when stderr is a terminal.
-    mixture
-        A mixture file (TOML or JSON, see ``docs/mixtures.md``) to train on instead of
-        one corpus; ``corpus`` then only labels the run. Needs ``steps``, the global
-        layout and no held-out documents; every source's budget is checked against
-        ``steps`` before training. With ``objective="windows"`` every global window is
-        drawn from the source the mixture's schedule assigns it (weights are shares
-        of windows, i.e. of trained targets).
     prefetch
         Batches produced ahead of the step by a background thread (default 2; 0 reads
         each batch on the training thread). Changes no batch and no checkpoint, so it
         is not part of the run's identity and may differ between a run and its resume.
+    """
+
+    steps: int | None = option(
+        None, check=nonnegative_int, parse=int, help="stop after this many steps"
+    )
+    epochs: int | None = option(
+        None,
+        check=nonnegative_int,
+        parse=int,
+        help="stop at this epoch (default 1 without --steps)",
+    )
+    seed: int = option(0, check=nonnegative_int, help="init, shuffle and RNG seed (0)")
+    device: str = option(
+        "cpu", check=_string("a device string"), help="cpu, cuda or cuda:N (default cpu)"
+    )
+    threads: int | None = option(
+        None, check=positive_int, parse=int, help="torch CPU threads per process"
+    )
+    eval_every: int = option(0, check=nonnegative_int, help="evaluate every N steps (0: off)")
+    eval_batches: int = option(8, check=positive_int, help="held-out batches per eval (8)")
+    metrics: str | None = option(
+        None, check=_optional_str, help="JSONL log (default CHECKPOINT_DIR/metrics.jsonl)"
+    )
+    plot: str | None = option(
+        None, check=_optional_str, help="write a loss-curve PNG here (mixle[plot])"
+    )
+    log_every: int = option(50, check=nonnegative_int, help="progress line every N steps")
+    progress: bool | None = option(
+        None,
+        check=_flag,
+        negation="--no-progress",
+        help="force the progress bar on/off (default: on when stderr is a terminal)",
+    )
+    prefetch: int = option(
+        2,
+        check=nonnegative_int,
+        help="batches read ahead of the step in a background thread (0: none; default 2)",
+    )
+
+    def __post_init__(self) -> None:
+        check_options(self)
+
+
+@dataclass(frozen=True, init=False)
+class TrainConfig(Sectioned):
+    """A validated, immutable description of one training run.
+
+    ``TrainConfig(data=DataConfig(corpus=...), model=ModelConfig(...), ...)`` or, as
+    before the sections, ``TrainConfig("corpus", d_model=64, steps=100)``: the flat
+    fields of every section as keywords (``corpus`` also first positional), a section
+    left out taking its defaults. ``config.d_model`` reads ``config.model.d_model``;
+    :meth:`to_dict` writes the flat fields, so checkpoints' ``config.json`` keep their
+    shape and old ones load. See the sections for the meaning of each field.
 
     Raises
     ------
@@ -144,130 +332,44 @@ class TrainConfig:
         Any field is out of its domain (the message names the field and the value).
     """
 
-    corpus: str
-    objective: str = "packed"
-    vocab: int | None = None
-    d_model: int = 128
-    n_layer: int = 4
-    n_head: int = 4
-    block: int = 64
-    tie_head: bool = True
-    batch_size: int = 16
-    layout: str = "global"
-    lr: float = 3.0e-3
-    steps: int | None = None
-    epochs: int | None = None
-    seed: int = 0
-    boundary_id: int | None = None
-    holdout_documents: int = 0
-    eval_every: int = 0
-    eval_batches: int = 8
-    checkpoint_dir: str | None = None
-    checkpoint_every: int = 0
-    keep_last: int = 3
-    resume: bool = False
-    device: str = "cpu"
-    threads: int | None = None
-    metrics: str | None = None
-    plot: str | None = None
-    log_every: int = 50
-    progress: bool | None = None
-    mixture: str | None = None
-    prefetch: int = 2
+    data: DataConfig = section(DataConfig, "data")
+    model: ModelConfig = section(ModelConfig, "model")
+    optimizer: OptimizerConfig = section(OptimizerConfig, "optimizer")
+    runtime: RuntimeConfig = section(RuntimeConfig, "run")
+    checkpoint: CheckpointConfig = section(CheckpointConfig, "checkpoints")
 
     def __post_init__(self) -> None:
-        if not isinstance(self.corpus, str) or not self.corpus:
-            raise ArgumentTypeError(f"`corpus` must be a non-empty string. Got {self.corpus!r}.")
-        if self.objective not in OBJECTIVES:
+        if self.runtime.eval_every and not self.data.holdout_documents:
             raise ArgumentError(
-                f"`objective` must be one of {', '.join(OBJECTIVES)}. Got {self.objective!r} instead."
+                f"`eval_every` is {self.runtime.eval_every} but `holdout_documents` is 0: hold "
+                "out some documents (e.g. --holdout 16) to evaluate on."
             )
-        _optional("vocab", self.vocab, positive_int)
-        if self.layout not in LAYOUTS:
-            raise ArgumentError(
-                f"`layout` must be one of {', '.join(LAYOUTS)}. Got {self.layout!r} instead."
-            )
-        fields = self._values()
-        for name in ("d_model", "n_layer", "n_head", "block", "batch_size", "eval_batches"):
-            positive_int(name, fields[name])
-        if self.d_model % self.n_head:
-            raise ArgumentError(
-                f"`d_model` must be divisible by `n_head`. Got d_model={self.d_model}, "
-                f"n_head={self.n_head} instead."
-            )
-        _flag("tie_head", self.tie_head)
-        _flag("resume", self.resume)
-        if isinstance(self.lr, bool) or not isinstance(self.lr, int | float):
-            raise ArgumentTypeError(f"`lr` must be a positive number. Got {self.lr!r} instead.")
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise ArgumentError(f"`lr` must be a finite positive number. Got {self.lr!r} instead.")
-        object.__setattr__(self, "lr", float(self.lr))
-        _optional("steps", self.steps, nonnegative_int)
-        _optional("epochs", self.epochs, nonnegative_int)
-        nonnegative_int("seed", self.seed)
-        _optional("boundary_id", self.boundary_id, exact_int)
-        if self.boundary_id is not None and self.boundary_id < 0:
-            raise ArgumentError(
-                f"`boundary_id` must be a nonnegative token id. Got {self.boundary_id} instead."
-            )
-        for name in (
-            "holdout_documents",
-            "eval_every",
-            "checkpoint_every",
-            "log_every",
-            "prefetch",
-        ):
-            nonnegative_int(name, fields[name])
-        positive_int("keep_last", self.keep_last)
-        _optional("threads", self.threads, positive_int)
-        if self.eval_every and not self.holdout_documents:
-            raise ArgumentError(
-                f"`eval_every` is {self.eval_every} but `holdout_documents` is 0: hold out "
-                "some documents (e.g. --holdout 16) to evaluate on."
-            )
-        for name in ("checkpoint_dir", "metrics", "plot"):
-            _optional_str(name, fields[name])
-        if not isinstance(self.device, str) or not self.device:
-            raise ArgumentTypeError(f"`device` must be a device string. Got {self.device!r}.")
-        if self.resume and self.checkpoint_dir is None:
-            raise ArgumentError("`resume` needs `checkpoint_dir` (where the checkpoints are).")
-        if self.checkpoint_every and self.checkpoint_dir is None:
-            raise ArgumentError(
-                f"`checkpoint_every` is {self.checkpoint_every} but `checkpoint_dir` is not set."
-            )
-        if self.progress is not None:
-            _flag("progress", self.progress)
-        if self.mixture is not None:
+        if self.data.mixture is not None:
             self._check_mixture()
 
     def _check_mixture(self) -> None:
-        _optional_str("mixture", self.mixture)
         wrong = [
             f"{name}={value!r} (needs {need!r})"
             for name, value, need in (
-                ("layout", self.layout, "global"),
-                ("holdout_documents", self.holdout_documents, 0),
+                ("layout", self.data.layout, "global"),
+                ("holdout_documents", self.data.holdout_documents, 0),
             )
             if value != need
         ]
-        if self.steps is None:
+        if self.runtime.steps is None:
             wrong.append("steps=None (a mixture is endless: give --steps)")
         if wrong:
             raise ArgumentError(
-                f"training on the mixture {self.mixture} needs: {'; '.join(wrong)}."
+                f"training on the mixture {self.data.mixture} needs: {'; '.join(wrong)}."
             )
-
-    def _values(self) -> dict[str, Any]:
-        # Shallow: dataclasses.asdict would deep-copy every value.
-        return {field.name: self.__getattribute__(field.name) for field in dataclasses.fields(self)}
 
     @property
     def metrics_path(self) -> str | None:
-        """Where the JSONL metrics log goes (see ``metrics``)."""
-        if self.metrics is not None:
-            return self.metrics
-        if self.checkpoint_dir is not None:
-            return f"{self.checkpoint_dir.rstrip('/')}/metrics.jsonl"
+        """Where the JSONL metrics log goes (see ``RuntimeConfig.metrics``)."""
+        if self.runtime.metrics is not None:
+            return self.runtime.metrics
+        if self.checkpoint.checkpoint_dir is not None:
+            return f"{self.checkpoint.checkpoint_dir.rstrip('/')}/metrics.jsonl"
         return None
 
     def identity(self) -> dict[str, Any]:
@@ -278,21 +380,17 @@ class TrainConfig:
         ``layout="per-rank"``. Global layout: ``layout`` instead of ``batch_size``, whose
         row cursor continues at the same row with another batch size.
         """
-        fields = self._values()
-        drop = "layout" if self.layout == "per-rank" else "batch_size"
+        fields = self.flat()
+        drop = "layout" if self.data.layout == "per-rank" else "batch_size"
         return {name: fields[name] for name in _IDENTITY_FIELDS if name != drop}
 
-    def replace(self, **changes: Any) -> TrainConfig:
-        """A copy with ``changes`` applied (validated again)."""
-        return dataclasses.replace(self, **changes)
-
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able dict with a ``"version"`` key; :meth:`from_dict` inverts it."""
-        return {"version": _CONFIG_VERSION, **dataclasses.asdict(self)}
+        """JSON-able flat dict with a ``"version"`` key; :meth:`from_dict` inverts it."""
+        return {"version": _CONFIG_VERSION, **self.flat()}
 
     @classmethod
     def from_dict(cls, d: Any) -> TrainConfig:
-        """Rebuild a config from :meth:`to_dict` output.
+        """Rebuild a config from :meth:`to_dict` output (of any mixle release).
 
         Raises
         ------
@@ -305,8 +403,7 @@ class TrainConfig:
             raise ArgumentError(
                 f"TrainConfig dict version must be {_CONFIG_VERSION}. Got {d.get('version')!r} instead."
             )
-        fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - fields - {"version"})
+        unknown = sorted(set(d) - set(cls.option_names()) - {"version"})
         if unknown:
             raise ArgumentError(f"TrainConfig dict has unknown field(s): {', '.join(unknown)}.")
         return cls(**{k: v for k, v in d.items() if k != "version"})

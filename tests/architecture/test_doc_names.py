@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from mixle._options import Sectioned
 from tests.architecture.test_public_api import EXPECTED
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,6 +72,8 @@ def public_classes() -> dict[str, type]:
 
 def _has_member(cls: type, name: str) -> bool:
     if hasattr(cls, name):
+        return True
+    if issubclass(cls, Sectioned) and name in cls.option_names():  # config.d_model
         return True
     return any(
         name in getattr(base, "__annotations__", {}) or name in getattr(base, "__slots__", ())

@@ -3,7 +3,7 @@
 Layers, bottom to top (a module may import its own layer and the layers below):
 
 1. ``mixle.errors``, ``mixle._arrays``, ``mixle._checks``, ``mixle._file_checks``,
-   ``mixle._io``, ``mixle._optional``, ``mixle._safe_json``,
+   ``mixle._options``, ``mixle._io``, ``mixle._optional``, ``mixle._safe_json``,
    ``mixle._version`` - shared leaves;
 2. ``mixle.data`` - pure iteration logic (never the corpus, training or CLI);
 3. ``mixle.corpus.format`` - the on-disk format, writers and the reader;
@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, ...]] = [
         "mixle._gather",
         "mixle._checks",
         "mixle._file_checks",
+        "mixle._options",
         "mixle._safe_json",
         "mixle._io",
         "mixle._optional",

@@ -41,12 +41,20 @@ __all__ = [
     "INPUT_FORMATS",
     "InputFile",
     "WorkUnit",
+    "input_format_names",
     "open_binary",
     "plan_units",
     "resolve_inputs",
 ]
 
 INPUT_FORMATS = ("jsonl", "parquet", "npy", "npz", "megatron", "text")
+
+
+def input_format_names() -> tuple[str, ...]:
+    """The names ``input_format`` (``--input-format``) accepts, in ``--help`` order."""
+    return INPUT_FORMATS
+
+
 _GLOB_CHARS = frozenset("*?[")
 
 

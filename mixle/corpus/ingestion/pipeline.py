@@ -38,7 +38,6 @@ from mixle._file_checks import check_replaceable, read_regular
 from mixle._safe_json import loads_bounded
 from mixle.corpus.format.manifest import SHARD_FILES, Manifest, parse_manifest
 from mixle.corpus.format.spec import MANIFEST_NAME
-from mixle.corpus.format.writer import DEFAULT_SHARD_MAX_BYTES
 from mixle.corpus.ingestion.area import MAX_RECORD_BYTES
 from mixle.corpus.ingestion.commit import (
     IngestSummary,
@@ -68,7 +67,7 @@ from mixle.corpus.ingestion.workers import (
 from mixle.corpus.storage.cache import default_cache_dir
 from mixle.corpus.storage.open import is_url, open_corpus
 from mixle.corpus.storage.publish import destination_holds_corpus, publish_corpus
-from mixle.errors import ArgumentError, CorpusExistsError, IngestError
+from mixle.errors import ArgumentError, ArgumentTypeError, CorpusExistsError, IngestError
 
 __all__ = [
     "DEFAULT_UNIT_BYTES",
@@ -216,33 +215,14 @@ def _failure_message(
 def ingest(
     inputs: Any,
     output: str | os.PathLike[str],
-    *,
-    input_format: str | None = None,
-    field: str | None = None,
-    tokenizer: str | None = None,
-    split: str = "none",
-    append_eos: int | None = None,
-    shard_size: int = DEFAULT_SHARD_MAX_BYTES,
-    vocab_size: int | None = None,
-    dtype: str = "auto",
-    workers: int = 1,
-    on_error: str = "raise",
-    rejects: str | os.PathLike[str] | None = None,
-    resume: bool = False,
-    overwrite: bool = False,
-    unit_size: int = DEFAULT_UNIT_BYTES,
-    progress: bool | None = None,
-    layout: str = "raw",
-    storage_options: Mapping[str, Any] | None = None,
-    staging_dir: str | os.PathLike[str] | None = None,
-    executor: str = "local",
-    scheduler: str | None = None,
-    task: str | tuple[int, int] | None = None,
-    retries: int = 3,
-    scheduler_timeout: float = 30.0,
-    plan: IngestPlan | str | os.PathLike[str] | None = None,
+    options: IngestOptions | None = None,
+    **keywords: Any,
 ) -> IngestSummary:
     """Convert tokenized (or raw text) inputs into a sharded corpus (directory or URL).
+
+    The options come as an :class:`IngestOptions` (``options``), as keywords (the flat
+    names below, as before the options had sections), or both (keywords then replace
+    those of ``options``).
 
     Parameters
     ----------
@@ -254,6 +234,8 @@ def ingest(
         (``s3://bucket/prefix``): then the corpus is built in ``staging_dir`` and
         published with :func:`mixle.corpus.publish_corpus` — shards first, the
         manifest last, so readers never see a partial corpus.
+    options
+        All the options below at once (default: every default).
     input_format
         Force ``jsonl``, ``parquet``, ``npy``, ``npz``, ``megatron`` or ``text``
         instead of detecting it from extensions.
@@ -351,32 +333,14 @@ def ingest(
     uninterrupted run would have. Memory is O(workers x 4 Mi ids) plus 8 bytes per
     document of each open shard.
     """
-    options = IngestOptions(
-        input_format=input_format,
-        field=field,
-        tokenizer=tokenizer,
-        split=split,
-        append_eos=append_eos,
-        shard_size=shard_size,
-        vocab_size=vocab_size,
-        dtype=dtype,
-        workers=workers,
-        on_error=on_error,
-        rejects=rejects,
-        resume=resume,
-        overwrite=overwrite,
-        unit_size=unit_size,
-        progress=progress,
-        layout=layout,
-        storage_options=storage_options,
-        staging_dir=staging_dir,
-        executor=executor,
-        scheduler=scheduler,
-        task=task,
-        retries=retries,
-        scheduler_timeout=scheduler_timeout,
-        plan=plan,
-    )
+    if options is None:
+        options = IngestOptions(**keywords)
+    elif not isinstance(options, IngestOptions):
+        raise ArgumentTypeError(
+            f"`options` must be an IngestOptions. Got {type(options).__name__} instead."
+        )
+    elif keywords:
+        options = options.replace(**keywords)
     return run_ingest(inputs, output, options)
 
 
