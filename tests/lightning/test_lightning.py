@@ -1,0 +1,129 @@
+"""``mixle.lightning.StreamDataModule`` inside real Lightning runs, killed with SIGKILL.
+
+Each job (``tests/lightning/lightning_job.py``) logs the batches it trains on; a job
+killed mid-run and resumed from its last checkpoint must train on exactly the batches
+an uninterrupted job trains on after that step.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from mixle.data import StreamingCorpus
+from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
+from mixle.lightning import StreamDataModule
+from tests._torchrun import ROOT, launch_env, torchrun_command
+
+JOB = ROOT / "tests" / "lightning" / "lightning_job.py"
+
+
+def _job(out: Path, *args: object, nproc: int = 1) -> int:
+    """Run the job into ``out`` on ``nproc`` processes; its exit status."""
+    out.mkdir(parents=True, exist_ok=True)
+    target = (str(JOB), str(out), *map(str, args))
+    command = [sys.executable, *target] if nproc == 1 else torchrun_command(nproc, *target)
+    with open(out / "job.log", "ab") as log:
+        completed = subprocess.run(
+            command, env=launch_env(), stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True, timeout=240, check=False,
+        )  # fmt: skip
+    return completed.returncode
+
+
+def _trained(out: Path, rank: int = 0) -> list[dict]:
+    return [json.loads(line) for line in (out / f"rank-{rank}.jsonl").read_text().splitlines()]
+
+
+def _contexts(out: Path, rank: int = 0) -> list[list[list[int]]]:
+    return [entry["context"] for entry in _trained(out, rank)]
+
+
+def _tail(out: Path, rank: int, resumed_at: int) -> list[list[list[int]]]:
+    """The batches of the run after its resume (its log holds the killed run's first)."""
+    entries = _trained(out, rank)
+    restart = max(i for i, entry in enumerate(entries) if entry["step"] == resumed_at)
+    return [entry["context"] for entry in entries[restart:]]
+
+
+def test_one_process_killed_and_resumed_trains_on_the_uninterrupted_batches(
+    tmp_path: Path,
+) -> None:
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    assert _job(full, "--steps", 7, "--workers", 2) == 0
+    assert _job(cut, "--steps", 7, "--workers", 2, "--kill-at", 5) == -9
+    assert sorted(p.name for p in (cut / "ckpt").iterdir()) == ["step=2.ckpt", "step=4.ckpt"]
+    assert _job(cut, "--steps", 7, "--workers", 2, "--resume", cut / "ckpt" / "step=4.ckpt") == 0
+    assert _tail(cut, 0, 4) == _contexts(full)[4:]
+
+    # Another stream's state in the checkpoint is refused when it loads, by field.
+    other = tmp_path / "other"
+    assert _job(other, "--seed", 12, "--resume", full / "ckpt" / "step=4.ckpt") == 3
+    assert "seed in checkpoint: 11 / in stream: 12" in (other / "error.txt").read_text()
+    # A checkpoint without the data module's entry is refused, not restarted from 0.
+    bare = torch.load(full / "ckpt" / "step=4.ckpt", weights_only=True)
+    del bare["StreamDataModule"]
+    torch.save(bare, tmp_path / "bare.ckpt")
+    assert _job(tmp_path / "bare", "--resume", tmp_path / "bare.ckpt") == 3
+    assert "holds no `StreamDataModule` entry" in (tmp_path / "bare" / "error.txt").read_text()
+
+
+def test_two_process_ddp_killed_and_resumed_trains_on_the_uninterrupted_batches(
+    tmp_path: Path,
+) -> None:
+    # Per-rank layout: rank 0 writes the checkpoint, so both ranks' states must be in it.
+    full, cut = tmp_path / "full", tmp_path / "cut"
+    per_rank = ("--layout", "per-rank", "--steps", 6)
+    assert _job(full, *per_rank, nproc=2) == 0
+    assert _job(cut, *per_rank, "--kill-at", 5, nproc=2) != 0
+    assert _job(cut, *per_rank, "--resume", cut / "ckpt" / "step=4.ckpt", nproc=2) == 0
+    for rank in (0, 1):
+        assert _tail(cut, rank, 4) == _contexts(full, rank)[4:]
+    assert _contexts(full, 0) != _contexts(full, 1)
+
+    refused = tmp_path / "refused"
+    assert _job(refused, "--layout", "per-rank", "--resume", full / "ckpt" / "step=4.ckpt") == 3
+    assert "dp_world_size in checkpoint: 2 / in job: 1" in (refused / "error.txt").read_text()
+
+
+def test_global_layout_checkpoint_resumes_on_another_world_size(tmp_path: Path) -> None:
+    two, one = tmp_path / "two", tmp_path / "one"
+    assert _job(two, "--steps", 6, nproc=2) == 0
+    assert _job(one, "--steps", 6, "--resume", two / "ckpt" / "step=4.ckpt") == 0
+    global_batches = [a + b for a, b in zip(_contexts(two, 0), _contexts(two, 1), strict=True)]
+    assert _contexts(one) == global_batches[4:]
+
+
+def _corpus(seed: int = 3, layout: str = "global") -> StreamingCorpus:
+    documents = [np.arange(1, 2 + i % 9, dtype=np.int64) for i in range(30)]
+    return StreamingCorpus(
+        documents, rank=0, world_size=1, block=4, batch_size=2, seed=seed, layout=layout
+    )
+
+
+def test_state_round_trips_and_bad_states_are_refused_by_name() -> None:
+    module = StreamDataModule(_corpus())
+    saved = module.state_dict()
+    assert (saved["version"], saved["layout"], saved["dp_world_size"]) == (1, "global", 1)
+    StreamDataModule(_corpus()).load_state_dict(saved)
+    with pytest.raises(StateMismatchError, match="seed in checkpoint: 3 / in stream: 4"):
+        StreamDataModule(_corpus(seed=4)).load_state_dict(saved)
+    with pytest.raises(StateMismatchError, match="layout in checkpoint: 'global'"):
+        StreamDataModule(_corpus(layout="per-rank")).load_state_dict(saved)
+    with pytest.raises(StateMismatchError, match="`version` must be 1. Got 2"):
+        module.load_state_dict({**saved, "version": 2})
+    with pytest.raises(StateMismatchError, match="lacks the field"):
+        module.load_state_dict({"version": 1, "layout": "global", "dp_world_size": 1})
+
+
+def test_bad_arguments_are_refused_by_name() -> None:
+    with pytest.raises(ArgumentTypeError, match="`stream` must be a resumable stream"):
+        StreamDataModule([1, 2, 3])  # type: ignore[arg-type]
+    with pytest.raises(ArgumentError, match="num_workers"):
+        StreamDataModule(_corpus(), num_workers=-1)
