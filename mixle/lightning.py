@@ -30,7 +30,7 @@ and resumes on any data-parallel size.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch.distributed as dist
 from torch.utils.data import DataLoader
@@ -45,7 +45,12 @@ from mixle.errors import ArgumentTypeError, MissingBackendError, StateMismatchEr
 
 __all__ = ["StreamDataModule"]
 
-_pl = import_optional("lightning.pytorch", "lightning", error=MissingBackendError)
+if TYPE_CHECKING:
+    from lightning.pytorch import LightningDataModule
+else:
+    LightningDataModule = import_optional(
+        "lightning.pytorch", "lightning", error=MissingBackendError
+    ).LightningDataModule
 
 #: The version of :meth:`StreamDataModule.state_dict`.
 STATE_VERSION = 1
@@ -78,7 +83,7 @@ class _TrainedPosition:
         self.cursor.load(state, self.stream_identity(), epoch_size=self.stream.epoch_size)
 
 
-class StreamDataModule(_pl.LightningDataModule):  # type: ignore[misc]
+class StreamDataModule(LightningDataModule):
     """A resumable stream as Lightning's training data; its position rides in the checkpoint.
 
     Parameters

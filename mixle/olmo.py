@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -35,13 +35,17 @@ from mixle.errors import ArgumentTypeError, MissingBackendError, StateMismatchEr
 
 __all__ = ["LABEL_IGNORE_INDEX", "OlmoDataLoader"]
 
-_olmo_data = import_optional("olmo_core.data", "olmo", error=MissingBackendError)
+if TYPE_CHECKING:
+    from olmo_core.data import DataCollator, TextDataLoaderBase
+else:
+    _olmo_data = import_optional("olmo_core.data", "olmo", error=MissingBackendError)
+    DataCollator, TextDataLoaderBase = _olmo_data.DataCollator, _olmo_data.TextDataLoaderBase
 
 #: The label OLMo-core's losses ignore (its ``label_ignore_index`` default).
 LABEL_IGNORE_INDEX = -100
 
 
-class OlmoDataLoader(_olmo_data.TextDataLoaderBase):  # type: ignore[misc]
+class OlmoDataLoader(TextDataLoaderBase):
     """A ``StreamingCorpus`` as an OLMo-core ``TextDataLoaderBase``, resumable exactly.
 
     Parameters
@@ -64,7 +68,7 @@ class OlmoDataLoader(_olmo_data.TextDataLoaderBase):  # type: ignore[misc]
                 f"`corpus` must be a StreamingCorpus. Got {type(corpus).__name__} instead."
             )
         super().__init__(
-            collator=_olmo_data.DataCollator(pad_token_id=corpus.pad_id),
+            collator=DataCollator(pad_token_id=corpus.pad_id),
             work_dir=work_dir,
             global_batch_size=corpus.global_batch_size * corpus.block,
             dp_world_size=corpus.world_size,

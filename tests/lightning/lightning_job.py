@@ -103,7 +103,11 @@ def main() -> int:
     # Lightning's advice to use more workers or a sampler does not apply to this job.
     warnings.filterwarnings("ignore", category=UserWarning, module="lightning")
     try:
-        trainer.fit(model, datamodule=StreamDataModule(corpus, num_workers=args.workers), ckpt_path=args.resume)
+        trainer.fit(
+            model,
+            datamodule=StreamDataModule(corpus, num_workers=args.workers),
+            ckpt_path=args.resume,
+        )
     except StateMismatchError as error:
         (args.out / "error.txt").write_text(str(error))
         return 3

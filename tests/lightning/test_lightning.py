@@ -133,7 +133,7 @@ def test_state_round_trips_and_bad_states_are_refused_by_name() -> None:
         StreamDataModule(_corpus(seed=4)).load_state_dict(saved)
     with pytest.raises(StateMismatchError, match="layout in checkpoint: 'global'"):
         StreamDataModule(_corpus(layout="per-rank")).load_state_dict(saved)
-    with pytest.raises(StateMismatchError, match="`version` must be 1. Got 2"):
+    with pytest.raises(StateMismatchError, match=r"`version` must be 1\. Got 2"):
         module.load_state_dict({**saved, "version": 2})
     with pytest.raises(StateMismatchError, match="lacks the field"):
         module.load_state_dict({"version": 1, "layout": "global", "dp_world_size": 1})

@@ -61,7 +61,9 @@ class LoggingTrainModule(BasicTrainModule):
             if self.kill_at is not None and step == self.kill_at and dist.get_rank() == 0:
                 os.killpg(os.getpgid(0), signal.SIGKILL)
             with open(self.log_path, "a") as log:
-                log.write(json.dumps({"step": step, "input_ids": batch["input_ids"].tolist()}) + "\n")
+                log.write(
+                    json.dumps({"step": step, "input_ids": batch["input_ids"].tolist()}) + "\n"
+                )
         super().train_batch(batch, dry_run)
 
     def global_num_flops_in_batch(self, batch: dict[str, Any]) -> int | None:
