@@ -37,9 +37,8 @@ from torch.utils.data import DataLoader
 
 from mixle._checks import nonnegative_int
 from mixle._optional import import_optional
+from mixle.data import DcpLoaderState, ResumableStream
 from mixle.data._cursor import Cursor
-from mixle.data._dcp import DcpLoaderState
-from mixle.data._resumable import ResumableStream
 from mixle.data.torch import StreamDataset
 from mixle.errors import ArgumentTypeError, MissingBackendError, StateMismatchError
 

@@ -12,10 +12,7 @@ checkpoint. A ``StateMismatchError`` at resume is written to ``OUT/error.txt`` (
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import signal
 import sys
 import warnings
 from pathlib import Path
@@ -25,13 +22,9 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from mixle.corpus import open_corpus
-from mixle.data import StreamingCorpus
 from mixle.errors import StateMismatchError
 from mixle.lightning import StreamDataModule
-
-SAMPLE = Path(__file__).resolve().parents[2] / "shards" / "sample"
-VOCAB = 256  # the sample corpus is byte-level
+from tests._framework_jobs import VOCAB, job_arguments, kill_job, log_batch, sample_corpus
 
 
 class TinyLM(pl.LightningModule):
@@ -46,9 +39,8 @@ class TinyLM(pl.LightningModule):
     def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
         context, targets, loss_mask = batch[:3]
         if self.kill_at is not None and self.global_step == self.kill_at and self.global_rank == 0:
-            os.killpg(os.getpgid(0), signal.SIGKILL)
-        with open(self.log_path, "a") as log:
-            log.write(json.dumps({"step": self.global_step, "context": context.tolist()}) + "\n")
+            kill_job()
+        log_batch(self.log_path, self.global_step, context.tolist())
         logits = self.head(self.embed(context))
         losses = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")
         mask = loss_mask.flatten().float()
@@ -59,27 +51,14 @@ class TinyLM(pl.LightningModule):
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--layout", default="global", choices=("global", "per-rank"))
-    parser.add_argument("--global-batch", type=int, default=4)
-    parser.add_argument("--seed", type=int, default=11)
+    parser = job_arguments(__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=0)
-    parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--every", type=int, default=2)
-    parser.add_argument("--kill-at", type=int, default=None)
     parser.add_argument("--resume", default=None)
     args = parser.parse_args()
 
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    corpus = StreamingCorpus(
-        open_corpus(SAMPLE),
-        rank=rank,
-        world_size=world,
-        block=16,
-        batch_size=args.global_batch // world,
-        seed=args.seed,
-        layout=args.layout,
+    corpus = sample_corpus(
+        rank, world, global_batch=args.global_batch, seed=args.seed, layout=args.layout
     )
     pl.seed_everything(0, verbose=False)
     model = TinyLM(args.out / f"rank-{rank}.jsonl", args.kill_at)

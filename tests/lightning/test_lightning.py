@@ -7,50 +7,23 @@ an uninterrupted job trains on after that step.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from mixle.corpus import open_corpus
 from mixle.data import StreamingCorpus
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
 from mixle.lightning import StreamDataModule
-from tests._torchrun import ROOT, launch_env, torchrun_command
+from tests._framework_jobs import batches_after_resume, rows, run_job, sample_corpus
+from tests._torchrun import ROOT
 
 JOB = ROOT / "tests" / "lightning" / "lightning_job.py"
 
 
 def _job(out: Path, *args: object, nproc: int = 1) -> int:
-    """Run the job into ``out`` on ``nproc`` processes; its exit status."""
-    out.mkdir(parents=True, exist_ok=True)
-    target = (str(JOB), str(out), *map(str, args))
-    command = [sys.executable, *target] if nproc == 1 else torchrun_command(nproc, *target)
-    with open(out / "job.log", "ab") as log:
-        completed = subprocess.run(
-            command, env=launch_env(), stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, timeout=240, check=False,
-        )  # fmt: skip
-    return completed.returncode
-
-
-def _trained(out: Path, rank: int = 0) -> list[dict]:
-    return [json.loads(line) for line in (out / f"rank-{rank}.jsonl").read_text().splitlines()]
-
-
-def _contexts(out: Path, rank: int = 0) -> list[list[list[int]]]:
-    return [entry["context"] for entry in _trained(out, rank)]
-
-
-def _tail(out: Path, rank: int, resumed_at: int) -> list[list[list[int]]]:
-    """The batches of the run after its resume (its log holds the killed run's first)."""
-    entries = _trained(out, rank)
-    restart = max(i for i, entry in enumerate(entries) if entry["step"] == resumed_at)
-    return [entry["context"] for entry in entries[restart:]]
+    return run_job(JOB, out, *args, nproc=nproc)
 
 
 def test_one_process_killed_and_resumed_trains_on_the_uninterrupted_batches(
@@ -61,7 +34,7 @@ def test_one_process_killed_and_resumed_trains_on_the_uninterrupted_batches(
     assert _job(cut, "--steps", 7, "--workers", 2, "--kill-at", 5) == -9
     assert sorted(p.name for p in (cut / "ckpt").iterdir()) == ["step=2.ckpt", "step=4.ckpt"]
     assert _job(cut, "--steps", 7, "--workers", 2, "--resume", cut / "ckpt" / "step=4.ckpt") == 0
-    assert _tail(cut, 0, 4) == _contexts(full)[4:]
+    assert batches_after_resume(cut, 0, 4) == rows(full)[4:]
 
     # A checkpoint without the data module's entry is refused, not restarted from 0.
     bare = torch.load(full / "ckpt" / "step=4.ckpt", weights_only=True)
@@ -71,7 +44,7 @@ def test_one_process_killed_and_resumed_trains_on_the_uninterrupted_batches(
     assert "holds no `StreamDataModule` entry" in (tmp_path / "bare" / "error.txt").read_text()
     # Another stream's entry is refused by field (the job's corpus, another seed).
     with pytest.raises(StateMismatchError, match="seed in checkpoint: 11 / in stream: 12"):
-        StreamDataModule(_sample_corpus(seed=12)).load_state_dict(entry)
+        StreamDataModule(sample_corpus(seed=12)).load_state_dict(entry)
 
 
 def test_two_process_ddp_killed_and_resumed_trains_on_the_uninterrupted_batches(
@@ -84,14 +57,14 @@ def test_two_process_ddp_killed_and_resumed_trains_on_the_uninterrupted_batches(
     assert _job(cut, *per_rank, "--kill-at", 5, nproc=2) != 0
     assert _job(cut, *per_rank, "--resume", cut / "ckpt" / "step=4.ckpt", nproc=2) == 0
     for rank in (0, 1):
-        assert _tail(cut, rank, 4) == _contexts(full, rank)[4:]
-    assert _contexts(full, 0) != _contexts(full, 1)
+        assert batches_after_resume(cut, rank, 4) == rows(full, rank)[4:]
+    assert rows(full, 0) != rows(full, 1)
 
     # Rank 0 wrote both ranks' states; one process refuses them by the data-parallel size.
     entry = torch.load(full / "ckpt" / "step=4.ckpt", weights_only=True)["StreamDataModule"]
     assert {"dp_rank_0", "dp_rank_1"} <= entry.keys()
     with pytest.raises(StateMismatchError, match="dp_world_size in checkpoint: 2 / in job: 1"):
-        StreamDataModule(_sample_corpus(layout="per-rank")).load_state_dict(entry)
+        StreamDataModule(sample_corpus(layout="per-rank")).load_state_dict(entry)
 
 
 @pytest.mark.slow
@@ -101,16 +74,8 @@ def test_global_layout_checkpoint_resumes_on_another_world_size(tmp_path: Path) 
     two, one = tmp_path / "two", tmp_path / "one"
     assert _job(two, "--steps", 6, nproc=2) == 0
     assert _job(one, "--steps", 6, "--resume", two / "ckpt" / "step=4.ckpt") == 0
-    global_batches = [a + b for a, b in zip(_contexts(two, 0), _contexts(two, 1), strict=True)]
-    assert _contexts(one) == global_batches[4:]
-
-
-def _sample_corpus(seed: int = 11, layout: str = "global") -> StreamingCorpus:
-    """Rank 0 of 1's view of the job's corpus."""
-    return StreamingCorpus(
-        open_corpus(ROOT / "shards" / "sample"), rank=0, world_size=1, block=16, batch_size=4,
-        seed=seed, layout=layout,
-    )  # fmt: skip
+    global_batches = [a + b for a, b in zip(rows(two, 0), rows(two, 1), strict=True)]
+    assert rows(one) == global_batches[4:]
 
 
 def _corpus(seed: int = 3, layout: str = "global", batch_size: int = 2) -> StreamingCorpus:

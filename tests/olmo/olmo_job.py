@@ -5,7 +5,7 @@ Run as ``python tests/olmo/olmo_job.py OUT [options]`` (one process) or under
 language model (wrapped in DDP) with its ``BasicTrainModule`` on the committed sample
 corpus (``shards/sample``, memory-mapped) for ``--steps`` steps, its
 ``CheckpointerCallback`` saving every ``--every`` steps into ``OUT/save``; each batch
-trained on is appended to ``OUT/rank-<r>.jsonl`` (the step and its ``input_ids``).
+trained on is appended to ``OUT/rank-<r>.jsonl`` (the step and its ``input_ids`` rows).
 ``--kill-at K`` makes rank 0 SIGKILL its process group when step ``K`` starts. A rerun
 with the same ``OUT`` resumes from the latest checkpoint there (OLMo-core's default
 ``load_strategy``); ``--load PATH`` resumes from another job's checkpoint instead. A
@@ -14,10 +14,7 @@ with the same ``OUT`` resumes from the latest checkpoint there (OLMo-core's defa
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,14 +25,16 @@ from olmo_core.train import Duration, TrainerConfig
 from olmo_core.train.callbacks import CheckpointerCallback
 from olmo_core.train.train_module import BasicTrainModule
 
-from mixle.corpus import open_corpus
-from mixle.data import StreamingCorpus
 from mixle.errors import StateMismatchError
 from mixle.olmo import OlmoDataLoader
-
-SAMPLE = Path(__file__).resolve().parents[2] / "shards" / "sample"
-VOCAB = 256  # the sample corpus is byte-level
-BLOCK = 16
+from tests._framework_jobs import (
+    BLOCK,
+    VOCAB,
+    job_arguments,
+    kill_job,
+    log_batch,
+    sample_corpus,
+)
 
 
 class TinyLM(torch.nn.Module):
@@ -59,11 +58,8 @@ class LoggingTrainModule(BasicTrainModule):
         step = self.trainer.global_step
         if not dry_run:
             if self.kill_at is not None and step == self.kill_at and dist.get_rank() == 0:
-                os.killpg(os.getpgid(0), signal.SIGKILL)
-            with open(self.log_path, "a") as log:
-                log.write(
-                    json.dumps({"step": step, "input_ids": batch["input_ids"].tolist()}) + "\n"
-                )
+                kill_job()
+            log_batch(self.log_path, step, batch["input_ids"].tolist())
         super().train_batch(batch, dry_run)
 
     def global_num_flops_in_batch(self, batch: dict[str, Any]) -> int | None:
@@ -71,14 +67,7 @@ class LoggingTrainModule(BasicTrainModule):
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--layout", default="global", choices=("global", "per-rank"))
-    parser.add_argument("--global-batch", type=int, default=4)
-    parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--steps", type=int, default=6)
-    parser.add_argument("--every", type=int, default=2)
-    parser.add_argument("--kill-at", type=int, default=None)
+    parser = job_arguments(__doc__.splitlines()[0])
     parser.add_argument("--load", default=None)
     args = parser.parse_args()
 
@@ -86,14 +75,8 @@ def main() -> int:
         os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29517")
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    corpus = StreamingCorpus(
-        open_corpus(SAMPLE),
-        rank=rank,
-        world_size=world,
-        block=BLOCK,
-        batch_size=args.global_batch // world,
-        seed=args.seed,
-        layout=args.layout,
+    corpus = sample_corpus(
+        rank, world, global_batch=args.global_batch, seed=args.seed, layout=args.layout
     )
     loader = OlmoDataLoader(corpus, work_dir=args.out / "work")
     torch.manual_seed(0)

@@ -8,9 +8,6 @@ train on exactly the batches an uninterrupted job trains on after that checkpoin
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,42 +15,23 @@ import pytest
 import torch
 from olmo_core.data import TextDataLoaderBase
 
-from mixle.corpus import open_corpus
 from mixle.data import StreamingCorpus
 from mixle.errors import ArgumentTypeError, StateMismatchError
 from mixle.olmo import LABEL_IGNORE_INDEX, OlmoDataLoader
-from tests._torchrun import ROOT, launch_env, torchrun_command
+from tests._framework_jobs import (
+    batches_after_resume,
+    logged_batches,
+    rows,
+    run_job,
+    sample_corpus,
+)
+from tests._torchrun import ROOT
 
 JOB = ROOT / "tests" / "olmo" / "olmo_job.py"
 
 
 def _job(out: Path, *args: object, nproc: int = 1) -> int:
-    """Run the job into ``out`` on ``nproc`` processes; its exit status."""
-    out.mkdir(parents=True, exist_ok=True)
-    target = (str(JOB), str(out), *map(str, args))
-    command = [sys.executable, *target] if nproc == 1 else torchrun_command(nproc, *target)
-    with open(out / "job.log", "ab") as log:
-        completed = subprocess.run(
-            command, env=launch_env(), stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, timeout=240, check=False,
-        )  # fmt: skip
-    return completed.returncode
-
-
-def _trained(out: Path, rank: int = 0) -> list[dict]:
-    """The job's log entries in the order written (a killed run's, then its rerun's)."""
-    lines = (out / f"rank-{rank}.jsonl").read_text().splitlines()
-    return [json.loads(line) for line in lines]
-
-
-def _after_resume(out: Path, rank: int, first_step: int) -> list[list[list[int]]]:
-    entries = _trained(out, rank)
-    restart = max(i for i, entry in enumerate(entries) if entry["step"] == first_step)
-    return [entry["input_ids"] for entry in entries[restart:]]
-
-
-def _all(out: Path, rank: int = 0) -> list[list[list[int]]]:
-    return [entry["input_ids"] for entry in _trained(out, rank)]
+    return run_job(JOB, out, *args, nproc=nproc)
 
 
 def test_one_process_killed_and_rerun_trains_on_the_uninterrupted_batches(tmp_path: Path) -> None:
@@ -61,14 +39,14 @@ def test_one_process_killed_and_rerun_trains_on_the_uninterrupted_batches(tmp_pa
     assert _job(full, "--steps", 7) == 0
     # Killed when step 6 starts: step 5 was trained on but is not in the step-4 checkpoint.
     assert _job(cut, "--steps", 7, "--kill-at", 6) == -9
-    assert [entry["step"] for entry in _trained(cut)] == [1, 2, 3, 4, 5]
+    assert [entry["step"] for entry in logged_batches(cut)] == [1, 2, 3, 4, 5]
     assert _job(cut, "--steps", 7) == 0
-    assert _after_resume(cut, 0, 5) == _all(full)[4:]
+    assert batches_after_resume(cut, 0, 5) == rows(full)[4:]
 
     # Another stream's state in the real checkpoint is refused by field (another seed).
     saved = _saved_loader_state(full / "save" / "step4", rank=0)
     with pytest.raises(StateMismatchError, match="seed in checkpoint: 11 / in stream: 12"):
-        OlmoDataLoader(_sample_corpus(seed=12), work_dir=tmp_path).load_state_dict(saved)
+        OlmoDataLoader(sample_corpus(seed=12), work_dir=tmp_path).load_state_dict(saved)
 
 
 def test_two_process_ddp_killed_and_rerun_trains_on_the_uninterrupted_batches(
@@ -80,13 +58,13 @@ def test_two_process_ddp_killed_and_rerun_trains_on_the_uninterrupted_batches(
     assert _job(cut, *per_rank, "--kill-at", 6, nproc=2) != 0
     assert _job(cut, *per_rank, nproc=2) == 0
     for rank in (0, 1):
-        assert _after_resume(cut, rank, 5) == _all(full, rank)[4:]
-    assert _all(full, 0) != _all(full, 1)
+        assert batches_after_resume(cut, rank, 5) == rows(full, rank)[4:]
+    assert rows(full, 0) != rows(full, 1)
 
     # Per-rank states resume only where they were saved: one process would load rank0.pt.
     saved = _saved_loader_state(full / "save" / "step4", rank=0)
     with pytest.raises(StateMismatchError, match="world_size in checkpoint: 2 / in stream: 1"):
-        OlmoDataLoader(_sample_corpus(layout="per-rank"), work_dir=tmp_path).load_state_dict(saved)
+        OlmoDataLoader(sample_corpus(layout="per-rank"), work_dir=tmp_path).load_state_dict(saved)
 
 
 @pytest.mark.slow
@@ -96,22 +74,14 @@ def test_global_layout_checkpoint_resumes_on_another_world_size(tmp_path: Path) 
     two, one = tmp_path / "two", tmp_path / "one"
     assert _job(two, "--steps", 6, nproc=2) == 0
     assert _job(one, "--steps", 6, "--load", two / "save" / "step4") == 0
-    global_batches = [a + b for a, b in zip(_all(two, 0), _all(two, 1), strict=True)]
-    assert _all(one) == global_batches[4:]
+    global_batches = [a + b for a, b in zip(rows(two, 0), rows(two, 1), strict=True)]
+    assert rows(one) == global_batches[4:]
 
 
 def _saved_loader_state(checkpoint: Path, rank: int) -> dict:
     """The loader state in rank ``rank``'s OLMo-core trainer state of ``checkpoint``."""
     # OLMo-core's own trainer-state file (it holds numpy RNG state): not weights only.
     return torch.load(checkpoint / "train" / f"rank{rank}.pt", weights_only=False)["data_loader"]
-
-
-def _sample_corpus(seed: int = 11, layout: str = "global") -> StreamingCorpus:
-    """Rank 0 of 1's view of the job's corpus."""
-    return StreamingCorpus(
-        open_corpus(ROOT / "shards" / "sample"), rank=0, world_size=1, block=16, batch_size=4,
-        seed=seed, layout=layout,
-    )  # fmt: skip
 
 
 def _corpus(seed: int = 3, layout: str = "global", batch_size: int = 2) -> StreamingCorpus:
