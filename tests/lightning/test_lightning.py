@@ -7,6 +7,8 @@ an uninterrupted job trains on after that step.
 
 from __future__ import annotations
 
+import importlib
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +16,7 @@ import pytest
 import torch
 
 from mixle.data import StreamingCorpus
-from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
+from mixle.errors import ArgumentError, ArgumentTypeError, MissingBackendError, StateMismatchError
 from mixle.lightning import StreamDataModule
 from tests._framework_jobs import batches_after_resume, rows, run_job, sample_corpus
 from tests._torchrun import ROOT
@@ -109,3 +111,10 @@ def test_bad_arguments_are_refused_by_name() -> None:
         StreamDataModule([1, 2, 3])  # type: ignore[arg-type]
     with pytest.raises(ArgumentError, match="num_workers"):
         StreamDataModule(_corpus(), num_workers=-1)
+
+
+def test_without_lightning_the_import_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "lightning.pytorch", None)
+    monkeypatch.delitem(sys.modules, "mixle.lightning")
+    with pytest.raises(MissingBackendError, match=r"pip install 'mixle\[lightning\]'"):
+        importlib.import_module("mixle.lightning")

@@ -8,6 +8,8 @@ train on exactly the batches an uninterrupted job trains on after that checkpoin
 
 from __future__ import annotations
 
+import importlib
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +18,7 @@ import torch
 from olmo_core.data import TextDataLoaderBase
 
 from mixle.data import StreamingCorpus
-from mixle.errors import ArgumentTypeError, StateMismatchError
+from mixle.errors import ArgumentTypeError, MissingBackendError, StateMismatchError
 from mixle.olmo import LABEL_IGNORE_INDEX, OlmoDataLoader
 from tests._framework_jobs import (
     batches_after_resume,
@@ -139,3 +141,10 @@ def test_bad_states_and_arguments_are_refused_by_name(tmp_path: Path) -> None:
         loader.load_state_dict({**saved, "version": 2})
     with pytest.raises(ArgumentTypeError, match="`corpus` must be a StreamingCorpus"):
         OlmoDataLoader([np.arange(3)], work_dir=tmp_path)  # type: ignore[arg-type]
+
+
+def test_without_olmo_core_the_import_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "olmo_core.data", None)
+    monkeypatch.delitem(sys.modules, "mixle.olmo")
+    with pytest.raises(MissingBackendError, match=r"pip install 'mixle\[olmo\]'"):
+        importlib.import_module("mixle.olmo")
