@@ -1,6 +1,7 @@
 """Optional dependencies: the one table of install hints, and their lazy import.
 
-Optional backends (s3fs, gcsfs, zstandard, pyarrow, tokenizers, matplotlib ...) are
+Optional backends (s3fs, gcsfs, zstandard, pyarrow, tokenizers, matplotlib, lightning,
+ai2-olmo-core ...) are
 imported only when a feature needs them; when one is missing, the error says which
 ``mixle[...]`` extra installs it.
 """
@@ -27,6 +28,8 @@ EXTRAS = {
     "datasets": "hf",
     "accelerate": "hf",
     "dask": "dask",
+    "lightning": "lightning",
+    "olmo": "olmo",
 }
 
 #: fsspec URL scheme -> the extra that provides its filesystem.

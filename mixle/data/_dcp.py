@@ -116,15 +116,17 @@ class DcpLoaderState:
             raise StateMismatchError(
                 f"DcpLoaderState state must be a dict. Got {type(state).__name__} instead."
             )
+        # The layout first: a state of the other layout lacks this one's key, and its
+        # layout is the useful thing to name.
+        if "layout" in state and state["layout"] != self.layout:
+            raise StateMismatchError(
+                f"DcpLoaderState layout in checkpoint: {state['layout']!r} / "
+                f"in loader: {self.layout!r}."
+            )
         missing = [name for name in ("layout", "dp_world_size", self.key) if name not in state]
         if missing:
             raise StateMismatchError(
                 f"DcpLoaderState state lacks the field(s) {', '.join(missing)}."
-            )
-        if state["layout"] != self.layout:
-            raise StateMismatchError(
-                f"DcpLoaderState layout in checkpoint: {state['layout']!r} / "
-                f"in loader: {self.layout!r}."
             )
         if self.layout == "per-rank" and state["dp_world_size"] != self.dp_world_size:
             raise StateMismatchError(

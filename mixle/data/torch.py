@@ -269,6 +269,19 @@ class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch]):
         self._loaded = True
         self._started = False
 
+    def restart_at(self, cursor: tuple[int, int]) -> None:
+        """Begin every later iteration at stream cursor ``cursor``, as if built there.
+
+        For a consumer that counts the batches it trained on itself (a framework's data
+        module): DataLoader workers started after this call split the batches from
+        ``cursor`` on exactly as from the construction-time cursor. A loaded state is
+        dropped; an iteration already running is not affected. ``cursor`` is not
+        checked: pass one the stream computed (``next_cursor``) or validated.
+        """
+        self._origin = self._from_cursor(cursor)
+        self._loaded = False
+        self._started = False
+
     def loader_state_for(self, state: Any, num_workers: int) -> dict[str, Any]:
         """A ``StatefulDataLoader`` state for ``num_workers`` workers from one saved with any.
 

@@ -9,7 +9,8 @@ Layers, bottom to top (a module may import its own layer and the layers below):
 3. ``mixle.corpus.format`` - the on-disk format, writers and the reader;
 4. ``mixle.corpus.storage`` - where a corpus lives (local, fsspec, cache, zarr);
 5. ``mixle.corpus.ingestion`` and ``mixle.corpus.export`` - build corpora;
-6. ``mixle.corpus`` (the facade), ``mixle.stats``, ``mixle.models``, ``mixle.hf``;
+6. ``mixle.corpus`` (the facade), ``mixle.stats``, ``mixle.models``, ``mixle.hf``,
+   ``mixle.lightning``, ``mixle.olmo``;
 7. ``mixle.train``;
 8. ``mixle.cli``.
 
@@ -48,7 +49,15 @@ LAYERS: list[tuple[str, ...]] = [
     ("mixle.corpus.format",),
     ("mixle.corpus.storage",),
     ("mixle.corpus.ingestion", "mixle.corpus.export"),
-    ("mixle.corpus", "mixle.stats", "mixle.models", "mixle.hf", "mixle.testing"),
+    (
+        "mixle.corpus",
+        "mixle.stats",
+        "mixle.models",
+        "mixle.hf",
+        "mixle.lightning",
+        "mixle.olmo",
+        "mixle.testing",
+    ),
     ("mixle.train",),
     ("mixle.cli", "mixle"),
 ]

@@ -69,6 +69,20 @@ def test_dataset_starts_at_the_corpus_cursor() -> None:
     assert_items_equal(_as_numpy(got), expected[4:])
 
 
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_restart_at_moves_every_later_iteration_to_the_cursor(num_workers: int) -> None:
+    expected = _expected(_corpus(), 2)
+    dataset = StreamingDataset(_corpus(), num_epochs=2)
+    loader = DataLoader(dataset, batch_size=None, num_workers=num_workers)
+    first = next(iter(loader))
+    dataset.restart_at((0, 5))
+    assert_items_equal(_as_numpy(list(loader)), expected[5:])
+    dataset.restart_at((1, 2))  # into the second epoch: its batch 2 comes next
+    first_epoch = len(list(_corpus().epoch_batches(0)))
+    assert_items_equal(_as_numpy(list(loader)), expected[first_epoch + 2 :])
+    assert_items_equal(_as_numpy([first]), expected[:1])
+
+
 def test_spawned_workers_over_memmap_documents(tmp_path: Path) -> None:
     documents = write_memmap_corpus(tmp_path / "c", [d.astype(np.uint16) for d in DOCUMENTS])
     corpus = _corpus(documents, boundary_id=65000)
