@@ -26,6 +26,7 @@ EXTRAS = {
     "plot": "plot",
     "datasets": "hf",
     "accelerate": "hf",
+    "transformers": "hf",
     "dask": "dask",
 }
 

@@ -37,11 +37,19 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
-from transformers.trainer_callback import ExportableState
 
-from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
+from mixle._optional import install_hint
+from mixle.errors import ArgumentError, ArgumentTypeError, MissingBackendError, StateMismatchError
 from mixle.hf._global_rows import GlobalRowDataset, Row
+
+try:
+    from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+    from transformers.trainer_callback import ExportableState
+except ImportError as missing:  # an optional extra: say how to install it
+    raise MissingBackendError(
+        "mixle.hf.trainer needs the optional package `transformers`; install it with: "
+        f"{install_hint('transformers')}"
+    ) from missing
 
 __all__ = ["IGNORE_INDEX", "TRAINER_SETTINGS", "LoaderStateCallback", "causal_lm_collate"]
 

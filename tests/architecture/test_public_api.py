@@ -2,8 +2,8 @@
 
 Public modules are every package of ``mixle`` except the corpus's internal subpackages
 (their public names are re-exported by ``mixle.corpus``), plus every module without a
-leading underscore directly in ``mixle/`` and ``mixle/data/`` (``mixle.errors``,
-``mixle.hf``, ``mixle.data.torch``...). Each has an explicit ``__all__`` whose names all
+leading underscore directly in ``mixle/``, ``mixle/data/`` and ``mixle/hf/``
+(``mixle.errors``, ``mixle.data.torch``, ``mixle.hf.trainer``...). Each has an explicit ``__all__`` whose names all
 resolve, and that ``__all__`` equals its line in :data:`EXPECTED` below. Changing a face
 means changing that one line: the failure message prints the line to paste.
 """
@@ -37,6 +37,7 @@ EXPECTED: dict[str, str] = {
     "mixle.data.torch": "PackedBatch StreamDataset StreamingDataset TokenStreamDataset",
     "mixle.errors": "ArgumentError ArgumentTypeError CheckpointError ChecksumError CorpusError CorpusExistsError CorpusFormatError CorpusNotFoundError DescriptorLimitError ExportError IngestError MissingBackendError MixleError OutputInUseError RemoteError RevisionMismatchError StateMismatchError TokenIdError UnsafePathError UnsupportedStoreOperation redact_userinfo",
     "mixle.hf": "GlobalRowDataset ROW_FIELDS to_iterable_dataset",
+    "mixle.hf.trainer": "IGNORE_INDEX LoaderStateCallback TRAINER_SETTINGS causal_lm_collate",
     "mixle.models": "CategoricalEmbedding CausalTransformerLM StreamingDocumentEncoder StreamingGradientState StreamingTokenEncoder StreamingTransformer StreamingTransformerAccumulator StreamingTransformerAccumulatorFactory StreamingTransformerEstimator StreamingTransformerLeaf StreamingTransformerLeafEstimator StreamingTransformerSampler TokenDocuments TokenPairs TransformerLMEstimator stream_fit",
     "mixle.testing": "StoreContract assert_documents_contract assert_gather_contract shard_starts",
     "mixle.stats": "CategoricalAccumulator CategoricalAccumulatorFactory CategoricalDistribution CategoricalEmbedding CategoricalEncoder CategoricalEstimator CategoricalSampler CompositeAccumulator CompositeAccumulatorFactory CompositeDistribution CompositeEncoder CompositeEncoding CompositeEstimator CompositeSampler DataSequenceEncoder DistributionSampler EmbeddingTiedDistribution EmbeddingTiedEstimator LiveEstimator MixtureAccumulator MixtureAccumulatorFactory MixtureDistribution MixtureEstimator MixtureSampler MixtureStatistic ParameterEstimator SequenceEncodableProbabilityDistribution SequenceEncodableStatisticAccumulator SharedEmbedding StatisticAccumulatorFactory as_weights document_batches estimate_partitions from_dict partitioned_estimate register registered_types stream_em tensors_from_blob tensors_to_blob to_dict",
@@ -61,7 +62,7 @@ def public_modules() -> list[str]:
         if path.name == "__init__.py":
             if not name.startswith(INTERNAL_PACKAGES):
                 found.add(name)
-        elif path.parent in (PACKAGE, PACKAGE / "data"):
+        elif path.parent in (PACKAGE, PACKAGE / "data", PACKAGE / "hf"):
             found.add(name)
     return sorted(found)
 

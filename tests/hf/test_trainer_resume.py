@@ -27,14 +27,14 @@ from tests.hf.corpus import BATCH_SIZE, global_corpus
 
 pytest.importorskip("transformers", reason="needs transformers (mixle[hf])")
 
-from mixle.hf import GlobalRowDataset  # noqa: E402
-from mixle.hf.trainer import (  # noqa: E402
+from mixle.hf import GlobalRowDataset
+from mixle.hf.trainer import (
     IGNORE_INDEX,
     TRAINER_SETTINGS,
     LoaderStateCallback,
     causal_lm_collate,
 )
-from tests.hf.trainer_job import ACCUMULATION, MAX_STEPS, SAVE_STEPS  # noqa: E402
+from tests.hf.trainer_job import ACCUMULATION, MAX_STEPS, SAVE_STEPS
 
 JOB = ROOT / "tests" / "hf" / "trainer_job.py"
 KILL_AT = 5  # after the checkpoint at step SAVE_STEPS, before the next one
@@ -213,7 +213,7 @@ def test_a_global_batch_that_is_not_the_trainers_is_refused(tmp_path: Path) -> N
 
 
 def test_a_per_rank_dataset_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(TypeError, match="GlobalRowDataset. Got a loader over list"):
+    with pytest.raises(TypeError, match=r"GlobalRowDataset\. Got a loader over list"):
         _begin(LoaderStateCallback(), _arguments(tmp_path), [1, 2])
 
 
