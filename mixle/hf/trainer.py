@@ -45,6 +45,7 @@ from mixle.hf._global_rows import GlobalRowDataset, Row
 try:
     from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
     from transformers.trainer_callback import ExportableState
+    from transformers.trainer_pt_utils import AcceleratorConfig
 except ImportError as missing:  # an optional extra: say how to install it
     raise MissingBackendError(
         "mixle.hf.trainer needs the optional package `transformers`; install it with: "
@@ -110,7 +111,8 @@ def _check_arguments(args: TrainingArguments, rows: GlobalRowDataset) -> None:
                 f"(pass **mixle.hf.trainer.TRAINER_SETTINGS). Got {name}={getattr(args, name)}."
             )
     per_device, world = int(args.per_device_train_batch_size), int(args.world_size)
-    split = bool(args.accelerator_config.split_batches)
+    config = args.accelerator_config  # an AcceleratorConfig once TrainingArguments is built
+    split = isinstance(config, AcceleratorConfig) and bool(config.split_batches)
     expected = per_device if split else per_device * world
     if rows.global_batch_size != expected:
         how = (
@@ -125,7 +127,7 @@ def _check_arguments(args: TrainingArguments, rows: GlobalRowDataset) -> None:
         )
 
 
-class LoaderStateCallback(TrainerCallback, ExportableState):  # type: ignore[misc]
+class LoaderStateCallback(TrainerCallback, ExportableState):
     """Saves the row cursor of the ``Trainer``'s :class:`GlobalRowDataset` in each
     checkpoint and seeks the dataset to it on ``resume_from_checkpoint``.
 

@@ -34,7 +34,7 @@ SAVE_STEPS = 3
 ACCUMULATION = 2
 
 
-class KillAt(TrainerCallback):  # type: ignore[misc]
+class KillAt(TrainerCallback):
     """SIGKILL this process at the end of step ``step`` (no clean-up, as a crash)."""
 
     def __init__(self, step: int) -> None:
