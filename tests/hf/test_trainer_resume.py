@@ -4,7 +4,9 @@ process and under ``torchrun --nproc_per_node 2`` (gloo, CPU), and across a chan
 world size (a 2-process checkpoint resumed by one process).
 
 Each run is ``tests/hf/trainer_job.py`` (a tiny Llama from a config); it records the
-``input_ids``/labels of every micro-batch as the model sees them.
+``input_ids``/labels of every micro-batch as the model sees them. The SIGKILL'd
+two-process tests are ``slow`` (over a minute on the shared test machine); their short
+form in the default suite resumes in a second ``Trainer`` within one torchrun launch.
 """
 
 from __future__ import annotations
@@ -138,6 +140,18 @@ def test_checkpoint_holds_the_row_cursor(one_process: tuple[Path, Path]) -> None
     assert state["stream"]["layout"] == "global"
 
 
+def test_two_process_stop_and_resume_is_exact(tmp_path: Path) -> None:
+    """The default suite's short form of the two tests below: both ranks' batches across a
+    checkpoint resumed by a second Trainer, in one torchrun launch (no SIGKILL)."""
+    assert _run(tmp_path, "--stop-and-resume", nproc=2) == 0
+    for rank in (0, 1):
+        seen = _seen(tmp_path, rank)
+        assert [line["step"] for line in seen] == [
+            s for s in range(1, MAX_STEPS + 1) for _ in range(ACCUMULATION)
+        ]
+        assert _micro(seen) == _expected(rank, 2)
+
+
 @pytest.fixture(scope="module")
 def two_processes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A torchrun job of 2 ranks killed at step KILL_AT and resumed."""
@@ -146,11 +160,13 @@ def two_processes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return killed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rank", [0, 1])
 def test_two_process_run_resumes_exactly(two_processes: Path, rank: int) -> None:
     _assert_resumed_exactly(two_processes, rank, 2)
 
 
+@pytest.mark.slow
 def test_two_process_checkpoint_resumes_on_one_process(two_processes: Path, tmp_path: Path) -> None:
     shutil.copytree(
         two_processes / "run" / f"checkpoint-{SAVE_STEPS}",

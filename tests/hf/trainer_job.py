@@ -9,7 +9,8 @@ A tiny Llama built from a config (no download) trains for :data:`MAX_STEPS` step
 steps under ``OUTPUT/run``. Each micro-batch's ``input_ids`` and labels are appended
 as one JSON line ``{"step", "input_ids", "labels"}`` to ``OUTPUT/seen-<rank>.jsonl``
 as the model sees them. ``--kill-at STEP`` SIGKILLs every process at the end of that
-step; ``--resume`` resumes from the latest checkpoint.
+step; ``--resume`` resumes from the latest checkpoint; ``--stop-and-resume`` runs a
+first ``Trainer`` to the checkpoint and resumes it in a second one, in one launch.
 """
 
 from __future__ import annotations
@@ -45,12 +46,8 @@ class KillAt(TrainerCallback):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("output", type=Path)
-    parser.add_argument("--kill-at", type=int)
-    parser.add_argument("--resume", action="store_true")
-    options = parser.parse_args()
+def run(output: Path, max_steps: int, callbacks: list[Any], resume: bool) -> None:
+    """Train a fresh tiny Llama over a fresh dataset for ``max_steps`` steps, recording."""
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     torch.manual_seed(0)
     config = LlamaConfig(
@@ -65,10 +62,10 @@ def main() -> int:
     model = LlamaForCausalLM(config)
     rows = GlobalRowDataset(global_corpus(rank=0, world_size=world))
     args = TrainingArguments(
-        output_dir=str(options.output / "run"),
+        output_dir=str(output / "run"),
         per_device_train_batch_size=BATCH_SIZE,
         gradient_accumulation_steps=ACCUMULATION,
-        max_steps=MAX_STEPS,
+        max_steps=max_steps,
         save_strategy="steps",
         save_steps=SAVE_STEPS,
         logging_steps=MAX_STEPS,
@@ -79,17 +76,14 @@ def main() -> int:
         seed=0,
         **TRAINER_SETTINGS,
     )
-    callbacks: list[Any] = [LoaderStateCallback()]
-    if options.kill_at is not None:
-        callbacks.append(KillAt(options.kill_at))
     trainer = Trainer(
         model=model,
         args=args,
         train_dataset=rows,
         data_collator=causal_lm_collate,
-        callbacks=callbacks,
+        callbacks=[LoaderStateCallback(), *callbacks],
     )
-    seen = options.output / f"seen-{rank}.jsonl"
+    seen = output / f"seen-{rank}.jsonl"
 
     def record(module: Any, args: Any, kwargs: dict[str, Any]) -> None:
         line = {
@@ -101,7 +95,26 @@ def main() -> int:
             file.write(json.dumps(line) + "\n")
 
     model.register_forward_pre_hook(record, with_kwargs=True)
-    trainer.train(resume_from_checkpoint=True if options.resume else None)
+    trainer.train(resume_from_checkpoint=True if resume else None)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("output", type=Path)
+    parser.add_argument("--kill-at", type=int)
+    parser.add_argument("--resume", action="store_true")
+    parser.add_argument(
+        "--stop-and-resume",
+        action="store_true",
+        help="end a first Trainer at the checkpoint, then resume in a second one (one launch)",
+    )
+    options = parser.parse_args()
+    if options.stop_and_resume:
+        run(options.output, SAVE_STEPS, [], resume=False)
+        run(options.output, MAX_STEPS, [], resume=True)
+        return 0
+    killer = [] if options.kill_at is None else [KillAt(options.kill_at)]
+    run(options.output, MAX_STEPS, killer, resume=options.resume)
     return 0
 
 
