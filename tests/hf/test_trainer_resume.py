@@ -36,7 +36,7 @@ from mixle.hf.trainer import (
     LoaderStateCallback,
     causal_lm_collate,
 )
-from tests.hf.trainer_job import ACCUMULATION, MAX_STEPS, SAVE_STEPS
+from tests.hf.trainer_job import ACCUMULATION, MAX_STEPS, SAVE_STEPS, tiny_model
 
 JOB = ROOT / "tests" / "hf" / "trainer_job.py"
 KILL_AT = 5  # after the checkpoint at step SAVE_STEPS, before the next one
@@ -270,20 +270,7 @@ def test_collate_passes_every_target_unshifted() -> None:
 
 
 def test_collate_loss_counts_the_last_target_of_each_row() -> None:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(
-        LlamaConfig(
-            vocab_size=1000,
-            hidden_size=16,
-            intermediate_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            num_key_value_heads=2,
-            max_position_embeddings=8,
-        )
-    )
+    model = tiny_model()
     batch = causal_lm_collate(list(itertools.islice(_rows(), 3)))
     with torch.no_grad():
         loss = model(**batch).loss

@@ -46,9 +46,8 @@ class KillAt(TrainerCallback):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-def run(output: Path, max_steps: int, callbacks: list[Any], resume: bool) -> None:
-    """Train a fresh tiny Llama over a fresh dataset for ``max_steps`` steps, recording."""
-    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+def tiny_model() -> LlamaForCausalLM:
+    """A one-layer Llama over the test corpus's ids, built from a config (seeded, no download)."""
     torch.manual_seed(0)
     config = LlamaConfig(
         vocab_size=1000,
@@ -59,7 +58,13 @@ def run(output: Path, max_steps: int, callbacks: list[Any], resume: bool) -> Non
         num_key_value_heads=2,
         max_position_embeddings=BLOCK,
     )
-    model = LlamaForCausalLM(config)
+    return LlamaForCausalLM(config)
+
+
+def run(output: Path, max_steps: int, callbacks: list[Any], resume: bool) -> None:
+    """Train a fresh tiny Llama over a fresh dataset for ``max_steps`` steps, recording."""
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    model = tiny_model()
     rows = GlobalRowDataset(global_corpus(rank=0, world_size=world))
     args = TrainingArguments(
         output_dir=str(output / "run"),
