@@ -109,7 +109,7 @@ def place_from_mesh(
 
 
 def check_stream_place(
-    kind: str, place: tuple[int, int], mesh: DeviceMesh | None, dp_dims: DpDims
+    kind: str, place: tuple[int, int], mesh: DeviceMesh, dp_dims: DpDims
 ) -> None:
     """Refuse a stream built for another data-parallel place than this rank's in ``mesh``.
 
@@ -119,10 +119,8 @@ def check_stream_place(
         ``place`` (the stream's ``(rank, world_size)``) differs from the mesh's (both
         named, with the dimensions), or as :func:`data_parallel_place`.
     """
-    if mesh is None:
-        return
     expected = data_parallel_place(mesh, dp_dims)
-    if tuple(place) != expected:
+    if place != expected:
         names = dim_names(dp_dims)
         raise ArgumentError(
             f"{kind}: the stream is built for rank {place[0]} of {place[1]} but this "
