@@ -228,6 +228,15 @@ def test_a_global_batch_that_is_not_the_trainers_is_refused(tmp_path: Path) -> N
         _begin(LoaderStateCallback(), _arguments(tmp_path), _rows(batch_size=6))
 
 
+def test_split_batches_makes_the_per_device_batch_the_global_one(tmp_path: Path) -> None:
+    args = _arguments(tmp_path, accelerator_config={"split_batches": True})
+    with pytest.raises(
+        ValueError, match=r"per_device_train_batch_size 3 \(split_batches=True\) = 3"
+    ):
+        _begin(LoaderStateCallback(), args, _rows(batch_size=6))
+    _begin(LoaderStateCallback(), args, _rows())
+
+
 def test_a_per_rank_dataset_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match=r"GlobalRowDataset\. Got a loader over list"):
         _begin(LoaderStateCallback(), _arguments(tmp_path), [1, 2])
