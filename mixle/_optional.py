@@ -27,6 +27,7 @@ EXTRAS = {
     "plot": "plot",
     "datasets": "hf",
     "accelerate": "hf",
+    "transformers": "hf",
     "dask": "dask",
     "lightning": "lightning",
     "olmo": "olmo",

@@ -15,7 +15,12 @@ from mixle._gather import gather_backend, set_gather_backend
 from mixle.data._batch import Batch
 from mixle.data._dcp import DcpLoaderState
 from mixle.data._documents import DocumentSource
-from mixle.data._mesh import context_parallel_indices, context_parallel_slice, data_parallel_place
+from mixle.data._mesh import (
+    context_parallel_batch,
+    context_parallel_indices,
+    context_parallel_slice,
+    data_parallel_place,
+)
 from mixle.data._mixing_rule import ExactSchedule, MixingRule, RowSchedule
 from mixle.data._mixture import Mixture, MixturePhase, SourceAccount, SourceBudget
 from mixle.data._mixture_source import MixtureSource
@@ -54,6 +59,7 @@ __all__ = [
     "StreamingCorpus",
     "TemperatureSchedule",
     "TokenStream",
+    "context_parallel_batch",
     "context_parallel_indices",
     "context_parallel_slice",
     "data_parallel_place",

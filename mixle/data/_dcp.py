@@ -20,11 +20,15 @@ that saved it (:class:`~mixle.errors.StateMismatchError` naming ``dp_world_size`
 from __future__ import annotations
 
 import json
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from mixle._checks import nonnegative_int, positive_int
+from mixle.data._mesh import DpDims, dim_names, place_from_mesh
 from mixle.data._ranks import current_rank_and_world_size
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
 
 __all__ = ["DcpLoaderState"]
 
@@ -55,8 +59,13 @@ class DcpLoaderState:
         Anything with JSON-able ``state_dict()`` / ``load_state_dict()``: a stream
         (``StreamingCorpus``, ``TokenStream``, ``Mixture``) or its torch dataset.
     dp_rank, dp_world_size
-        This process's data-parallel place; both or neither (then
+        This process's data-parallel place; both or neither (then ``mesh``'s, else
         :func:`~mixle.data._ranks.current_rank_and_world_size`).
+    mesh, dp_dims
+        A ``torch.distributed.DeviceMesh`` and the names of its data-parallel
+        dimensions, in place of ``dp_rank``/``dp_world_size``
+        (:func:`~mixle.data.data_parallel_place`). Tensor- and pipeline-parallel peers
+        then share one key with one value, which DCP writes once.
 
     Put it in the state given to ``dcp.save``/``dcp.load`` (e.g.
     ``{"model": ..., "loader": DcpLoaderState(dataset)}``): ``dcp.load`` asks it for
@@ -65,7 +74,13 @@ class DcpLoaderState:
     """
 
     def __init__(
-        self, loader: Any, *, dp_rank: int | None = None, dp_world_size: int | None = None
+        self,
+        loader: Any,
+        *,
+        dp_rank: int | None = None,
+        dp_world_size: int | None = None,
+        mesh: DeviceMesh | None = None,
+        dp_dims: DpDims = ("dp",),
     ) -> None:
         if not isinstance(loader, _Stateful):
             raise ArgumentTypeError(
@@ -77,6 +92,8 @@ class DcpLoaderState:
                 "`dp_rank` and `dp_world_size` must be given together. "
                 f"Got dp_rank={dp_rank!r}, dp_world_size={dp_world_size!r}."
             )
+        self.dp_dims = None if mesh is None else dim_names(dp_dims)
+        dp_rank, dp_world_size = place_from_mesh(mesh, dp_dims, dp_rank, dp_world_size)
         if dp_rank is None or dp_world_size is None:
             dp_rank, dp_world_size = current_rank_and_world_size()
         self.dp_world_size = positive_int("dp_world_size", dp_world_size)
@@ -129,10 +146,11 @@ class DcpLoaderState:
                 f"DcpLoaderState state lacks the field(s) {', '.join(missing)}."
             )
         if self.layout == "per-rank" and state["dp_world_size"] != self.dp_world_size:
+            where = "" if self.dp_dims is None else f" (mesh dims {self.dp_dims!r})"
             raise StateMismatchError(
                 "DcpLoaderState per-rank loader state resumes only on the data-parallel "
                 f"size that saved it: dp_world_size in checkpoint: {state['dp_world_size']!r} "
-                f"/ in job: {self.dp_world_size!r}. Use layout='global' to change it."
+                f"/ in job: {self.dp_world_size!r}{where}. Use layout='global' to change it."
             )
         saved = state[self.key]
         if not isinstance(saved, str):

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from mixle._checks import nonnegative_int
 from mixle.data._batch import Batch
 from mixle.data._cursor import Cursor
+from mixle.data._mesh import DpDims, place_from_mesh
 from mixle.data._mixing_rule import (
     MixingRule,
     RowSchedule,
@@ -44,6 +45,9 @@ from mixle.data._mixture_windows import SourceWindows
 from mixle.data._options import PackOptions, ShardOptions
 from mixle.data._plan_store import PlanStore, checked_plan_store
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
 
 __all__ = ["OBJECTIVES", "Mixture", "MixturePhase", "SourceAccount", "SourceBudget", "SourceStream"]
 
@@ -121,7 +125,12 @@ class Mixture:
     block, batch_size
         Tokens per row input; rows per rank per step.
     rank, world_size
-        ``0 <= rank < world_size``.
+        ``0 <= rank < world_size`` (default rank 0 of 1).
+    mesh, dp_dims
+        A ``torch.distributed.DeviceMesh`` and the names of its data-parallel
+        dimensions, in place of ``rank``/``world_size``
+        (:func:`~mixle.data.data_parallel_place`): tensor-, pipeline- and
+        context-parallel peers get identical batches.
     seed
         Nonnegative integer; epoch ``e`` of source ``s`` is shuffled by ``(seed, s, e)``.
     pad_id, boundary_id
@@ -176,8 +185,8 @@ class Mixture:
         *,
         block: int,
         batch_size: int = 1,
-        rank: int = 0,
-        world_size: int = 1,
+        rank: int | None = None,
+        world_size: int | None = None,
         seed: int = 0,
         pad_id: int = 0,
         boundary_id: int | None = None,
@@ -186,11 +195,19 @@ class Mixture:
         objective: str = "packed",
         plan_store: PlanStore | None = None,
         schedule: MixingRule | None = None,
+        mesh: DeviceMesh | None = None,
+        dp_dims: DpDims = ("dp",),
     ) -> None:
+        rank, world_size = place_from_mesh(mesh, dp_dims, rank, world_size)
         self.sources = _checked_sources(sources)
         self.schedule_rule = checked_rule(schedule)
         self.pack = PackOptions(block, pad_id, boundary_id, document_ids)
-        self.shard = ShardOptions(rank, world_size, batch_size, "global")
+        self.shard = ShardOptions(
+            0 if rank is None else rank,
+            1 if world_size is None else world_size,
+            batch_size,
+            "global",
+        )
         self.block, self.pad_id = self.pack.block, self.pack.pad_id
         self.boundary_id, self.document_ids = self.pack.boundary_id, self.pack.document_ids
         self.rank, self.world_size = self.shard.rank, self.shard.world_size

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from types import BuiltinFunctionType, FunctionType, MethodType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from mixle.data._cursor import Cursor
 from mixle.data._documents import as_documents, supports_prefetch
 from mixle.data._epoch_plans import EpochPlans
 from mixle.data._hints import HINT_BATCHES
+from mixle.data._mesh import DpDims, place_from_mesh
 from mixle.data._options import LAYOUTS, PackOptions, ShardOptions, check_flag
 from mixle.data._order import SequenceSelector
 from mixle.data._packed_rows import read_packed_rows
@@ -35,6 +36,9 @@ from mixle.data._ranks import current_rank_and_world_size
 from mixle.data._row_plan import EpochPlan, RowPlan, build_plan, check_plan_state
 from mixle.data._seed_views import SeedViews, StreamOptionFields
 from mixle.errors import ArgumentError, ArgumentTypeError
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
 
 __all__ = ["LAYOUTS", "StreamingCorpus", "current_rank_and_world_size"]
 
@@ -67,7 +71,14 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         is only indexed, document by document; its optional ``lengths``,
         ``fingerprint`` and ``prefetch`` capabilities are used when present.
     rank, world_size
-        ``0 <= rank < world_size``.
+        ``0 <= rank < world_size``: this process's data-parallel place. Required unless
+        ``mesh`` is given.
+    mesh, dp_dims
+        A ``torch.distributed.DeviceMesh`` and the names of its data-parallel
+        dimensions (one name, or several such as ``("dp_replicate", "dp_shard")``), in
+        place of ``rank``/``world_size``: the place is
+        :func:`~mixle.data.data_parallel_place` ``(mesh, dp_dims)``, so tensor-,
+        pipeline- and context-parallel peers get identical batches.
     block, batch_size
         Positive integers: tokens per row input, rows per batch.
     seed
@@ -131,8 +142,8 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         self,
         documents: Sequence[Any],
         *,
-        rank: int,
-        world_size: int,
+        rank: int | None = None,
+        world_size: int | None = None,
         block: int,
         batch_size: int,
         seed: int = 0,
@@ -144,7 +155,15 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         prefetch: bool = True,
         layout: str = "per-rank",
         plan_store: PlanStore | None = None,
+        mesh: DeviceMesh | None = None,
+        dp_dims: DpDims = ("dp",),
     ) -> None:
+        rank, world_size = place_from_mesh(mesh, dp_dims, rank, world_size)
+        if rank is None or world_size is None:
+            raise ArgumentError(
+                "StreamingCorpus needs `rank` and `world_size`, or `mesh` (with `dp_dims`). "
+                f"Got rank={rank!r}, world_size={world_size!r}."
+            )
         self.shard = ShardOptions(rank, world_size, batch_size, layout)
         self.pack = PackOptions(block, pad_id, boundary_id, document_ids)
         self.seed = nonnegative_int("seed", seed)
@@ -187,13 +206,29 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         self.last_packing_efficiency: float | None = None
 
     @classmethod
-    def for_current_rank(cls, documents: Sequence[Any], **kwargs: Any) -> StreamingCorpus:
-        """Build the view for this process's rank (:func:`current_rank_and_world_size`:
-        ``torch.distributed``, else torchrun's environment, else rank 0 of 1); every
-        other argument is passed to the constructor."""
+    def for_current_rank(
+        cls,
+        documents: Sequence[Any],
+        *,
+        mesh: DeviceMesh | None = None,
+        dp_dims: DpDims = ("dp",),
+        **kwargs: Any,
+    ) -> StreamingCorpus:
+        """Build the view for this process's data-parallel place: the mesh's over
+        ``dp_dims`` when ``mesh`` is given, else :func:`current_rank_and_world_size`
+        (``torch.distributed``, else torchrun's environment, else rank 0 of 1); every
+        other argument is passed to the constructor.
+
+        Without a mesh the global rank is the data-parallel rank: under tensor, pipeline
+        or context parallelism pass the mesh, or peers would get different batches.
+        """
         for name in ("rank", "world_size"):
             if name in kwargs:
-                raise ArgumentError(f"`{name}` is read from the environment by for_current_rank.")
+                raise ArgumentError(
+                    f"`{name}` is read from the mesh or the environment by for_current_rank."
+                )
+        if mesh is not None:
+            return cls(documents, mesh=mesh, dp_dims=dp_dims, **kwargs)
         rank, world_size = current_rank_and_world_size()
         return cls(documents, rank=rank, world_size=world_size, **kwargs)
 

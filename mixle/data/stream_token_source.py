@@ -20,7 +20,7 @@ documents per batch, the shuffle is a keyed Feistel bijection on the window indi
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,12 +28,16 @@ from mixle._checks import as_token_ids, nonnegative_int, positive_int
 from mixle.data._batch import Batch
 from mixle.data._cursor import Cursor
 from mixle.data._documents import SequenceDocuments, as_documents, is_document_source
+from mixle.data._mesh import DpDims, place_from_mesh
 from mixle.data._mixture import Mixture
 from mixle.data._options import PackOptions, ShardOptions
 from mixle.data._permutation import FeistelPermutation
 from mixle.data._seed_views import TokenStreamSeedViews, WindowTuple, window_tuples
 from mixle.data._token_windows import TokenWindows, checked_document
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError, TokenIdError
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
 
 __all__ = ["TokenStream", "stream_token_source"]
 
@@ -227,7 +231,13 @@ class TokenStream(TokenStreamSeedViews):
         The concatenation over ranks of a step is the same for every factorisation of
         ``G``; the cursor counts global windows (``{"version": 2, "epoch",
         "position", "stream"}``) and resumes with any ``world_size`` and
-        ``batch_size``: nothing repeated, nothing skipped.
+        ``batch_size``: nothing repeated, nothing skipped. ``rank`` defaults to 0.
+    mesh, dp_dims
+        A ``torch.distributed.DeviceMesh`` and the names of its data-parallel
+        dimensions, in place of ``rank``/``world_size``: the stream takes the global
+        layout on the mesh's data-parallel place
+        (:func:`~mixle.data.data_parallel_place`), so tensor-, pipeline- and
+        context-parallel peers get identical batches.
 
     Raises
     ------
@@ -267,9 +277,13 @@ class TokenStream(TokenStreamSeedViews):
         seed: int = 0,
         boundary_id: int | None = None,
         prefetch: bool = True,
-        rank: int = 0,
+        rank: int | None = None,
         world_size: int | None = None,
+        mesh: DeviceMesh | None = None,
+        dp_dims: DpDims = ("dp",),
     ) -> None:
+        rank, world_size = place_from_mesh(mesh, dp_dims, rank, world_size)
+        rank = 0 if rank is None else rank
         self.pack = PackOptions(block, boundary_id=boundary_id)
         # Without world_size: one consumer (rank 0 of 1) with its own cursor; with it,
         # the global layout of windows.

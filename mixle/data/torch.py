@@ -50,7 +50,7 @@ handshake *each*, answered one at a time: that serialised the workers. A custom
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -60,10 +60,14 @@ from mixle._checks import nonnegative_int, positive_int
 from mixle.data._batch import Batch
 from mixle.data._cursor import Cursor
 from mixle.data._loader_state import MAX_POSITION, saved_workers
+from mixle.data._mesh import DpDims, PlacedStream, check_stream_place
 from mixle.data._resumable import ResumableStream
 from mixle.data._streaming import StreamingCorpus
 from mixle.data.stream_token_source import TokenStream
 from mixle.errors import ArgumentTypeError, StateMismatchError
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
 
 __all__ = ["PackedBatch", "StreamDataset", "StreamingDataset", "TokenStreamDataset"]
 
@@ -154,6 +158,11 @@ class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch]):
     num_epochs
         Stop before epoch ``num_epochs`` (an absolute epoch number); ``None`` runs until
         the stream ends.
+    mesh, dp_dims
+        Optional ``torch.distributed.DeviceMesh`` and its data-parallel dimensions: the
+        stream must have been built for this process's data-parallel place in it
+        (``ArgumentError`` naming both places otherwise), the mistake being a stream
+        built from the global rank under tensor/pipeline/context parallelism.
 
     Each item is the stream's batch tuple (:meth:`Batch.as_tuple`) as tensors. Use
     ``batch_size=None`` in the ``DataLoader``: batching already happened.
@@ -161,12 +170,26 @@ class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch]):
 
     _kind = "StreamDataset"
 
-    def __init__(self, stream: ResumableStream, *, num_epochs: int | None = None) -> None:
+    def __init__(
+        self,
+        stream: ResumableStream,
+        *,
+        num_epochs: int | None = None,
+        mesh: DeviceMesh | None = None,
+        dp_dims: DpDims = ("dp",),
+    ) -> None:
         if not isinstance(stream, ResumableStream):
             raise ArgumentTypeError(
                 f"`stream` must be a resumable stream (StreamingCorpus, TokenStream, "
                 f"Mixture). Got {type(stream).__name__} instead."
             )
+        if mesh is not None:
+            if not isinstance(stream, PlacedStream):
+                raise ArgumentTypeError(
+                    f"`mesh` needs a stream with shard options. Got {type(stream).__name__}."
+                )
+            place = (stream.shard.rank, stream.shard.world_size)
+            check_stream_place(self._kind, place, mesh, dp_dims)
         super().__init__()
         self.stream = stream
         self.num_epochs = None if num_epochs is None else positive_int("num_epochs", num_epochs)
@@ -361,6 +384,8 @@ class StreamingDataset(StreamDataset):
     num_epochs
         Stop before epoch ``num_epochs`` (an absolute epoch number); ``None`` runs until
         an epoch without batches.
+    mesh, dp_dims
+        As for :class:`StreamDataset`: checked against the corpus's place.
 
     Each item is the corpus's batch tuple as tensors: ``(context, targets, loss_mask)``
     (int64, int64, bool, ``(b, block)``), plus ``(document_ids, position_ids)`` when the
@@ -370,13 +395,20 @@ class StreamingDataset(StreamDataset):
 
     _kind = "StreamingDataset"
 
-    def __init__(self, corpus: StreamingCorpus, *, num_epochs: int | None = None) -> None:
+    def __init__(
+        self,
+        corpus: StreamingCorpus,
+        *,
+        num_epochs: int | None = None,
+        mesh: DeviceMesh | None = None,
+        dp_dims: DpDims = ("dp",),
+    ) -> None:
         if not isinstance(corpus, StreamingCorpus):
             raise ArgumentTypeError(
                 f"`corpus` must be a StreamingCorpus. Got {type(corpus).__name__} instead."
             )
         self.corpus = corpus
-        super().__init__(corpus, num_epochs=num_epochs)
+        super().__init__(corpus, num_epochs=num_epochs, mesh=mesh, dp_dims=dp_dims)
 
 
 class TokenStreamDataset(StreamDataset):
@@ -399,14 +431,16 @@ class TokenStreamDataset(StreamDataset):
 
     _kind = "TokenStreamDataset"
 
-    def __init__(self, stream: TokenStream) -> None:
+    def __init__(
+        self, stream: TokenStream, *, mesh: DeviceMesh | None = None, dp_dims: DpDims = ("dp",)
+    ) -> None:
         if not isinstance(stream, TokenStream):
             raise ArgumentTypeError(
                 f"`stream` must be a TokenStream. Got {type(stream).__name__} instead."
             )
         # A global stream's positions are (epoch, first global window) as in its cursor.
         self._global = stream.world_size is not None
-        super().__init__(stream)
+        super().__init__(stream, mesh=mesh, dp_dims=dp_dims)
         self.stream: TokenStream = stream
 
     def _from_cursor(self, cursor: tuple[int, int]) -> tuple[int, int]:

@@ -2,8 +2,8 @@
 
 Public modules are every package of ``mixle`` except the corpus's internal subpackages
 (their public names are re-exported by ``mixle.corpus``), plus every module without a
-leading underscore directly in ``mixle/`` and ``mixle/data/`` (``mixle.errors``,
-``mixle.hf``, ``mixle.data.torch``...). Each has an explicit ``__all__`` whose names all
+leading underscore directly in ``mixle/``, ``mixle/data/`` and ``mixle/hf/``
+(``mixle.errors``, ``mixle.data.torch``, ``mixle.hf.trainer``...). Each has an explicit ``__all__`` whose names all
 resolve, and that ``__all__`` equals its line in :data:`EXPECTED` below. Changing a face
 means changing that one line: the failure message prints the line to paste.
 """
@@ -31,7 +31,7 @@ EXPECTED: dict[str, str] = {
     "mixle.cli": "main",
     "mixle.corpus": "CachedDocuments CorpusError CorpusShape CorpusWriter DEFAULT_CHUNK_BYTES DEFAULT_MAX_OPEN_SHARDS DEFAULT_SHARD_MAX_BYTES DEFAULT_UNIT_BYTES DocumentsView EXPORT_FORMATS ExportSummary FORMAT_VERSION INPUT_FORMATS IngestOptions IngestOutput IngestPlan IngestRun IngestSummary MANIFEST_NAME Manifest PlanFiles RangeDocuments RemoteError RemoteStore ShardArrays ShardCache ShardEntry ShardLoader ShardReport ShardStore ShardWriter ShardedDocuments VerifyReport commit_ingest commit_manifest convert_corpus describe_corpus export_corpus ingest merge_corpora open_corpus plan_ingest plot_lengths publish_corpus register_backend run_unit stored_bytes upload_corpus verify_corpus write_shard",
     "mixle.corpus.export": "DEFAULT_CHUNK_BYTES EXPORT_FORMATS ExportSummary export_corpus",
-    "mixle.data": "Batch DcpLoaderState DocumentSource ExactSchedule MixingRule Mixture MixturePhase MixtureSource PackOptions PackedCorpus PlanStore ResumableStream RowPlan RowSchedule ShardOptions SourceAccount SourceBudget StreamingCorpus TemperatureSchedule TokenStream context_parallel_indices context_parallel_slice data_parallel_place gather_backend global_document_order pack_documents register_layout set_gather_backend shard_documents_for_rank stream_token_source",
+    "mixle.data": "Batch DcpLoaderState DocumentSource ExactSchedule MixingRule Mixture MixturePhase MixtureSource PackOptions PackedCorpus PlanStore ResumableStream RowPlan RowSchedule ShardOptions SourceAccount SourceBudget StreamingCorpus TemperatureSchedule TokenStream context_parallel_batch context_parallel_indices context_parallel_slice data_parallel_place gather_backend global_document_order pack_documents register_layout set_gather_backend shard_documents_for_rank stream_token_source",
     "mixle.data.stream_token_source": "TokenStream stream_token_source",
     "mixle.data.streaming_corpus": "PackedCorpus SequenceSelector StreamingCorpus current_rank_and_world_size global_document_order pack_documents shard_documents_for_rank",
     "mixle.data.torch": "PackedBatch StreamDataset StreamingDataset TokenStreamDataset",
@@ -39,6 +39,7 @@ EXPECTED: dict[str, str] = {
     "mixle.hf": "GlobalRowDataset ROW_FIELDS to_iterable_dataset",
     "mixle.lightning": "StreamDataModule",
     "mixle.olmo": "LABEL_IGNORE_INDEX OlmoDataLoader",
+    "mixle.hf.trainer": "IGNORE_INDEX LoaderStateCallback TRAINER_SETTINGS causal_lm_collate",
     "mixle.models": "CategoricalEmbedding CausalTransformerLM StreamingDocumentEncoder StreamingGradientState StreamingTokenEncoder StreamingTransformer StreamingTransformerAccumulator StreamingTransformerAccumulatorFactory StreamingTransformerEstimator StreamingTransformerLeaf StreamingTransformerLeafEstimator StreamingTransformerSampler TokenDocuments TokenPairs TransformerLMEstimator stream_fit",
     "mixle.testing": "StoreContract assert_documents_contract assert_gather_contract shard_starts",
     "mixle.stats": "CategoricalAccumulator CategoricalAccumulatorFactory CategoricalDistribution CategoricalEmbedding CategoricalEncoder CategoricalEstimator CategoricalSampler CompositeAccumulator CompositeAccumulatorFactory CompositeDistribution CompositeEncoder CompositeEncoding CompositeEstimator CompositeSampler DataSequenceEncoder DistributionSampler EmbeddingTiedDistribution EmbeddingTiedEstimator LiveEstimator MixtureAccumulator MixtureAccumulatorFactory MixtureDistribution MixtureEstimator MixtureSampler MixtureStatistic ParameterEstimator SequenceEncodableProbabilityDistribution SequenceEncodableStatisticAccumulator SharedEmbedding StatisticAccumulatorFactory as_weights document_batches estimate_partitions from_dict partitioned_estimate register registered_types stream_em tensors_from_blob tensors_to_blob to_dict",
@@ -63,7 +64,7 @@ def public_modules() -> list[str]:
         if path.name == "__init__.py":
             if not name.startswith(INTERNAL_PACKAGES):
                 found.add(name)
-        elif path.parent in (PACKAGE, PACKAGE / "data"):
+        elif path.parent in (PACKAGE, PACKAGE / "data", PACKAGE / "hf"):
             found.add(name)
     return sorted(found)
 

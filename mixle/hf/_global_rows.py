@@ -44,7 +44,7 @@ from mixle.data._options import ShardOptions
 from mixle.data._streaming import StreamingCorpus
 from mixle.errors import ArgumentError, ArgumentTypeError, MissingBackendError
 
-__all__ = ["ROW_FIELDS", "GlobalRowDataset", "to_iterable_dataset"]
+__all__ = ["ROW_FIELDS", "GlobalRowDataset", "Row", "to_iterable_dataset"]
 
 #: The keys of one row item, in order; the last two only with ``document_ids=True``.
 ROW_FIELDS = ("context", "targets", "loss_mask", "document_ids", "position_ids")
