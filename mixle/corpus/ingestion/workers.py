@@ -27,15 +27,17 @@ from mixle._io import atomic_write, fsync_file, naming_file
 from mixle.corpus.format.encode import narrow, needed_dtype
 from mixle.corpus.format.manifest import Manifest, write_manifest
 from mixle.corpus.format.shard import ShardWriter, rewrite_shard_dtype
-from mixle.corpus.format.spec import dtype_limit
+from mixle.corpus.format.spec import MANIFEST_NAME, dtype_limit
 from mixle.corpus.ingestion.input_readers import InputBatch, ReadOptions, read_unit
 from mixle.corpus.ingestion.inputs import WorkUnit
 from mixle.errors import IngestError
 
-__all__ = ["UnitJob", "convert_unit", "init_worker", "write_json_atomic"]
+__all__ = ["UNIT_RECORDS", "UnitJob", "convert_unit", "init_worker", "write_json_atomic"]
 
 DONE_NAME = "done.json"
 REJECTS_NAME = "rejects.jsonl"
+#: A finished unit's small files (not its shards): its record, manifest and rejects.
+UNIT_RECORDS = (DONE_NAME, MANIFEST_NAME, REJECTS_NAME)
 
 # Progress counters shared with the coordinating process: documents, tokens, input
 # bytes. Set by :func:`init_worker` (pool) or directly (in-process run).
