@@ -415,7 +415,8 @@ def _commit(
 ) -> IngestSummary:
     """:func:`commit_ingest` once the output is claimed."""
     storage_options = area.storage_options
-    work = area.path(WORK_DIR_NAME)
+    # The work directory: its local path, or its name in the output's store.
+    work = WORK_DIR_NAME if area.is_url else area.path(WORK_DIR_NAME)
     if not area.is_url:
         interrupted = read_publish_plan(work)
         if interrupted is not None:  # a commit killed while publishing: finish it
@@ -462,4 +463,4 @@ def _publish_remote(area: OutputArea, publish_plan: dict[str, Any]) -> None:
     existing = area.read_json(MANIFEST_NAME)
     if existing is not None and existing.get("fingerprint") != publish_plan["fingerprint"]:
         raise CorpusExistsError(f"{area.output} already holds a different corpus.")
-    publish_units(area.store, WORK_DIR_NAME, publish_plan)
+    publish_units(area.store, WORK_DIR_NAME, publish_plan)  # its name in the store
