@@ -112,7 +112,7 @@ def measure(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--baseline", required=True, help="checkout to compare with")
+    parser.add_argument("--baseline", help="checkout to compare with (required)")
     parser.add_argument("--candidate", default=str(Path(__file__).resolve().parents[1]))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--shards", type=int, default=60, help="shards of the publish step")
@@ -125,6 +125,8 @@ def main() -> int:
         step, work, url, storage, size = json.loads(args.step)
         run_step(step, Path(work), url, storage, size)
         return 0
+    if not args.baseline:
+        parser.error("--baseline CHECKOUT is required (e.g. --baseline /work/main)")
     import s3fs
 
     from tools.bench_remote import start_moto
