@@ -43,7 +43,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from mixle._io import (
     atomic_write_bytes,
@@ -90,6 +90,27 @@ LAYOUTS = ("raw", "zarr")
 PUBLISH_NAME = "publish.json"
 #: Threads that remove the directories of a work directory at once (see remove_tree).
 _REMOVERS = 16
+#: Requests a store is sent at once by a publish (uploads, server-side copies): an
+#: object store serves them concurrently, and one after the other each costs its round
+#: trips (a put and the size check: 60 shards took 10.9 s one by one on moto, 2 cores).
+_REQUESTS = 8
+
+_T = TypeVar("_T")
+
+
+def _concurrently(call: Callable[[_T], None], items: Sequence[_T]) -> None:
+    """``call(item)`` for every item, :data:`_REQUESTS` at a time; the first error (in
+    ``items`` order) is raised once the calls under way end, and no new call starts."""
+    if len(items) <= 1:
+        for item in items:
+            call(item)
+        return
+    pool = ThreadPoolExecutor(min(_REQUESTS, len(items)), thread_name_prefix="mixle-publish")
+    try:
+        for _ in pool.map(call, items):
+            pass
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 # -- the two paths: a local directory swapped in whole, files written to a store --------
@@ -123,7 +144,8 @@ def upload_files(store: ShardStore, directory: str, last: str, prefix: str = "")
     """Write every file under the local ``directory`` to ``store``; the file ``last`` last.
 
     Each file is one retried, size-checked :meth:`~ShardStore.put_file` of the store,
-    stored as ``prefix/relative path`` (``relative path`` without a prefix).
+    stored as ``prefix/relative path`` (``relative path`` without a prefix); several
+    are sent at once, and ``last`` only once every other one is stored.
 
     Raises
     ------
@@ -136,11 +158,15 @@ def upload_files(store: ShardStore, directory: str, last: str, prefix: str = "")
     if last not in files:
         raise ArgumentError(f"{directory}: nothing to publish ({last} is missing).")
     files.remove(last)
-    for relative in [*files, last]:
+
+    def put(relative: str) -> None:
         store.put_file(
             os.path.join(directory, *relative.split("/")),
             f"{prefix}/{relative}" if prefix else relative,
         )
+
+    _concurrently(put, files)
+    put(last)
 
 
 def commit_manifest_to(
@@ -484,14 +510,16 @@ def publish_units(
     On local disk the shards are renamed (safe to call again after a crash at any
     point, see the module docstring; each unit's ``records`` are deleted while the
     shards move), stale shards of a replaced corpus are removed and the work directory
-    is discarded. On any other store the shards are copied server-side and the manifest
-    written unless the store already holds this corpus; then the work tree is removed.
+    is discarded. On any other store the shards are copied server-side (several at once) and the
+    manifest written unless the store already holds this corpus; then the work tree is
+    removed.
     """
     directory = store.local_directory
     if directory is None:
         if not _already_published(store, plan):
-            for unit, source, target in plan["moves"]:
-                store.copy(f"{work}/{unit}/{source}", target)
+            _concurrently(
+                lambda move: store.copy(f"{work}/{move[0]}/{move[1]}", move[2]), plan["moves"]
+            )
             _commit_plan(store, plan)
         store.remove(work)
         return
