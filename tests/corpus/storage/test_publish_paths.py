@@ -89,10 +89,9 @@ def test_a_published_corpus_and_an_export_are_swapped_in_by_the_one_staging_path
 
 def test_a_failed_staged_write_leaves_neither_output_nor_staging(tmp_path: Path) -> None:
     target = tmp_path / "out"
-    with pytest.raises(RuntimeError, match="injected"):
-        with publish.staged_directory(str(target)) as staging:
-            Path(staging, "half").write_bytes(b"x")
-            raise RuntimeError("injected")
+    with pytest.raises(RuntimeError, match="injected"), publish.staged_directory(str(target)) as d:
+        Path(d, "half").write_bytes(b"x")
+        raise RuntimeError("injected")
     assert os.listdir(tmp_path) == []
 
 
