@@ -165,3 +165,20 @@ def test_a_remote_merge_input_manifest_is_bounded_like_every_manifest_read(
     monkeypatch.setattr(remote, "MAX_MANIFEST_BYTES", 64)
     with pytest.raises(CorpusFormatError, match="larger than the 64 bytes accepted"):
         merge_corpora(inputs, _url())
+
+
+def test_units_run_into_a_store_retry_a_transient_upload_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(f'{{"input_ids": [{i}, 3]}}\n' for i in range(200)))
+    url = _url()
+    store = OutputArea(url).store
+    assert isinstance(store, RemoteStore)
+    left = _flaky(monkeypatch, store.fs, "put_file", failures=3)
+    _units(source, url)
+    assert left == [0]
+    commit_ingest(url)
+    documents = open_corpus(url)
+    assert len(documents) == 200
+    np.testing.assert_array_equal(documents[7], [7, 3])
