@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from mixle.corpus import IngestOptions, commit_ingest, open_corpus, plan_ingest, run_unit
-from mixle.corpus.ingestion import publishing
+from mixle.corpus.storage import publish as publishing
 
 VOCAB = 50_257
 

@@ -121,6 +121,9 @@ class StoreContract:
             store.read_range("r.bin", 1200, 2000)
         got = store.read_ranges(["r.bin", "r.bin"], [0, 1000], [3, 1280])
         assert got == [_BODY[:3], _BODY[1000:1280]]
+        store.write_bytes("sub/s.bin", b"small")
+        found = store.read_files(["r.bin", "sub/s.bin", "absent.bin"])
+        assert found == {"r.bin": _BODY, "sub/s.bin": b"small"}, "read_files: missing left out"
 
     def check_listing(self) -> None:
         store = self._writable()
@@ -153,6 +156,10 @@ class StoreContract:
         store.write_bytes("c.bin", _BODY)
         store.copy("c.bin", "c2.bin")
         assert store.read_prefix("c2.bin", len(_BODY)) == _BODY
+        other = self.make_store()  # another store of the backend (a merge's input)
+        other.write_bytes("o.bin", _BODY[:100])
+        store.copy("o.bin", "c3.bin", origin=other)
+        assert store.read_prefix("c3.bin", 100) == _BODY[:100]
 
     def check_pickles_as_its_location(self) -> None:
         store = self.make_store()

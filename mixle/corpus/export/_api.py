@@ -9,8 +9,9 @@ from typing import Any
 
 from mixle._checks import positive_int
 from mixle.corpus.export import litdata, megatron
-from mixle.corpus.export._publish import check_output, make_marker, staging_directory
+from mixle.corpus.export._output import STAGING_TAG, check_output, make_marker, write_marker
 from mixle.corpus.export._source import CorpusSource
+from mixle.corpus.storage.publish import staged_directory
 from mixle.errors import ArgumentError, ArgumentTypeError
 
 __all__ = ["EXPORT_FORMATS", "ExportSummary", "export_corpus"]
@@ -167,11 +168,12 @@ def export_corpus(
         },
         {**options, "dtype": dtype},
     )
-    with staging_directory(destination, marker) as staging:
+    with staged_directory(destination, tag=STAGING_TAG) as staging:
         if format == "megatron":
             placed = megatron.write_megatron(source, staging, prefixes)
         else:
             placed = litdata.write_litdata(source, staging, tokens_per_chunk)
+        write_marker(staging, marker)
     return ExportSummary(
         output=destination,
         format=format,

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from mixle._file_checks import contained_shard, open_regular
-from mixle._io import fsync_directory, naming_file
+from mixle._io import naming_file
 from mixle.corpus.format.documents import ShardedDocuments
 from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.ingestion.flat import MEGATRON_DTYPES, MEGATRON_MAGIC
@@ -35,7 +35,6 @@ __all__ = [
     "CorpusSource",
     "Shard",
     "ShardedDocuments",
-    "fsync_directory",
     "new_file",
     "write_all",
 ]

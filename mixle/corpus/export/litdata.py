@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from mixle.corpus.export._publish import write_file
+from mixle.corpus.export._output import write_file
 from mixle.corpus.export._source import CorpusSource, new_file, write_all
 from mixle.errors import ArgumentError
 

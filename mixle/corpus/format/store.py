@@ -10,7 +10,8 @@ export write through the same store). What a backend can do is declared by four
 capability flags, named after zarr's store ABC:
 
 ``supports_ranges``
-    :meth:`ShardStore.read_range` / :meth:`ShardStore.read_ranges` fetch byte ranges.
+    :meth:`ShardStore.read_range` / :meth:`ShardStore.read_ranges` fetch byte ranges
+    (and :meth:`ShardStore.read_files` whole small files).
 ``supports_writes``
     :meth:`ShardStore.write_bytes`, :meth:`ShardStore.put_file` and
     :meth:`ShardStore.remove` store and delete files (each write is visible whole or
@@ -181,6 +182,19 @@ class ShardStore(abc.ABC):
             for name, start, end in zip(names, starts, ends, strict=True)
         ]
 
+    def read_files(self, names: Sequence[str]) -> dict[str, bytes]:
+        """``{name: content}`` of the files among ``names`` that exist, each read whole
+        (missing ones are left out): the small records of ingest output and merge.
+
+        Default: :meth:`file_size` and one :meth:`read_range` each (a backend may
+        fetch them concurrently). Requires ``supports_ranges``.
+        """
+        found = {}
+        for name in names:
+            if self.exists(name):
+                found[name] = self.read_range(name, 0, self.file_size(name))
+        return found
+
     def write_bytes(self, name: str, data: bytes) -> None:
         """Store ``data`` as ``name``, visible whole or not at all; requires ``supports_writes``."""
         raise self._unsupported("write_bytes", "supports_writes")
@@ -206,9 +220,12 @@ class ShardStore(abc.ABC):
         """
         raise self._unsupported("list_sizes", "supports_listing")
 
-    def copy(self, source: str, target: str) -> None:
-        """Copy file ``source`` to ``target`` inside the store (replacing ``target``).
+    def copy(self, source: str, target: str, *, origin: ShardStore | None = None) -> None:
+        """Copy file ``source`` to ``target`` (replacing ``target``) without moving the
+        bytes through this machine.
 
-        Requires ``supports_server_side_copy``.
+        ``source`` is a file of ``origin`` (default: this store), which must be a store
+        of the same backend (a merge copies the shards of its inputs). Requires
+        ``supports_server_side_copy``.
         """
         raise self._unsupported("copy", "supports_server_side_copy")

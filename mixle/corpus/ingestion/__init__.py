@@ -2,7 +2,7 @@
 
 Inputs are found and cut into work units (:mod:`.inputs`), read by format
 (:mod:`.input_readers`, :mod:`.flat`), converted by workers (:mod:`.workers`) and
-published as one corpus (:mod:`.publishing`); :mod:`.pipeline` drives it. The public
+published as one corpus (:mod:`mixle.corpus.storage.publish`); :mod:`.pipeline` drives it. The public
 names are re-exported by :mod:`mixle.corpus`.
 
 Named ``ingestion`` (not ``ingest``) because ``mixle.corpus.ingest`` is the public

@@ -2,9 +2,12 @@
 
 Units and the commit step write and read the same few things wherever the output
 lives: small JSON records, whole directories of unit files, a listing of file sizes
-(one listing per commit, however many units), server-side copies. Local writes are
-atomic renames; object-store writes are whole-object puts, which are atomic by
-themselves.
+(one listing per commit, however many units), server-side copies. Every access goes
+through the output's one store (:func:`~mixle.corpus.storage.open.writable_store`)
+and so through its retry policy; only the checks of a local file (a regular file,
+of bounded size, created at most once) read and write the directory directly.
+Local writes are atomic renames; object-store writes are whole-object puts, which
+are atomic by themselves.
 """
 
 from __future__ import annotations
@@ -16,12 +19,9 @@ from typing import Any
 from mixle._file_checks import read_regular
 from mixle._io import atomic_write_bytes, fsync_directory, link_or_copy, temporary_name
 from mixle._safe_json import loads_bounded
-from mixle.corpus.format.manifest import Manifest
-from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.format.store import ShardStore
-from mixle.corpus.storage.fs import filesystem
-from mixle.corpus.storage.local import local_sizes
 from mixle.corpus.storage.open import is_url, writable_store
+from mixle.corpus.storage.publish import upload_files
 from mixle.errors import IngestError
 
 __all__ = ["MAX_RECORD_BYTES", "OutputArea", "link_or_copy"]
@@ -47,15 +47,14 @@ class OutputArea:
         self.is_url = is_url(location)
         self.output = location.rstrip("/") if self.is_url else os.path.abspath(location)
         self.storage_options = dict(storage_options or {})
-        protocol = location.split("://", 1)[0].lower() if self.is_url else "file"
-        self.fs: Any = filesystem(protocol, self.storage_options)
-        self.root: str = self.fs._strip_protocol(self.output).rstrip("/")
-        #: The store this output is written through (retried, size-checked uploads).
+        #: The store this output is read and written through (retried, size-checked).
         self.store: ShardStore = writable_store(self.output, self.storage_options)
 
     def path(self, relative: str) -> str:
-        """The filesystem path of ``relative`` (``/``-separated) under the output."""
-        return f"{self.root}/{relative}" if relative else self.root
+        """The local path of ``relative`` (``/``-separated) under a local output."""
+        if self.is_url:
+            raise IngestError(f"{self.output}: an object-store output has no local paths.")
+        return os.path.join(self.output, *relative.split("/")) if relative else self.output
 
     def describe(self, relative: str) -> str:
         """``relative`` as the user named the output (for messages)."""
@@ -77,13 +76,7 @@ class OutputArea:
         """
         if not self.is_url:
             return _read_local(self.path(relative), limit)
-        try:
-            data: bytes = self.fs.cat_file(self.path(relative))
-        except FileNotFoundError:
-            return None
-        if len(data) > limit:
-            raise IngestError(f"{self.describe(relative)}: larger than the {limit} bytes accepted.")
-        return data
+        return self.read_many([relative], limit).get(relative)
 
     def read_json(self, relative: str, limit: int = MAX_RECORD_BYTES) -> Any:
         """The JSON value stored at ``relative``, or ``None`` when the file is missing.
@@ -100,8 +93,9 @@ class OutputArea:
     def read_many(self, relatives: list[str], limit: int = MAX_RECORD_BYTES) -> dict[str, bytes]:
         """``{relative: bytes}`` of the files that exist among ``relatives``.
 
-        On an object store the reads go out together (fsspec's concurrent ``cat``):
-        the records of a thousand units cost a few round trips, not a thousand.
+        On an object store the reads go out together (the store's concurrent
+        :meth:`~mixle.corpus.ShardStore.read_files`, retried): the records of a
+        thousand units cost a few round trips, not a thousand.
         Locally each must be a regular file of at most ``limit`` bytes.
 
         Raises
@@ -116,11 +110,7 @@ class OutputArea:
                 if data is not None:
                     found[relative] = data
             return found
-        if not relatives:
-            return {}
-        paths = {self.fs._strip_protocol(self.path(relative)): relative for relative in relatives}
-        data = self.fs.cat(list(paths), on_error="omit")
-        result = {paths[self.fs._strip_protocol(path)]: value for path, value in data.items()}
+        result = self.store.read_files(relatives)
         for relative, value in result.items():
             if len(value) > limit:
                 raise IngestError(
@@ -129,14 +119,9 @@ class OutputArea:
         return result
 
     def write_bytes(self, relative: str, data: bytes) -> None:
-        """Store ``data`` at ``relative`` whole or not at all (creating directories)."""
-        if not self.is_url:
-            target = self.path(relative)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            # A unique temporary name: several machines may write the same file at once.
-            temporary = temporary_name(target, unique=True)
-            atomic_write_bytes(target, data, temporary=temporary)
-            return
+        """Store ``data`` at ``relative`` whole or not at all (creating directories; on
+        local disk under a unique temporary name, as several machines may write the same
+        file at once)."""
         self.store.write_bytes(relative, data)
 
     def create_bytes(self, relative: str, data: bytes) -> bool:
@@ -165,17 +150,9 @@ class OutputArea:
         fsync_directory(os.path.dirname(target))
         return True
 
-    def write_manifest(self, manifest: Manifest) -> None:
-        """Write ``manifest`` (built by ``Manifest.build``) as ``manifest.json``, atomically.
-
-        The bytes are those :func:`~mixle.corpus.commit_manifest` writes on local disk,
-        so a corpus published to an object store is file-for-file the local one.
-        """
-        self.write_bytes(MANIFEST_NAME, manifest.to_json())
-
     def exists(self, relative: str) -> bool:
         """Whether a file or directory exists at ``relative``."""
-        return bool(self.fs.exists(self.path(relative)))
+        return self.store.exists(relative)
 
     def sizes(self, relative: str) -> dict[str, int]:
         """``{path relative to relative: size}`` of every file under ``relative``.
@@ -183,8 +160,6 @@ class OutputArea:
         One listing (one ``find``), so a commit of a thousand units costs one
         round trip of metadata on an object store, and no file is opened.
         """
-        if not self.is_url:
-            return local_sizes(self.path(relative))
         return self.store.list_sizes(relative)
 
     def upload_directory(self, local: str, relative: str, last: str) -> None:
@@ -193,9 +168,7 @@ class OutputArea:
         Object puts are atomic, and every unit file is a pure function of the plan, so
         two uploads of the same unit racing each other store the same bytes.
         """
-        names = sorted(name for name in os.listdir(local) if name != last)
-        for name in [*names, last]:
-            self.store.put_file(os.path.join(local, name), f"{relative}/{name}")
+        upload_files(self.store, local, last, relative)
 
     def copy(self, source: str, target: str) -> None:
         """Copy ``source`` to ``target`` without moving token bytes through this machine.

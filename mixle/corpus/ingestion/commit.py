@@ -26,7 +26,7 @@ from typing import Any
 
 from mixle._io import atomic_write
 from mixle._safe_json import loads_bounded
-from mixle.corpus.format.manifest import Manifest, commit_manifest, parse_manifest
+from mixle.corpus.format.manifest import commit_manifest, parse_manifest
 from mixle.corpus.format.shard import rewrite_shard_dtype
 from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.ingestion.area import OutputArea
@@ -34,13 +34,6 @@ from mixle.corpus.ingestion.input_readers import describe_location
 from mixle.corpus.ingestion.inputs import WorkUnit
 from mixle.corpus.ingestion.output_guard import check_output_names, claim_output
 from mixle.corpus.ingestion.plan import IngestPlan
-from mixle.corpus.ingestion.publishing import (
-    build_publish_plan,
-    publish,
-    read_publish_plan,
-    remove_tree,
-    write_publish_plan,
-)
 from mixle.corpus.ingestion.records import load_record, record_problems
 from mixle.corpus.ingestion.units import (
     PLAN_NAME,
@@ -49,8 +42,20 @@ from mixle.corpus.ingestion.units import (
     read_output_plan,
     unit_name,
 )
-from mixle.corpus.ingestion.workers import DONE_NAME, REJECTS_NAME, write_json_atomic
+from mixle.corpus.ingestion.workers import (
+    DONE_NAME,
+    REJECTS_NAME,
+    UNIT_RECORDS,
+    write_json_atomic,
+)
 from mixle.corpus.storage.open import is_url
+from mixle.corpus.storage.publish import (
+    build_publish_plan,
+    publish_units,
+    read_publish_plan,
+    remove_tree,
+    write_publish_plan,
+)
 from mixle.errors import CorpusExistsError, IngestError
 
 __all__ = ["IngestSummary", "commit_ingest", "plan_publish", "published_summary", "rejects_path"]
@@ -410,11 +415,12 @@ def _commit(
 ) -> IngestSummary:
     """:func:`commit_ingest` once the output is claimed."""
     storage_options = area.storage_options
-    work = area.path(WORK_DIR_NAME)
+    # The work directory: its local path, or its name in the output's store.
+    work = WORK_DIR_NAME if area.is_url else area.path(WORK_DIR_NAME)
     if not area.is_url:
         interrupted = read_publish_plan(work)
         if interrupted is not None:  # a commit killed while publishing: finish it
-            publish(area.output, work, interrupted)
+            publish_units(area.store, work, interrupted, UNIT_RECORDS)
             return published_summary(interrupted, area.output, 0, 0, started)
     plan = read_output_plan(area)
     if plan is None:
@@ -431,7 +437,7 @@ def _commit(
     if not area.is_url:
         path = rejects_path(plan.job["on_error"], rejects, area.output)
         publish_plan = plan_publish(work, units, records, plan, path)
-        publish(area.output, work, publish_plan)
+        publish_units(area.store, work, publish_plan, UNIT_RECORDS)
         return published_summary(publish_plan, area.output, len(units), 0, started)
     shards = [(unit_name(u.index), entry) for u in units for entry in records[u.index]["shards"]]
     skipped = sum(records[u.index]["skipped"] for u in units)
@@ -452,18 +458,9 @@ def _commit(
 
 
 def _publish_remote(area: OutputArea, publish_plan: dict[str, Any]) -> None:
-    """Server-side copy the unit shards to their names, write the manifest last."""
+    """Publish the units' shards through the output's store (server-side copies, the
+    manifest last), unless a different corpus is already there."""
     existing = area.read_json(MANIFEST_NAME)
     if existing is not None and existing.get("fingerprint") != publish_plan["fingerprint"]:
         raise CorpusExistsError(f"{area.output} already holds a different corpus.")
-    if existing is None:
-        for unit, source, target in publish_plan["moves"]:
-            area.copy(f"{WORK_DIR_NAME}/{unit}/{source}", target)
-        manifest = Manifest.build(
-            publish_plan["entries"],
-            dtype=publish_plan["dtype"],
-            vocab_size=publish_plan["vocab_size"],
-            metadata=publish_plan["metadata"],
-        )
-        area.write_manifest(manifest)
-    area.remove(WORK_DIR_NAME)
+    publish_units(area.store, WORK_DIR_NAME, publish_plan)  # its name in the store

@@ -22,6 +22,7 @@ size inside its corpus directory before the output is touched.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -30,28 +31,27 @@ import numpy as np
 
 from mixle._file_checks import check_replaceable, contained_shard
 from mixle._io import link_or_copy, naming_file
-from mixle.corpus.format.manifest import Manifest, ShardEntry, commit_manifest, parse_manifest
+from mixle.corpus.format.manifest import Manifest, ShardEntry, parse_manifest
 from mixle.corpus.format.shard import rewrite_shard_dtype
 from mixle.corpus.format.spec import MANIFEST_NAME, normalize_dtype, shard_file_names
-from mixle.corpus.ingestion.area import OutputArea
-from mixle.corpus.storage.local import LocalStore
+from mixle.corpus.format.store import ShardStore
+from mixle.corpus.storage.open import is_url, store_at, writable_store
+from mixle.corpus.storage.publish import commit_manifest_to, remove_stale_shards
 from mixle.errors import (
     ArgumentError,
     ArgumentTypeError,
     CorpusExistsError,
     CorpusFormatError,
-    CorpusNotFoundError,
     redact_userinfo,
 )
 
 __all__ = ["merge_corpora"]
 
 
-def _read_manifest(area: OutputArea) -> Manifest:
-    """The validated manifest of the input corpus ``area``.
-
-    A local one is read as every local corpus is (:class:`LocalStore`: a regular
-    file, opened without blocking, inside the corpus directory).
+def _read_manifest(store: ShardStore) -> Manifest:
+    """The validated manifest of the input corpus in ``store``, read as every corpus's
+    manifest is (:meth:`ShardStore.read_manifest`: locally a regular file inside the
+    corpus directory, opened without blocking; remotely retried; both bounded).
 
     Raises
     ------
@@ -60,26 +60,23 @@ def _read_manifest(area: OutputArea) -> Manifest:
     CorpusFormatError
         The manifest is not a regular file or not a valid manifest.
     """
-    if area.is_url:
-        try:
-            data = area.fs.cat_file(area.path(MANIFEST_NAME))
-        except FileNotFoundError as exc:
-            raise CorpusNotFoundError(
-                f"no corpus at {area.output}: {MANIFEST_NAME} is missing."
-            ) from exc
-    else:
-        data = LocalStore(area.output).read_manifest()
-    return parse_manifest(data, area.describe(MANIFEST_NAME))
+    return parse_manifest(store.read_manifest(), f"{store.location}/{MANIFEST_NAME}")
 
 
-def _check_shard_files(area: OutputArea, manifest: Manifest) -> None:
-    """Every shard file of the local input ``area`` is a regular file of its recorded
+def _check_shard_files(store: ShardStore, manifest: Manifest) -> None:
+    """Every shard file of the local input ``store`` is a regular file of its recorded
     size inside the corpus directory (checked before the output is touched)."""
-    if area.is_url:
+    directory = store.local_directory
+    if directory is None:
         return  # object-store keys are not links, and copies are server-side
     for shard in manifest.shards:
-        contained_shard(area.output, shard.tokens, shard.tokens_bytes, CorpusFormatError)
-        contained_shard(area.output, shard.offsets, shard.offsets_bytes, CorpusFormatError)
+        contained_shard(directory, shard.tokens, shard.tokens_bytes, CorpusFormatError)
+        contained_shard(directory, shard.offsets, shard.offsets_bytes, CorpusFormatError)
+
+
+def _scheme(store: ShardStore) -> str:
+    """The URL scheme of ``store`` (``""`` for a local directory)."""
+    return store.location.split("://", 1)[0].lower() if is_url(store.location) else ""
 
 
 def _common(what: str, found: dict[str, Any], hint: str) -> Any:
@@ -176,17 +173,17 @@ def merge_corpora(
     """
     if len(inputs) < 2:
         raise ArgumentError(f"merge needs at least two corpora. Got {len(inputs)} instead.")
-    out = OutputArea(os.fspath(output), storage_options)
-    areas = [OutputArea(os.fspath(item), storage_options) for item in inputs]
-    for area in areas:
-        if area.is_url != out.is_url or (area.is_url and area.fs.protocol != out.fs.protocol):
+    out = writable_store(os.fspath(output), storage_options)
+    stores = [store_at(os.fspath(item), storage_options) for item in inputs]
+    for store in stores:
+        if _scheme(store) != _scheme(out):
             raise ArgumentError(
-                f"{area.output} and the output {out.output} are on different stores; merge "
+                f"{store.location} and the output {out.location} are on different stores; merge "
                 "where the inputs are, then publish_corpus (mixle convert) the result."
             )
-    check_replaceable(out.output, [area.output for area in areas], what="the output")
+    check_replaceable(out.location, [store.location for store in stores], what="the output")
     sources = [
-        (os.fspath(item), _read_manifest(area)) for item, area in zip(inputs, areas, strict=True)
+        (os.fspath(item), _read_manifest(store)) for item, store in zip(inputs, stores, strict=True)
     ]
     target = _target_dtype(sources, dtype)
     vocab = _target_vocab(sources, vocab_size)
@@ -200,60 +197,55 @@ def merge_corpora(
     # output is removed: the manifest arguments (an empty manifest is built with them)
     # and every input shard file.
     Manifest.build([], dtype=target, vocab_size=vocab, metadata=metadata)
-    for area, (_, manifest) in zip(areas, sources, strict=True):
-        _check_shard_files(area, manifest)
+    for store, (_, manifest) in zip(stores, sources, strict=True):
+        _check_shard_files(store, manifest)
     if out.exists(MANIFEST_NAME):
         if not overwrite:
             raise CorpusExistsError(
-                f"{out.output} already holds a corpus; pass --overwrite to replace it."
+                f"{out.location} already holds a corpus; pass --overwrite to replace it."
             )
         out.remove(MANIFEST_NAME)  # readers see no corpus until the merged one is complete
-    if not out.is_url:
-        os.makedirs(out.output, exist_ok=True)
+    if out.local_directory is not None:
+        os.makedirs(out.local_directory, exist_ok=True)
     entries: list[dict[str, Any]] = []
-    for area, (_, manifest) in zip(areas, sources, strict=True):
+    for store, (_, manifest) in zip(stores, sources, strict=True):
         for shard in manifest.shards:
             tokens, offsets = shard_file_names(len(entries))
             renamed = dict(shard.to_dict(), tokens=tokens, offsets=offsets)
-            with naming_file(out.describe(tokens)):
+            with naming_file(f"{out.location}/{tokens}"):
                 if manifest.dtype == target:
-                    _copy_shard(area, shard, out, renamed)
+                    _copy_shard(store, shard, out, renamed)
                 else:
-                    renamed = _widen(area, shard, out, renamed, manifest.dtype, target)
+                    renamed = _widen(store, shard, out, renamed, manifest.dtype, target)
             entries.append(renamed)
-    _remove_stale_shards(out, entries)
-    if not out.is_url:
-        return commit_manifest(
-            out.output, entries, dtype=target, vocab_size=vocab, metadata=metadata
-        )
-    merged = Manifest.build(entries, dtype=target, vocab_size=vocab, metadata=metadata)
-    out.write_manifest(merged)
-    return merged.to_dict()
+    remove_stale_shards(out, {entry[key] for entry in entries for key in ("tokens", "offsets")})
+    return commit_manifest_to(out, entries, dtype=target, vocab_size=vocab, metadata=metadata)
 
 
 def _copy_shard(
-    source: OutputArea, shard: ShardEntry, out: OutputArea, renamed: Mapping[str, Any]
+    source: ShardStore, shard: ShardEntry, out: ShardStore, renamed: Mapping[str, Any]
 ) -> None:
     """Link (local) or server-side copy (object store) both files of ``shard`` to
     ``renamed``'s names in ``out``; a local file must be a regular file of its size."""
+    directory, into = source.local_directory, out.local_directory
     for name, size, key in (
         (shard.tokens, shard.tokens_bytes, "tokens"),
         (shard.offsets, shard.offsets_bytes, "offsets"),
     ):
-        if out.is_url:
-            out.fs.copy(source.path(name), out.path(renamed[key]))
+        if directory is None or into is None:
+            out.copy(name, renamed[key], origin=source)
         else:
             link_or_copy(
-                contained_shard(source.output, name, size, CorpusFormatError),
-                out.path(renamed[key]),
+                contained_shard(directory, name, size, CorpusFormatError),
+                os.path.join(into, renamed[key]),
                 size=size,
             )
 
 
 def _widen(
-    source: OutputArea,
+    source: ShardStore,
     shard: ShardEntry,
-    out: OutputArea,
+    out: ShardStore,
     renamed: dict[str, Any],
     from_dtype: str,
     to_dtype: str,
@@ -263,26 +255,25 @@ def _widen(
 
     On local disk the shard is linked, then rewritten under the link's name (by
     rename: the input's files are read, never modified). On an object store it is
-    downloaded to a temporary directory, rewritten there and uploaded; memory stays
-    O(16 Mi ids) either way.
+    fetched through the input's store (its shard cache: size and SHA-256 checked),
+    rewritten in a temporary directory and uploaded through the output's store;
+    memory stays O(16 Mi ids) either way.
     """
-    if not out.is_url:
+    if out.local_directory is not None:
         _copy_shard(source, shard, out, renamed)
-        return rewrite_shard_dtype(out.output, renamed, from_dtype=from_dtype, to_dtype=to_dtype)
+        return rewrite_shard_dtype(
+            out.local_directory, renamed, from_dtype=from_dtype, to_dtype=to_dtype
+        )
     with tempfile.TemporaryDirectory(prefix="mixle-merge-") as local:
         for name, key in ((shard.tokens, "tokens"), (shard.offsets, "offsets")):
-            source.fs.get_file(source.path(name), os.path.join(local, renamed[key]))
+            path = source.local_path(name)
+            try:
+                shutil.copyfile(path, os.path.join(local, renamed[key]))
+            finally:
+                source.release(name)
         widened = rewrite_shard_dtype(
             local, renamed, from_dtype=from_dtype, to_dtype=to_dtype, durable=False
         )
         for key in ("tokens", "offsets"):
-            out.fs.put_file(os.path.join(local, widened[key]), out.path(widened[key]))
+            out.put_file(os.path.join(local, widened[key]), widened[key])
     return widened
-
-
-def _remove_stale_shards(out: OutputArea, entries: Sequence[Mapping[str, Any]]) -> None:
-    """Delete shard files of a replaced corpus that the merged one does not use."""
-    keep = {entry[key] for entry in entries for key in ("tokens", "offsets")}
-    for name in out.sizes(""):
-        if "/" not in name and name.startswith("shard-") and name not in keep:
-            out.remove(name)

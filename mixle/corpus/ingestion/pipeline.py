@@ -11,7 +11,7 @@ How it works
    skips complete units.
 3. The dtype is fixed by ``vocab_size``/``dtype``, or else is the widest any unit
    needed; units written narrower are rewritten (streamed, in place).
-4. :func:`~mixle.corpus.ingestion.publishing.publish` renames the unit shards to
+4. :func:`~mixle.corpus.storage.publish.publish_units` renames the unit shards to
    ``shard-NNNNN`` in input order and writes the manifest last.
 
 So every manifest and shard byte depends only on the inputs and options; peak
@@ -55,18 +55,24 @@ from mixle.corpus.ingestion.output_guard import (
     hold_output,
 )
 from mixle.corpus.ingestion.plan import IngestPlan, plan_differences, plan_ingest
-from mixle.corpus.ingestion.publishing import discard_work_dir, publish, read_publish_plan
 from mixle.corpus.ingestion.units import PLAN_NAME, WORK_DIR_NAME, line_base, unit_name
 from mixle.corpus.ingestion.workers import (
     DONE_NAME,
+    UNIT_RECORDS,
     UnitJob,
     convert_unit,
     init_worker,
     write_json_atomic,
 )
 from mixle.corpus.storage.cache import default_cache_dir
-from mixle.corpus.storage.open import is_url, open_corpus
-from mixle.corpus.storage.publish import destination_holds_corpus, publish_corpus
+from mixle.corpus.storage.open import is_url, open_corpus, writable_store
+from mixle.corpus.storage.publish import (
+    destination_holds_corpus,
+    discard_work_dir,
+    publish_corpus,
+    publish_units,
+    read_publish_plan,
+)
 from mixle.errors import ArgumentError, ArgumentTypeError, CorpusExistsError, IngestError
 
 __all__ = [
@@ -377,7 +383,7 @@ def run_ingest(
             resumed = 0
             if publish_plan is None:
                 publish_plan, resumed = _convert_units(plan, work, out, options)
-            publish(out, work, publish_plan)
+            publish_units(writable_store(out), work, publish_plan, UNIT_RECORDS)
             summary = published_summary(publish_plan, out, len(units), resumed, started)
     if not staged:
         return summary

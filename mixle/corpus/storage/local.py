@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mixle._file_checks import contained_path, open_regular, read_regular, regular_size
@@ -13,7 +13,7 @@ from mixle._io import atomic_write_bytes, link_or_copy, rename_durably, temporar
 from mixle.corpus.format.shard_loader import map_file
 from mixle.corpus.format.spec import MANIFEST_NAME, MAX_MANIFEST_BYTES
 from mixle.corpus.format.store import ShardStore
-from mixle.errors import CorpusFormatError, CorpusNotFoundError, UnsafePathError
+from mixle.errors import ArgumentError, CorpusFormatError, CorpusNotFoundError, UnsafePathError
 
 __all__ = ["LocalStore", "local_sizes"]
 
@@ -104,6 +104,17 @@ class LocalStore(ShardStore):
             )
         return data
 
+    def read_files(self, names: Sequence[str]) -> dict[str, bytes]:
+        """The regular files among ``names`` (``/``-separated) that exist, read whole."""
+        found = {}
+        for name in names:
+            try:
+                found[name] = read_regular(self._tree_path(name), CorpusFormatError)
+            except CorpusFormatError as exc:
+                if not isinstance(exc.__cause__, FileNotFoundError | NotADirectoryError):
+                    raise
+        return found
+
     def write_bytes(self, name: str, data: bytes) -> None:
         target = self._tree_path(name)
         os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -134,8 +145,15 @@ class LocalStore(ShardStore):
     def list_sizes(self, prefix: str = "") -> dict[str, int]:
         return local_sizes(self._tree_path(prefix) if prefix else self.directory)
 
-    def copy(self, source: str, target: str) -> None:
-        link_or_copy(self._tree_path(source), self._tree_path(target))
+    def copy(self, source: str, target: str, *, origin: ShardStore | None = None) -> None:
+        """Hard-link (or, where links are not allowed, copy) ``source`` of ``origin``
+        (default this store, else another local directory) to ``target``."""
+        where = self if origin is None else origin
+        if not isinstance(where, LocalStore):
+            raise ArgumentError(
+                f"{where.location} is not a local directory: {self.directory} cannot copy from it."
+            )
+        link_or_copy(where._tree_path(source), self._tree_path(target))
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (LocalStore, (self.directory,))

@@ -31,6 +31,7 @@ __all__ = [
     "open_corpus",
     "open_store",
     "register_backend",
+    "store_at",
     "verify_corpus",
     "writable_store",
 ]
@@ -126,14 +127,32 @@ def register_backend(scheme: str, factory: Callable[..., ShardStore]) -> None:
 def writable_store(location: str, storage_options: Mapping[str, Any] | None = None) -> ShardStore:
     """The store that publishing, ingest output, merge and export write ``location`` through.
 
-    A local path is a :class:`LocalStore`, an fsspec URL a :class:`RemoteStore` (no
-    read is made: the location may hold nothing yet), a registered scheme its
-    factory's store.
+    :func:`store_at`, refused when the store does not support writes.
 
     Raises
     ------
     ArgumentError
         The URL scheme has no backend, or the store does not support writes.
+    """
+    store = store_at(location, storage_options)
+    if not store.supports_writes:
+        raise ArgumentError(
+            f"{location}: the {type(store).__name__} backend does not support writes."
+        )
+    return store
+
+
+def store_at(location: str, storage_options: Mapping[str, Any] | None = None) -> ShardStore:
+    """The store of ``location`` as written and read by publishing, ingest and merge.
+
+    A local path is a :class:`LocalStore`, an fsspec URL a :class:`RemoteStore` (raw
+    layout; no read is made: the location may hold nothing yet), a registered scheme
+    its factory's store.
+
+    Raises
+    ------
+    ArgumentError
+        The URL scheme has no backend.
     """
     scheme = location.split("://", 1)[0].lower() if is_url(location) else ""
     if scheme in _REGISTERED:
@@ -146,10 +165,6 @@ def writable_store(location: str, storage_options: Mapping[str, Any] | None = No
         store = RemoteStore(location, storage_options=storage_options)
     else:
         raise _no_backend(scheme)
-    if not store.supports_writes:
-        raise ArgumentError(
-            f"{location}: the {type(store).__name__} backend does not support writes."
-        )
     return store
 
 

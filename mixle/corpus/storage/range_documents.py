@@ -53,7 +53,7 @@ class _RangeTokens:
 
     __slots__ = ("dtype", "name", "size", "store")
 
-    def __init__(self, store: Any, name: str, dtype: np.dtype[Any], size: int) -> None:
+    def __init__(self, store: ShardStore, name: str, dtype: np.dtype[Any], size: int) -> None:
         self.store = store
         self.name = name
         self.dtype = dtype

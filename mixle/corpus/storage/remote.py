@@ -32,7 +32,7 @@ from mixle.corpus.format.manifest import parse_manifest
 from mixle.corpus.format.shard_entry import SHARD_FILES, ShardEntry, ShardFile
 from mixle.corpus.format.shard_loader import ShardLoader
 from mixle.corpus.format.shard_table import ShardTable
-from mixle.corpus.format.spec import HEADER_SIZE, MANIFEST_NAME, OffsetsHeader
+from mixle.corpus.format.spec import HEADER_SIZE, MANIFEST_NAME, MAX_MANIFEST_BYTES, OffsetsHeader
 from mixle.corpus.format.store import ShardStore
 from mixle.corpus.storage.cache import ShardCache, default_cache_dir
 from mixle.corpus.storage.cached_documents import CachedShards
@@ -208,10 +208,16 @@ class RemoteStore(ShardStore):
                 return BadResult(f"manifest body invalid ({exc})", CorpusFormatError)
             return None
 
+        def fetch() -> bytes:
+            data = bytes(self.fs.cat_file(where))
+            if len(data) > MAX_MANIFEST_BYTES:  # the bound of every manifest read; final
+                raise CorpusFormatError(
+                    f"{where}: larger than the {MAX_MANIFEST_BYTES} bytes accepted."
+                )
+            return data
+
         try:
-            data = self._retry(
-                lambda: bytes(self.fs.cat_file(where)), MANIFEST_NAME, validate=invalid
-            )
+            data = self._retry(fetch, MANIFEST_NAME, validate=invalid)
         except FileNotFoundError as exc:
             raise CorpusNotFoundError(
                 f"no corpus at {self.url}: {MANIFEST_NAME} is missing "
@@ -220,7 +226,7 @@ class RemoteStore(ShardStore):
         except RemoteError as exc:
             if exc.result_error is None:
                 raise
-            data = bytes(self.fs.cat_file(where))  # consistently bad: let the reader say why
+            data = fetch()  # consistently bad: let the reader say why
         self._remember(data)
         return data
 
@@ -593,9 +599,43 @@ class RemoteStore(ShardStore):
             if name.startswith(start) and info.get("type", "file") == "file"
         }
 
-    def copy(self, source: str, target: str) -> None:
-        """Server-side copy of ``source`` to ``target`` (retried)."""
-        self._retry(lambda: self.fs.copy(self.url_of(source), self.url_of(target)), source)
+    def copy(self, source: str, target: str, *, origin: ShardStore | None = None) -> None:
+        """Server-side copy of ``source`` (of ``origin``, default this store) to
+        ``target`` (retried).
+
+        Raises
+        ------
+        ArgumentError
+            ``origin`` is not a store on this one's fsspec protocol.
+        """
+        where = self if origin is None else origin
+        if not isinstance(where, RemoteStore) or where.protocol != self.protocol:
+            raise ArgumentError(
+                f"{where.location} is not on the store of {self.url}: a server-side copy "
+                "cannot cross stores."
+            )
+        url = where.url_of(source)
+        self._retry(lambda: self.fs.copy(url, self.url_of(target)), source)
+
+    def read_files(self, names: Sequence[str]) -> dict[str, bytes]:
+        """The files among ``names`` that exist, fetched concurrently (one ``cat`` of
+        them all: the records of a thousand units cost a few round trips); retried."""
+        if not names:
+            return {}
+        strip = self.fs._strip_protocol
+        paths = {strip(self.url_of(name)): name for name in names}
+
+        def fetch() -> dict[str, bytes]:
+            found: dict[str, bytes] = {}
+            for path, value in self.fs.cat(list(paths), on_error="return").items():
+                if isinstance(value, FileNotFoundError):
+                    continue  # left out: the caller asked for what may exist
+                if isinstance(value, BaseException):
+                    raise value  # retried when transient
+                found[paths[strip(path)]] = bytes(value)
+            return found
+
+        return self._retry(fetch, names[0] if len(names) == 1 else f"{len(names)} files")
 
     # -- prefetch ---------------------------------------------------------------------
     def prefetch_files(self, names: Sequence[str]) -> None:

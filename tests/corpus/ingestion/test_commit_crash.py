@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from mixle.corpus import IngestOptions, commit_ingest, ingest, plan_ingest, run_unit
-from mixle.corpus.ingestion import publishing
-from mixle.corpus.ingestion.publishing import remove_tree
+from mixle.corpus.storage import publish as publishing
+from mixle.corpus.storage.publish import remove_tree
 from tests.corpus.ingestion.distributed_helpers import OPTIONS, ROOT, make_inputs, tree
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-import mixle.corpus.ingestion.publishing as publish_module
+import mixle.corpus.storage.publish as publish_module
 from mixle.corpus import ingest
 from tests.corpus.ingest_helpers import random_docs, tree_bytes, write_jsonl
 

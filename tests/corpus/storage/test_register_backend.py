@@ -127,8 +127,10 @@ class MemoryStore(ShardStore):
         start = self.prefix + (prefix.rstrip("/") + "/" if prefix else "")
         return {k[len(start) :]: len(v) for k, v in self.files.items() if k.startswith(start)}
 
-    def copy(self, source: str, target: str) -> None:
-        self.files[self.prefix + target] = self._get(source)
+    def copy(self, source: str, target: str, *, origin: ShardStore | None = None) -> None:
+        where = self if origin is None else origin
+        assert isinstance(where, MemoryStore)
+        self.files[self.prefix + target] = where._get(source)
 
 
 def _rebuild(url: str, options: dict[str, Any]) -> MemoryStore:

@@ -1,9 +1,10 @@
-"""Publishing an export: check the output, build it in a staging directory, rename.
+"""An export's output directory: checked before anything is written, and its marker.
 
-An export is one directory. It is built under a hidden temporary name next to the
-output (same filesystem, so the final step is a ``rename``), every written file is
-fsynced, a small ``.mixle-export.json`` records what the export holds, and only then
-is the directory renamed to the output name. A reader (Megatron, LitData, a later
+An export is one directory, built in a
+:func:`~mixle.corpus.storage.publish.staged_directory` (tag ``mixle-export``) next to
+the output and swapped into place: every written file is fsynced, a small
+``.mixle-export.json`` (:func:`write_marker`) records what the export holds, and only
+then is the directory renamed to the output name. A reader (Megatron, LitData, a later
 ``--overwrite``) therefore sees no output, the previous one, or the complete new one;
 a failed or killed export leaves at most the hidden staging directory
 (``.NAME.mixle-export-<pid>-<hex>``), never a partial output.
@@ -11,25 +12,30 @@ a failed or killed export leaves at most the hidden staging directory
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import secrets
-import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from mixle._file_checks import check_replaceable
-from mixle._io import swap_directory
-from mixle.corpus.export._source import fsync_directory, new_file, write_all
+from mixle.corpus.export._source import new_file, write_all
 from mixle.errors import ArgumentError, CorpusExistsError
 
-__all__ = ["MARKER_NAME", "check_output", "make_marker", "staging_directory", "write_file"]
+__all__ = [
+    "MARKER_NAME",
+    "STAGING_TAG",
+    "check_output",
+    "make_marker",
+    "write_file",
+    "write_marker",
+]
 
 #: The file every export carries; ``--overwrite`` replaces only directories holding it.
 MARKER_NAME = ".mixle-export.json"
 MARKER_FORMAT = "mixle-export"
 MARKER_VERSION = 1
+#: The tag of an export's staging directory (``.NAME.mixle-export-<pid>-<hex>``).
+STAGING_TAG = "mixle-export"
 
 
 def check_output(output: str, overwrite: bool, source_location: str) -> str:
@@ -74,35 +80,10 @@ def check_output(output: str, overwrite: bool, source_location: str) -> str:
     return path
 
 
-@contextlib.contextmanager
-def staging_directory(output: str, marker: dict[str, Any]) -> Iterator[str]:
-    """Yield an empty staging directory next to ``output``; publish it on success.
-
-    On normal exit, ``marker`` (completed with the sorted list of files) is written
-    as :data:`MARKER_NAME`, the staging directory is fsynced and renamed to
-    ``output`` (replacing a previous export there, which :func:`check_output`
-    allowed), and the parent directory is fsynced. On an exception the staging
-    directory is removed and the exception propagates; ``output`` is untouched.
-    """
-    parent, name = os.path.split(output)
-    os.makedirs(parent, exist_ok=True)
-    staging = os.path.join(parent, f".{name}.mixle-export-{os.getpid()}-{secrets.token_hex(4)}")
-    os.mkdir(staging)
-    try:
-        yield staging
-        files = sorted(os.listdir(staging))
-        _write_json(os.path.join(staging, MARKER_NAME), {**marker, "files": files})
-        fsync_directory(staging)
-        swap_directory(staging, output)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-
-
 def make_marker(
     target: str, source: Mapping[str, Any], options: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The ``.mixle-export.json`` content (without ``files``, added when publishing)."""
+    """The ``.mixle-export.json`` content (without ``files``, added by :func:`write_marker`)."""
     return {
         "format": MARKER_FORMAT,
         "version": MARKER_VERSION,
@@ -118,5 +99,11 @@ def write_file(path: str, data: bytes) -> None:
         write_all(fd, data)
 
 
-def _write_json(path: str, value: Mapping[str, Any]) -> None:
-    write_file(path, json.dumps(value, sort_keys=True, indent=1).encode("utf-8"))
+def write_marker(staging: str, marker: Mapping[str, Any]) -> None:
+    """Write ``marker``, completed with the sorted list of the files in ``staging``, as
+    :data:`MARKER_NAME` there (the last file of an export, before the swap)."""
+    value = {**marker, "files": sorted(os.listdir(staging))}
+    write_file(
+        os.path.join(staging, MARKER_NAME),
+        json.dumps(value, sort_keys=True, indent=1).encode("utf-8"),
+    )
