@@ -182,6 +182,7 @@ def _mixtures(docs: Any, digest: _Digest) -> None:
         document_ids=True,
         phases=[(40, {"a": 1.0, "b": 1.0})],
         plan_store=store,
+        order="permutation",
     )
     digest.batches(iter(packed), 8)
     digest.json(packed.state_dict())
@@ -262,6 +263,7 @@ def _train_sources(docs: Any, digest: _Digest) -> None:
         block=16,
         batch_size=2,
         seed=3,
+        order="permutation",
     )
     mixed: Iterator[tuple[Any, tuple[int, int]]] = iter(MixtureBatches(mixture))
     for _, (batch, batch_id) in zip(range(3), mixed, strict=False):
@@ -292,7 +294,9 @@ def _state_key_order(docs: Any, digest: _Digest) -> None:
         digest.batches(iter(stream), 3)
         ordered(stream.state_dict())
         ordered(TokenStreamDataset(stream).state_dict())
-    mixture = Mixture([MixtureSource(docs[:20], 1.0, "a")], block=16, batch_size=2)
+    mixture = Mixture(
+        [MixtureSource(docs[:20], 1.0, "a")], block=16, batch_size=2, order="permutation"
+    )
     digest.batches(iter(mixture), 2)
     ordered(mixture.state_dict())
     rows = StreamingCorpus(
