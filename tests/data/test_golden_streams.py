@@ -7,7 +7,9 @@ the trainer's batch sources, and the plans a plan store is given — and hashes 
 produces (every array's dtype, shape and bytes; every state dict as canonical JSON).
 The digests were computed before the data layer was restructured into typed stages
 and must never change: a restructure that changes one byte of a batch, a state or a
-plan fails here.
+plan fails here. The streams that default to the blocks order are pinned with
+``order="permutation"`` (the order they were computed with); ``corpus_blocks`` pins
+the blocks order itself from its first version.
 """
 
 from __future__ import annotations
@@ -130,6 +132,30 @@ def _corpus_global(docs: Any, digest: _Digest) -> None:
     other.load_state_dict(corpus.state_dict())
     digest.batches(other, 4)
     digest.json(other.state_dict())
+
+
+def _corpus_blocks(docs: Any, digest: _Digest) -> None:
+    """The blocks order (version 1), pinned from its first release: a change to it
+    needs a new order version."""
+    kw: dict[str, Any] = dict(
+        world_size=2, block=32, batch_size=3, seed=6, boundary_id=1, document_ids=True
+    )
+    corpus = StreamingCorpus(
+        docs[:200], rank=1, layout="global", block_documents=16, window_blocks=3, **kw
+    )
+    digest.array(corpus.rank_document_indices(1))
+    digest.batches(iter(corpus), 12)
+    digest.json(corpus.state_dict())
+    digest.batch(corpus.batch_at_row(2, 30))
+    mixture = Mixture(
+        [MixtureSource(docs[:50], 0.5, "a"), MixtureSource(docs[50:90], 0.5, "b")],
+        block=16,
+        batch_size=2,
+        seed=2,
+        block_documents=8,
+    )
+    digest.batches(iter(mixture), 6)
+    digest.json(mixture.state_dict())
 
 
 def _corpus_plan_store(docs: Any, digest: _Digest) -> None:
@@ -314,6 +340,7 @@ def _state_key_order(docs: Any, digest: _Digest) -> None:
 GOLDEN = {
     "corpus_per_rank": (_corpus_per_rank, "0ea2d89bc7dc9950329df3d4"),
     "corpus_global": (_corpus_global, "2e909fb3829b4bcfa7aa9e62"),
+    "corpus_blocks": (_corpus_blocks, "d8facc20237b716e16f04d91"),
     "corpus_plan_store": (_corpus_plan_store, "c5353418cc51b70a3980bfaf"),
     "token_streams": (_token_streams, "1ac18150294882011ac50e9b"),
     "mixtures": (_mixtures, "9b24591824cf838c9cf94a88"),
