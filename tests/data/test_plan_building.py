@@ -149,6 +149,7 @@ def test_mixture_source_layouts_match_the_reference_definition(
         block=4,
         seed=seed,
         boundary_id=1 if boundary else None,
+        order="permutation",  # the reference definition's order
     )
     rows = mixture.rows[0]
     layout = rows.layout(epoch)
