@@ -23,6 +23,7 @@ from typing import Any
 
 from mixle._checks import exact_int, nonnegative_int, positive_int
 from mixle._options import Check, Sectioned, check_options, option, section
+from mixle.data._options import ORDERS
 from mixle.errors import ArgumentError, ArgumentTypeError
 
 __all__ = [
@@ -124,6 +125,14 @@ class DataConfig:
         ``"per-rank"``: packed — each rank packs its round-robin share of documents;
         windows — rank ``r`` takes every ``world_size``-th batch; resumes only with
         the same number of processes and batch size.
+    order
+        The packed objective's epoch order (``mixle.data.StreamingCorpus``'s
+        ``order``): ``"blocks"`` (the global layout's and mixtures' default, planned
+        window by window) or ``"permutation"`` (the seed's permutation; the per-rank
+        layout's only order). ``None`` (default): the stream's default for a new run,
+        and on ``resume`` the order the checkpoint was saved with (a checkpoint from
+        before the blocks order resumes with the permutation). Not part of the run
+        identity: the data cursor's state names (and checks) it.
     block
         The context length of the batches (and of the model).
     batch_size
@@ -159,6 +168,13 @@ class DataConfig:
         "with another --nproc_per_node or --batch-size; 'per-rank': each rank's own share "
         "(resume with the same shape only)",
     )
+    order: str | None = option(
+        None,
+        choices=ORDERS,
+        help="packed epoch order: 'blocks' (the default of a new run: planned window by "
+        "window, O(documents / 4096)) or 'permutation' (the seed's full permutation, "
+        "O(documents)); unset, --resume keeps the order the checkpoint was saved with",
+    )
     block: int = option(64, check=positive_int, help="context length (default 64)")
     batch_size: int = option(16, check=positive_int, help="rows or windows per step per rank (16)")
     boundary_id: int | None = option(
@@ -174,6 +190,11 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         check_options(self)
+        if self.order is not None and self.objective != "packed":
+            raise ArgumentError(
+                "`order` needs objective='packed': windows are shuffled by their own "
+                f"bijection. Got objective={self.objective!r}."
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -117,6 +117,7 @@ def test_plans_match_the_reference_definition(
         "boundary_id": 1 if boundary else None,
         "layout": layout,
         "even_batches": even,
+        "order": "permutation",
     }
     corpus = StreamingCorpus(documents, **options)
     plan = corpus._plan(epoch)
@@ -148,6 +149,7 @@ def test_mixture_source_layouts_match_the_reference_definition(
         block=4,
         seed=seed,
         boundary_id=1 if boundary else None,
+        order="permutation",  # the reference definition's order
     )
     rows = mixture.rows[0]
     layout = rows.layout(epoch)

@@ -38,7 +38,10 @@ def corpora(make_corpus: Callable[..., Path]) -> dict[str, Path]:
 
 
 def _mixture(corpora: dict[str, Path], store: PlanFiles | None, **options: Any) -> Mixture:
-    base: dict[str, Any] = {"block": BLOCK, "batch_size": 3, "boundary_id": 999, "seed": 4}
+    # The permutation order: the blocks order's plans are never stored (O(N / B)).
+    base: dict[str, Any] = {
+        "block": BLOCK, "batch_size": 3, "boundary_id": 999, "seed": 4, "order": "permutation"
+    }  # fmt: skip
     base.update(options)
     sources = [MixtureSource(open_corpus(p), WEIGHTS[n], n) for n, p in corpora.items()]
     return Mixture(sources, plan_store=store, **base)
@@ -177,7 +180,8 @@ from mixle.corpus.storage.plan_cache import PlanFiles
 from mixle.data import Mixture, MixtureSource
 paths, weights, state = json.loads(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])
 sources = [MixtureSource(open_corpus(p), weights[n], n) for n, p in paths.items()]
-mixture = Mixture(sources, plan_store=PlanFiles({plans!r}), **json.loads(sys.argv[4]))
+options = {{"order": "permutation", **json.loads(sys.argv[4])}}
+mixture = Mixture(sources, plan_store=PlanFiles({plans!r}), **options)
 mixture.load_state_dict(state)
 batches = [[a.tolist() for a in batch] for batch, _ in zip(mixture, range(5))]
 print(json.dumps({{"batches": batches, "planned": [r._lengths_array is not None for r in mixture.rows]}}))
@@ -237,7 +241,9 @@ def test_cached_and_fresh_mixtures_give_identical_batches_and_states(
     # Each source needs at least one target.
     docs = [[*group, np.arange(2, dtype=np.int64)] for group in docs]
     store = PlanFiles(tmp_path_factory.mktemp("plans"))
-    options: dict[str, Any] = {"block": block, "batch_size": 2, "boundary_id": boundary}
+    options: dict[str, Any] = {
+        "block": block, "batch_size": 2, "boundary_id": boundary, "order": "permutation"
+    }  # fmt: skip
 
     def build(plan_store: PlanFiles | None) -> Mixture:
         sources = [MixtureSource(docs[0], weight, "a"), MixtureSource(docs[1], 1 - weight, "b")]

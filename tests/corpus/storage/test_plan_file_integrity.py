@@ -99,6 +99,7 @@ def _stream(path: Path, store: PlanFiles | None, layout: str) -> StreamingCorpus
         batch_size=2,
         layout=layout,
         plan_store=store,
+        order="permutation",  # the order whose plans a store keeps
     )
 
 
@@ -155,7 +156,7 @@ def test_a_flipped_bit_in_a_mixture_plan_is_rebuilt(
             MixtureSource(open_corpus(p), w, n)
             for p, w, n in zip(paths, (0.7, 0.3), ("a", "b"), strict=True)
         ]
-        return Mixture(sources, block=8, batch_size=2, plan_store=store)
+        return Mixture(sources, block=8, batch_size=2, plan_store=store, order="permutation")
 
     def rows(m: Mixture) -> list[list[np.ndarray]]:
         return [[np.array(a) for a in m.rows_at(0, 120)]]
