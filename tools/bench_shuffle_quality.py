@@ -22,9 +22,7 @@ Orders:
 - ``blocks B=.. W=..``: the hierarchical order of #25 (blocks of ``B`` documents
   permuted by a keyed Feistel bijection, windows of ``W`` consecutive blocks of that
   order, a keyed Feistel bijection inside each window). It uses
-  ``mixle.data._order_windows.BlockOrder`` when that module exists, else the same
-  construction from ``FeistelPermutation`` (the statistics of one keyed bijection are
-  those of any other).
+  ``mixle.data._order_windows.BlockOrder`` itself.
 - ``litdata``: LitData's ``FullShuffle`` (litdata 0.2.x, read from its
   ``streaming/shuffle.py`` and ``utilities/shuffle.py``): chunks of ``--chunk``
   documents permuted globally (``RandomState([seed, epoch]).permutation``), assigned to
@@ -61,7 +59,7 @@ from pathlib import Path
 import numpy as np
 
 from mixle.data import global_document_order
-from mixle.data._permutation import FeistelPermutation
+from mixle.data._order_windows import BlockOrder
 
 Order = Callable[[], np.ndarray]
 
@@ -105,30 +103,25 @@ def measure(order: np.ndarray, count: int, num_sources: int, global_batch: int) 
 
 
 def blocks_order(count: int, block: int, window: int, seed: int, epoch: int) -> np.ndarray:
-    """The hierarchical order of #25: the real ``BlockOrder`` when it exists."""
-    try:
-        from mixle.data._order_windows import BlockOrder  # type: ignore[attr-defined]
-    except ImportError:
-        return _simulated_blocks_order(count, block, window, seed, epoch)
-    order = BlockOrder(count, seed=seed, epoch=epoch, block_documents=block, window_blocks=window)
+    """The whole epoch of mixle's ``BlockOrder`` (its windows, concatenated)."""
+    order = BlockOrder(
+        count,
+        _unit_offsets,  # window_documents reads no offsets
+        seed=seed,
+        epoch=epoch,
+        block_documents=block,
+        window_blocks=window,
+    )
     return np.concatenate([order.window_documents(k) for k in range(order.num_windows)])
 
 
-def _simulated_blocks_order(count: int, block: int, window: int, seed: int, epoch: int) -> np.ndarray:
-    num_blocks = -(-count // block)
-    blocks = FeistelPermutation(num_blocks, seed=seed, epoch=epoch)(np.arange(num_blocks))
-    parts = []
-    for k, first in enumerate(range(0, num_blocks, window)):
-        chosen = blocks[first : first + window]
-        starts = chosen * block
-        sizes = np.minimum(starts + block, count) - starts
-        documents = np.repeat(starts - np.cumsum(sizes) + sizes, sizes) + np.arange(sizes.sum())
-        inner = FeistelPermutation(len(documents), seed=seed + 1, epoch=epoch * 1_000_003 + k)
-        parts.append(documents[inner(np.arange(len(documents)))])
-    return np.concatenate(parts)
+def _unit_offsets(indices: np.ndarray) -> np.ndarray:
+    return indices
 
 
-def _litdata_block_shuffle(items: np.ndarray, window: int, rng: np.random.RandomState) -> np.ndarray:
+def _litdata_block_shuffle(
+    items: np.ndarray, window: int, rng: np.random.RandomState
+) -> np.ndarray:
     """litdata ``_block_shuffle``: aligned blocks of ``window`` shuffled inside, then
     the blocks shuffled (same RandomState calls, on arrays)."""
     blocks = [items[start : start + window].copy() for start in range(0, len(items), window)]
