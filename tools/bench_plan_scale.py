@@ -323,7 +323,7 @@ def main() -> int:
     if "resume" in report:
         verdict = "bitwise equal" if report["resume"]["equal"] else "DIFFERENT"
         print(
-            f"killed (SIGKILL) and resumed in a fresh process at {disk[-1]:.0e}: "
+            f"killed (SIGKILL) and resumed in a fresh process at {_label(disk[-1])}: "
             f"batches {verdict} to the uninterrupted stream"
         )
     if args.mixture:
