@@ -24,13 +24,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from mixle.data._cursor import identity_differences
 from mixle.data._options import LAYOUTS, ShardOptions, add_layout_name, remove_layout_name
-from mixle.data._packing import StreamLayout
+from mixle.data._order_windows import OrderWindows
+from mixle.data._packing import RowLayout, StreamLayout
 from mixle.errors import ArgumentError, StateMismatchError
 
 # Identity fields that tie a state to its shape (the global layout's identity has none).
@@ -42,6 +43,7 @@ __all__ = [
     "EpochPlan",
     "PlanFactory",
     "RowPlan",
+    "WindowedRowPlan",
     "build_plan",
     "register_layout",
     "unregister_layout",
@@ -52,7 +54,7 @@ __all__ = [
 class EpochPlan:
     """One epoch of one rank: the packed stream's layout, its rows, this rank's batches."""
 
-    layout: StreamLayout
+    layout: RowLayout
     rows: int
     num_batches: int
 
@@ -118,6 +120,16 @@ class RowPlan(Protocol):
         ``stream`` holds ``fingerprint, num_documents, seed, block, pad_id,
         boundary_id, sequence_selector`` (and ``even_batches``).
         """
+        ...
+
+
+@runtime_checkable
+class WindowedRowPlan(RowPlan, Protocol):
+    """A row plan that also packs an order handed out window by window (the
+    ``"blocks"`` order; see :mod:`~mixle.data._order_windows`)."""
+
+    def build_windows(self, windows: OrderWindows, has_boundary: bool, block: int) -> EpochPlan:
+        """The epoch's plan from its order's windows (no per-document array)."""
         ...
 
 

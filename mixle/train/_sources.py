@@ -28,6 +28,7 @@ from mixle._checks import nonnegative_int
 from mixle.data._batch import Batch
 from mixle.data._cursor import Cursor
 from mixle.data._options import ShardOptions
+from mixle.data._order_state import saved_order
 from mixle.data._plan_store import PlanStore
 from mixle.data._resumable import ResumableStream
 from mixle.data.stream_token_source import TokenStream
@@ -206,6 +207,11 @@ class PackedBatches(StreamSource):
         ids are ``(epoch, first global row)``.
     plan_store
         Where the corpus keeps its epoch plans across processes (``None``: nowhere).
+    order
+        The epoch order, as for :class:`StreamingCorpus`. ``None`` (default): the
+        stream's default (``"blocks"`` in the global layout), except that
+        :meth:`load_state_dict` takes the order a state was saved with (a checkpoint
+        from before there was a choice resumes with ``"permutation"``).
     **args
         ``rank, world_size, block, batch_size, seed, boundary_id`` (:class:`SourceArgs`),
         as for :class:`StreamingCorpus`; ``even_batches`` is always on (per-rank layout)
@@ -219,13 +225,42 @@ class PackedBatches(StreamSource):
         *,
         layout: str = "per-rank",
         plan_store: PlanStore | None = None,
+        order: str | None = None,
         **args: Unpack[SourceArgs],
     ) -> None:
         _check_names("PackedBatches", args, SourceArgs)
+        self._follows_state = order is None
         self.corpus = StreamingCorpus(
-            documents, even_batches=True, layout=layout, plan_store=plan_store, **args
+            documents, even_batches=True, layout=layout, plan_store=plan_store, order=order, **args
         )
         super().__init__(self.corpus)
+
+    def load_state_dict(self, state: Any) -> None:
+        corpus = self.corpus
+        saved = saved_order(state, corpus.stream_identity())
+        count = len(corpus.documents)
+        if (
+            self._follows_state
+            and saved is not None
+            and saved.identity(count) != corpus.order.identity(count)
+        ):
+            # The default order follows the checkpoint: build the stream it was saved with.
+            self.corpus = self.stream = StreamingCorpus(
+                corpus.documents,
+                even_batches=True,
+                layout=corpus.layout,
+                plan_store=corpus.plan_store,
+                order=saved.name,
+                block_documents=saved.block_documents,
+                window_blocks=saved.window_blocks,
+                rank=corpus.rank,
+                world_size=corpus.world_size,
+                block=corpus.block,
+                batch_size=corpus.batch_size,
+                seed=corpus.seed,
+                boundary_id=corpus.boundary_id,
+            )
+        self.stream.load_state_dict(state)
 
 
 class GlobalWindowBatches(StreamSource):
@@ -338,12 +373,14 @@ def make_source(
     *,
     layout: str = "per-rank",
     plan_store: PlanStore | None = None,
+    order: str | None = None,
     **args: Unpack[SourceArgs],
 ) -> PackedBatches | WindowBatches | GlobalWindowBatches:
     """The batch source for ``objective`` (``"packed"`` or ``"windows"``) and ``layout``;
-    ``plan_store`` keeps the packed objective's epoch plans (windows plan in O(1))."""
+    ``plan_store`` keeps the packed objective's epoch plans (windows plan in O(1)) and
+    ``order`` is its epoch order (:class:`PackedBatches`; windows have their own)."""
     if objective == "packed":
-        return PackedBatches(documents, layout=layout, plan_store=plan_store, **args)
+        return PackedBatches(documents, layout=layout, plan_store=plan_store, order=order, **args)
     cls = GlobalWindowBatches if layout == "global" else WindowBatches
     return cls(documents, **args)
 
