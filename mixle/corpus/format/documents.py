@@ -537,9 +537,12 @@ class ShardedDocuments(Sequence[np.ndarray]):
         ``len(docs)`` gives ``num_tokens``. So the tokens of documents ``a..b-1`` are
         ``read_tokens(*token_offsets([a, b]))``, and a plan can total any run of
         documents without the whole ``lengths`` array. An index at a shard boundary is
-        answered from the cumulative counts (no file read); any other reads (and
-        checks) only its own shard's offsets: O(len(indices) + documents of the shards
-        touched), never O(documents).
+        answered from the cumulative counts (no file read); any other from its shard's
+        mapped offsets (a local store, or a shard already open), checking only the
+        blocks of 256 offsets that hold the requested ones, as reading those documents
+        would: O(len(indices) log len(indices)) and a page or two per index, never
+        O(documents). A shard of a remote store that is not open has its offsets file
+        read (and checked) whole instead, which is one range request.
 
         Raises
         ------
@@ -560,11 +563,21 @@ class ShardedDocuments(Sequence[np.ndarray]):
         result = self._token_starts_array[numbers]  # a fresh array (fancy indexing)
         inside = np.flatnonzero(array != starts[numbers])
         if inside.size:
-            for number in distinct(numbers[inside]).tolist():
-                picked = inside[numbers[inside] == number]
-                offsets = self._read_offsets(number)
-                result[picked] += offsets[array[picked] - int(starts[number])]
+            inside = inside[np.argsort(numbers[inside], kind="stable")]
+            shards, firsts = np.unique(numbers[inside], return_index=True)
+            bounds = [*firsts.tolist(), inside.size]
+            for k, number in enumerate(shards.tolist()):
+                picked = inside[bounds[k] : bounds[k + 1]]
+                result[picked] += self._shard_offsets(number, array[picked] - int(starts[number]))
         return result
+
+    def _shard_offsets(self, number: int, local: np.ndarray) -> np.ndarray:
+        """Offsets ``local`` of shard ``number`` (see :meth:`token_offsets`)."""
+        if self._slots[number] is None and self._store.local_directory is None:
+            return self._read_offsets(number)[local]
+        shard = self._shard(number)
+        shard.check(local)
+        return shard.offsets_array[local]
 
     def _offsets_in_bulk(self, documents: np.ndarray) -> np.ndarray | None:
         """Every shard's offsets, concatenated, read in one lean pass over the files of a
