@@ -391,9 +391,9 @@ def test_every_opened_corpus_is_a_context_manager_that_closes_its_maps(
 
 
 def test_token_offsets_check_only_the_blocks_they_read(tmp_path: Path) -> None:
-    """A large shard's offsets are read through its mapping, one 256-offset block per
-    index: a bad offset elsewhere in the file goes unnoticed until its own block is
-    read (reading the whole file, as before, would be O(documents))."""
+    """A large shard's offsets are read through its mapping, only the values asked for
+    checked: a bad offset elsewhere in the file goes unnoticed until it is read itself
+    (reading and checking the whole file, as before, is O(documents))."""
     count = 300_000  # above the size whose offsets are checked whole on open
     with CorpusWriter(tmp_path / "c", dtype="uint16") as writer:
         writer.add_flat(np.zeros(count, dtype=np.uint16), np.ones(count, dtype=np.int64))
@@ -403,4 +403,6 @@ def test_token_offsets_check_only_the_blocks_they_read(tmp_path: Path) -> None:
     documents = open_corpus(tmp_path / "c")
     assert documents.token_offsets([1000, 150_000, count]).tolist() == [1000, 150_000, count]
     with pytest.raises(CorpusFormatError, match=r"shard-00000\.offsets"):
-        documents.token_offsets([290_001])
+        documents.token_offsets([289_999, 290_000])
+    with pytest.raises(CorpusFormatError, match="offsets"):
+        documents[290_001]  # its block holds the bad offset
