@@ -15,7 +15,7 @@ Corpora:
 For each corpus and each order (``permutation``: the seed's ``RandomState`` permutation,
 O(documents), skipped above ``--permutation-limit`` documents and projected linearly
 from the largest size measured, as the issue's table does; ``blocks``: the hierarchical
-order of #25 at its defaults) a *fresh Python process* (imports done before the clock
+order of #25, at its defaults or ``--block-documents`` / ``--window-blocks``) a *fresh Python process* (imports done before the clock
 starts) opens the corpus, builds a global-layout ``StreamingCorpus`` (rank 3 of 8, rows of
 ``--block`` tokens, ``--batch-size`` rows per rank), loads a state at the middle of epoch
 0 and takes the first batch; it reports wall and CPU time of open (corpus +
@@ -130,6 +130,11 @@ def _stream(spec: dict[str, Any]) -> tuple[Any, int]:
         mixture = Mixture(sources, **options)
         return mixture, 2 * _rows(sources[0].documents.num_tokens, spec["block"])
     documents = _open(spec["source"])
+    if spec["order"] == "blocks":
+        options |= {
+            "block_documents": spec["block_documents"],
+            "window_blocks": spec["window_blocks"],
+        }
     stream = StreamingCorpus(documents, layout="global", order=spec["order"], **options)
     return stream, _rows(documents.num_tokens, spec["block"])
 
@@ -212,7 +217,14 @@ def _row(label: str, order: str, figures: dict[str, Any]) -> str:
 
 
 def _spec(args: argparse.Namespace, **fields: Any) -> dict[str, Any]:
-    return {"block": args.block, "batch_size": args.batch_size, "cursor": 0.5, **fields}
+    return {
+        "block": args.block,
+        "batch_size": args.batch_size,
+        "block_documents": args.block_documents,
+        "window_blocks": args.window_blocks,
+        "cursor": 0.5,
+        **fields,
+    }
 
 
 def main() -> int:
@@ -227,6 +239,14 @@ def main() -> int:
     parser.add_argument("--block", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=1, help="rows per rank (8 ranks)")
     parser.add_argument("--stream-batches", type=int, default=10_000)
+    parser.add_argument(
+        "--block-documents",
+        type=int,
+        help="blocks order: documents per block (default: the stream's)",
+    )
+    parser.add_argument(
+        "--window-blocks", type=int, help="blocks order: blocks per window (default: the stream's)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the built corpora")
     parser.add_argument("--json", type=Path, help="also write every figure here")
     parser.add_argument("--child", help=argparse.SUPPRESS)
