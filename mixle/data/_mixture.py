@@ -46,7 +46,15 @@ from mixle.data._order_state import check_order_field
 from mixle.data._plan_store import PlanStore, checked_plan_store
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
 
-__all__ = ["OBJECTIVES", "Mixture", "MixturePhase", "SourceAccount", "SourceBudget", "SourceStream"]
+__all__ = [
+    "OBJECTIVES",
+    "Mixture",
+    "MixturePhase",
+    "SourceAccount",
+    "SourceBudget",
+    "SourceStream",
+    "source_order_key",
+]
 
 OBJECTIVES = ("packed", "windows")
 #: The length of a mixture's one epoch in rows and steps: the stream never ends.
@@ -111,7 +119,7 @@ class SourceAccount:
     target_share: float
 
 
-def _order_key(name: str) -> str:
+def source_order_key(name: str) -> str:
     """The identity field of a source's epoch order."""
     return f"source {name!r} order"
 
@@ -241,23 +249,14 @@ class Mixture:
                 raise ArgumentError(
                     f"the weights of {where} are all zero; give at least one source a positive weight."
                 )
+        self.plan_store = checked_plan_store(plan_store)
         self.rows: list[SourceStream] = (
             [
                 SourceWindows(s, block=self.block, seed=self.seed, boundary_id=self.boundary_id)
                 for s in self.sources
             ]
             if self.objective == "windows"
-            else list(
-                build_rows(
-                    self.sources,
-                    block=self.block,
-                    seed=self.seed,
-                    boundary_id=self.boundary_id,
-                    pad_id=self.pad_id,
-                    order=self.order,
-                    plan_store=checked_plan_store(plan_store),
-                )
-            )
+            else self._packed_rows()
         )
         self.schedule: RowSchedule = built_schedule(
             self.schedule_rule,
@@ -266,6 +265,39 @@ class Mixture:
             [r.real_tokens(r.rows_per_epoch) for r in self.rows],
         )
         self._cursor = Cursor("Mixture", index_key="row", version=2)
+
+    def _packed_rows(self) -> list[SourceStream]:
+        return list(
+            build_rows(
+                self.sources,
+                block=self.block,
+                seed=self.seed,
+                boundary_id=self.boundary_id,
+                pad_id=self.pad_id,
+                order=self.order,
+                plan_store=self.plan_store,
+            )
+        )
+
+    def reordered(self, order: OrderOptions) -> Mixture:
+        """The same packed mixture with every source in ``order``, its cursor at row 0
+        (how a run resumes a state saved with another order: the schedule, the weights
+        and the accounting do not depend on the order).
+
+        Raises
+        ------
+        ArgumentError
+            The mixture is of windows (they have no document order), or ``order``'s
+            sizes do not fit a source.
+        """
+        if self.objective == "windows":
+            raise ArgumentError("a windows mixture has no document order to change.")
+        view = object.__new__(Mixture)
+        view.__dict__.update(self.__dict__)
+        view.order = order
+        view.rows = view._packed_rows()
+        view._cursor = Cursor("Mixture", index_key="row", version=2)
+        return view
 
     # ------------------------------------------------------------------ reading
     @property
@@ -409,7 +441,7 @@ class Mixture:
             identity[f"source {source.name!r} max_epochs"] = source.max_epochs
             order = self._order_field(rows)
             if order is not None:  # permutation states predate the field: absent = permutation
-                identity[_order_key(source.name)] = order
+                identity[source_order_key(source.name)] = order
         identity["phases"] = self._phase_identity()
         rule = rule_identity(self.schedule_rule)
         if rule is not None:  # default states predate the field: absent = exact
@@ -463,7 +495,7 @@ class Mixture:
                 # Only a source of the same documents: another corpus is named as such.
                 same = (f"source {name!r} fingerprint", f"source {name!r} num_documents")
                 if all(saved.get(key) == identity.get(key) for key in same):
-                    key = _order_key(name)
+                    key = source_order_key(name)
                     check_order_field(saved.get(key), identity.get(key), "Mixture", key)
         self._cursor.check(state, identity)
         if state["epoch"] != 0:

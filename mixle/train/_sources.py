@@ -18,6 +18,7 @@ batch's contents, for the metrics log (no batch repeated or skipped across resum
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypedDict, Unpack
@@ -230,35 +231,30 @@ class PackedBatches(StreamSource):
     ) -> None:
         _check_names("PackedBatches", args, SourceArgs)
         self._follows_state = order is None
-        self.corpus = StreamingCorpus(
-            documents, even_batches=True, layout=layout, plan_store=plan_store, order=order, **args
+        self._corpus = functools.partial(
+            StreamingCorpus,
+            documents,
+            even_batches=True,
+            layout=layout,
+            plan_store=plan_store,
+            **args,
         )
+        self.corpus = self._corpus(order=order)
         super().__init__(self.corpus)
 
     def load_state_dict(self, state: Any) -> None:
-        corpus = self.corpus
-        saved = saved_order(state, corpus.stream_identity())
-        count = len(corpus.documents)
+        saved = saved_order(state, self.corpus.stream_identity())
+        count = len(self.corpus.documents)
         if (
             self._follows_state
             and saved is not None
-            and saved.identity(count) != corpus.order.identity(count)
+            and saved.identity(count) != self.corpus.order.identity(count)
         ):
             # The default order follows the checkpoint: build the stream it was saved with.
-            self.corpus = self.stream = StreamingCorpus(
-                corpus.documents,
-                even_batches=True,
-                layout=corpus.layout,
-                plan_store=corpus.plan_store,
+            self.corpus = self.stream = self._corpus(
                 order=saved.name,
                 block_documents=saved.block_documents,
                 window_blocks=saved.window_blocks,
-                rank=corpus.rank,
-                world_size=corpus.world_size,
-                block=corpus.block,
-                batch_size=corpus.batch_size,
-                seed=corpus.seed,
-                boundary_id=corpus.boundary_id,
             )
         self.stream.load_state_dict(state)
 
