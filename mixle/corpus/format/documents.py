@@ -75,9 +75,11 @@ _CHECK_BLOCK = 1 << _CHECK_SHIFT
 # token_offsets over more shards than this reads their offsets files in one lean pass
 # (a plan window of the blocks order over 10^4 small shards: ~0.1 s instead of ~1.5 s).
 _BULK_OFFSETS_SHARDS = 16
-# ... and only when those shards hold at most this many documents per index asked for
-# (small shards); large ones answer from their mappings, a page per index.
+# ... when those shards are small: at most this many documents per index asked for, or
+# on average (offsets files of 512 KiB); large ones answer from their mappings, a page
+# per index (reading them whole is O(documents): 8 GB of offsets at 10^9 documents).
 _BULK_OFFSETS_PER_INDEX = 64
+_BULK_SHARD_DOCUMENTS = 1 << 16
 _CHECK_WHOLE = 1 << 18
 _mincore_function: Any = _UNSET
 
@@ -589,9 +591,9 @@ class ShardedDocuments(Sequence[np.ndarray]):
         touched = grouped[firsts]
         flat = None
         spanned = int(np.diff(starts)[touched].sum())
-        if (
-            touched.shape[0] > _BULK_OFFSETS_SHARDS
-            and spanned <= _BULK_OFFSETS_PER_INDEX * inside.shape[0]
+        if touched.shape[0] > _BULK_OFFSETS_SHARDS and (
+            spanned <= _BULK_OFFSETS_PER_INDEX * inside.shape[0]
+            or spanned <= _BULK_SHARD_DOCUMENTS * touched.shape[0]
         ):
             # Many small shards (a plan window over small shards): their offsets files in
             # one lean pass, checked vectorised, instead of one open and check per shard.

@@ -406,3 +406,19 @@ def test_token_offsets_check_only_the_blocks_they_read(tmp_path: Path) -> None:
         documents.token_offsets([289_999, 290_000])
     with pytest.raises(CorpusFormatError, match="offsets"):
         documents[290_001]  # its block holds the bad offset
+
+
+def test_token_offsets_over_many_large_shards_read_no_file_whole(tmp_path: Path) -> None:
+    """Block boundaries over many large shards come from the mappings too: the bulk
+    read meant for many small shards would read (and check) every file whole."""
+    per_shard, shards = 270_000, 18  # above the size whose offsets are checked on open
+    count = per_shard * shards
+    with CorpusWriter(tmp_path / "c", dtype="uint16", shard_max_bytes=2 * per_shard) as writer:
+        writer.add_flat(np.zeros(count, dtype=np.uint16), np.ones(count, dtype=np.int64))
+    with open(tmp_path / "c" / "shard-00005.offsets", "r+b") as handle:
+        handle.seek(HEADER_SIZE + 8 * 1_000)
+        handle.write(np.int64(-5).tobytes())
+    documents = open_corpus(tmp_path / "c")
+    assert documents.num_shards == shards
+    boundaries = np.arange(0, count, 4096)
+    assert documents.token_offsets(boundaries).tolist() == boundaries.tolist()
