@@ -57,6 +57,14 @@ def register(subparsers: Any) -> None:
         "with another --nproc_per_node or --batch-size; 'per-rank': each rank's own share "
         "(resume with the same shape only)",
     )
+    data.add_argument(
+        "--order",
+        choices=("blocks", "permutation"),
+        default=None,
+        help="packed epoch order: 'blocks' (the default of a new run: planned window by "
+        "window, O(documents / 4096)) or 'permutation' (the seed's full permutation, "
+        "O(documents)); unset, --resume keeps the order the checkpoint was saved with",
+    )
     data.add_argument("--block", type=int, default=64, help="context length (default 64)")
     data.add_argument(
         "--batch-size", type=int, default=16, help="rows or windows per step per rank (16)"
@@ -136,6 +144,7 @@ def run_command(args: argparse.Namespace) -> int:
             mixture=args.mixture,
             objective=args.objective,
             layout=args.layout,
+            order=args.order,
             vocab=args.vocab,
             d_model=args.d_model,
             n_layer=args.n_layer,

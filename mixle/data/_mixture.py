@@ -490,7 +490,11 @@ class Mixture:
                 and own[len(kept)][0] >= state["row"]
             ):
                 identity = {**identity, "phases": kept}  # phases appended after the row
-        if isinstance(saved, Mapping) and saved.get("mixture_sources") == self.names:
+        if (
+            isinstance(saved, Mapping)
+            and saved.get("mixture_sources") == self.names
+            and saved.get("objective") == identity.get("objective")
+        ):
             for name in self.names:
                 # Only a source of the same documents: another corpus is named as such.
                 same = (f"source {name!r} fingerprint", f"source {name!r} num_documents")

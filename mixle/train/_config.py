@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mixle._checks import exact_int, nonnegative_int, positive_int
+from mixle.data._options import ORDERS
 from mixle.errors import ArgumentError, ArgumentTypeError
 
 __all__ = ["LAYOUTS", "OBJECTIVES", "TrainConfig"]
@@ -90,6 +91,14 @@ class TrainConfig:
         ``"per-rank"``: packed — each rank packs its round-robin share of documents;
         windows — rank ``r`` takes every ``world_size``-th batch; resumes only with
         the same number of processes and batch size.
+    order
+        The packed objective's epoch order (``mixle.data.StreamingCorpus``'s
+        ``order``): ``"blocks"`` (the global layout's and mixtures' default, planned
+        window by window) or ``"permutation"`` (the seed's permutation; the per-rank
+        layout's only order). ``None`` (default): the stream's default for a new run,
+        and on ``resume`` the order the checkpoint was saved with (a checkpoint from
+        before the blocks order resumes with the permutation). Not part of the run
+        identity: the data cursor's state names (and checks) it.
     lr
         Constant AdamW learning rate.
     steps, epochs
@@ -154,6 +163,7 @@ class TrainConfig:
     tie_head: bool = True
     batch_size: int = 16
     layout: str = "global"
+    order: str | None = None
     lr: float = 3.0e-3
     steps: int | None = None
     epochs: int | None = None
@@ -187,6 +197,17 @@ class TrainConfig:
             raise ArgumentError(
                 f"`layout` must be one of {', '.join(LAYOUTS)}. Got {self.layout!r} instead."
             )
+        if self.order is not None:
+            if self.order not in ORDERS:
+                raise ArgumentError(
+                    f"`order` must be one of {', '.join(ORDERS)} or None. Got {self.order!r} "
+                    "instead."
+                )
+            if self.objective != "packed":
+                raise ArgumentError(
+                    "`order` needs objective='packed': windows are shuffled by their own "
+                    f"bijection. Got objective={self.objective!r}."
+                )
         fields = self._values()
         for name in ("d_model", "n_layer", "n_head", "block", "batch_size", "eval_batches"):
             positive_int(name, fields[name])

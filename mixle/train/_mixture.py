@@ -95,20 +95,23 @@ class MixtureBatches(StreamSource):
     Yields ``(batch, (0, first global row))``: the batch without its source ids,
     ``(context, targets, loss_mask)`` (packed) or ``(context, next_tokens)`` (windows);
     the state is the mixture's row cursor (resumes with any world size and batch size).
-    The stream is endless: the trainer stops at ``steps``. A packed mixture resumes a
-    state saved before sources had an order field (every ``mixle train`` checkpoint
-    from then) with the permutation order it was saved with.
+    The stream is endless: the trainer stops at ``steps``. Unless
+    ``follow_saved_order`` is False (an order given explicitly), a packed mixture
+    resumes a state saved before sources had an order field (every ``mixle train``
+    checkpoint from then) with the permutation order it was saved with.
     """
 
-    def __init__(self, mixture: Mixture) -> None:
+    def __init__(self, mixture: Mixture, *, follow_saved_order: bool = True) -> None:
         self.mixture = mixture
+        self.follow_saved_order = follow_saved_order
         super().__init__(mixture)
 
     def load_state_dict(self, state: Any) -> None:
         mixture = self.mixture
         saved = state.get("stream") if isinstance(state, Mapping) else None
         if (
-            isinstance(saved, Mapping)
+            self.follow_saved_order
+            and isinstance(saved, Mapping)
             and mixture.objective == "packed"
             and mixture.order.name != "permutation"
             and not any(source_order_key(name) in saved for name in mixture.names)

@@ -112,6 +112,7 @@ class _Trainer:
                 boundary_id=config.boundary_id,
                 objective=config.objective,
                 plan_store=self._plan_store(),
+                **({} if config.order is None else {"order": config.order}),
             )
             self.mixture.check_budget(steps=config.steps)
             vocab = vocab if vocab is not None else mixture_vocab
@@ -135,7 +136,7 @@ class _Trainer:
         )
         self.layout = config.layout
         self.source: BatchSource = (
-            MixtureBatches(self.mixture)
+            MixtureBatches(self.mixture, follow_saved_order=config.order is None)
             if self.mixture is not None
             else make_source(
                 config.objective,
@@ -144,6 +145,7 @@ class _Trainer:
                 world_size=ctx.world_size,
                 layout=self.layout,
                 plan_store=self._plan_store(),
+                order=config.order,
                 **stream,
             )
         )

@@ -215,3 +215,14 @@ def test_training_sources_resume_an_old_state_with_the_permutation_order() -> No
     fresh.load_state_dict(mixed.state_dict())
     assert fresh.mixture.order.name == "permutation"
     assert np.array_equal(next(iter(fresh))[0].context, next(iter(mixed))[0].context)
+
+
+def test_train_config_takes_an_order_for_the_packed_objective_only() -> None:
+    from mixle.train import TrainConfig
+
+    assert TrainConfig(corpus="c", order="permutation").order == "permutation"
+    assert "order" not in TrainConfig(corpus="c", order="blocks").identity()
+    with pytest.raises(ArgumentError, match="`order` must be one of blocks, permutation"):
+        TrainConfig(corpus="c", order="random")
+    with pytest.raises(ArgumentError, match="`order` needs objective='packed'"):
+        TrainConfig(corpus="c", objective="windows", order="blocks")

@@ -28,8 +28,13 @@ def test_a_mixture_run_saves_and_a_resumed_run_reuses_the_source_plans(tmp_path:
         f'[[source]]\nname = "small"\npath = "{tmp_path / "small"}"\nweight = 0.3\n'
     )
     run = tmp_path / "run"
-    config = tiny_config(
-        mix, mixture=str(mix), steps=4, checkpoint_dir=str(run), checkpoint_every=2
+    config = tiny_config(  # the permutation order: the one whose plans are kept
+        mix,
+        mixture=str(mix),
+        steps=4,
+        checkpoint_dir=str(run),
+        checkpoint_every=2,
+        order="permutation",
     )
     train(config, log=lambda _: None)
     plans = run / "plans"

@@ -27,7 +27,9 @@ def test_a_resume_with_a_flipped_bit_in_the_plan_trains_as_an_intact_resume(
 ) -> None:
     corpus = _prechunked_corpus(tmp_path / "corpus")
     intact, damaged = tmp_path / "intact", tmp_path / "damaged"
-    config = tiny_config(corpus, steps=2, checkpoint_dir=str(intact), checkpoint_every=2)
+    config = tiny_config(  # the permutation order: the one whose plans are kept
+        corpus, steps=2, checkpoint_dir=str(intact), checkpoint_every=2, order="permutation"
+    )
     train(config, log=lambda _: None)
     shutil.copytree(intact, damaged)
     plans = sorted((damaged / "plans").iterdir())
