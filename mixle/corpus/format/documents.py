@@ -75,6 +75,11 @@ _CHECK_BLOCK = 1 << _CHECK_SHIFT
 # token_offsets over more shards than this reads their offsets files in one lean pass
 # (a plan window of the blocks order over 10^4 small shards: ~0.1 s instead of ~1.5 s).
 _BULK_OFFSETS_SHARDS = 16
+# ... when those shards are small: at most this many documents per index asked for, or
+# on average (offsets files of 512 KiB); large ones answer from their mappings, a page
+# per index (reading them whole is O(documents): 8 GB of offsets at 10^9 documents).
+_BULK_OFFSETS_PER_INDEX = 64
+_BULK_SHARD_DOCUMENTS = 1 << 16
 _CHECK_WHOLE = 1 << 18
 _mincore_function: Any = _UNSET
 
@@ -550,9 +555,13 @@ class ShardedDocuments(Sequence[np.ndarray]):
         ``len(docs)`` gives ``num_tokens``. So the tokens of documents ``a..b-1`` are
         ``read_tokens(*token_offsets([a, b]))``, and a plan can total any run of
         documents without the whole ``lengths`` array. An index at a shard boundary is
-        answered from the cumulative counts (no file read); any other reads (and
-        checks) only its own shard's offsets: O(len(indices) + documents of the shards
-        touched), never O(documents).
+        answered from the cumulative counts (no file read); any other from its shard's
+        mapped offsets (a local store, or a shard already open), the values read
+        checked to lie inside the shard and never decrease (the offsets around them
+        are checked when their documents are read): O(len(indices) log len(indices))
+        and a page per index, never O(documents). A shard of a remote store that is not
+        open has its offsets file read (and checked) whole instead, one range request;
+        many small shards of a local store are read in one lean pass.
 
         Raises
         ------
@@ -581,21 +590,48 @@ class ShardedDocuments(Sequence[np.ndarray]):
         firsts = np.concatenate([[0], np.flatnonzero(np.diff(grouped)) + 1])
         touched = grouped[firsts]
         flat = None
-        if touched.shape[0] > _BULK_OFFSETS_SHARDS:
-            # Many shards (a plan window over small shards): their offsets files in one
-            # lean pass, checked vectorised, instead of one open and check per shard.
+        spanned = int(np.diff(starts)[touched].sum())
+        if touched.shape[0] > _BULK_OFFSETS_SHARDS and (
+            spanned <= _BULK_OFFSETS_PER_INDEX * inside.shape[0]
+            or spanned <= _BULK_SHARD_DOCUMENTS * touched.shape[0]
+        ):
+            # Many small shards (a plan window over small shards): their offsets files in
+            # one lean pass, checked vectorised, instead of one open and check per shard.
             flat = self._offsets_in_bulk(touched)
         if flat is None:
+            # Few or large shards (the block boundaries of 10^9 documents in 30 shards):
+            # the values read from each shard's mapping; reading the files whole would
+            # be O(documents).
             for picked in np.split(inside, firsts[1:]):
                 number = int(numbers[picked[0]])
-                offsets = self._read_offsets(number)
-                result[picked] += offsets[array[picked] - int(starts[number])]
+                local = array[picked] - int(starts[number])
+                result[picked] += self._shard_offsets(number, local)
             return result
         ends = self._checked_in_bulk(touched, flat)
         begins = ends - (np.diff(starts)[touched] + 1)  # each shard's first offset in `flat`
         per_shard = np.diff(np.append(firsts, inside.shape[0]))
         result[inside] += flat[np.repeat(begins, per_shard) + array[inside] - starts[grouped]]
         return result
+
+    def _shard_offsets(self, number: int, local: np.ndarray) -> np.ndarray:
+        """Offsets ``local`` of shard ``number`` (see :meth:`token_offsets`)."""
+        if self._slots[number] is None and self._store.local_directory is None:
+            return self._read_offsets(number)[local]
+        shard = self._shard(number)
+        values = shard.offsets_array[local]
+        # Only the values read are checked (inside the shard's tokens, never decreasing
+        # in document order), so a total built from them is well formed; the blocks
+        # around them are checked in full when their documents are read. Checking each
+        # 256-offset block here cost ~1 s of CPU for the 244k block boundaries of 10^9
+        # documents. Anything implausible checks the whole file, naming the bad document.
+        ordered = values if bool((local[1:] >= local[:-1]).all()) else values[np.argsort(local)]
+        if ordered.size and (
+            int(ordered[0]) < 0
+            or int(ordered[-1]) > shard.num_tokens
+            or bool((ordered[1:] < ordered[:-1]).any())
+        ):
+            shard.check_all()
+        return values
 
     def _offsets_in_bulk(self, numbers: np.ndarray) -> np.ndarray | None:
         """The offsets of shards ``numbers`` (ascending), concatenated, read in one lean

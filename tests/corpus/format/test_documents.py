@@ -9,14 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mixle.corpus import DocumentsView, ShardedDocuments, convert_corpus, open_corpus
+from mixle.corpus import CorpusWriter, DocumentsView, ShardedDocuments, convert_corpus, open_corpus
+from mixle.corpus.format.spec import HEADER_SIZE
 from mixle.data._documents import (
     DocumentSource,
     document_lengths,
     documents_fingerprint,
     prefetch_hint,
 )
-from mixle.errors import ArgumentError, ArgumentTypeError, CorpusNotFoundError
+from mixle.errors import ArgumentError, ArgumentTypeError, CorpusFormatError, CorpusNotFoundError
 from mixle.testing import assert_documents_contract
 from tests.corpus.conftest import random_documents
 
@@ -387,3 +388,37 @@ def test_every_opened_corpus_is_a_context_manager_that_closes_its_maps(
     assert len(documents._resident) == 0  # closed on leaving the block
     np.testing.assert_array_equal(first, expected[0])  # returned views stay valid
     np.testing.assert_array_equal(documents[1], expected[1])  # and the reader usable
+
+
+def test_token_offsets_check_only_the_blocks_they_read(tmp_path: Path) -> None:
+    """A large shard's offsets are read through its mapping, only the values asked for
+    checked: a bad offset elsewhere in the file goes unnoticed until it is read itself
+    (reading and checking the whole file, as before, is O(documents))."""
+    count = 300_000  # above the size whose offsets are checked whole on open
+    with CorpusWriter(tmp_path / "c", dtype="uint16") as writer:
+        writer.add_flat(np.zeros(count, dtype=np.uint16), np.ones(count, dtype=np.int64))
+    with open(tmp_path / "c" / "shard-00000.offsets", "r+b") as handle:
+        handle.seek(HEADER_SIZE + 8 * 290_000)
+        handle.write(np.int64(10**9).tobytes())
+    documents = open_corpus(tmp_path / "c")
+    assert documents.token_offsets([1000, 150_000, count]).tolist() == [1000, 150_000, count]
+    with pytest.raises(CorpusFormatError, match=r"shard-00000\.offsets"):
+        documents.token_offsets([289_999, 290_000])
+    with pytest.raises(CorpusFormatError, match="offsets"):
+        documents[290_001]  # its block holds the bad offset
+
+
+def test_token_offsets_over_many_large_shards_read_no_file_whole(tmp_path: Path) -> None:
+    """Block boundaries over many large shards come from the mappings too: the bulk
+    read meant for many small shards would read (and check) every file whole."""
+    per_shard, shards = 270_000, 18  # above the size whose offsets are checked on open
+    count = per_shard * shards
+    with CorpusWriter(tmp_path / "c", dtype="uint16", shard_max_bytes=2 * per_shard) as writer:
+        writer.add_flat(np.zeros(count, dtype=np.uint16), np.ones(count, dtype=np.int64))
+    with open(tmp_path / "c" / "shard-00005.offsets", "r+b") as handle:
+        handle.seek(HEADER_SIZE + 8 * 1_000)
+        handle.write(np.int64(-5).tobytes())
+    documents = open_corpus(tmp_path / "c")
+    assert documents.num_shards == shards
+    boundaries = np.arange(0, count, 4096)
+    assert documents.token_offsets(boundaries).tolist() == boundaries.tolist()
