@@ -28,6 +28,7 @@ from mixle.errors import ArgumentTypeError, CorpusFormatError
 
 __all__ = [
     "DocumentSource",
+    "OffsetReadableSource",
     "RangeReadableSource",
     "SequenceDocuments",
     "TakeGatherAdapter",
@@ -38,6 +39,7 @@ __all__ = [
     "fetch_documents",
     "gather_by_take",
     "is_document_source",
+    "offset_reader",
     "prefetch_hint",
     "range_reader",
     "supports_prefetch",
@@ -103,6 +105,20 @@ class RangeReadableSource(DocumentSource, Protocol):
     """
 
     def read_tokens(self, start: int, stop: int) -> np.ndarray: ...
+
+
+@runtime_checkable
+class OffsetReadableSource(DocumentSource, Protocol):
+    """A :class:`DocumentSource` that reads cumulative token offsets at chosen documents.
+
+    ``token_offsets(indices)`` returns, for each ``i`` in ``indices`` (``0 <= i <=
+    len(documents)``), the number of tokens of documents ``0 .. i - 1`` as int64, in
+    O(len(indices)) reads (a memory-mapped corpus answers from its offsets files, a
+    remote one from ranges): a plan totals any run of documents without the whole
+    ``lengths`` array.
+    """
+
+    def token_offsets(self, indices: Sequence[int] | np.ndarray) -> np.ndarray: ...
 
 
 # Integer dtypes whose every value is a valid int64 token id: copying them into an int64
@@ -399,6 +415,14 @@ def range_reader(documents: DocumentSource) -> RangeReadableSource | None:
     if isinstance(documents, SequenceDocuments) or not _provides(documents, ("read_tokens",)):
         return None
     return cast(RangeReadableSource, documents)
+
+
+def offset_reader(documents: DocumentSource) -> OffsetReadableSource | None:
+    """``documents`` when it offers ``token_offsets``, else ``None`` (no property is
+    evaluated)."""
+    if isinstance(documents, SequenceDocuments) or not _provides(documents, ("token_offsets",)):
+        return None
+    return cast(OffsetReadableSource, documents)
 
 
 def supports_prefetch(documents: DocumentSource) -> bool:

@@ -18,6 +18,7 @@ wraps modulo ``2**64`` without warnings, which is what the mixing function relie
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -56,7 +57,7 @@ def _mix(values: np.ndarray) -> np.ndarray:
 
 
 class FeistelPermutation:
-    """The bijection on ``[0, n)`` keyed by ``(seed, epoch)``.
+    """The bijection on ``[0, n)`` keyed by ``(seed, epoch)`` (and an optional ``domain``).
 
     Parameters
     ----------
@@ -66,6 +67,12 @@ class FeistelPermutation:
         Nonnegative ints below ``2**63``; the round keys are derived from them with
         :class:`numpy.random.SeedSequence`, so the permutation is identical on every
         platform and in every process.
+    domain
+        Further key words (nonnegative ints) that separate one use of the same
+        ``(seed, epoch)`` from another; the empty default keeps the keys of every
+        permutation made before the parameter existed. End it with a nonzero word:
+        ``SeedSequence`` pads its entropy with zeros, so a trailing ``0`` collides with
+        the shorter key.
 
     Notes
     -----
@@ -81,14 +88,15 @@ class FeistelPermutation:
 
     __slots__ = ("_half_bits", "_keys", "_mask", "n", "width")
 
-    def __init__(self, n: int, seed: int, epoch: int) -> None:
+    def __init__(self, n: int, seed: int, epoch: int, *, domain: tuple[int, ...] = ()) -> None:
         self.n = nonnegative_int("n", n)
         seed = nonnegative_int("seed", seed)
         epoch = nonnegative_int("epoch", epoch)
+        words = [nonnegative_int("domain", word) for word in domain]
         self.width = feistel_width(self.n)
         self._half_bits = np.uint64(self.width // 2)
         self._mask = np.uint64((1 << (self.width // 2)) - 1)
-        sequence = np.random.SeedSequence([_DOMAIN_TAG, seed, epoch])
+        sequence = np.random.SeedSequence([_DOMAIN_TAG, seed, epoch, *words])
         self._keys = [np.uint64(k) for k in sequence.generate_state(_ROUNDS, dtype=np.uint64)]
 
     def _encrypt(self, values: np.ndarray) -> np.ndarray:
@@ -96,6 +104,13 @@ class FeistelPermutation:
         right = values & self._mask
         for key in self._keys:
             left, right = right, left ^ (_mix(right ^ key) & self._mask)
+        return (left << self._half_bits) | right
+
+    def _decrypt(self, values: np.ndarray) -> np.ndarray:
+        left = values >> self._half_bits
+        right = values & self._mask
+        for key in reversed(self._keys):
+            left, right = right ^ (_mix(left ^ key) & self._mask), left
         return (left << self._half_bits) | right
 
     def __call__(self, positions: Any) -> np.ndarray:
@@ -106,21 +121,37 @@ class FeistelPermutation:
         IndexError
             A position lies outside ``[0, n)``.
         """
-        array = np.asarray(positions, dtype=np.int64)
+        return self._walk(positions, self._encrypt)
+
+    def inverse(self, images: Any) -> np.ndarray:
+        """Return the positions whose images are ``images`` (integers in ``[0, n)``).
+
+        ``perm.inverse(perm(x)) == x``: the network run backwards, cycle-walked the
+        same way (the walk of an image retraces its forward walk).
+
+        Raises
+        ------
+        IndexError
+            An image lies outside ``[0, n)``.
+        """
+        return self._walk(images, self._decrypt)
+
+    def _walk(self, values: Any, network: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        array = np.asarray(values, dtype=np.int64)
         flat = array.reshape(-1)
         if flat.size and (int(flat.min()) < 0 or int(flat.max()) >= self.n):
             bad = flat[(flat < 0) | (flat >= self.n)][0]
             raise IndexError(
                 f"position {int(bad)} is outside the permutation domain [0, {self.n})."
             )
-        out = self._encrypt(flat.astype(np.uint64))
+        out = network(flat.astype(np.uint64))
         limit = np.uint64(self.n)
-        # Cycle walking: the network permutes [0, 2**width); an image >= n is encrypted
-        # again until it falls below n. Each walk stays on its own cycle, so distinct
-        # inputs keep distinct outputs.
+        # Cycle walking: the network permutes [0, 2**width); an image >= n is passed
+        # through it again until it falls below n. Each walk stays on its own cycle, so
+        # distinct inputs keep distinct outputs.
         pending = np.flatnonzero(out >= limit)
         while pending.size:
-            stepped = self._encrypt(out[pending])
+            stepped = network(out[pending])
             out[pending] = stepped
             pending = pending[stepped >= limit]
         return out.astype(np.int64).reshape(array.shape)

@@ -1,0 +1,356 @@
+"""An epoch's document order cut into windows whose sizes are known at plan time.
+
+An :class:`OrderWindows` is the order a plan packs, handed out a window at a time: the
+plan learns every window's token and document totals up front (O(windows) values), so
+it can place any row in O(log windows), and it reads a window's documents only when a
+batch needs that window. Two orders implement it:
+
+- :class:`BlockOrder` (``"blocks"``, version 1), the hierarchical order that scales:
+  documents ``[0, N)`` are grouped into contiguous *blocks* of ``block_documents`` (B)
+  documents (the last may be short); a keyed Feistel bijection over block ids
+  (:class:`~mixle.data._permutation.FeistelPermutation`, key domain
+  ``(BLOCKS_DOMAIN,)``) orders the blocks; consecutive runs of ``window_blocks`` (W)
+  blocks of that order are the *windows*; inside window ``k`` its documents (its
+  blocks' documents concatenated in block order) are permuted by a second Feistel
+  bijection keyed by ``(seed, epoch)`` and the domain ``(k, WINDOW_DOMAIN)``. The
+  epoch order is windows ``0, 1, ...`` concatenated: a pure function of
+  ``(num_documents, seed, epoch, B, W)``, with every document exactly once. Its
+  totals come from the cumulative token offsets at the ``N / B + 1`` block
+  boundaries, a window's lengths from the offsets of its own documents: no array
+  with one entry per document is ever built. :meth:`BlockOrder.locate` inverts it.
+- :class:`PermutationWindows` (``"permutation"``, version 1), the seed's
+  ``RandomState`` permutation (:func:`~mixle.data._order.global_document_order`) cut
+  into consecutive chunks: O(documents), kept for states saved with it and for the
+  per-rank layout.
+
+Differences from the shared design note (design25.md), for the plans that consume this:
+
+- :meth:`OrderWindows.window` returns a window's documents *and* their lengths (the
+  plan needs both; :meth:`OrderWindows.window_documents` is its first half).
+- :class:`BlockOrder` takes a :class:`CumulativeOffsets` (or any callable
+  ``indices -> offsets``) rather than the documents, so a test or a virtual source can
+  drive it without a corpus; :func:`cumulative_offsets` is the one-call form.
+- The Feistel keys: the block order is keyed ``(seed, epoch, BLOCKS_DOMAIN)`` and
+  window ``k``'s ``(seed, epoch, k, WINDOW_DOMAIN)`` (the domain words end nonzero:
+  ``SeedSequence`` pads with zeros).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import numpy as np
+
+from mixle._checks import nonnegative_int, positive_int
+from mixle.data._documents import DocumentSource, offset_reader
+from mixle.data._permutation import FeistelPermutation
+from mixle.errors import ArgumentError
+
+__all__ = [
+    "BLOCKS_DOMAIN",
+    "WINDOW_DOMAIN",
+    "BlockOrder",
+    "CumulativeOffsets",
+    "OrderWindows",
+    "PermutationWindows",
+    "TokenOffsets",
+    "check_block_sizes",
+    "cumulative_offsets",
+]
+
+#: Key-domain words of the blocks order's two bijections ("mxblocks", "mxwindow").
+BLOCKS_DOMAIN = 0x6D78626C6F636B73
+WINDOW_DOMAIN = 0x6D7877696E646F77
+
+TokenOffsets = Callable[[np.ndarray], np.ndarray]
+"""``indices -> offsets``: int64 cumulative token offsets before each document index."""
+
+
+class OrderWindows(Protocol):
+    """An epoch's document order cut into windows whose sizes are known at plan time.
+
+    Attributes
+    ----------
+    name, version
+        The order's name (``"permutation"``, ``"blocks"``) and version, as a state
+        records them.
+    num_windows
+        Windows of the epoch; window ``k`` follows window ``k - 1`` in the order.
+    """
+
+    name: str
+    version: int
+    num_windows: int
+
+    def window(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Window ``k``'s int64 document ids in epoch order and their int64 lengths."""
+        ...
+
+    def window_documents(self, k: int) -> np.ndarray:
+        """Window ``k``'s int64 document ids, in epoch order."""
+        ...
+
+    def window_totals(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(tokens, documents)`` of every window, int64 arrays of ``num_windows``."""
+        ...
+
+
+class CumulativeOffsets:
+    """The cumulative token offset before chosen documents of ``documents``.
+
+    ``offsets(indices)[j]`` is the number of tokens of documents ``0 .. indices[j] -
+    1`` (``indices`` in ``[0, len(documents)]``). A source with ``token_offsets`` (see
+    :class:`~mixle.data._documents.OffsetReadableSource`; a sharded corpus) answers
+    from its offsets, O(len(indices)); any other source falls back to one int64
+    cumulative sum of its ``lengths``, built on first use and kept: O(documents), meant
+    for in-memory collections.
+    """
+
+    def __init__(self, documents: DocumentSource) -> None:
+        self.documents = documents
+        self._table: np.ndarray | None = None
+
+    def __call__(self, indices: np.ndarray) -> np.ndarray:
+        reader = offset_reader(self.documents)
+        if reader is not None:
+            return np.asarray(reader.token_offsets(indices), dtype=np.int64)
+        if self._table is None:
+            lengths = np.asarray(self.documents.lengths, dtype=np.int64)
+            table = np.zeros(len(lengths) + 1, dtype=np.int64)
+            np.cumsum(lengths, out=table[1:])
+            self._table = table
+        return self._table[np.asarray(indices, dtype=np.int64)]
+
+
+def cumulative_offsets(
+    documents: DocumentSource, indices: Sequence[int] | np.ndarray
+) -> np.ndarray:
+    """The cumulative token offsets of ``documents`` at ``indices`` (see
+    :class:`CumulativeOffsets`; the fallback's table is not kept across calls)."""
+    return CumulativeOffsets(documents)(np.asarray(indices, dtype=np.int64))
+
+
+def check_block_sizes(num_documents: int, block_documents: int, window_blocks: int) -> None:
+    """Refuse block and window sizes that are not positive or exceed the corpus.
+
+    Raises
+    ------
+    ArgumentTypeError
+        A size is a bool, float or non-integer.
+    ArgumentError
+        ``block_documents`` is not in ``[1, num_documents]`` or ``window_blocks`` not
+        in ``[1, ceil(num_documents / block_documents)]`` (an empty corpus accepts 1).
+    """
+    block = positive_int("block_documents", block_documents)
+    window = positive_int("window_blocks", window_blocks)
+    documents = max(num_documents, 1)
+    if block > documents:
+        raise ArgumentError(
+            f"`block_documents` must be between 1 and the corpus's {documents} documents. "
+            f"Got {block} instead."
+        )
+    blocks = -(-documents // block)
+    if window > blocks:
+        raise ArgumentError(
+            f"`window_blocks` must be between 1 and the corpus's {blocks} blocks of "
+            f"{block} documents. Got {window} instead."
+        )
+
+
+def _ranges(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """``starts[0] .. starts[0] + sizes[0] - 1, starts[1] ..`` in one vectorised pass."""
+    ends = np.cumsum(sizes)
+    return np.arange(int(ends[-1]) if ends.size else 0, dtype=np.int64) - np.repeat(
+        ends - sizes - starts, sizes
+    )
+
+
+class BlockOrder:
+    """The ``"blocks"`` order of one epoch (see the module docstring).
+
+    Parameters
+    ----------
+    num_documents
+        Documents of the corpus (``N``).
+    offsets
+        Cumulative token offsets at chosen document indices (:class:`CumulativeOffsets`).
+    seed, epoch
+        Nonnegative ints: the order's key.
+    block_documents, window_blocks
+        ``B`` and ``W`` (validated by :func:`check_block_sizes`).
+
+    Notes
+    -----
+    Construction is O(1). :meth:`window_totals` reads ``N / B + 1`` offsets and keeps
+    the block order and the block totals (``16 N / B`` bytes); :meth:`window` reads the
+    offsets of its ``<= B W`` documents.
+    """
+
+    name = "blocks"
+    version = 1
+
+    def __init__(
+        self,
+        num_documents: int,
+        offsets: TokenOffsets,
+        *,
+        seed: int,
+        epoch: int,
+        block_documents: int,
+        window_blocks: int,
+    ) -> None:
+        self.num_documents = nonnegative_int("num_documents", num_documents)
+        check_block_sizes(self.num_documents, block_documents, window_blocks)
+        self.offsets = offsets
+        self.seed = nonnegative_int("seed", seed)
+        self.epoch = nonnegative_int("epoch", epoch)
+        self.block_documents, self.window_blocks = block_documents, window_blocks
+        self.num_blocks = -(-self.num_documents // block_documents)
+        self.num_windows = -(-self.num_blocks // window_blocks)
+        self._blocks = FeistelPermutation(self.num_blocks, seed, epoch, domain=(BLOCKS_DOMAIN,))
+        self._block_order: np.ndarray | None = None
+
+    def _window_permutation(self, k: int, size: int) -> FeistelPermutation:
+        return FeistelPermutation(size, self.seed, self.epoch, domain=(k, WINDOW_DOMAIN))
+
+    def _shuffle(self, k: int, size: int) -> np.ndarray:
+        """Window ``k``'s shuffle: its position ``j`` holds natural document ``[j]``."""
+        return self._window_permutation(k, size)(np.arange(size, dtype=np.int64))
+
+    def _block_sizes(self, blocks: np.ndarray) -> np.ndarray:
+        starts = blocks * self.block_documents
+        return np.minimum(starts + self.block_documents, self.num_documents) - starts
+
+    def _window_blocks(self, k: int) -> np.ndarray:
+        """Block ids of window ``k``, in block order."""
+        if not 0 <= k < self.num_windows:
+            raise IndexError(f"window {k} is outside [0, {self.num_windows}).")
+        first = k * self.window_blocks
+        stop = min(first + self.window_blocks, self.num_blocks)
+        if self._block_order is not None:
+            return self._block_order[first:stop]
+        return self._blocks(np.arange(first, stop, dtype=np.int64))
+
+    def _natural(self, k: int) -> np.ndarray:
+        """Window ``k``'s documents before its own shuffle: its blocks, concatenated."""
+        blocks = self._window_blocks(k)
+        return _ranges(blocks * self.block_documents, self._block_sizes(blocks))
+
+    def window(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        blocks = self._window_blocks(k)
+        sizes = self._block_sizes(blocks)
+        natural = _ranges(blocks * self.block_documents, sizes)
+        # Documents of a block are consecutive: each length is the next document's
+        # offset minus its own, and a block's last document ends at the block's end.
+        starts = self.offsets(natural)
+        following = np.empty_like(starts)
+        following[:-1] = starts[1:]
+        last = np.cumsum(sizes) - 1
+        following[last] = self.offsets(blocks * self.block_documents + sizes)
+        shuffle = self._shuffle(k, len(natural))
+        return natural[shuffle], (following - starts)[shuffle]
+
+    def window_documents(self, k: int) -> np.ndarray:
+        natural = self._natural(k)
+        return natural[self._shuffle(k, len(natural))]
+
+    def block_order(self) -> np.ndarray:
+        """Every block id, in the epoch's block order (int64, ``num_blocks``; kept)."""
+        if self._block_order is None:
+            self._block_order = self._blocks(np.arange(self.num_blocks, dtype=np.int64))
+        return self._block_order
+
+    def window_totals(self) -> tuple[np.ndarray, np.ndarray]:
+        if not self.num_blocks:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        boundaries = np.arange(0, self.num_blocks + 1, dtype=np.int64) * self.block_documents
+        boundaries[-1] = self.num_documents
+        block_tokens = np.diff(self.offsets(boundaries))
+        order = self.block_order()
+        firsts = np.arange(0, self.num_blocks, self.window_blocks)
+        tokens = np.add.reduceat(block_tokens[order], firsts)
+        documents = np.add.reduceat(self._block_sizes(order), firsts)
+        return tokens.astype(np.int64), documents.astype(np.int64)
+
+    def locate(self, documents: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(window, position_in_window)`` of each document id, without a pass.
+
+        The inverse of the order: ``window_documents(w)[p] == d`` for ``(w, p) =
+        locate(d)``. O(len(documents)) work.
+
+        Raises
+        ------
+        IndexError
+            A document id is outside ``[0, num_documents)``.
+        """
+        ids = np.asarray(documents, dtype=np.int64).reshape(-1)
+        if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= self.num_documents):
+            bad = int(ids[(ids < 0) | (ids >= self.num_documents)][0])
+            raise IndexError(f"document {bad} is outside [0, {self.num_documents}).")
+        block = ids // self.block_documents
+        place = self._blocks.inverse(block)
+        window = place // self.window_blocks
+        # Documents before this block in its window: whole blocks, less the short last
+        # block's shortfall when it comes earlier in the same window.
+        earlier = (place - window * self.window_blocks) * self.block_documents
+        shortfall = self.num_blocks * self.block_documents - self.num_documents
+        if shortfall and ids.size:
+            last_place = int(self._blocks.inverse(np.array([self.num_blocks - 1]))[0])
+            earlier -= np.where(
+                (window == last_place // self.window_blocks) & (place > last_place), shortfall, 0
+            )
+        natural = earlier + ids - block * self.block_documents
+        positions = np.empty_like(natural)
+        for k in np.unique(window).tolist():
+            chosen = window == k
+            blocks = self._window_blocks(k)
+            size = int(self._block_sizes(blocks).sum())
+            positions[chosen] = self._window_permutation(k, size).inverse(natural[chosen])
+        return window, positions
+
+
+class PermutationWindows:
+    """The seed's permutation order cut into consecutive chunks of ``window_documents``.
+
+    Parameters
+    ----------
+    order
+        The epoch's document order (:func:`~mixle.data._order.global_document_order`,
+        after any ``sequence_selector``), int64.
+    lengths
+        Every document's length (a length table).
+    window_documents
+        Positions per window (positive); the last window may be short.
+
+    Notes
+    -----
+    O(documents): the order and the length table are held; :meth:`window_totals`
+    gathers every length once.
+    """
+
+    name = "permutation"
+    version = 1
+
+    def __init__(self, order: np.ndarray, lengths: np.ndarray, window_documents: int) -> None:
+        self.order = order
+        self.lengths = lengths
+        self.size = positive_int("window_documents", window_documents)
+        self.num_windows = -(-len(order) // self.size)
+
+    def window_documents(self, k: int) -> np.ndarray:
+        if not 0 <= k < self.num_windows:
+            raise IndexError(f"window {k} is outside [0, {self.num_windows}).")
+        return self.order[k * self.size : (k + 1) * self.size]
+
+    def window(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        documents = self.window_documents(k)
+        return documents, self.lengths.take(documents).astype(np.int64)
+
+    def window_totals(self) -> tuple[np.ndarray, np.ndarray]:
+        if not self.num_windows:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        firsts = np.arange(0, len(self.order), self.size)
+        tokens = np.add.reduceat(self.lengths.take(self.order).astype(np.int64), firsts)
+        documents = np.diff(np.append(firsts, len(self.order)))
+        return tokens.astype(np.int64), documents.astype(np.int64)

@@ -1,0 +1,198 @@
+"""The windowed epoch orders: the hierarchical blocks order and the seed's permutation."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mixle.corpus import CorpusWriter, open_corpus
+from mixle.data._documents import SequenceDocuments, offset_reader
+from mixle.data._order import global_document_order
+from mixle.data._order_windows import (
+    BlockOrder,
+    CumulativeOffsets,
+    PermutationWindows,
+    check_block_sizes,
+    cumulative_offsets,
+)
+from mixle.data._permutation import FeistelPermutation
+from mixle.errors import ArgumentError, ArgumentTypeError
+
+
+def _table_offsets(lengths: np.ndarray) -> CumulativeOffsets:
+    return CumulativeOffsets(SequenceDocuments([np.zeros(int(n), np.int64) for n in lengths]))
+
+
+def _epoch(order: BlockOrder | PermutationWindows) -> tuple[np.ndarray, np.ndarray]:
+    pieces = [order.window(k) for k in range(order.num_windows)]
+    if not pieces:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    return np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 9), min_size=1, max_size=300),
+    block=st.integers(1, 40),
+    window=st.integers(1, 12),
+    seed=st.integers(0, 2**40),
+    epoch=st.integers(0, 50),
+)
+def test_blocks_order_is_every_document_once_and_locate_inverts_it(
+    lengths: list[int], block: int, window: int, seed: int, epoch: int
+) -> None:
+    array = np.array(lengths, dtype=np.int64)
+    block = min(block, len(array))
+    window = min(window, -(-len(array) // block))
+    order = BlockOrder(
+        len(array),
+        _table_offsets(array),
+        seed=seed,
+        epoch=epoch,
+        block_documents=block,
+        window_blocks=window,
+    )
+    documents, window_lengths = _epoch(order)
+    assert np.array_equal(np.sort(documents), np.arange(len(array)))
+    assert np.array_equal(window_lengths, array[documents])
+    tokens, counts = order.window_totals()
+    sizes = [len(order.window_documents(k)) for k in range(order.num_windows)]
+    assert counts.tolist() == sizes
+    bounds = np.cumsum([0, *sizes])
+    assert tokens.tolist() == [int(array[documents[a:b]].sum()) for a, b in pairwise(bounds)]
+    windows, positions = order.locate(documents)
+    assert np.array_equal(windows, np.repeat(np.arange(order.num_windows), sizes))
+    assert np.array_equal(positions, np.concatenate([np.arange(n) for n in sizes]))
+
+
+def test_blocks_order_windows_are_runs_of_the_shuffled_blocks() -> None:
+    order = BlockOrder(
+        1000, _table_offsets(np.ones(1000)), seed=3, epoch=1, block_documents=64, window_blocks=4
+    )
+    blocks = order.block_order()
+    assert np.array_equal(np.sort(blocks), np.arange(16))
+    for k in range(order.num_windows):
+        in_window = set((order.window_documents(k) // 64).tolist())
+        assert in_window == set(blocks[4 * k : 4 * k + 4].tolist())
+
+
+def test_blocks_order_is_a_pure_function_of_its_key() -> None:
+    def epoch_order(seed: int, epoch: int) -> np.ndarray:
+        order = BlockOrder(
+            5000, _table_offsets(np.ones(5000)), seed=seed, epoch=epoch,
+            block_documents=100, window_blocks=5,
+        )  # fmt: skip
+        return _epoch(order)[0]
+
+    assert np.array_equal(epoch_order(1, 2), epoch_order(1, 2))
+    assert not np.array_equal(epoch_order(1, 2), epoch_order(1, 3))
+    assert not np.array_equal(epoch_order(1, 2), epoch_order(2, 2))
+
+
+def test_the_blocks_order_is_pinned() -> None:
+    # A change here changes every saved "blocks" state: it needs a new order version.
+    order = BlockOrder(
+        50, _table_offsets(np.arange(50)), seed=7, epoch=2, block_documents=8, window_blocks=2
+    )
+    assert order.window_documents(0).tolist() == [
+        41, 40, 19, 44, 43, 21, 17, 42, 23, 16, 47, 45, 46, 20, 22, 18
+    ]  # fmt: skip
+    assert order.window_totals()[0].tolist() == [504, 189, 504, 28]
+
+
+@pytest.mark.parametrize("n", [2**k + d for k in (3, 6, 9) for d in (-1, 0, 1)])
+def test_blocks_order_at_powers_of_two(n: int) -> None:
+    for block in (1, 2, 3, n):
+        order = BlockOrder(
+            n, _table_offsets(np.ones(n)), seed=0, epoch=0, block_documents=block,
+            window_blocks=1,
+        )  # fmt: skip
+        assert np.array_equal(np.sort(_epoch(order)[0]), np.arange(n))
+
+
+def test_the_offsets_of_a_sharded_corpus_answer_without_lengths(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(0, 20, size=700)
+    with CorpusWriter(tmp_path / "c", vocab_size=100, shard_max_bytes=512) as writer:
+        writer.add_flat(np.zeros(int(lengths.sum()), np.uint16), lengths)
+    corpus = open_corpus(tmp_path / "c")
+    assert offset_reader(corpus) is corpus
+    indices = np.array([0, 5, 699, 700, 13])
+    expected = np.concatenate([[0], np.cumsum(lengths)])[indices]
+    assert np.array_equal(cumulative_offsets(corpus, indices), expected)
+    order = BlockOrder(
+        700, CumulativeOffsets(corpus), seed=1, epoch=0, block_documents=64, window_blocks=3
+    )
+    documents, window_lengths = _epoch(order)
+    assert np.array_equal(window_lengths, lengths[documents])
+
+
+def test_in_memory_sources_fall_back_to_their_lengths() -> None:
+    documents = SequenceDocuments([np.zeros(n, np.int64) for n in (3, 0, 5)])
+    assert offset_reader(documents) is None
+    assert cumulative_offsets(documents, [0, 1, 2, 3]).tolist() == [0, 3, 3, 8]
+
+
+@pytest.mark.parametrize(
+    ("block", "window", "message"),
+    [
+        (0, 1, "`block_documents` must be a positive"),
+        (-4, 1, "`block_documents` must be a positive"),
+        (101, 1, "`block_documents` must be between 1 and the corpus's 100 documents"),
+        (10, 0, "`window_blocks` must be a positive"),
+        (10, 11, "`window_blocks` must be between 1 and the corpus's 10 blocks"),
+    ],
+)
+def test_bad_block_and_window_sizes_are_refused(block: int, window: int, message: str) -> None:
+    with pytest.raises(ArgumentError, match=message):
+        check_block_sizes(100, block, window)
+
+
+def test_sizes_of_the_wrong_type_are_refused() -> None:
+    with pytest.raises(ArgumentTypeError, match="block_documents"):
+        check_block_sizes(100, 2.5, 1)  # type: ignore[arg-type]
+    with pytest.raises(ArgumentTypeError, match="window_blocks"):
+        check_block_sizes(100, 2, True)
+
+
+def test_locate_refuses_documents_outside_the_corpus() -> None:
+    order = BlockOrder(
+        10, _table_offsets(np.ones(10)), seed=0, epoch=0, block_documents=2, window_blocks=2
+    )
+    with pytest.raises(IndexError, match="document 10 is outside"):
+        order.locate([3, 10])
+    with pytest.raises(IndexError, match="window 3 is outside"):
+        order.window(3)
+
+
+def test_an_empty_corpus_has_no_windows() -> None:
+    order = BlockOrder(0, _table_offsets(np.ones(0)), seed=0, epoch=0, block_documents=1,
+                       window_blocks=1)  # fmt: skip
+    assert order.num_windows == 0
+    assert [a.tolist() for a in order.window_totals()] == [[], []]
+
+
+def test_permutation_windows_cut_the_seeds_order() -> None:
+    lengths = np.arange(23, dtype=np.int64) % 5
+    order = global_document_order(23, seed=4, epoch=1)
+    windows = PermutationWindows(order, lengths, 5)
+    documents, window_lengths = _epoch(windows)
+    assert np.array_equal(documents, order)
+    assert np.array_equal(window_lengths, lengths[order])
+    tokens, counts = windows.window_totals()
+    assert counts.tolist() == [5, 5, 5, 5, 3]
+    assert tokens.tolist() == [int(lengths[order[a : a + 5]].sum()) for a in range(0, 23, 5)]
+
+
+def test_feistel_domains_separate_keys_and_the_default_is_unchanged() -> None:
+    positions = np.arange(1000)
+    plain = FeistelPermutation(1000, 5, 6)(positions)
+    assert plain[:5].tolist() == FeistelPermutation(1000, 5, 6, domain=())(positions)[:5].tolist()
+    assert not np.array_equal(plain, FeistelPermutation(1000, 5, 6, domain=(1,))(positions))
+    perm = FeistelPermutation(1000, 5, 6, domain=(9, 1))
+    assert np.array_equal(perm.inverse(perm(positions)), positions)
