@@ -60,6 +60,7 @@ def _shown(value: Any) -> str:
         return f"an integer of {value.bit_length()} bits"
     return repr(value)
 
+
 # The row plan of every source's epochs (the global layout over the source alone).
 _SOURCE_PLAN = GlobalPlan(ShardOptions(layout="global"), even_batches=False)
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from mixle._checks import nonnegative_int
 from mixle.data import _plan_global, _plan_per_rank  # noqa: F401  (register the layouts)
+from mixle.data._attention import with_attention_boundaries
 from mixle.data._batch import Batch
 from mixle.data._cursor import Cursor
 from mixle.data._documents import as_documents, supports_prefetch
@@ -26,13 +27,14 @@ from mixle.data._epoch_plans import EpochPlans
 from mixle.data._hints import HINT_BATCHES
 from mixle.data._options import LAYOUTS, PackOptions, ShardOptions, check_flag
 from mixle.data._order import SequenceSelector
-from mixle.data._packed_rows import read_packed_rows
+from mixle.data._packing_options import PackingOptions, as_packing
+from mixle.data._plan_global_best_fit import packed_row_plan
 from mixle.data._plan_store import (
     PlanStore,
     checked_plan_store,
 )
 from mixle.data._ranks import current_rank_and_world_size
-from mixle.data._row_plan import EpochPlan, RowPlan, build_plan, check_plan_state
+from mixle.data._row_plan import EpochPlan, RowPlan, check_plan_state
 from mixle.data._seed_views import SeedViews, StreamOptionFields
 from mixle.errors import ArgumentError, ArgumentTypeError
 
@@ -113,6 +115,19 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         the documents' lengths are read (and in-memory documents' shapes checked) when
         a plan is built, not in the constructor.
 
+    packing
+        ``"concatenate"`` (default): the order is one stream cut into rows, as above.
+        ``"best_fit"`` (``layout="global"`` only): windows of the order are packed by
+        best-fit decreasing, so only documents longer than a row are cut; a row holds
+        whole documents (each followed by ``boundary_id`` when set) and padding, and
+        trains only the pairs inside each document
+        (:mod:`~mixle.data._plan_global_best_fit`). A :class:`PackingOptions` sets the
+        window size and truncation. Part of the stream identity: a state of one packing
+        does not load into the other.
+    attention_boundaries
+        If True, batches also carry ``cu_seqlens``, ``max_seqlen``, ``sequence_ids`` and
+        ``position_ids`` (:mod:`~mixle.data._attention`), for either packing.
+
     Raises
     ------
     ArgumentTypeError, ArgumentError
@@ -144,9 +159,17 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         prefetch: bool = True,
         layout: str = "per-rank",
         plan_store: PlanStore | None = None,
+        packing: str | PackingOptions = "concatenate",
+        attention_boundaries: bool = False,
     ) -> None:
         self.shard = ShardOptions(rank, world_size, batch_size, layout)
         self.pack = PackOptions(block, pad_id, boundary_id, document_ids)
+        self.packing = as_packing(packing)
+        self.attention_boundaries = check_flag("attention_boundaries", attention_boundaries)
+        # The boundaries are computed from the document ids and positions: read them.
+        self._read_pack = PackOptions(
+            block, self.pad_id, self.boundary_id, document_ids or self.attention_boundaries
+        )
         self.seed = nonnegative_int("seed", seed)
         if sequence_selector is not None and not callable(sequence_selector):
             raise ArgumentTypeError(
@@ -179,7 +202,9 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
     def _cut(self, shard: ShardOptions) -> None:
         """Take ``shard``: its row plan, and a cursor of that plan at the start."""
         self.shard = shard
-        self._row_plan: RowPlan = build_plan(shard, self.even_batches)
+        self._row_plan: RowPlan = packed_row_plan(
+            shard, self.even_batches, self.packing, block=self.block, seed=self.seed
+        )
         plan = self._row_plan
         self._cursor = Cursor(
             "StreamingCorpus", index_key=plan.index_key, version=plan.cursor_version
@@ -239,19 +264,13 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
     def _make_batch(self, plan: EpochPlan, first_row: int) -> tuple[Batch, int]:
         """This rank's batch whose first row is ``first_row``, and its real target count
         (the row plan says how many rows it reads; rows past the stream are padding)."""
-        pack = self.pack
-        rows = read_packed_rows(
-            self.documents,
-            plan.layout,
-            first_row,
-            self._row_plan.batch_rows(plan, first_row),
-            block=pack.block,
-            pad_id=pack.pad_id,
-            boundary_id=pack.boundary_id,
-            document_ids=pack.document_ids,
-        )
-        batch = Batch(rows.context, rows.targets, rows.mask, rows.document_ids, rows.position_ids)
-        return batch, rows.real
+        count = self._row_plan.batch_rows(plan, first_row)
+        batch, real = plan.read_rows(self.documents, first_row, count, self._read_pack)
+        if self.attention_boundaries:
+            batch = with_attention_boundaries(batch)
+            if not self.document_ids:
+                batch = batch.replace(document_ids=None)
+        return batch, real
 
     def read(self, epoch: int, index: int) -> Batch:
         """The batch iteration yields at cursor ``(epoch, index)`` (see :attr:`cursor`):

@@ -1,0 +1,150 @@
+"""The global layout with best-fit packing, as a row plan (``packing="best_fit"``).
+
+Batches, cursor and elastic resume are the global layout's
+(:class:`~mixle.data._plan_global.GlobalPlan`): global batch ``k`` is rows ``[k * G, (k +
+1) * G)``, the cursor counts global rows (state version 2) and resumes with any world
+size and batch size. Only the rows differ: they are the epoch's best-fit rows
+(:class:`~mixle.data._plan_best_fit.BestFitRows`), windows of ``window_documents``
+consecutive positions of the epoch's order packed one by one, so every window's row
+count — and the epoch's — is known from window totals before any window is packed.
+
+The stream identity names the packing (``"packing": {"name": "best_fit", "version": 1,
+"window_documents", "truncate"}``); a concatenate-and-chunk state has no such field, so
+each packing refuses the other's states by that name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mixle.data._batch import Batch
+from mixle.data._documents import DocumentSource
+from mixle.data._hints import HINT_BATCHES
+from mixle.data._options import PackOptions, ShardOptions
+from mixle.data._packing import StreamLayout
+from mixle.data._packing_options import PackingOptions
+from mixle.data._plan_best_fit import BestFitRows, check_best_fit_block
+from mixle.data._plan_global import GlobalPlan
+from mixle.data._row_plan import EpochPlan, RowPlan, build_plan
+from mixle.errors import ArgumentError
+
+__all__ = ["BestFitEpochPlan", "BestFitGlobalPlan", "LayoutWindows", "packed_row_plan"]
+
+
+def packed_row_plan(
+    shard: ShardOptions, even_batches: bool, packing: PackingOptions, *, block: int, seed: int
+) -> RowPlan:
+    """The row plan of ``shard.layout`` packed by ``packing``.
+
+    Raises
+    ------
+    ArgumentError
+        Best-fit with a layout other than ``"global"``, or ``block`` too small for it.
+    """
+    if not packing.is_best_fit:
+        return build_plan(shard, even_batches)
+    if shard.layout != "global":
+        raise ArgumentError(
+            "`packing='best_fit'` needs layout='global' (its rows are planned per window of "
+            f"the whole epoch's order). Got layout={shard.layout!r} instead."
+        )
+    return BestFitGlobalPlan(shard, even_batches, packing=packing, block=block, seed=seed)
+
+
+class LayoutWindows:
+    """An order laid out as a :class:`~mixle.data._packing.StreamLayout`, cut into
+    windows of ``size`` consecutive positions (the ``"permutation"`` windows of
+    :mod:`~mixle.data._order_windows`, read from the layout: repeats allowed)."""
+
+    name = "permutation"
+    version = 1
+
+    def __init__(self, layout: StreamLayout, size: int) -> None:
+        self.layout = layout
+        self.size = size
+        self.num_windows = -(-len(layout.indices) // size)
+
+    def window(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        chosen = slice(k * self.size, (k + 1) * self.size)
+        return self.layout.indices[chosen], self.layout.lengths[chosen]
+
+    def window_documents(self, k: int) -> np.ndarray:
+        return self.layout.indices[k * self.size : (k + 1) * self.size]
+
+    def window_totals(self) -> tuple[np.ndarray, np.ndarray]:
+        count = len(self.layout.indices)
+        if not count:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        firsts = np.arange(0, count, self.size)
+        tokens = np.add.reduceat(self.layout.lengths, firsts).astype(np.int64)
+        return tokens, np.diff(np.append(firsts, count)).astype(np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class BestFitEpochPlan(EpochPlan):
+    """An epoch plan whose rows are best-fit rows (``layout`` is the epoch's order)."""
+
+    best_fit: BestFitRows
+
+    def read_rows(
+        self, documents: DocumentSource, first_row: int, count: int, pack: PackOptions
+    ) -> tuple[Batch, int]:
+        rows = self.best_fit.read(
+            documents, first_row, count, pad_id=pack.pad_id, boundary_id=pack.boundary_id
+        )
+        ids = (rows.document_ids, rows.position_ids) if pack.document_ids else (None, None)
+        return Batch(rows.rows[:, :-1], rows.rows[:, 1:], rows.mask, *ids), rows.real
+
+
+class BestFitGlobalPlan(GlobalPlan):
+    """Row plan of ``layout="global", packing="best_fit"`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        shard: ShardOptions,
+        even_batches: bool,
+        *,
+        packing: PackingOptions,
+        block: int,
+        seed: int,
+    ) -> None:
+        super().__init__(shard, even_batches)
+        self.packing = packing
+        self.block = check_best_fit_block(block)
+        self.seed = seed
+
+    def build(
+        self, order: np.ndarray, lengths: np.ndarray, has_boundary: bool, block: int
+    ) -> EpochPlan:
+        layout = StreamLayout.build(order, lengths.take(order), has_boundary)
+        return self.restore(layout, 0, 0)
+
+    def restore(self, layout: StreamLayout, rows: int, num_batches: int) -> EpochPlan:
+        windows = LayoutWindows(layout, self.packing.window_documents)
+        best_fit = BestFitRows(
+            windows,
+            block=self.block,
+            has_boundary=layout.has_boundary,
+            seed=self.seed,
+            # The plan is not told the epoch: the row shuffles are keyed by the epoch's
+            # first document instead, which the epoch's order decides.
+            epoch=int(layout.indices[0]) if len(layout.indices) else 0,
+            truncate=self.packing.truncate,
+        )
+        total = best_fit.rows
+        return BestFitEpochPlan(layout, total, -(-total // self.step), best_fit)
+
+    def hint_windows(self, plan: EpochPlan, first_rows: range, block: int) -> Iterator[np.ndarray]:
+        assert isinstance(plan, BestFitEpochPlan)
+        first_rows = first_rows[1:]
+        span = self.shard.batch_size
+        for at in range(0, len(first_rows), HINT_BATCHES):
+            window = first_rows[at : at + HINT_BATCHES]
+            yield plan.best_fit.window_documents_of_rows(window[0], window[-1] + span - window[0])
+
+    def identity(self, stream: Mapping[str, Any]) -> dict[str, Any]:
+        return {**super().identity(stream), "packing": self.packing.identity()}
