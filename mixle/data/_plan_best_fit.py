@@ -229,7 +229,9 @@ class BestFitRows:
         owner = np.full(count * capacity, -1, dtype=np.int64)
         if parts:
             # sizes: the documents' lengths without their boundary.
-            ids, sizes, begin, length, at = (np.concatenate(column) for column in zip(*parts))
+            ids, sizes, begin, length, at = (
+                np.concatenate(column) for column in zip(*parts, strict=True)
+            )
             # The tokens: a piece may end with the document's boundary slot.
             token_end = np.minimum(begin + length, sizes)
             documents.gather_into(ids, begin, token_end, flat, at)
