@@ -39,12 +39,19 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from mixle._checks import nonnegative_int, positive_int
 from mixle._optional import import_optional
+from mixle.data._attention_torch import flex_document_mask, padding_free_collate
 from mixle.data._cursor import Cursor
 from mixle.data._options import ShardOptions
 from mixle.data._streaming import StreamingCorpus
 from mixle.errors import ArgumentError, ArgumentTypeError, MissingBackendError
 
-__all__ = ["ROW_FIELDS", "GlobalRowDataset", "to_iterable_dataset"]
+__all__ = [
+    "ROW_FIELDS",
+    "GlobalRowDataset",
+    "flex_document_mask",
+    "padding_free_collate",
+    "to_iterable_dataset",
+]
 
 #: The keys of one row item, in order; the last two only with ``document_ids=True``.
 ROW_FIELDS = ("context", "targets", "loss_mask", "document_ids", "position_ids")
