@@ -74,13 +74,14 @@ class PackedPieces:
         ``(count, block)`` bool: target ``rows[:, 1:][i, j]`` is trained (it follows
         ``rows[i, j]`` inside one piece).
     document_ids, position_ids
-        ``(count, block)`` int64 per input slot (``-1`` and ``0`` on padding).
+        ``(count, block)`` int64 per input slot (``-1`` and ``0`` on padding), or
+        ``None`` when not asked for.
     """
 
     rows: np.ndarray
     mask: np.ndarray
-    document_ids: np.ndarray
-    position_ids: np.ndarray
+    document_ids: np.ndarray | None
+    position_ids: np.ndarray | None
 
     @property
     def real(self) -> int:
@@ -89,10 +90,49 @@ class PackedPieces:
 
 @dataclass(frozen=True, slots=True)
 class _Window:
-    documents: np.ndarray  # global ids, window order
-    lengths: np.ndarray  # token counts (no boundary)
+    """A packed window: its pieces as packed, and in the order its rows are read.
+
+    ``row_starts[j] : row_starts[j + 1]`` are the pieces of the window's output row
+    ``j`` (after the shuffle); per piece, the global document id, the document's length
+    without its boundary, its token range and its slot ``j * (block + 1) + at``.
+    """
+
     pieces: RowPieces
-    shuffle: np.ndarray  # output row j of the window is packed row shuffle[j]
+    row_starts: np.ndarray
+    ids: np.ndarray
+    sizes: np.ndarray
+    begin: np.ndarray
+    length: np.ndarray
+    slot: np.ndarray
+
+    @classmethod
+    def shuffled(
+        cls,
+        documents: np.ndarray,
+        lengths: np.ndarray,
+        pieces: RowPieces,
+        shuffle: np.ndarray,
+        capacity: int,
+    ) -> _Window:
+        """``pieces`` with output row ``j`` holding packed row ``shuffle[j]``."""
+        sizes = np.diff(pieces.row_starts)[shuffle]
+        row_starts = np.zeros(len(shuffle) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=row_starts[1:])
+        # Packed row shuffle[j]'s pieces, for j = 0, 1, ...: one vectorised gather.
+        index = np.arange(int(row_starts[-1])) - np.repeat(
+            row_starts[:-1] - pieces.row_starts[:-1][shuffle], sizes
+        )
+        out_rows = np.repeat(np.arange(len(shuffle), dtype=np.int64), sizes)
+        item = pieces.item[index]
+        return cls(
+            pieces,
+            row_starts,
+            documents[item],
+            np.asarray(lengths, dtype=np.int64)[item],
+            pieces.begin[index],
+            pieces.length[index],
+            out_rows * capacity + pieces.at[index],
+        )
 
 
 class BestFitRows:
@@ -161,7 +201,7 @@ class BestFitRows:
         shuffle = FeistelPermutation(rows, self.seed, self.epoch, domain=(k, ROWS_DOMAIN))(
             np.arange(rows, dtype=np.int64)
         )
-        packed = _Window(documents, np.asarray(lengths, dtype=np.int64), pieces, shuffle)
+        packed = _Window.shuffled(documents, lengths, pieces, shuffle, self.block + 1)
         self._cache[k] = packed
         if len(self._cache) > _CACHED_WINDOWS:
             self._cache.popitem(last=False)
@@ -190,6 +230,7 @@ class BestFitRows:
         *,
         pad_id: int,
         boundary_id: int | None,
+        with_ids: bool,
     ) -> PackedPieces:
         """Rows ``[first_row, first_row + count)``; rows past the epoch's end are padding.
 
@@ -203,30 +244,21 @@ class BestFitRows:
         for k in range(low, high):
             window = self.window(k)
             start, stop = int(self.row_starts[k]), int(self.row_starts[k + 1])
-            local = np.arange(max(first_row, start), min(first_row + count, stop)) - start
-            if not local.size:  # a window without rows
-                continue
-            packed = window.shuffle[local]
-            row_starts = window.pieces.row_starts
-            sizes = row_starts[packed + 1] - row_starts[packed]
-            ends = np.cumsum(sizes)
-            index = np.arange(int(ends[-1])) - np.repeat(ends - sizes - row_starts[packed], sizes)
-            out_rows = np.repeat(local + start - first_row, sizes)
-            item = window.pieces.item[index]
+            first, last = max(first_row, start) - start, min(first_row + count, stop) - start
+            chosen = slice(int(window.row_starts[first]), int(window.row_starts[last]))
+            shift = (start - first_row) * capacity  # window slots -> batch slots
             parts.append(
                 (
-                    window.documents[item],
-                    window.lengths[item],
-                    window.pieces.begin[index],
-                    window.pieces.length[index],
-                    out_rows * capacity + window.pieces.at[index],
+                    window.ids[chosen],
+                    window.sizes[chosen],
+                    window.begin[chosen],
+                    window.length[chosen],
+                    window.slot[chosen] + shift,
                 )
             )
-        flat = np.empty(count * capacity, dtype=np.int64)
+        size = count * capacity
+        flat = np.empty(size, dtype=np.int64)
         flat.fill(pad_id)
-        piece_of = np.full(count * capacity, -1, dtype=np.int64)
-        positions = np.zeros(count * capacity, dtype=np.int64)
-        owner = np.full(count * capacity, -1, dtype=np.int64)
         if parts:
             # sizes: the documents' lengths without their boundary.
             ids, sizes, begin, length, at = (
@@ -239,17 +271,51 @@ class BestFitRows:
                 with_boundary = begin + length > sizes
                 fill = 0 if boundary_id is None else boundary_id
                 flat[(at + length - 1)[with_boundary]] = fill
-            # Per slot: the piece it belongs to, its document and position.
-            covered = np.repeat(np.arange(ids.shape[0]), length)
-            run_starts = np.cumsum(length) - length
-            offset = np.arange(covered.shape[0]) - np.repeat(run_starts, length)
-            where = at[covered] + offset
-            piece_of[where] = covered
-            owner[where] = ids[covered]
-            positions[where] = begin[covered] + offset
+        else:
+            ids = begin = length = at = np.empty(0, dtype=np.int64)
+        slots = _Slots(ids, begin, length, at, size)
+        document_ids, position_ids = slots.documents() if with_ids else (None, None)
+        mask = slots.trained().reshape(count, capacity)[:, :-1]
         rows = flat.reshape(count, capacity)
-        piece_rows = piece_of.reshape(count, capacity)
-        mask = (piece_rows[:, :-1] == piece_rows[:, 1:]) & (piece_rows[:, :-1] >= 0)
-        document_ids = owner.reshape(count, capacity)[:, :-1]
-        position_ids = positions.reshape(count, capacity)[:, :-1]
+        if document_ids is not None and position_ids is not None:
+            document_ids = document_ids.reshape(count, capacity)[:, :-1]
+            position_ids = position_ids.reshape(count, capacity)[:, :-1]
         return PackedPieces(rows, mask, document_ids, position_ids)
+
+
+class _Slots:
+    """Per-slot views of pieces that lie at increasing, disjoint slots ``at`` of a
+    buffer of ``size`` slots, built as runs with ``np.repeat`` (a memset per run)."""
+
+    def __init__(
+        self, ids: np.ndarray, begin: np.ndarray, length: np.ndarray, at: np.ndarray, size: int
+    ) -> None:
+        self.ids, self.begin, self.length, self.at, self.size = ids, begin, length, at, size
+        ends = at + length
+        # Padding slots before each piece, and after the last one.
+        self.gaps = at.copy()
+        self.gaps[1:] -= ends[:-1]
+        self.tail = size - (int(ends[-1]) if ends.size else 0)
+
+    def _interleaved(self, last: int, *columns: np.ndarray) -> np.ndarray:
+        """``columns`` interleaved piece by piece, then ``last`` (the tail's entry)."""
+        return np.append(np.stack(columns, axis=1).ravel(), last)
+
+    def trained(self) -> np.ndarray:
+        """Whether each slot's target (the next slot) lies in the same piece."""
+        count = self.ids.shape[0]
+        values = np.append(np.tile(np.array([False, True, False]), count), False)
+        ones = np.ones(count, dtype=np.int64)
+        return np.repeat(values, self._interleaved(self.tail, self.gaps, self.length - 1, ones))
+
+    def documents(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each slot's document id and position in it (``-1`` and ``0`` on padding)."""
+        runs = self._interleaved(self.tail, self.gaps, self.length)
+        count = self.ids.shape[0]
+        padding = np.full(count, -1, dtype=np.int64)
+        document_ids = np.repeat(self._interleaved(-1, padding, self.ids), runs)
+        none = np.zeros(count, dtype=np.int64)
+        covered = np.repeat(np.append(np.tile(np.array([False, True]), count), False), runs)
+        offsets = np.repeat(self._interleaved(0, none, self.at - self.begin), runs)
+        position_ids = np.where(covered, np.arange(self.size) - offsets, 0)
+        return document_ids, position_ids

@@ -94,10 +94,17 @@ class BestFitEpochPlan(EpochPlan):
         self, documents: DocumentSource, first_row: int, count: int, pack: PackOptions
     ) -> tuple[Batch, int]:
         rows = self.best_fit.read(
-            documents, first_row, count, pad_id=pack.pad_id, boundary_id=pack.boundary_id
+            documents,
+            first_row,
+            count,
+            pad_id=pack.pad_id,
+            boundary_id=pack.boundary_id,
+            with_ids=pack.document_ids,
         )
-        ids = (rows.document_ids, rows.position_ids) if pack.document_ids else (None, None)
-        return Batch(rows.rows[:, :-1], rows.rows[:, 1:], rows.mask, *ids), rows.real
+        batch = Batch(
+            rows.rows[:, :-1], rows.rows[:, 1:], rows.mask, rows.document_ids, rows.position_ids
+        )
+        return batch, rows.real
 
 
 class BestFitGlobalPlan(GlobalPlan):
