@@ -57,6 +57,20 @@ def register(subparsers: Any) -> None:
         "with another --nproc_per_node or --batch-size; 'per-rank': each rank's own share "
         "(resume with the same shape only)",
     )
+    data.add_argument(
+        "--packing",
+        choices=("concatenate", "best_fit"),
+        default="concatenate",
+        help="concatenate (default): the order as one stream cut into rows (documents cut "
+        "at row edges); best_fit: windows of the order packed by best-fit decreasing, only "
+        "documents longer than a row are cut (packed objective, --layout global)",
+    )
+    data.add_argument(
+        "--document-mask",
+        action="store_true",
+        help="attention stays inside each document of a packed row, positions restart "
+        "at each document (packed objective)",
+    )
     data.add_argument("--block", type=int, default=64, help="context length (default 64)")
     data.add_argument(
         "--batch-size", type=int, default=16, help="rows or windows per step per rank (16)"
@@ -136,6 +150,8 @@ def run_command(args: argparse.Namespace) -> int:
             mixture=args.mixture,
             objective=args.objective,
             layout=args.layout,
+            packing=args.packing,
+            document_mask=args.document_mask,
             vocab=args.vocab,
             d_model=args.d_model,
             n_layer=args.n_layer,

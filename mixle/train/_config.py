@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mixle._checks import exact_int, nonnegative_int, positive_int
+from mixle.data._packing_options import PACKINGS
 from mixle.errors import ArgumentError, ArgumentTypeError
 
 __all__ = ["LAYOUTS", "OBJECTIVES", "TrainConfig"]
@@ -137,6 +138,12 @@ class TrainConfig:
         Batches produced ahead of the step by a background thread (default 2; 0 reads
         each batch on the training thread). Changes no batch and no checkpoint, so it
         is not part of the run's identity and may differ between a run and its resume.
+    packing
+        ``"concatenate"`` (default) or ``"best_fit"`` (packed objective, global layout):
+        how documents become rows (docs/streaming.md, "Packing choices").
+    document_mask
+        Confine the model's attention to each document of a packed row (and restart
+        its positions there): the rows carry attention boundaries. Packed objective.
 
     Raises
     ------
@@ -174,6 +181,8 @@ class TrainConfig:
     progress: bool | None = None
     mixture: str | None = None
     prefetch: int = 2
+    packing: str = "concatenate"
+    document_mask: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.corpus, str) or not self.corpus:
@@ -239,6 +248,28 @@ class TrainConfig:
             _flag("progress", self.progress)
         if self.mixture is not None:
             self._check_mixture()
+        self._check_packing()
+
+    def _check_packing(self) -> None:
+        if self.packing not in PACKINGS:
+            raise ArgumentError(
+                f"`packing` must be one of {', '.join(PACKINGS)}. Got {self.packing!r} instead."
+            )
+        _flag("document_mask", self.document_mask)
+        wrong = [
+            f"{name}={value!r} (needs {need!r})"
+            for name, value, need, applies in (
+                ("objective", self.objective, "packed", True),
+                ("layout", self.layout, "global", self.packing == "best_fit"),
+                ("mixture", self.mixture, None, True),
+            )
+            if applies and value != need
+        ]
+        if wrong and (self.packing != "concatenate" or self.document_mask):
+            raise ArgumentError(
+                f"packing={self.packing!r} with document_mask={self.document_mask} needs: "
+                f"{'; '.join(wrong)}."
+            )
 
     def _check_mixture(self) -> None:
         _optional_str("mixture", self.mixture)
@@ -280,7 +311,13 @@ class TrainConfig:
         """
         fields = self._values()
         drop = "layout" if self.layout == "per-rank" else "batch_size"
-        return {name: fields[name] for name in _IDENTITY_FIELDS if name != drop}
+        identity = {name: fields[name] for name in _IDENTITY_FIELDS if name != drop}
+        # Only when not the default, so checkpoints written before these existed resume.
+        if self.packing != "concatenate":
+            identity["packing"] = self.packing
+        if self.document_mask:
+            identity["document_mask"] = True
+        return identity
 
     def replace(self, **changes: Any) -> TrainConfig:
         """A copy with ``changes`` applied (validated again)."""

@@ -206,6 +206,9 @@ class PackedBatches(StreamSource):
         ids are ``(epoch, first global row)``.
     plan_store
         Where the corpus keeps its epoch plans across processes (``None``: nowhere).
+    packing, attention_boundaries
+        As for :class:`StreamingCorpus` (``"best_fit"`` needs the global layout; the
+        boundaries let the model mask attention per document).
     **args
         ``rank, world_size, block, batch_size, seed, boundary_id`` (:class:`SourceArgs`),
         as for :class:`StreamingCorpus`; ``even_batches`` is always on (per-rank layout)
@@ -219,11 +222,19 @@ class PackedBatches(StreamSource):
         *,
         layout: str = "per-rank",
         plan_store: PlanStore | None = None,
+        packing: str = "concatenate",
+        attention_boundaries: bool = False,
         **args: Unpack[SourceArgs],
     ) -> None:
         _check_names("PackedBatches", args, SourceArgs)
         self.corpus = StreamingCorpus(
-            documents, even_batches=True, layout=layout, plan_store=plan_store, **args
+            documents,
+            even_batches=True,
+            layout=layout,
+            plan_store=plan_store,
+            packing=packing,
+            attention_boundaries=attention_boundaries,
+            **args,
         )
         super().__init__(self.corpus)
 
@@ -338,25 +349,48 @@ def make_source(
     *,
     layout: str = "per-rank",
     plan_store: PlanStore | None = None,
+    packing: str = "concatenate",
+    document_mask: bool = False,
     **args: Unpack[SourceArgs],
 ) -> PackedBatches | WindowBatches | GlobalWindowBatches:
     """The batch source for ``objective`` (``"packed"`` or ``"windows"``) and ``layout``;
-    ``plan_store`` keeps the packed objective's epoch plans (windows plan in O(1))."""
+    ``plan_store`` keeps the packed objective's epoch plans (windows plan in O(1));
+    ``packing`` and ``document_mask`` (attention boundaries) apply to packed rows."""
     if objective == "packed":
-        return PackedBatches(documents, layout=layout, plan_store=plan_store, **args)
+        return PackedBatches(
+            documents,
+            layout=layout,
+            plan_store=plan_store,
+            packing=packing,
+            attention_boundaries=document_mask,
+            **args,
+        )
     cls = GlobalWindowBatches if layout == "global" else WindowBatches
     return cls(documents, **args)
 
 
 def eval_batches(
-    objective: str, documents: Sequence[Any], *, limit: int, **args: Unpack[StreamArgs]
+    objective: str,
+    documents: Sequence[Any],
+    *,
+    limit: int,
+    document_mask: bool = False,
+    **args: Unpack[StreamArgs],
 ) -> list[Batch]:
-    """The fixed held-out batches: the first ``limit`` batches of epoch 0 (all ranks alike)."""
+    """The fixed held-out batches: the first ``limit`` batches of epoch 0 (all ranks
+    alike; concatenate-and-chunk rows, with attention boundaries under ``document_mask``)."""
     _check_names("eval_batches", args, StreamArgs)
     if not len(documents):
         return []
     if objective == "packed":
-        corpus = StreamingCorpus(documents, rank=0, world_size=1, even_batches=False, **args)
+        corpus = StreamingCorpus(
+            documents,
+            rank=0,
+            world_size=1,
+            even_batches=False,
+            attention_boundaries=document_mask,
+            **args,
+        )
         count = min(limit, corpus.num_batches(0))
         return [corpus.read(0, index) for index in range(count)]
     stream = _shuffled_stream(documents, args, epochs=1)
