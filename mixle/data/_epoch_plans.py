@@ -1,23 +1,30 @@
 """The epoch plans of one corpus view: built by its row plan, cached, kept in a store.
 
-Planning an epoch orders every document (:func:`global_document_order`) and hands the
-order and the length table to the view's :class:`~mixle.data._row_plan.RowPlan`. The
-two most recent epochs are kept in memory (the current one and the next); with a
-:class:`~mixle.data._plan_store.PlanStore` a plan is loaded by its identity (the stream
-identity, the epoch and the plan format) and built and saved only when missing or
-inconsistent, so a restarted process skips the O(documents) planning.
+With the seed's permutation order, planning an epoch orders every document
+(:func:`global_document_order`) and hands the order and the length table to the view's
+:class:`~mixle.data._row_plan.RowPlan`; with the ``"blocks"`` order it hands the
+epoch's :class:`~mixle.data._order_windows.BlockOrder` to the plan's
+``build_windows`` (O(documents / block): the block totals, read from the cumulative
+token offsets; no length table). The two most recent epochs are kept in memory (the
+current one and the next); with a :class:`~mixle.data._plan_store.PlanStore` a
+permutation plan is loaded by its identity (the stream identity, the epoch and the plan
+format) and built and saved only when missing or inconsistent, so a restarted process
+skips the O(documents) planning. A blocks plan is never stored: building it costs less
+than loading it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from mixle.data._documents import DocumentSource
+from mixle.data._options import OrderOptions
 from mixle.data._order import SequenceSelector, global_document_order, length_table
-from mixle.data._packing import rows_for_stream
+from mixle.data._order_windows import BlockOrder, CumulativeOffsets
+from mixle.data._packing import StreamLayout, rows_for_stream
 from mixle.data._plan_store import (
     PLAN_FORMAT,
     PlanStore,
@@ -26,7 +33,7 @@ from mixle.data._plan_store import (
     sampled_lengths,
     stored_or_built,
 )
-from mixle.data._row_plan import EpochPlan, RowPlan
+from mixle.data._row_plan import EpochPlan, RowPlan, WindowedRowPlan
 
 __all__ = ["EpochPlans"]
 
@@ -44,8 +51,11 @@ class EpochPlans:
         The order's key and curriculum hook (:func:`global_document_order`).
     block, has_boundary
         How the documents are packed.
+    order
+        The epoch order (its sizes valid for ``documents``; ``"blocks"`` needs a
+        :class:`~mixle.data._row_plan.WindowedRowPlan`).
     plan_store
-        Where plans are kept (``None``: nowhere); :meth:`get` is told the stream
+        Where permutation plans are kept (``None``: nowhere); :meth:`get` is told the stream
         identity they are kept under (a callable, so that this object holds no
         reference back to its corpus: a cycle would keep every discarded corpus's
         plans alive until the cyclic collector runs).
@@ -60,10 +70,13 @@ class EpochPlans:
         sequence_selector: SequenceSelector | None,
         block: int,
         has_boundary: bool,
+        order: OrderOptions,
         plan_store: PlanStore | None,
     ) -> None:
         self.documents = documents
         self.row_plan = row_plan
+        self.order = order
+        self.offsets = CumulativeOffsets(documents)
         self.seed, self.sequence_selector = seed, sequence_selector
         self.block, self.has_boundary = block, has_boundary
         self.plan_store = plan_store
@@ -92,13 +105,15 @@ class EpochPlans:
         if plan is not None:
             return plan
         store = self.plan_store
-        if store is None:
+        if store is None or self.order.name == "blocks":
             return self._keep(epoch, self._build(epoch))
         key = {**identity(), "epoch": epoch, "plan_format": PLAN_FORMAT}
 
         def build() -> tuple[EpochPlan, dict[str, np.ndarray]]:
             built = self._build(epoch)
-            return built, plan_arrays(built.layout, built.rows, built.num_batches)
+            # A permutation plan's layout is whole (a StreamLayout).
+            layout = cast(StreamLayout, built.layout)
+            return built, plan_arrays(layout, built.rows, built.num_batches)
 
         return self._keep(epoch, stored_or_built(store, key, self._stored, build))
 
@@ -124,6 +139,18 @@ class EpochPlans:
         return self.row_plan.restore(layout, rows, num_batches)
 
     def _build(self, epoch: int) -> EpochPlan:
+        if self.order.name == "blocks":
+            block_documents, window_blocks = self.order.sizes(self.num_documents)
+            windows = BlockOrder(
+                self.num_documents,
+                self.offsets,
+                seed=self.seed,
+                epoch=epoch,
+                block_documents=block_documents,
+                window_blocks=window_blocks,
+            )
+            row_plan = cast(WindowedRowPlan, self.row_plan)
+            return row_plan.build_windows(windows, self.has_boundary, self.block)
         order = global_document_order(
             self.num_documents,
             seed=self.seed,

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from mixle.data._packing import StreamLayout
+from mixle.data._packing import RowLayout
 
 __all__ = ["HINT_BATCHES", "contiguous_windows", "ranged_windows"]
 
@@ -27,7 +27,7 @@ _HINT_CHUNK_DOCUMENTS = 1 << 16
 
 
 def contiguous_windows(
-    layout: StreamLayout, first_rows: range, block: int, span: int
+    layout: RowLayout, first_rows: range, block: int, span: int
 ) -> Iterator[np.ndarray]:
     """Windows of batches whose rows follow each other (``span`` tokens per batch).
 
@@ -39,38 +39,43 @@ def contiguous_windows(
     for at in range(0, len(first_rows), HINT_BATCHES):
         window = first_rows[at : at + HINT_BATCHES]
         end = min(window[-1] * block + span + 1, layout.stream_tokens)
-        low, high = layout.documents_between(window[0] * block, end)
-        yield layout.indices[low + 1 : high]
+        local = layout.segment(window[0] * block, end)
+        low, high = local.documents_between(window[0] * block, end)
+        yield local.indices[low + 1 : high]
 
 
 def ranged_windows(
-    layout: StreamLayout, first_rows: range, block: int, span: int
+    layout: RowLayout, first_rows: range, block: int, span: int
 ) -> Iterator[np.ndarray]:
     """Windows of batches that are one row range each (``span`` tokens per batch).
 
-    Up to :data:`_HINT_CHUNK` windows are located with one ``searchsorted`` pair and
-    gathered in one vectorised pass (which costs about the same for 32 batches as for
-    512): the first pass covers one window (a restart's first batch waits for it), later
-    ones double while they stay under :data:`_HINT_CHUNK_DOCUMENTS` documents. Each
-    document is hinted once over all the windows, in read order.
+    Up to :data:`_HINT_CHUNK` windows are located with one ``searchsorted`` pair in
+    the layout's segment of their rows and gathered in one vectorised pass (which costs
+    about the same for 32 batches as for 512): the first pass covers one window (a
+    restart's first batch waits for it), later ones double while they stay under
+    :data:`_HINT_CHUNK_DOCUMENTS` documents. Each document is hinted once over all the
+    windows, in read order.
     """
-    count = len(layout.indices)
     first_rows = first_rows[1:]
-    previous = 0  # end of the documents hinted so far, in `layout.indices`
+    previous = 0  # documents of the stream hinted so far (or passed)
     at, windows = 0, 1  # the first pass locates one window: a restart waits for it
     while at < len(first_rows):
         rows = first_rows[at : at + windows * HINT_BATCHES]
         at += len(rows)
         begins = np.arange(rows.start, rows.stop, rows.step, dtype=np.int64) * block
-        lows = np.maximum(layout.starts.searchsorted(begins, side="right") - 1, 0)
-        highs = np.minimum(layout.starts.searchsorted(begins + span + 1, side="left"), count)
+        local = layout.segment(
+            int(begins[0]), min(int(begins[-1]) + span + 1, layout.stream_tokens)
+        )
+        count = len(local.indices)
+        lows = np.maximum(local.starts.searchsorted(begins, side="right") - 1, 0)
+        highs = np.minimum(local.starts.searchsorted(begins + span + 1, side="left"), count)
         # A document shared by consecutive ranges is hinted with the first.
-        lows[0] = max(int(lows[0]), previous)
+        lows[0] = max(int(lows[0]), previous - local.first)
         lows[1:] = np.maximum(lows[1:], highs[:-1])
         counts = np.maximum(highs - lows, 0)
         ends = np.cumsum(counts)
         # Positions lows[k] .. highs[k] - 1 for every k, in one pass.
-        chunk = layout.indices.take(
+        chunk = local.indices.take(
             np.arange(int(ends[-1])) - np.repeat(ends - counts - lows, counts)
         )
         bounds = [0, *ends[HINT_BATCHES - 1 :: HINT_BATCHES].tolist()]
@@ -78,7 +83,7 @@ def ranged_windows(
             bounds.append(int(ends[-1]))
         for first, stop in itertools.pairwise(bounds):
             yield chunk[first:stop]
-        previous = max(previous, int(highs[-1]))
+        previous = max(previous, int(highs[-1]) + local.first)
         # Grow the passes while they stay small (short documents fill them fast).
         fits = _HINT_CHUNK_DOCUMENTS * windows // max(chunk.shape[0], 1)
         windows = max(1, min(2 * windows, _HINT_CHUNK, fits))

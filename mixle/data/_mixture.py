@@ -41,11 +41,20 @@ from mixle.data._mixture_source import (
     check_weight_sum,
 )
 from mixle.data._mixture_windows import SourceWindows
-from mixle.data._options import PackOptions, ShardOptions
+from mixle.data._options import OrderOptions, PackOptions, ShardOptions
+from mixle.data._order_state import check_order_field
 from mixle.data._plan_store import PlanStore, checked_plan_store
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
 
-__all__ = ["OBJECTIVES", "Mixture", "MixturePhase", "SourceAccount", "SourceBudget", "SourceStream"]
+__all__ = [
+    "OBJECTIVES",
+    "Mixture",
+    "MixturePhase",
+    "SourceAccount",
+    "SourceBudget",
+    "SourceStream",
+    "source_order_key",
+]
 
 OBJECTIVES = ("packed", "windows")
 #: The length of a mixture's one epoch in rows and steps: the stream never ends.
@@ -110,6 +119,11 @@ class SourceAccount:
     target_share: float
 
 
+def source_order_key(name: str) -> str:
+    """The identity field of a source's epoch order."""
+    return f"source {name!r} order"
+
+
 class Mixture:
     """A deterministic weighted blend of sources, batched in the global layout.
 
@@ -142,10 +156,17 @@ class Mixture:
         document index; -1 and 0 on padding) before the source ids.
     plan_store
         Optional :class:`~mixle.data._plan_store.PlanStore` (e.g.
-        ``mixle.corpus.storage.plan_cache.PlanFiles``) that keeps every source's epoch
-        layouts and token count by the source's identity and epoch: a restarted
-        process loads them instead of reading every length and planning the epochs
-        it resumes in. Batches are the same with or without it.
+        ``mixle.corpus.storage.plan_cache.PlanFiles``) that keeps every permutation
+        source's epoch layouts and token count by the source's identity and epoch: a
+        restarted process loads them instead of reading every length and planning the
+        epochs it resumes in. Batches are the same with or without it.
+    order, block_documents, window_blocks
+        Every source's epoch order (packed only), as for
+        :class:`~mixle.data.StreamingCorpus`: ``"blocks"`` (``None``, the default:
+        planned window by window, O(documents / block) per source epoch) or
+        ``"permutation"`` (the order of mixtures saved before this option); the sizes
+        apply to every source and must fit each. Part of the stream identity (one
+        ``source '<name>' order`` field per source; none for the permutation).
     schedule
         The mixing rule (:class:`~mixle.data._mixing_rule.MixingRule`) that turns the
         weights into each row's source: :class:`~mixle.data.ExactSchedule` (default,
@@ -186,6 +207,9 @@ class Mixture:
         objective: str = "packed",
         plan_store: PlanStore | None = None,
         schedule: MixingRule | None = None,
+        order: str | None = None,
+        block_documents: int | None = None,
+        window_blocks: int | None = None,
     ) -> None:
         self.sources = _checked_sources(sources)
         self.schedule_rule = checked_rule(schedule)
@@ -205,6 +229,12 @@ class Mixture:
             raise ArgumentError(
                 "`document_ids=True` needs objective='packed': windows carry no document ids."
             )
+        if objective == "windows" and (order, block_documents, window_blocks) != (None,) * 3:
+            raise ArgumentError(
+                "`order`, `block_documents` and `window_blocks` need objective='packed': "
+                "windows are shuffled by their own bijection."
+            )
+        self.order = OrderOptions(order or "blocks", block_documents, window_blocks)
         self.phases = _checked_phases(phases, [s.name for s in self.sources])
         weights = [[s.weight for s in self.sources]]
         weights += [[float(p.weights.get(s.name, 0.0)) for s in self.sources] for p in self.phases]
@@ -219,22 +249,14 @@ class Mixture:
                 raise ArgumentError(
                     f"the weights of {where} are all zero; give at least one source a positive weight."
                 )
+        self.plan_store = checked_plan_store(plan_store)
         self.rows: list[SourceStream] = (
             [
                 SourceWindows(s, block=self.block, seed=self.seed, boundary_id=self.boundary_id)
                 for s in self.sources
             ]
             if self.objective == "windows"
-            else list(
-                build_rows(
-                    self.sources,
-                    block=self.block,
-                    seed=self.seed,
-                    boundary_id=self.boundary_id,
-                    pad_id=self.pad_id,
-                    plan_store=checked_plan_store(plan_store),
-                )
-            )
+            else self._packed_rows()
         )
         self.schedule: RowSchedule = built_schedule(
             self.schedule_rule,
@@ -243,6 +265,39 @@ class Mixture:
             [r.real_tokens(r.rows_per_epoch) for r in self.rows],
         )
         self._cursor = Cursor("Mixture", index_key="row", version=2)
+
+    def _packed_rows(self) -> list[SourceStream]:
+        return list(
+            build_rows(
+                self.sources,
+                block=self.block,
+                seed=self.seed,
+                boundary_id=self.boundary_id,
+                pad_id=self.pad_id,
+                order=self.order,
+                plan_store=self.plan_store,
+            )
+        )
+
+    def reordered(self, order: OrderOptions) -> Mixture:
+        """The same packed mixture with every source in ``order``, its cursor at row 0
+        (how a run resumes a state saved with another order: the schedule, the weights
+        and the accounting do not depend on the order).
+
+        Raises
+        ------
+        ArgumentError
+            The mixture is of windows (they have no document order), or ``order``'s
+            sizes do not fit a source.
+        """
+        if self.objective == "windows":
+            raise ArgumentError("a windows mixture has no document order to change.")
+        view = object.__new__(Mixture)
+        view.__dict__.update(self.__dict__)
+        view.order = order
+        view.rows = view._packed_rows()
+        view._cursor = Cursor("Mixture", index_key="row", version=2)
+        return view
 
     # ------------------------------------------------------------------ reading
     @property
@@ -384,11 +439,20 @@ class Mixture:
             identity[f"source {source.name!r} fingerprint"] = rows.fingerprint
             identity[f"source {source.name!r} num_documents"] = rows.num_documents
             identity[f"source {source.name!r} max_epochs"] = source.max_epochs
+            order = self._order_field(rows)
+            if order is not None:  # permutation states predate the field: absent = permutation
+                identity[source_order_key(source.name)] = order
         identity["phases"] = self._phase_identity()
         rule = rule_identity(self.schedule_rule)
         if rule is not None:  # default states predate the field: absent = exact
             identity["schedule"] = rule
         return identity
+
+    def _order_field(self, rows: SourceStream) -> dict[str, Any] | None:
+        """A packed source's ``order`` identity field (windows have none)."""
+        if self.objective == "windows":
+            return None
+        return self.order.identity(rows.num_documents)
 
     def _phase_identity(self) -> list[list[Any]]:
         """``[[start_row, [n_0, ..., n_k]], ...]``: every phase's rounded counts."""
@@ -426,6 +490,13 @@ class Mixture:
                 and own[len(kept)][0] >= state["row"]
             ):
                 identity = {**identity, "phases": kept}  # phases appended after the row
+        if isinstance(saved, Mapping) and saved.get("mixture_sources") == self.names:
+            for name in self.names:
+                # Only a source of the same documents: another corpus is named as such.
+                same = (f"source {name!r} fingerprint", f"source {name!r} num_documents")
+                if all(saved.get(key) == identity.get(key) for key in same):
+                    key = source_order_key(name)
+                    check_order_field(saved.get(key), identity.get(key), "Mixture", key)
         self._cursor.check(state, identity)
         if state["epoch"] != 0:
             raise StateMismatchError(

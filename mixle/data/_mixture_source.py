@@ -10,8 +10,14 @@ boundary between documents, padding only at the tail of the epoch's last row), s
 epoch has the same number of rows ``R`` whatever its order and the source's row ``m``
 is row ``m % R`` of epoch ``m // R``: O(1), no replay.
 
-With a :class:`~mixle.data._plan_store.PlanStore`, a source keeps its epoch layouts in
-it, keyed by the source's identity (name, fingerprint, document count, source seed,
+A source's epoch order is its :class:`~mixle.data._options.OrderOptions`: the
+hierarchical ``"blocks"`` order (default) is laid out window by window
+(:class:`~mixle.data._windowed_layout.WindowedLayout`; its token count comes from the
+cumulative offsets at ``0`` and ``N``, so no length is read), the seed's
+``"permutation"`` as a whole :class:`~mixle.data._packing.StreamLayout`.
+
+With a :class:`~mixle.data._plan_store.PlanStore`, a permutation source keeps its
+epoch layouts in it, keyed by the source's identity (name, fingerprint, document count, source seed,
 block, boundary) and the epoch, together with its token count: a restarted process
 loads them (checked against the documents on a sample) instead of reading every
 length and planning the epoch again, and rebuilds any that is missing or corrupt.
@@ -24,15 +30,16 @@ import math
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from mixle.data._documents import DocumentSource, as_documents
-from mixle.data._options import ShardOptions
+from mixle.data._options import OrderOptions, ShardOptions
 from mixle.data._order import global_document_order, length_table
+from mixle.data._order_windows import BlockOrder, CumulativeOffsets
 from mixle.data._packed_rows import read_packed_rows
-from mixle.data._packing import StreamLayout, rows_for_stream
+from mixle.data._packing import RowLayout, StreamLayout, rows_for_stream
 from mixle.data._plan_global import GlobalPlan
 from mixle.data._plan_store import (
     PLAN_FORMAT,
@@ -213,9 +220,12 @@ class SourceRows:
         Tokens of one epoch's stream, boundaries included (the same every epoch).
     rows_per_epoch
         ``R``: rows of one epoch.
+    order
+        The epoch order (its sizes valid for the source's documents).
     plan_store
-        Where the epoch layouts and the token count are kept across processes, or
-        ``None`` (every process reads the lengths and plans each epoch it reads).
+        Where the epoch layouts and the token count of a permutation source are kept
+        across processes, or ``None`` (every process reads the lengths and plans each
+        epoch it reads).
     """
 
     def __init__(
@@ -226,6 +236,7 @@ class SourceRows:
         seed: int,
         boundary_id: int | None,
         pad_id: int,
+        order: OrderOptions,
         plan_store: PlanStore | None = None,
     ) -> None:
         self.name = source.name
@@ -235,6 +246,8 @@ class SourceRows:
         self.block, self.boundary_id, self.pad_id = block, boundary_id, pad_id
         self.seed = source_seed(seed, source.name, self.fingerprint)
         self.plan_store = plan_store
+        self.order = order
+        self.offsets = CumulativeOffsets(self.documents)
         self._lengths_array: np.ndarray | None = None
         count = self.num_documents
         boundaries = count - 1 if boundary_id is not None and count else 0
@@ -246,7 +259,11 @@ class SourceRows:
                 f"{self.stream_tokens} token(s), fewer than the 2 a training target needs. "
                 "Give it documents, or remove it from the mixture."
             )
-        self._layouts: dict[int, StreamLayout] = {}
+        try:
+            order.sizes(count)
+        except ArgumentError as error:
+            raise ArgumentError(f"source {self.name!r}: {error}") from None
+        self._layouts: dict[int, RowLayout] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         # Epoch layouts are O(documents) and cheap to rebuild: never ship them.
@@ -275,7 +292,10 @@ class SourceRows:
         }
 
     def _document_tokens(self) -> int:
-        """Tokens of all documents (boundaries excluded), from the store when kept."""
+        """Tokens of all documents (boundaries excluded): from the cumulative offsets
+        in the blocks order, else from the store when kept."""
+        if self.order.name == "blocks":
+            return int(self.offsets(np.array([self.num_documents]))[0])
         if self.plan_store is None:
             return int(self._lengths().sum(dtype=np.int64))
 
@@ -292,13 +312,16 @@ class SourceRows:
 
         return stored_or_built(self.plan_store, self._identity(plan="tokens"), check, build)
 
-    def layout(self, epoch: int) -> StreamLayout:
-        """The epoch's layout (the two most recent epochs are cached; loaded from the
-        plan store when it holds a consistent one, else built and saved to it)."""
+    def layout(self, epoch: int) -> RowLayout:
+        """The epoch's layout (the two most recent epochs are cached; a permutation
+        layout is loaded from the plan store when it holds a consistent one, else built
+        and saved to it)."""
         layout = self._layouts.get(epoch)
         if layout is None:
             store = self.plan_store
-            if store is None:
+            if self.order.name == "blocks":
+                layout = self._windowed_layout(epoch)
+            elif store is None:
                 layout = self._build_layout(epoch)
             else:
 
@@ -313,13 +336,28 @@ class SourceRows:
             self._layouts[epoch] = layout
         return layout
 
+    def _windowed_layout(self, epoch: int) -> RowLayout:
+        block_documents, window_blocks = self.order.sizes(self.num_documents)
+        windows = BlockOrder(
+            self.num_documents,
+            self.offsets,
+            seed=self.seed,
+            epoch=epoch,
+            block_documents=block_documents,
+            window_blocks=window_blocks,
+        )
+        return _SOURCE_PLAN.build_windows(windows, self.boundary_id is not None, self.block).layout
+
     def _build_layout(self, epoch: int) -> StreamLayout:
         order = global_document_order(self.num_documents, seed=self.seed, epoch=epoch)
         # A source's epoch is one row stream of its whole order: the global row plan,
         # read one row at a time by the mixture's schedule.
-        layout = _SOURCE_PLAN.build(
-            order, self._lengths(), self.boundary_id is not None, self.block
-        ).layout
+        layout = cast(
+            StreamLayout,
+            _SOURCE_PLAN.build(
+                order, self._lengths(), self.boundary_id is not None, self.block
+            ).layout,
+        )
         if layout.stream_tokens != self.stream_tokens:
             # Only a token count loaded from the store can disagree with the lengths.
             if self.plan_store is not None:
@@ -390,12 +428,20 @@ def build_rows(
     seed: int,
     boundary_id: int | None,
     pad_id: int,
+    order: OrderOptions,
     plan_store: PlanStore | None = None,
 ) -> list[SourceRows]:
-    """One :class:`SourceRows` per source (raises on the first empty source)."""
+    """One :class:`SourceRows` per source (raises on the first empty source, or the
+    first whose documents ``order``'s sizes do not fit)."""
     return [
         SourceRows(
-            s, block=block, seed=seed, boundary_id=boundary_id, pad_id=pad_id, plan_store=plan_store
+            s,
+            block=block,
+            seed=seed,
+            boundary_id=boundary_id,
+            pad_id=pad_id,
+            order=order,
+            plan_store=plan_store,
         )
         for s in sources
     ]

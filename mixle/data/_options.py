@@ -13,16 +13,28 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from mixle._checks import exact_int, nonnegative_int, positive_int
+from mixle.data._order_windows import BlockOrder, check_block_sizes
 from mixle.errors import ArgumentError, ArgumentTypeError
 
 __all__ = [
+    "DEFAULT_BLOCK_DOCUMENTS",
+    "DEFAULT_WINDOW_BLOCKS",
     "LAYOUTS",
+    "ORDERS",
+    "OrderOptions",
     "PackOptions",
     "ShardOptions",
     "add_layout_name",
     "check_flag",
     "remove_layout_name",
 ]
+
+#: The epoch orders a stream may use (see :class:`OrderOptions`).
+ORDERS = ("blocks", "permutation")
+#: Default documents per block and blocks per window of the ``"blocks"`` order (see
+#: docs/streaming.md, "The epoch order", for the measurements behind them).
+DEFAULT_BLOCK_DOCUMENTS = 4096
+DEFAULT_WINDOW_BLOCKS = 16
 
 #: The built-in row layouts of a stream (see :class:`ShardOptions`).
 LAYOUTS = ("per-rank", "global")
@@ -153,5 +165,86 @@ class PackOptions:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> PackOptions:
+        """Options from :meth:`to_dict`'s dict (validated)."""
+        return cls(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class OrderOptions:
+    """Which epoch order a stream packs, and the sizes of the ``"blocks"`` order.
+
+    Attributes
+    ----------
+    name
+        One of :data:`ORDERS`. ``"blocks"``: the hierarchical order of
+        :class:`~mixle.data._order_windows.BlockOrder` (O(documents / block) plan,
+        window by window); ``"permutation"``: the seed's ``RandomState`` permutation
+        (:func:`~mixle.data._order.global_document_order`, O(documents)).
+    block_documents, window_blocks
+        ``"blocks"`` only: documents per block and blocks per window; ``None`` takes
+        :data:`DEFAULT_BLOCK_DOCUMENTS` and :data:`DEFAULT_WINDOW_BLOCKS`, capped by
+        the corpus. An explicit size must lie inside the corpus
+        (:meth:`sizes` checks it against the document count).
+
+    Raises
+    ------
+    ArgumentTypeError, ArgumentError
+        A field is invalid, or a size is given with ``name="permutation"``.
+    """
+
+    name: str = "blocks"
+    block_documents: int | None = None
+    window_blocks: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.name not in ORDERS:
+            raise ArgumentError(
+                f"`order` must be one of {', '.join(map(repr, ORDERS))}. Got {self.name!r} instead."
+            )
+        for field in ("block_documents", "window_blocks"):
+            value = getattr(self, field)
+            if value is None:
+                continue
+            if self.name != "blocks":
+                raise ArgumentError(
+                    f"`{field}` applies only to order='blocks'; this stream uses "
+                    f"order={self.name!r}. Leave it out, or pass order='blocks'."
+                )
+            object.__setattr__(self, field, positive_int(field, value))
+
+    def sizes(self, num_documents: int) -> tuple[int, int]:
+        """``(block_documents, window_blocks)`` for a corpus of ``num_documents``.
+
+        Raises
+        ------
+        ArgumentError
+            An explicit size exceeds the corpus (see
+            :func:`~mixle.data._order_windows.check_block_sizes`).
+        """
+        documents = max(num_documents, 1)
+        block = self.block_documents or min(DEFAULT_BLOCK_DOCUMENTS, documents)
+        window = self.window_blocks or min(DEFAULT_WINDOW_BLOCKS, -(-documents // block))
+        check_block_sizes(num_documents, block, window)
+        return block, window
+
+    def identity(self, num_documents: int) -> dict[str, Any] | None:
+        """The ``"order"`` field of a stream identity (``None`` for the permutation
+        order, whose states have never carried one)."""
+        if self.name == "permutation":
+            return None
+        block, window = self.sizes(num_documents)
+        return {
+            "name": self.name,
+            "version": BlockOrder.version,
+            "block_documents": block,
+            "window_blocks": window,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a JSON-able dict (:meth:`from_dict` reads it back)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> OrderOptions:
         """Options from :meth:`to_dict`'s dict (validated)."""
         return cls(**values)

@@ -18,7 +18,7 @@ import numpy as np
 
 from mixle._gather import fill_document_ids
 from mixle.data._documents import DocumentSource
-from mixle.data._packing import StreamLayout, stream_segment
+from mixle.data._packing import RowLayout, StreamLayout, stream_segment
 
 __all__ = ["PackedRows", "read_packed_rows"]
 
@@ -74,7 +74,7 @@ class PackedRows:
 
 def read_packed_rows(
     documents: DocumentSource,
-    layout: StreamLayout,
+    layout: RowLayout,
     first_row: int,
     count: int,
     *,
@@ -86,7 +86,8 @@ def read_packed_rows(
     """Rows ``[first_row, first_row + count)`` of the packed stream of ``layout``.
 
     Rows past the stream's end are padding (``pad_id``, masked). Reads only the
-    documents the rows overlap, each once; O(count x block) memory.
+    documents the rows overlap, each once, from the layout's segment of the rows
+    (``layout.segment``); O(count x block) memory besides that segment.
 
     Raises
     ------
@@ -96,14 +97,16 @@ def read_packed_rows(
     begin = first_row * block
     size = count * block
     end = begin + size + 1
-    stream_end = max(min(end, layout.stream_tokens), begin)
+    stream_tokens = layout.stream_tokens
+    stream_end = max(min(end, stream_tokens), begin)
     buffer = np.empty(end - begin, dtype=np.int64)
+    local = layout.segment(begin, stream_end)
     first, stop = stream_segment(
-        documents, layout, begin, stream_end, buffer[: stream_end - begin], boundary_id
+        documents, local, begin, stream_end, buffer[: stream_end - begin], boundary_id
     )
     buffer[stream_end - begin :] = pad_id
     # Target j of the rows is real iff begin + j + 1 < stream_tokens.
-    real = min(max(layout.stream_tokens - begin - 1, 0), size)
+    real = min(max(stream_tokens - begin - 1, 0), size)
     shape = (count, block)
     if real == size:
         mask = np.empty(shape, dtype=np.bool_)
@@ -114,24 +117,24 @@ def read_packed_rows(
         mask = flat.reshape(shape)
     if not document_ids:
         return PackedRows(buffer, mask, real, None, None)
-    doc_ids, pos_ids = _document_positions(layout, begin, size, first, stop)
+    doc_ids, pos_ids = _document_positions(local, stream_end, begin, size, first, stop)
     return PackedRows(buffer, mask, real, doc_ids.reshape(shape), pos_ids.reshape(shape))
 
 
 def _document_positions(
-    layout: StreamLayout, begin: int, size: int, first: int, stop: int
+    layout: StreamLayout, stream_end: int, begin: int, size: int, first: int, stop: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Document ids and in-document positions of stream tokens ``[begin, begin + size)``.
 
     ``[first, stop)`` are the positions in ``layout.indices`` of the documents the rows
     overlap (as :func:`~mixle.data._packing.stream_segment` returned them); each
     contributes one run (its boundary token included), filled by
-    :func:`~mixle._gather.fill_document_ids`; positions past the stream's end are
-    padding (-1 and 0).
+    :func:`~mixle._gather.fill_document_ids`; positions from ``stream_end`` (the
+    stream's end, or the rows') on are padding (-1 and 0).
     """
     doc_ids = np.empty(size, dtype=np.int64)
     pos_ids = np.empty(size, dtype=np.int64)
-    real = max(min(begin + size, layout.stream_tokens) - begin, 0)
+    real = max(min(begin + size, stream_end) - begin, 0)
     if real:
         fill_document_ids(
             doc_ids[:real],

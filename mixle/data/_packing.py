@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from mixle.errors import ArgumentError, ArgumentTypeError
 
 __all__ = [
     "PackedCorpus",
+    "RowLayout",
     "StreamLayout",
     "pack_documents",
     "rows_for_stream",
@@ -54,9 +55,32 @@ def rows_for_stream(stream_tokens: int, block: int) -> int:
     return -(-(stream_tokens - 1) // block)
 
 
+class RowLayout(Protocol):
+    """A packed stream's layout, read a token range at a time.
+
+    ``stream_tokens`` is the stream's length; ``segment(begin, end)`` a
+    :class:`StreamLayout` of the documents around stream tokens ``[begin, end)`` (a
+    whole layout answers with itself, a windowed one with the windows the range
+    touches); ``document_order()`` every document of the stream in order (O(documents):
+    for inspection, never on the batch path).
+    """
+
+    @property
+    def stream_tokens(self) -> int: ...
+
+    def segment(self, begin: int, end: int) -> StreamLayout: ...
+
+    def document_order(self) -> np.ndarray: ...
+
+
 @dataclass(frozen=True, slots=True)
 class StreamLayout:
     """Where each document of one rank's stream starts; O(documents) int64 memory.
+
+    A layout may also be a *segment* of a longer stream (a window of a windowed
+    layout): its ``starts`` are positions in the whole stream, its ``starts[-1]`` is
+    where the next document begins (after the last one's boundary, if any) and
+    ``first`` is the stream position of its first document.
 
     Attributes
     ----------
@@ -68,13 +92,17 @@ class StreamLayout:
         ``starts[i]`` is the stream position of document ``i``'s first token;
         ``starts[-1]`` is the stream length. Length ``len(indices) + 1``.
     has_boundary
-        Whether a boundary token follows every document but the last.
+        Whether a boundary token follows every document but the stream's last.
+    first
+        How many documents of the stream come before ``indices[0]`` (0 for a whole
+        stream).
     """
 
     indices: np.ndarray
     lengths: np.ndarray
     starts: np.ndarray
     has_boundary: bool
+    first: int = 0
 
     @classmethod
     def build(cls, indices: np.ndarray, lengths: np.ndarray, has_boundary: bool) -> StreamLayout:
@@ -90,8 +118,15 @@ class StreamLayout:
 
     @property
     def stream_tokens(self) -> int:
-        """Total tokens of the stream, boundaries included."""
+        """Total tokens of the stream, boundaries included (of a segment: where it ends)."""
         return int(self.starts[-1])
+
+    def segment(self, begin: int, end: int) -> StreamLayout:
+        """The layout itself: it holds every document of the stream."""
+        return self
+
+    def document_order(self) -> np.ndarray:
+        return self.indices
 
     def documents_between(self, begin: int, end: int) -> tuple[int, int]:
         """Positions ``[i0, i1)`` in ``indices`` of the documents overlapping ``[begin, end)``."""
@@ -142,11 +177,11 @@ def stream_segment(
     if layout.has_boundary:
         fill = 0 if boundary_id is None else boundary_id
         # The boundary after document k sits just before document k + 1 starts; the last
-        # document's is inside the range only if it ends before `end`, and the rank's
-        # last document has none.
+        # document's is inside the range only if it ends before `end`, and the stream's
+        # last document has none (it ends where the layout's next start is).
         out[at[1:] - 1] = fill
         after = int(starts[-1]) + int(lengths[-1]) - begin
-        if after < end - begin and stop < len(layout.indices):
+        if after < min(end, int(layout.starts[stop])) - begin:
             out[after] = fill
     return first, stop
 

@@ -21,7 +21,9 @@ from typing import Any
 import numpy as np
 
 from mixle._checks import nonnegative_int, positive_int
+from mixle.data._options import OrderOptions
 from mixle.data._order import global_document_order
+from mixle.data._order_windows import BlockOrder, OrderWindows
 from mixle.data._packing import StreamLayout, rows_for_stream
 from mixle.data._packing_options import PackingOptions
 from mixle.data._plan_best_fit import BestFitRows, check_best_fit_block
@@ -79,6 +81,9 @@ def compare_packings(
     seed: int = 0,
     epoch: int = 0,
     has_boundary: bool = False,
+    order: str = "blocks",
+    block_documents: int | None = None,
+    window_blocks: int | None = None,
     window_documents: int | None = None,
     truncate: bool = False,
 ) -> tuple[PackingSummary, PackingSummary]:
@@ -95,8 +100,12 @@ def compare_packings(
         The stream's shuffle.
     has_boundary
         Whether a boundary token follows each document.
+    order, block_documents, window_blocks
+        The epoch order, as ``StreamingCorpus(layout="global")`` takes it (default
+        ``"blocks"``, whose windows are best-fit's windows).
     window_documents, truncate
-        Best-fit's options (:class:`~mixle.data._packing_options.PackingOptions`).
+        Best-fit's options (:class:`~mixle.data._packing_options.PackingOptions`;
+        ``window_documents`` applies to ``order="permutation"``).
 
     Raises
     ------
@@ -109,16 +118,42 @@ def compare_packings(
     window = PackingOptions().window_documents if window_documents is None else window_documents
     options = PackingOptions("best_fit", window, truncate)
     table = np.asarray(lengths, dtype=np.int64)
-    order = global_document_order(
-        len(table), seed=nonnegative_int("seed", seed), epoch=nonnegative_int("epoch", epoch)
-    )
-    layout = StreamLayout.build(order, table.take(order), has_boundary)
+    seed, epoch = nonnegative_int("seed", seed), nonnegative_int("epoch", epoch)
+    order_options = OrderOptions(order, block_documents, window_blocks)
+    windows: OrderWindows
+    if order_options.name == "blocks":
+        offsets = np.zeros(len(table) + 1, dtype=np.int64)
+        np.cumsum(table, out=offsets[1:])
+        sizes = order_options.sizes(len(table))
+        windows = BlockOrder(
+            len(table),
+            offsets.take,
+            seed=seed,
+            epoch=epoch,
+            block_documents=sizes[0],
+            window_blocks=sizes[1],
+        )
+        parts = [windows.window_documents(k) for k in range(windows.num_windows)]
+        documents = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+        layout = StreamLayout.build(documents, table.take(documents), has_boundary)
+    else:
+        documents = global_document_order(len(table), seed=seed, epoch=epoch)
+        layout = StreamLayout.build(documents, table.take(documents), has_boundary)
+        windows = LayoutWindows(layout, options.window_documents)
     nonempty = int(np.count_nonzero(table))
     slots = table + 1 if has_boundary else table
     longer = int(np.count_nonzero(slots > block + 1))
+    planned = BestFitRows(
+        windows,
+        block=block,
+        has_boundary=has_boundary,
+        seed=seed,
+        epoch=epoch,
+        truncate=options.truncate,
+    )
     return (
         _concatenate(layout, block, nonempty, longer),
-        _best_fit(layout, block, options, seed, nonempty, longer),
+        _best_fit(planned, block, nonempty, longer),
     )
 
 
@@ -142,22 +177,7 @@ def _concatenate(layout: StreamLayout, block: int, nonempty: int, longer: int) -
     )
 
 
-def _best_fit(
-    layout: StreamLayout,
-    block: int,
-    options: PackingOptions,
-    seed: int,
-    nonempty: int,
-    longer: int,
-) -> PackingSummary:
-    planned = BestFitRows(
-        LayoutWindows(layout, options.window_documents),
-        block=block,
-        has_boundary=layout.has_boundary,
-        seed=seed,
-        epoch=0,
-        truncate=options.truncate,
-    )
+def _best_fit(planned: BestFitRows, block: int, nonempty: int, longer: int) -> PackingSummary:
     cut = trained = used_targets = truncated = 0
     for k in range(len(planned.row_starts) - 1):
         pieces = planned.window(k).pieces

@@ -1,6 +1,9 @@
 """The global layout as a row plan: one row stream for all ranks, global batches of it.
 
-The epoch's whole order is packed into one row stream; global batch ``k`` is rows
+The epoch's whole order is packed into one row stream (a whole
+:class:`~mixle.data._packing.StreamLayout` of the seed's permutation, or a
+:class:`~mixle.data._windowed_layout.WindowedLayout` of the ``"blocks"`` order, built a
+window at a time); global batch ``k`` is rows
 ``[k * G, (k + 1) * G)`` with ``G = world_size * batch_size``, and rank ``r`` reads rows
 ``[k * G + r * batch_size, k * G + (r + 1) * batch_size)``. The last global batch is
 completed with fully masked rows, so every batch has ``batch_size`` rows and every rank
@@ -18,8 +21,10 @@ import numpy as np
 
 from mixle.data._hints import ranged_windows
 from mixle.data._options import ShardOptions
-from mixle.data._packing import StreamLayout, rows_for_stream
+from mixle.data._order_windows import OrderWindows
+from mixle.data._packing import RowLayout, StreamLayout, rows_for_stream
 from mixle.data._row_plan import EpochPlan, register_layout
+from mixle.data._windowed_layout import WindowedLayout
 
 __all__ = ["GlobalPlan"]
 
@@ -50,7 +55,11 @@ class GlobalPlan:
         layout = StreamLayout.build(order, lengths.take(order), has_boundary)
         return self.restore(layout, rows_for_stream(layout.stream_tokens, block), 0)
 
-    def restore(self, layout: StreamLayout, rows: int, num_batches: int) -> EpochPlan:
+    def build_windows(self, windows: OrderWindows, has_boundary: bool, block: int) -> EpochPlan:
+        layout = WindowedLayout(windows, has_boundary)
+        return self.restore(layout, rows_for_stream(layout.stream_tokens, block), 0)
+
+    def restore(self, layout: RowLayout, rows: int, num_batches: int) -> EpochPlan:
         # The plan is shared by every batch shape: the batch count is this shape's.
         return EpochPlan(layout, rows, -(-rows // self.step))
 
@@ -67,8 +76,10 @@ class GlobalPlan:
         return ranged_windows(plan.layout, first_rows, block, self.shard.batch_size * block)
 
     def identity(self, stream: Mapping[str, Any]) -> dict[str, Any]:
-        # Rank, world size and batch size are not part of it: any shape resumes it.
-        return {
+        # Rank, world size and batch size are not part of it: any shape resumes it. The
+        # permutation order's identity has no "order" field (states from before there
+        # was a choice of order have none).
+        identity = {
             "fingerprint": stream["fingerprint"],
             "num_documents": stream["num_documents"],
             "seed": stream["seed"],
@@ -78,6 +89,9 @@ class GlobalPlan:
             "sequence_selector": stream["sequence_selector"],
             "layout": self.name,
         }
+        if stream.get("order") is not None:
+            identity["order"] = stream["order"]
+        return identity
 
 
 register_layout(GlobalPlan.name, GlobalPlan)

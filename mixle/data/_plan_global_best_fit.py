@@ -25,11 +25,13 @@ from mixle.data._batch import Batch
 from mixle.data._documents import DocumentSource
 from mixle.data._hints import HINT_BATCHES
 from mixle.data._options import PackOptions, ShardOptions
-from mixle.data._packing import StreamLayout
+from mixle.data._order_windows import OrderWindows
+from mixle.data._packing import RowLayout, StreamLayout
 from mixle.data._packing_options import PackingOptions
 from mixle.data._plan_best_fit import BestFitRows, check_best_fit_block
 from mixle.data._plan_global import GlobalPlan
 from mixle.data._row_plan import EpochPlan, RowPlan, build_plan
+from mixle.data._windowed_layout import WindowedLayout
 from mixle.errors import ArgumentError
 
 __all__ = ["BestFitEpochPlan", "BestFitGlobalPlan", "LayoutWindows", "packed_row_plan"]
@@ -130,16 +132,27 @@ class BestFitGlobalPlan(GlobalPlan):
         layout = StreamLayout.build(order, lengths.take(order), has_boundary)
         return self.restore(layout, 0, 0)
 
-    def restore(self, layout: StreamLayout, rows: int, num_batches: int) -> EpochPlan:
+    def build_windows(self, windows: OrderWindows, has_boundary: bool, block: int) -> EpochPlan:
+        """Best-fit rows of the ``"blocks"`` order: its windows are the packing windows
+        (``window_documents`` applies to the permutation order only)."""
+        return self._plan(WindowedLayout(windows, has_boundary), windows, has_boundary)
+
+    def restore(self, layout: RowLayout, rows: int, num_batches: int) -> EpochPlan:
+        # Only permutation plans are built from (or stored as) a whole layout.
+        assert isinstance(layout, StreamLayout)
         windows = LayoutWindows(layout, self.packing.window_documents)
+        return self._plan(layout, windows, layout.has_boundary)
+
+    def _plan(self, layout: RowLayout, windows: OrderWindows, has_boundary: bool) -> EpochPlan:
+        first = windows.window_documents(0)[:1] if windows.num_windows else np.zeros(1, np.int64)
         best_fit = BestFitRows(
             windows,
             block=self.block,
-            has_boundary=layout.has_boundary,
+            has_boundary=has_boundary,
             seed=self.seed,
             # The plan is not told the epoch: the row shuffles are keyed by the epoch's
             # first document instead, which the epoch's order decides.
-            epoch=int(layout.indices[0]) if len(layout.indices) else 0,
+            epoch=int(first[0]) if first.size else 0,
             truncate=self.packing.truncate,
         )
         total = best_fit.rows

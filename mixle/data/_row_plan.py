@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -38,8 +38,9 @@ from mixle.data._options import (
     add_layout_name,
     remove_layout_name,
 )
+from mixle.data._order_windows import OrderWindows
 from mixle.data._packed_rows import read_packed_rows
-from mixle.data._packing import StreamLayout
+from mixle.data._packing import RowLayout, StreamLayout
 from mixle.errors import ArgumentError, StateMismatchError
 
 # Identity fields that tie a state to its shape (the global layout's identity has none).
@@ -51,6 +52,7 @@ __all__ = [
     "EpochPlan",
     "PlanFactory",
     "RowPlan",
+    "WindowedRowPlan",
     "build_plan",
     "register_layout",
     "unregister_layout",
@@ -65,7 +67,7 @@ class EpochPlan:
     out otherwise subclasses it and overrides :meth:`read_rows`.
     """
 
-    layout: StreamLayout
+    layout: RowLayout
     rows: int
     num_batches: int
 
@@ -149,6 +151,16 @@ class RowPlan(Protocol):
         ``stream`` holds ``fingerprint, num_documents, seed, block, pad_id,
         boundary_id, sequence_selector`` (and ``even_batches``).
         """
+        ...
+
+
+@runtime_checkable
+class WindowedRowPlan(RowPlan, Protocol):
+    """A row plan that also packs an order handed out window by window (the
+    ``"blocks"`` order; see :mod:`~mixle.data._order_windows`)."""
+
+    def build_windows(self, windows: OrderWindows, has_boundary: bool, block: int) -> EpochPlan:
+        """The epoch's plan from its order's windows (no per-document array)."""
         ...
 
 

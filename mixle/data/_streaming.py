@@ -22,11 +22,12 @@ from mixle.data import _plan_global, _plan_per_rank  # noqa: F401  (register the
 from mixle.data._attention import with_attention_boundaries
 from mixle.data._batch import Batch
 from mixle.data._cursor import Cursor
-from mixle.data._documents import as_documents, supports_prefetch
+from mixle.data._documents import as_documents, offset_reader, supports_prefetch
 from mixle.data._epoch_plans import EpochPlans
 from mixle.data._hints import HINT_BATCHES
-from mixle.data._options import LAYOUTS, PackOptions, ShardOptions, check_flag
+from mixle.data._options import LAYOUTS, OrderOptions, PackOptions, ShardOptions, check_flag
 from mixle.data._order import SequenceSelector
+from mixle.data._order_state import check_saved_order
 from mixle.data._packing_options import PackingOptions, as_packing
 from mixle.data._plan_global_best_fit import packed_row_plan
 from mixle.data._plan_store import (
@@ -34,7 +35,12 @@ from mixle.data._plan_store import (
     checked_plan_store,
 )
 from mixle.data._ranks import current_rank_and_world_size
-from mixle.data._row_plan import EpochPlan, RowPlan, check_plan_state
+from mixle.data._row_plan import (
+    EpochPlan,
+    RowPlan,
+    WindowedRowPlan,
+    check_plan_state,
+)
 from mixle.data._seed_views import SeedViews, StreamOptionFields
 from mixle.errors import ArgumentError, ArgumentTypeError
 
@@ -105,12 +111,29 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         cursor counts global rows (``{"version": 2, "epoch", "row", "stream"}``) and
         resumes with any ``world_size`` and ``batch_size``
         (:mod:`~mixle.data._plan_global`). Or a name given to ``register_layout``.
+    order
+        The epoch order: ``"blocks"`` (the hierarchical order of
+        :mod:`~mixle.data._order_windows`: the documents in blocks of
+        ``block_documents``, the blocks shuffled, the documents shuffled inside each
+        window of ``window_blocks`` blocks; planned in O(documents / block) and read a
+        window at a time) or ``"permutation"`` (the seed's permutation of every
+        document, :func:`global_document_order`; O(documents)). ``None`` (default):
+        ``"blocks"`` for ``layout="global"`` without a ``sequence_selector``,
+        ``"permutation"`` otherwise (the per-rank layout, a selector and registered
+        layouts take only the permutation). The order is part of the stream identity:
+        a state resumes only with the order it was saved with (states saved before
+        this option are ``"permutation"``).
+    block_documents, window_blocks
+        The ``"blocks"`` order's sizes (positive, at most the corpus's documents and
+        blocks); ``None``: 4096 documents per block, 16 blocks per window, capped by
+        the corpus (see docs/streaming.md for why).
     plan_store
         Optional :class:`~mixle.data._plan_store.PlanStore` (e.g.
         ``mixle.corpus.storage.plan_cache.PlanFiles``): each epoch plan is loaded from
         it by its identity (the stream identity and the epoch) and, when missing or
         inconsistent, built and saved to it, so a restarted process skips the O(documents)
-        planning. Batches are the same with or without it. Ignored with a
+        planning (the ``"blocks"`` order's plans are never stored: they are
+        O(documents / block)). Batches are the same with or without it. Ignored with a
         ``sequence_selector`` (whose behaviour its name does not pin). With a store,
         the documents' lengths are read (and in-memory documents' shapes checked) when
         a plan is built, not in the constructor.
@@ -159,6 +182,9 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         prefetch: bool = True,
         layout: str = "per-rank",
         plan_store: PlanStore | None = None,
+        order: str | None = None,
+        block_documents: int | None = None,
+        window_blocks: int | None = None,
         packing: str | PackingOptions = "concatenate",
         attention_boundaries: bool = False,
     ) -> None:
@@ -185,6 +211,7 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         plan_store = checked_plan_store(plan_store)
         self.plan_store = None if sequence_selector is not None else plan_store
         self._cut(self.shard)
+        self.order = self._order_options(order, block_documents, window_blocks)
         self._plans = EpochPlans(
             self.documents,
             self._row_plan,
@@ -192,12 +219,40 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
             sequence_selector=sequence_selector,
             block=self.block,
             has_boundary=self.boundary_id is not None,
+            order=self.order,
             plan_store=self.plan_store,
         )
-        if self.plan_store is None:
+        if self.order.name == "blocks":
+            if offset_reader(self.documents) is None:
+                # In-memory documents: read (and check) every length now.
+                self._plans.offsets(np.array([self._num_documents]))
+        elif self.plan_store is None:
             # Read (and, for in-memory documents, check) every length now; with a plan
             # store they are read only when a plan is built, so a restart stays O(batch).
             self._plans.lengths()
+
+    def _order_options(
+        self, order: str | None, block_documents: int | None, window_blocks: int | None
+    ) -> OrderOptions:
+        """The validated order (see the class docstring), its sizes checked against the
+        corpus."""
+        if order is None:
+            windowed = self.layout == "global" and self.sequence_selector is None
+            order = "blocks" if windowed else "permutation"
+        options = OrderOptions(order, block_documents, window_blocks)
+        if options.name == "blocks":
+            if not isinstance(self._row_plan, WindowedRowPlan):
+                raise ArgumentError(
+                    f"order='blocks' needs a layout that plans by windows ('global'); "
+                    f"layout={self.layout!r} takes order='permutation'."
+                )
+            if self.sequence_selector is not None:
+                raise ArgumentError(
+                    "a `sequence_selector` reorders the whole permutation: it takes "
+                    "order='permutation' (or leave `order` out)."
+                )
+            options.sizes(self._num_documents)
+        return options
 
     def _cut(self, shard: ShardOptions) -> None:
         """Take ``shard``: its row plan, and a cursor of that plan at the start."""
@@ -249,8 +304,9 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
 
     def rank_document_indices(self, epoch: int) -> np.ndarray:
         """The documents of the row stream this rank reads from, in packing order (int64
-        copy; in the global layout the whole epoch order)."""
-        return self._plan(nonnegative_int("epoch", epoch)).layout.indices.copy()
+        copy; in the global layout the whole epoch order: O(documents), window by window
+        for the ``"blocks"`` order)."""
+        return self._plan(nonnegative_int("epoch", epoch)).layout.document_order().copy()
 
     def num_batches(self, epoch: int) -> int:
         """Number of batches ``epoch_batches(epoch)`` yields (after ``even_batches``)."""
@@ -437,6 +493,7 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
                 "boundary_id": self.boundary_id,
                 "even_batches": self.even_batches,
                 "sequence_selector": _callable_name(self.sequence_selector),
+                "order": self.order.identity(self._num_documents),
             }
         )
 
@@ -464,4 +521,5 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         """
         identity = self.stream_identity()
         check_plan_state(state, identity, layout=self.layout, version=self._cursor.version)
+        check_saved_order(state, identity, "StreamingCorpus")
         self._cursor.load(state, identity, epoch_size=self.epoch_size, unit=self._row_plan.unit)

@@ -11,11 +11,14 @@ budget and the per-source accounting for the console and ``metrics.jsonl``.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from mixle.corpus import open_corpus
 from mixle.data import Mixture, MixtureSource, SourceBudget
+from mixle.data._mixture import source_order_key
 from mixle.data._mixture_file import read_mixture_file
+from mixle.data._options import OrderOptions
 from mixle.train._sources import StreamSource
 from mixle.train.metrics import plot_figure, read_metrics
 
@@ -92,12 +95,26 @@ class MixtureBatches(StreamSource):
     Yields ``(batch, (0, first global row))``: the batch without its source ids,
     ``(context, targets, loss_mask)`` (packed) or ``(context, next_tokens)`` (windows);
     the state is the mixture's row cursor (resumes with any world size and batch size).
-    The stream is endless: the trainer stops at ``steps``.
+    The stream is endless: the trainer stops at ``steps``. A packed mixture resumes a
+    state saved before sources had an order field (every ``mixle train`` checkpoint
+    from then) with the permutation order it was saved with.
     """
 
     def __init__(self, mixture: Mixture) -> None:
         self.mixture = mixture
         super().__init__(mixture)
+
+    def load_state_dict(self, state: Any) -> None:
+        mixture = self.mixture
+        saved = state.get("stream") if isinstance(state, Mapping) else None
+        if (
+            isinstance(saved, Mapping)
+            and mixture.objective == "packed"
+            and mixture.order.name != "permutation"
+            and not any(source_order_key(name) in saved for name in mixture.names)
+        ):
+            self.mixture = self.stream = mixture.reordered(OrderOptions("permutation"))
+        self.stream.load_state_dict(state)
 
 
 def shares_path(plot: str) -> str:

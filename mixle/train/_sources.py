@@ -18,6 +18,7 @@ batch's contents, for the metrics log (no batch repeated or skipped across resum
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypedDict, Unpack
@@ -28,6 +29,7 @@ from mixle._checks import nonnegative_int
 from mixle.data._batch import Batch
 from mixle.data._cursor import Cursor
 from mixle.data._options import ShardOptions
+from mixle.data._order_state import saved_order
 from mixle.data._plan_store import PlanStore
 from mixle.data._resumable import ResumableStream
 from mixle.data.stream_token_source import TokenStream
@@ -206,6 +208,11 @@ class PackedBatches(StreamSource):
         ids are ``(epoch, first global row)``.
     plan_store
         Where the corpus keeps its epoch plans across processes (``None``: nowhere).
+    order
+        The epoch order, as for :class:`StreamingCorpus`. ``None`` (default): the
+        stream's default (``"blocks"`` in the global layout), except that
+        :meth:`load_state_dict` takes the order a state was saved with (a checkpoint
+        from before there was a choice resumes with ``"permutation"``).
     packing, attention_boundaries
         As for :class:`StreamingCorpus` (``"best_fit"`` needs the global layout; the
         boundaries let the model mask attention per document).
@@ -222,12 +229,15 @@ class PackedBatches(StreamSource):
         *,
         layout: str = "per-rank",
         plan_store: PlanStore | None = None,
+        order: str | None = None,
         packing: str = "concatenate",
         attention_boundaries: bool = False,
         **args: Unpack[SourceArgs],
     ) -> None:
         _check_names("PackedBatches", args, SourceArgs)
-        self.corpus = StreamingCorpus(
+        self._follows_state = order is None
+        self._corpus = functools.partial(
+            StreamingCorpus,
             documents,
             even_batches=True,
             layout=layout,
@@ -236,7 +246,24 @@ class PackedBatches(StreamSource):
             attention_boundaries=attention_boundaries,
             **args,
         )
+        self.corpus = self._corpus(order=order)
         super().__init__(self.corpus)
+
+    def load_state_dict(self, state: Any) -> None:
+        saved = saved_order(state, self.corpus.stream_identity())
+        count = len(self.corpus.documents)
+        if (
+            self._follows_state
+            and saved is not None
+            and saved.identity(count) != self.corpus.order.identity(count)
+        ):
+            # The default order follows the checkpoint: build the stream it was saved with.
+            self.corpus = self.stream = self._corpus(
+                order=saved.name,
+                block_documents=saved.block_documents,
+                window_blocks=saved.window_blocks,
+            )
+        self.stream.load_state_dict(state)
 
 
 class GlobalWindowBatches(StreamSource):
@@ -349,18 +376,21 @@ def make_source(
     *,
     layout: str = "per-rank",
     plan_store: PlanStore | None = None,
+    order: str | None = None,
     packing: str = "concatenate",
     document_mask: bool = False,
     **args: Unpack[SourceArgs],
 ) -> PackedBatches | WindowBatches | GlobalWindowBatches:
     """The batch source for ``objective`` (``"packed"`` or ``"windows"``) and ``layout``;
-    ``plan_store`` keeps the packed objective's epoch plans (windows plan in O(1));
+    ``plan_store`` keeps the packed objective's epoch plans (windows plan in O(1)),
+    ``order`` is its epoch order (:class:`PackedBatches`; windows have their own), and
     ``packing`` and ``document_mask`` (attention boundaries) apply to packed rows."""
     if objective == "packed":
         return PackedBatches(
             documents,
             layout=layout,
             plan_store=plan_store,
+            order=order,
             packing=packing,
             attention_boundaries=document_mask,
             **args,

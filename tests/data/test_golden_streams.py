@@ -115,7 +115,7 @@ def _corpus_global(docs: Any, digest: _Digest) -> None:
     kw: dict[str, Any] = dict(
         world_size=3, block=64, batch_size=2, seed=4, pad_id=7, boundary_id=1, document_ids=True
     )
-    corpus = StreamingCorpus(docs[:40], rank=1, layout="global", **kw)
+    corpus = StreamingCorpus(docs[:40], rank=1, layout="global", order="permutation", **kw)
     digest.json(corpus.num_rows(0))
     digest.batches(iter(corpus), 30)  # crosses the end of epoch 0
     digest.json(corpus.state_dict())
@@ -124,7 +124,9 @@ def _corpus_global(docs: Any, digest: _Digest) -> None:
     digest.batches(corpus.epoch_batches(2, start_batch=12), 10)
     digest.json([corpus.advance(0, 6, s) for s in (0, 1, 26, 27, 60)])
     digest.json(corpus.steps_left(0, 12))
-    other = StreamingCorpus(docs[:40], rank=0, layout="global", **{**kw, "world_size": 2})
+    other = StreamingCorpus(
+        docs[:40], rank=0, layout="global", order="permutation", **{**kw, "world_size": 2}
+    )
     other.load_state_dict(corpus.state_dict())
     digest.batches(other, 4)
     digest.json(other.state_dict())
@@ -134,9 +136,13 @@ def _corpus_plan_store(docs: Any, digest: _Digest) -> None:
     for layout in ("per-rank", "global"):
         store = _RecordingStore()
         kw: dict[str, Any] = dict(rank=0, world_size=2, block=32, batch_size=2, seed=9)
-        corpus = StreamingCorpus(docs[:120], layout=layout, plan_store=store, **kw)
+        corpus = StreamingCorpus(
+            docs[:120], layout=layout, plan_store=store, order="permutation", **kw
+        )
         digest.batches(corpus.epoch_batches(1), 3)
-        again = StreamingCorpus(docs[:120], layout=layout, plan_store=store, **kw)
+        again = StreamingCorpus(
+            docs[:120], layout=layout, plan_store=store, order="permutation", **kw
+        )
         digest.batches(again.epoch_batches(1), 3)
         store.digest_into(digest)
 
@@ -176,6 +182,7 @@ def _mixtures(docs: Any, digest: _Digest) -> None:
         document_ids=True,
         phases=[(40, {"a": 1.0, "b": 1.0})],
         plan_store=store,
+        order="permutation",
     )
     digest.batches(iter(packed), 8)
     digest.json(packed.state_dict())
@@ -193,7 +200,15 @@ def _torch_adapters(docs: Any, digest: _Digest) -> None:
     dataset = StreamingDataset(corpus, num_epochs=2)
     digest.batches(iter(dataset), 6)
     digest.json(dataset.state_dict())
-    rows = StreamingCorpus(docs[:60], rank=1, world_size=2, block=16, batch_size=3, layout="global")
+    rows = StreamingCorpus(
+        docs[:60],
+        rank=1,
+        world_size=2,
+        block=16,
+        batch_size=3,
+        layout="global",
+        order="permutation",
+    )
     digest.batches(iter(StreamingDataset(rows)), 4)
     stream = TokenStream(docs[:60], 10, 4, epochs=2, seed=3)
     windows = TokenStreamDataset(stream)
@@ -215,6 +230,7 @@ def _hf_rows(docs: Any, digest: _Digest) -> None:
         boundary_id=0,
         document_ids=True,
         layout="global",
+        order="permutation",
     )
     rows = GlobalRowDataset(corpus, num_epochs=2)
     items: Iterator[dict[str, torch.Tensor]] = iter(rows)
@@ -234,7 +250,8 @@ def _train_sources(docs: Any, digest: _Digest) -> None:
         ("windows", "per-rank"),
         ("windows", "global"),
     ):
-        source = make_source(objective, docs[:50], layout=layout, **args)
+        order = {"order": "permutation"} if objective == "packed" else {}
+        source = make_source(objective, docs[:50], layout=layout, **order, **args)
         pairs: Iterator[tuple[Any, tuple[int, int]]] = iter(source)
         for _, (batch, batch_id) in zip(range(4), pairs, strict=False):
             digest.batch(batch)
@@ -246,6 +263,7 @@ def _train_sources(docs: Any, digest: _Digest) -> None:
         block=16,
         batch_size=2,
         seed=3,
+        order="permutation",
     )
     mixed: Iterator[tuple[Any, tuple[int, int]]] = iter(MixtureBatches(mixture))
     for _, (batch, batch_id) in zip(range(3), mixed, strict=False):
@@ -265,8 +283,9 @@ def _state_key_order(docs: Any, digest: _Digest) -> None:
 
     for layout in ("per-rank", "global"):
         corpus = StreamingCorpus(
-            docs[:40], rank=1, world_size=2, block=16, batch_size=2, layout=layout
-        )
+            docs[:40], rank=1, world_size=2, block=16, batch_size=2, layout=layout,
+            order="permutation",
+        )  # fmt: skip
         digest.batches(iter(corpus), 3)
         ordered(corpus.state_dict())
         ordered(StreamingDataset(corpus).state_dict())
@@ -275,10 +294,20 @@ def _state_key_order(docs: Any, digest: _Digest) -> None:
         digest.batches(iter(stream), 3)
         ordered(stream.state_dict())
         ordered(TokenStreamDataset(stream).state_dict())
-    mixture = Mixture([MixtureSource(docs[:20], 1.0, "a")], block=16, batch_size=2)
+    mixture = Mixture(
+        [MixtureSource(docs[:20], 1.0, "a")], block=16, batch_size=2, order="permutation"
+    )
     digest.batches(iter(mixture), 2)
     ordered(mixture.state_dict())
-    rows = StreamingCorpus(docs[:40], rank=0, world_size=2, block=16, batch_size=2, layout="global")
+    rows = StreamingCorpus(
+        docs[:40],
+        rank=0,
+        world_size=2,
+        block=16,
+        batch_size=2,
+        layout="global",
+        order="permutation",
+    )
     ordered(GlobalRowDataset(rows).state_after(3))
 
 

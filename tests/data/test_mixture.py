@@ -42,8 +42,13 @@ def _mixture(
     return Mixture(sources, **options)  # type: ignore[arg-type]
 
 
-def test_each_source_is_its_own_packed_stream_reshuffled_every_epoch() -> None:
-    mixture = _mixture(document_ids=True)
+@pytest.mark.parametrize(
+    "options", [{"order": "permutation"}, {"block_documents": 4, "window_blocks": 1}]
+)
+def test_each_source_is_its_own_packed_stream_reshuffled_every_epoch(
+    options: dict[str, object],
+) -> None:
+    mixture = _mixture(document_ids=True, **options)
     rows = 600
     context, targets, mask, doc_ids, _, sources = mixture.rows_at(0, rows)
     for index, (name, docs) in enumerate((("web", WEB), ("code", CODE), ("math", MATH))):
@@ -52,7 +57,11 @@ def test_each_source_is_its_own_packed_stream_reshuffled_every_epoch() -> None:
         seed = source_seed(5, name, mixture.rows[index].fingerprint)
         orders = []
         for epoch in range(-(-len(mine) // per_epoch)):
-            order = global_document_order(len(docs), seed=seed, epoch=epoch)
+            if options.get("order") == "permutation":
+                order = global_document_order(len(docs), seed=seed, epoch=epoch)
+            else:  # the blocks order: every document once
+                order = mixture.rows[index].layout(epoch).document_order()
+                assert sorted(order.tolist()) == list(range(len(docs)))
             orders.append(order.tolist())
             packed = pack_documents(docs, order, BLOCK, boundary_id=999)
             part = mine[epoch * per_epoch : (epoch + 1) * per_epoch]

@@ -21,7 +21,7 @@ from mixle.data._order_windows import (
     cumulative_offsets,
 )
 from mixle.data._permutation import FeistelPermutation
-from mixle.errors import ArgumentError, ArgumentTypeError
+from mixle.errors import ArgumentError, ArgumentTypeError, CorpusFormatError
 
 
 def _table_offsets(lengths: np.ndarray) -> CumulativeOffsets:
@@ -196,3 +196,22 @@ def test_feistel_domains_separate_keys_and_the_default_is_unchanged() -> None:
     assert not np.array_equal(plain, FeistelPermutation(1000, 5, 6, domain=(1,))(positions))
     perm = FeistelPermutation(1000, 5, 6, domain=(9, 1))
     assert np.array_equal(perm.inverse(perm(positions)), positions)
+
+
+def test_offsets_over_many_shards_are_read_in_bulk_and_checked(tmp_path: Path) -> None:
+    lengths = np.random.default_rng(4).integers(0, 9, size=3000)
+    with CorpusWriter(tmp_path / "c", vocab_size=100, shard_max_bytes=40, durable=False) as writer:
+        writer.add_flat(np.zeros(int(lengths.sum()), np.uint16), lengths)
+    corpus = open_corpus(tmp_path / "c")
+    assert len(corpus.parsed_manifest.shards) > 100  # past the bulk threshold
+    indices = np.random.default_rng(5).integers(0, 3001, size=4000)
+    expected = np.concatenate([[0], np.cumsum(lengths)])[indices]
+    assert np.array_equal(corpus.token_offsets(indices), expected)
+    # A value changed inside one offsets file: the bulk check names that file.
+    name = corpus.parsed_manifest.shards[50].offsets
+    path = tmp_path / "c" / name
+    data = bytearray(path.read_bytes())
+    data[-8:] = (int.from_bytes(data[-8:], "little") + 1).to_bytes(8, "little")
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorpusFormatError, match=name):
+        open_corpus(tmp_path / "c").token_offsets(np.arange(0, 3001, 7))

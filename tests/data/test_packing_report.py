@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mixle.data import PackingOptions, StreamingCorpus, compare_packings, global_document_order
+from mixle.data import PackingOptions, StreamingCorpus, compare_packings
 from mixle.errors import ArgumentError
 
 
@@ -54,7 +54,7 @@ def test_rows_and_cut_documents_are_those_of_the_stream(packing: str) -> None:
     else:
         # The stream's document ids miss a document's last token when it is a row's
         # final target only: count cuts from the order directly.
-        order = global_document_order(len(lengths), seed=0, epoch=0)
+        order = corpus.rank_document_indices(0)
         starts = np.concatenate(([0], np.cumsum(lengths[order])[:-1]))
         ends = starts + lengths[order]
         expected = sum(
@@ -73,6 +73,23 @@ def test_padding_and_trained_fractions_add_up_for_best_fit() -> None:
     assert trained == int(np.maximum(lengths - 1, 0).sum())
     assert best_fit.trained_fraction == pytest.approx(trained / (best_fit.rows * 64))
     assert 0 < best_fit.padding_fraction < 1 - best_fit.trained_fraction + 1e-12
+
+
+def test_the_permutation_order_gives_the_permutation_streams_figures() -> None:
+    lengths = _lengths()
+    documents = [np.ones(int(n), dtype=np.int64) for n in lengths]
+    corpus = StreamingCorpus(
+        documents,
+        rank=0,
+        world_size=1,
+        block=64,
+        batch_size=8,
+        layout="global",
+        order="permutation",
+        packing=PackingOptions("best_fit", window_documents=100),
+    )
+    _, best_fit = compare_packings(lengths, block=64, order="permutation", window_documents=100)
+    assert best_fit.rows == corpus.num_rows(0)
 
 
 def test_truncation_is_counted() -> None:

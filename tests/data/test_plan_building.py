@@ -117,6 +117,7 @@ def test_plans_match_the_reference_definition(
         "boundary_id": 1 if boundary else None,
         "layout": layout,
         "even_batches": even,
+        "order": "permutation",
     }
     corpus = StreamingCorpus(documents, **options)
     plan = corpus._plan(epoch)

@@ -59,8 +59,9 @@ def test_registered_plan_packs_the_reversed_order() -> None:
     docs = _documents(0, 40)
     mine = _corpus(docs, 0, 2, 3)
     plain = StreamingCorpus(
-        docs, rank=0, world_size=2, block=8, batch_size=3, seed=3, layout="global"
-    )
+        docs, rank=0, world_size=2, block=8, batch_size=3, seed=3, layout="global",
+        order="permutation",
+    )  # fmt: skip
     for epoch in range(2):
         assert mine.rank_document_indices(epoch).tolist() == (
             plain.rank_document_indices(epoch)[::-1].tolist()

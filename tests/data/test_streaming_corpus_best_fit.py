@@ -54,16 +54,20 @@ def _trained_pairs(corpus: StreamingCorpus, documents: list[np.ndarray], boundar
     st.integers(3, 24),
     st.sampled_from([None, 0]),
     st.integers(1, 20),
+    st.sampled_from(["blocks", "permutation"]),
 )
 def test_every_pair_of_every_document_is_trained_once_per_epoch(
-    lengths: list[int], block: int, boundary: int | None, window: int
+    lengths: list[int], block: int, boundary: int | None, window: int, order: str
 ) -> None:
     documents = _documents(lengths)
+    sizes = {"block_documents": 1 + window % len(lengths)} if order == "blocks" else {}
     corpus = _corpus(
         documents,
         block=block,
         boundary_id=boundary,
+        order=order,
         packing=PackingOptions("best_fit", window_documents=window),
+        **sizes,
     )
     pairs = _trained_pairs(corpus, documents, boundary)
     extra = 0 if boundary is None else 1

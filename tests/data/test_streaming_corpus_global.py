@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mixle.data import StreamingCorpus, global_document_order
+from mixle.data import StreamingCorpus
 from mixle.errors import ArgumentError, StateMismatchError
 from tests.data.test_streaming_corpus import IndexOnlyDocuments
 
@@ -67,6 +67,26 @@ documents_strategy = st.lists(
 )
 
 
+orders_strategy = st.tuples(
+    st.sampled_from(["permutation", "blocks"]), st.integers(1, 6), st.integers(1, 4)
+)
+
+
+def _order_kw(documents: Sequence[Any], order: tuple[str, int, int]) -> dict[str, Any]:
+    """Stream arguments of ``order`` (name, documents per block, blocks per window),
+    the sizes capped by the corpus."""
+    name, block_documents, window_blocks = order
+    if name == "permutation":
+        return {"order": name}
+    block_documents = min(block_documents, max(len(documents), 1))
+    blocks = -(-max(len(documents), 1) // block_documents)
+    return {
+        "order": name,
+        "block_documents": block_documents,
+        "window_blocks": min(window_blocks, blocks),
+    }
+
+
 def _factorisations(total: int) -> list[tuple[int, int]]:
     return [(w, total // w) for w in range(1, total + 1) if total % w == 0]
 
@@ -78,11 +98,18 @@ def _factorisations(total: int) -> list[tuple[int, int]]:
     st.integers(1, 6),
     st.one_of(st.none(), st.just(1000)),
     st.integers(0, 3),
+    orders_strategy,
 )
 def test_concatenated_step_is_bitwise_the_same_for_every_factorisation(
-    documents: list[np.ndarray], total: int, block: int, boundary: int | None, seed: int
+    documents: list[np.ndarray],
+    total: int,
+    block: int,
+    boundary: int | None,
+    seed: int,
+    order: tuple[str, int, int],
 ) -> None:
     kw = {"block": block, "boundary_id": boundary, "seed": seed, "document_ids": True}
+    kw |= _order_kw(documents, order)
     reference, _ = _steps(documents, 1, total, **kw)
     for world, batch in _factorisations(total):
         steps, _ = _steps(documents, world, batch, **kw)
@@ -94,9 +121,11 @@ def test_concatenated_step_is_bitwise_the_same_for_every_factorisation(
                 np.testing.assert_array_equal(got, want)
 
 
-def _expected_targets(documents: Sequence[np.ndarray], seed: int) -> Counter[tuple[int, int]]:
-    """Every (document, position) whose token is followed by a real target, once."""
-    order = global_document_order(len(documents), seed=seed, epoch=0)
+def _expected_targets(documents: Sequence[np.ndarray], **kw: Any) -> Counter[tuple[int, int]]:
+    """Every (document, position) whose token is followed by a real target, once, in
+    the epoch order of the stream ``kw`` builds (which must hold every document once)."""
+    order = _corpus(documents, 0, 1, 1, **kw).rank_document_indices(0)
+    assert sorted(order.tolist()) == list(range(len(documents)))
     tokens = [(int(d), p) for d in order for p in range(len(documents[int(d)]))]
     return Counter(tokens[:-1])
 
@@ -116,6 +145,7 @@ def _targets(steps: list[list[Batch]]) -> Counter[tuple[int, int]]:
     st.tuples(st.integers(1, 4), st.integers(1, 5)),
     st.integers(0, 12),
     st.integers(0, 3),
+    orders_strategy,
 )
 def test_elastic_resume_trains_every_target_of_the_epoch_exactly_once(
     documents: list[np.ndarray],
@@ -123,22 +153,26 @@ def test_elastic_resume_trains_every_target_of_the_epoch_exactly_once(
     after: tuple[int, int],
     stop: int,
     seed: int,
+    order: tuple[str, int, int],
 ) -> None:
-    kw = {"block": 3, "seed": seed, "document_ids": True}
+    kw = {"block": 3, "seed": seed, "document_ids": True, **_order_kw(documents, order)}
     first, state = _steps(documents, *before, limit=stop, **kw)
     if state["epoch"] == 0:
         rest, _ = _steps(documents, *after, state=state, **kw)
     else:
         rest = []
-    assert _targets(first) + _targets(rest) == _expected_targets(documents, seed)
+    assert _targets(first) + _targets(rest) == _expected_targets(documents, **kw)
 
 
-def test_resume_with_the_same_global_batch_continues_bitwise() -> None:
+@pytest.mark.parametrize(
+    "order", [{"order": "permutation"}, {"block_documents": 7, "window_blocks": 2}]
+)
+def test_resume_with_the_same_global_batch_continues_bitwise(order: dict[str, Any]) -> None:
     rng = np.random.default_rng(5)
     documents = [rng.integers(0, 500, size=int(n)) for n in rng.integers(0, 40, size=60)]
-    reference, _ = _steps(documents, 1, 6)
-    head, state = _steps(documents, 2, 3, limit=4)
-    tail, _ = _steps(documents, 3, 2, state=state)
+    reference, _ = _steps(documents, 1, 6, **order)
+    head, state = _steps(documents, 2, 3, limit=4, **order)
+    tail, _ = _steps(documents, 3, 2, state=state, **order)
     assert len(head) + len(tail) == len(reference)
     for step, ref in zip(head + tail, reference, strict=True):
         for got, want in zip(_concatenated(step), ref[0], strict=True):
@@ -178,7 +212,7 @@ def test_a_rank_reads_only_the_documents_its_rows_overlap() -> None:
     documents = _RecordingDocuments([np.arange(10) for _ in range(40)])  # 400 tokens
     corpus = _corpus(documents, 1, 4, 2, block=10, prefetch=False)
     corpus.batch_at(0, 0)  # rank 1 of step 0: rows 2..3 -> tokens 20..41
-    order = global_document_order(40, seed=0, epoch=0)
+    order = corpus.rank_document_indices(0)
     assert sorted(documents.read) == sorted(order[2:5].tolist())
 
 

@@ -1,0 +1,110 @@
+"""A packed stream laid out window by window: O(windows) at plan time, a window per read.
+
+:class:`WindowedLayout` is the :class:`~mixle.data._packing.RowLayout` of an
+:class:`~mixle.data._order_windows.OrderWindows`: it knows where every window starts
+in the stream (from the windows' token and document totals) and builds a window's
+:class:`~mixle.data._packing.StreamLayout` (documents, lengths, stream starts) only
+when a read touches it, keeping the last :data:`KEPT_WINDOWS`. A token range inside
+one window is answered with that window's layout as it is; a range across windows
+with their concatenation. The stream is the one a whole
+:class:`~mixle.data._packing.StreamLayout` of the same order would describe, token for
+token: boundaries follow every document but the stream's last.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mixle.data._order_windows import OrderWindows
+from mixle.data._packing import StreamLayout
+
+__all__ = ["KEPT_WINDOWS", "WindowedLayout"]
+
+#: Windows whose layouts a :class:`WindowedLayout` keeps (the read-ahead hints walk
+#: ahead of the batch being read).
+KEPT_WINDOWS = 4
+
+
+class WindowedLayout:
+    """The stream of ``windows``' order (see the module docstring).
+
+    Parameters
+    ----------
+    windows
+        The epoch's order, a window at a time.
+    has_boundary
+        Whether a boundary token follows every document but the stream's last.
+
+    Notes
+    -----
+    Construction reads ``windows.window_totals()`` and keeps two int64 arrays of
+    ``num_windows + 1``; each window layout kept is ``24`` bytes per document.
+    """
+
+    def __init__(self, windows: OrderWindows, has_boundary: bool) -> None:
+        self.windows = windows
+        self.has_boundary = has_boundary
+        tokens, documents = windows.window_totals()
+        pieces = tokens + documents if has_boundary else tokens
+        self.window_starts = np.zeros(len(tokens) + 1, dtype=np.int64)
+        np.cumsum(pieces, out=self.window_starts[1:])
+        self.document_starts = np.zeros(len(tokens) + 1, dtype=np.int64)
+        np.cumsum(documents, out=self.document_starts[1:])
+        if has_boundary and self.document_starts[-1]:
+            self.window_starts[-1] -= 1  # no boundary after the stream's last document
+        self._kept: dict[int, StreamLayout] = {}
+
+    @property
+    def stream_tokens(self) -> int:
+        return int(self.window_starts[-1])
+
+    @property
+    def num_windows(self) -> int:
+        return len(self.window_starts) - 1
+
+    def window(self, k: int) -> StreamLayout:
+        """Window ``k``'s layout: its documents with their stream starts (kept)."""
+        layout = self._kept.get(k)
+        if layout is not None:
+            return layout
+        documents, lengths = self.windows.window(k)
+        pieces = lengths + 1 if self.has_boundary else lengths
+        starts = np.empty(len(documents) + 1, dtype=np.int64)
+        starts[0] = self.window_starts[k]
+        np.cumsum(pieces, out=starts[1:])
+        starts[1:] += starts[0]
+        if self.has_boundary and k == self.num_windows - 1 and len(documents):
+            starts[-1] -= 1
+        layout = StreamLayout(
+            documents, lengths, starts, self.has_boundary, int(self.document_starts[k])
+        )
+        if len(self._kept) >= KEPT_WINDOWS:
+            self._kept.pop(next(iter(self._kept)))
+        self._kept[k] = layout
+        return layout
+
+    def segment(self, begin: int, end: int) -> StreamLayout:
+        """The layout of the windows that stream tokens ``[begin, end)`` overlap (one
+        window at least; an empty stream gives an empty layout)."""
+        if not self.num_windows:
+            empty = np.empty(0, dtype=np.int64)
+            return StreamLayout(empty, empty, np.zeros(1, dtype=np.int64), self.has_boundary)
+        starts = self.window_starts
+        low = min(max(int(starts.searchsorted(begin, side="right")) - 1, 0), self.num_windows - 1)
+        high = max(min(int(starts.searchsorted(end, side="left")), self.num_windows), low + 1)
+        if high == low + 1:
+            return self.window(low)
+        parts = [self.window(k) for k in range(low, high)]
+        return StreamLayout(
+            np.concatenate([p.indices for p in parts]),
+            np.concatenate([p.lengths for p in parts]),
+            np.concatenate([parts[0].starts[:1], *(p.starts[1:] for p in parts)]),
+            self.has_boundary,
+            parts[0].first,
+        )
+
+    def document_order(self) -> np.ndarray:
+        """Every document of the stream, in order: O(documents), window by window."""
+        if not self.num_windows:
+            return np.empty(0, dtype=np.int64)
+        return np.concatenate([self.windows.window_documents(k) for k in range(self.num_windows)])
