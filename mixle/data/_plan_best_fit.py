@@ -76,16 +76,15 @@ class PackedPieces:
     document_ids, position_ids
         ``(count, block)`` int64 per input slot (``-1`` and ``0`` on padding), or
         ``None`` when not asked for.
+    real
+        ``mask.sum()``: the trained targets.
     """
 
     rows: np.ndarray
     mask: np.ndarray
     document_ids: np.ndarray | None
     position_ids: np.ndarray | None
-
-    @property
-    def real(self) -> int:
-        return int(np.count_nonzero(self.mask))
+    real: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,12 +206,9 @@ class BestFitRows:
             self._cache.popitem(last=False)
         return packed
 
-    def window_documents_of_rows(self, first_row: int, count: int) -> np.ndarray:
-        """The documents of the windows rows ``[first_row, first_row + count)`` lie in
-        (read-ahead hints), without packing them."""
-        low, high = self._windows_between(first_row, first_row + count)
-        parts = [self.windows.window_documents(k) for k in range(low, high)]
-        return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+    def windows_of_rows(self, first_row: int, count: int) -> range:
+        """The windows that rows ``[first_row, first_row + count)`` lie in."""
+        return range(*self._windows_between(first_row, first_row + count))
 
     def _windows_between(self, begin: int, end: int) -> tuple[int, int]:
         end = min(end, self.rows)
@@ -280,7 +276,9 @@ class BestFitRows:
         if document_ids is not None and position_ids is not None:
             document_ids = document_ids.reshape(count, capacity)[:, :-1]
             position_ids = position_ids.reshape(count, capacity)[:, :-1]
-        return PackedPieces(rows, mask, document_ids, position_ids)
+        # Each piece trains its pairs: one fewer than its slots.
+        real = int(length.sum()) - int(length.shape[0])
+        return PackedPieces(rows, mask, document_ids, position_ids, real)
 
 
 class _Slots:

@@ -159,12 +159,19 @@ class BestFitGlobalPlan(GlobalPlan):
         return BestFitEpochPlan(layout, total, -(-total // self.step), best_fit)
 
     def hint_windows(self, plan: EpochPlan, first_rows: range, block: int) -> Iterator[np.ndarray]:
+        # The documents of each window the batches reach, a window once (in window
+        # order: its rows' order is known only once it is packed).
         assert isinstance(plan, BestFitEpochPlan)
         first_rows = first_rows[1:]
         span = self.shard.batch_size
+        hinted = -1
+        windows = plan.best_fit.windows
         for at in range(0, len(first_rows), HINT_BATCHES):
-            window = first_rows[at : at + HINT_BATCHES]
-            yield plan.best_fit.window_documents_of_rows(window[0], window[-1] + span - window[0])
+            rows = first_rows[at : at + HINT_BATCHES]
+            reached = plan.best_fit.windows_of_rows(rows[0], rows[-1] + span - rows[0])
+            fresh = [windows.window_documents(k) for k in reached if k > hinted]
+            hinted = max(hinted, reached.stop - 1)
+            yield np.concatenate(fresh) if fresh else np.empty(0, dtype=np.int64)
 
     def identity(self, stream: Mapping[str, Any]) -> dict[str, Any]:
         return {**super().identity(stream), "packing": self.packing.identity()}
