@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mixle.corpus import CorpusWriter, open_corpus
 from mixle.data._attention import attention_boundaries
 from mixle.data._packing_options import PackingOptions
 from mixle.data._streaming import StreamingCorpus
@@ -172,3 +175,16 @@ def test_boundaries_split_a_document_that_repeats_in_a_row() -> None:
     cu_seqlens, max_seqlen, sequence_ids = attention_boundaries(ids, positions)
     assert cu_seqlens.tolist() == [[0, 2, 4, 6, 6, 6, 6]]
     assert max_seqlen.tolist() == [2] and sequence_ids.tolist() == [[0, 0, 1, 1, 2, 2]]
+
+
+def test_read_ahead_hints_each_document_once(tmp_path: Path) -> None:
+    documents = _documents(np.random.default_rng(4).integers(1, 40, 600).tolist())
+    with CorpusWriter(tmp_path / "c", dtype="uint16", durable=False) as writer:
+        writer.add_many(documents)
+    corpus_documents = open_corpus(tmp_path / "c")
+    hinted: list[int] = []
+    corpus_documents.prefetch = lambda indices: hinted.extend(np.asarray(indices).tolist())  # type: ignore[method-assign]
+    corpus = _corpus(corpus_documents, order="permutation", packing=PackingOptions("best_fit", 100))
+    for _ in corpus.iter_epoch(0):
+        pass
+    assert len(hinted) == len(set(hinted)) > 0

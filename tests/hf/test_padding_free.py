@@ -117,3 +117,24 @@ def test_flex_document_mask_confines_attention_to_each_sequence() -> None:
     out = flex_attention(q, k, v, block_mask=mask)
     alone = F.scaled_dot_product_attention(q[:, :, 40:], k[:, :, 40:], v[:, :, 40:], is_causal=True)
     torch.testing.assert_close(out[:, :, 40:], alone, atol=1e-5, rtol=1e-5)
+
+
+def test_global_rows_with_attention_boundaries_stack_in_a_default_collate() -> None:
+    from torch.utils.data import DataLoader
+
+    corpus = StreamingCorpus(
+        _documents(),
+        rank=0,
+        world_size=1,
+        block=BLOCK,
+        batch_size=4,
+        layout="global",
+        packing="best_fit",
+        document_ids=True,
+        attention_boundaries=True,
+    )
+    loader = DataLoader(GlobalRowDataset(corpus, num_epochs=1), batch_size=4)
+    batch = next(iter(loader))
+    assert batch["cu_seqlens"].shape == (4, BLOCK + 1)
+    assert batch["cu_seqlens"].dtype == torch.int32
+    assert batch["max_seqlen"].shape == (4,) and batch["sequence_ids"].shape == (4, BLOCK)
