@@ -23,7 +23,7 @@ import numpy as np
 from mixle.data._documents import DocumentSource
 from mixle.data._options import OrderOptions
 from mixle.data._order import SequenceSelector, global_document_order, length_table
-from mixle.data._order_windows import BlockOrder, CumulativeOffsets
+from mixle.data._order_windows import CumulativeOffsets
 from mixle.data._packing import StreamLayout, rows_for_stream
 from mixle.data._plan_store import (
     PLAN_FORMAT,
@@ -140,14 +140,8 @@ class EpochPlans:
 
     def _build(self, epoch: int) -> EpochPlan:
         if self.order.name == "blocks":
-            block_documents, window_blocks = self.order.sizes(self.num_documents)
-            windows = BlockOrder(
-                self.num_documents,
-                self.offsets,
-                seed=self.seed,
-                epoch=epoch,
-                block_documents=block_documents,
-                window_blocks=window_blocks,
+            windows = self.order.block_order(
+                self.num_documents, self.offsets, seed=self.seed, epoch=epoch
             )
             row_plan = cast(WindowedRowPlan, self.row_plan)
             return row_plan.build_windows(windows, self.has_boundary, self.block)

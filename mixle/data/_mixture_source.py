@@ -37,7 +37,7 @@ import numpy as np
 from mixle.data._documents import DocumentSource, as_documents
 from mixle.data._options import OrderOptions, ShardOptions
 from mixle.data._order import global_document_order, length_table
-from mixle.data._order_windows import BlockOrder, CumulativeOffsets
+from mixle.data._order_windows import CumulativeOffsets
 from mixle.data._packed_rows import read_packed_rows
 from mixle.data._packing import RowLayout, StreamLayout, rows_for_stream
 from mixle.data._plan_global import GlobalPlan
@@ -337,14 +337,8 @@ class SourceRows:
         return layout
 
     def _windowed_layout(self, epoch: int) -> RowLayout:
-        block_documents, window_blocks = self.order.sizes(self.num_documents)
-        windows = BlockOrder(
-            self.num_documents,
-            self.offsets,
-            seed=self.seed,
-            epoch=epoch,
-            block_documents=block_documents,
-            window_blocks=window_blocks,
+        windows = self.order.block_order(
+            self.num_documents, self.offsets, seed=self.seed, epoch=epoch
         )
         return _SOURCE_PLAN.build_windows(windows, self.boundary_id is not None, self.block).layout
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from mixle._checks import exact_int, nonnegative_int, positive_int
-from mixle.data._order_windows import BlockOrder, check_block_sizes
+from mixle.data._order_windows import BlockOrder, TokenOffsets, check_block_sizes
 from mixle.errors import ArgumentError, ArgumentTypeError
 
 __all__ = [
@@ -226,6 +226,21 @@ class OrderOptions:
         window = self.window_blocks or min(DEFAULT_WINDOW_BLOCKS, -(-documents // block))
         check_block_sizes(num_documents, block, window)
         return block, window
+
+    def block_order(
+        self, num_documents: int, offsets: TokenOffsets, *, seed: int, epoch: int
+    ) -> BlockOrder:
+        """The ``"blocks"`` order of one epoch of a corpus of ``num_documents`` whose
+        cumulative token offsets ``offsets`` reads (sizes as :meth:`sizes`)."""
+        block_documents, window_blocks = self.sizes(num_documents)
+        return BlockOrder(
+            num_documents,
+            offsets,
+            seed=seed,
+            epoch=epoch,
+            block_documents=block_documents,
+            window_blocks=window_blocks,
+        )
 
     def identity(self, num_documents: int) -> dict[str, Any] | None:
         """The ``"order"`` field of a stream identity (``None`` for the permutation

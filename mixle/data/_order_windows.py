@@ -33,6 +33,16 @@ Differences from the shared design note (design25.md), for the plans that consum
 - The Feistel keys: the block order is keyed ``(seed, epoch, BLOCKS_DOMAIN)`` and
   window ``k``'s ``(seed, epoch, k, WINDOW_DOMAIN)`` (the domain words end nonzero:
   ``SeedSequence`` pads with zeros).
+- The lazy layout is :class:`~mixle.data._windowed_layout.WindowedLayout`; every
+  consumer reads a layout through :class:`~mixle.data._packing.RowLayout`
+  (``stream_tokens``, ``segment(begin, end) -> StreamLayout`` with stream-absolute
+  ``starts`` and the segment's first document position in ``first``,
+  ``document_order()``). A row plan that packs windows implements
+  :class:`~mixle.data._row_plan.WindowedRowPlan` (``build_windows``).
+- Options and identity: :class:`~mixle.data._options.OrderOptions` (``name``,
+  ``block_documents``, ``window_blocks``; defaults 4096 and 16, capped by the corpus);
+  the identity field is ``"order"`` as in the note, absent for the permutation
+  (:mod:`~mixle.data._order_state` checks it on load).
 """
 
 from __future__ import annotations

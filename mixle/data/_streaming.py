@@ -3,10 +3,14 @@
 The corpus holds the documents, the options (:class:`~mixle.data._options.ShardOptions`,
 :class:`~mixle.data._options.PackOptions`) and the cursor; *which* rows a rank reads and
 what the cursor counts is its row plan (:mod:`~mixle.data._row_plan`: the per-rank and
-the global layout, or a registered one), so nothing here depends on the layout. Holds
-the epoch plan (O(documents) int64 metadata: the order and cumulative lengths) of the
-two most recent epochs and O(batch_size x block) tokens per batch; it never packs a
-whole shard.
+the global layout, or a registered one), so nothing here depends on the layout; which
+documents an epoch packs is its order (:class:`~mixle.data._options.OrderOptions`:
+the seed's permutation, or the global layout's default, the hierarchical blocks order
+of :mod:`~mixle.data._order_windows`). Holds the epoch plan of the two most recent
+epochs (with the permutation O(documents) int64 metadata: the order and cumulative
+lengths; with the blocks order O(documents / block) block totals and the windows a
+batch touches) and O(batch_size x block) tokens per batch; it never packs a whole
+shard.
 """
 
 from __future__ import annotations
@@ -66,7 +70,9 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
     stride ``block``, ``boundary_id`` between documents, padding only at the end), and
     cuts the rows into batches of ``batch_size`` rows (the last batch may be smaller).
     Batch ``k`` starts at stream token ``k * batch_size * block``, so starting anywhere is
-    a binary search over cumulative document lengths, never a replay.
+    a binary search over cumulative document lengths, never a replay. (That is the
+    default per-rank layout; the global layout packs the whole order into one row
+    stream, by default in the blocks order: see ``layout`` and ``order``.)
 
     Parameters
     ----------

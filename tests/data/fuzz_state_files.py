@@ -157,6 +157,7 @@ def _streaming(store: Any, layout: str) -> Any:
         layout=layout,
         boundary_id=999,
         plan_store=store,
+        order="permutation",  # the order whose plans a store keeps
     )
 
 
@@ -164,7 +165,9 @@ def _mixture(store: Any) -> Any:
     from mixle.data import Mixture, MixtureSource
 
     sources = [MixtureSource(_DOCUMENTS, 0.6, "big"), MixtureSource(_SMALL, 0.4, "small")]
-    return Mixture(sources, block=6, batch_size=2, boundary_id=999, plan_store=store)
+    return Mixture(
+        sources, block=6, batch_size=2, boundary_id=999, plan_store=store, order="permutation"
+    )
 
 
 def _plan_rows(kind: str, store: Any) -> list[np.ndarray]:

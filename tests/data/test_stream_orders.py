@@ -69,6 +69,11 @@ def test_the_blocks_stream_is_the_packing_of_its_order_on_a_sharded_corpus(
     assert np.array_equal(
         order, np.concatenate([expected.window_documents(k) for k in range(expected.num_windows)])
     )
+    fresh = open_corpus(tmp_path / "c")
+    next(iter(_global(fresh, block_documents=50, window_blocks=3)))
+    mixture = Mixture([MixtureSource(fresh, 1.0, "c")], block=8, block_documents=50)
+    next(iter(mixture))
+    assert fresh._lengths is None  # no per-document array on the way to a batch
     packed = pack_documents(corpus, order, 16, boundary_id=60_001)
     rows = np.concatenate([b.context for b in stream.iter_epoch(1)])
     assert np.array_equal(rows[: len(packed.context)], packed.context)

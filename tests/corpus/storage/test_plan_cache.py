@@ -50,7 +50,10 @@ def corpus_path(make_corpus: Callable[..., Path]) -> Path:
 
 
 def _stream(path: Path, store: PlanStore | None, **options: Any) -> StreamingCorpus:
-    base: dict[str, Any] = {"rank": 1, "world_size": 3, "block": 7, "batch_size": 2}
+    # The permutation order: the blocks order's plans are never stored (O(N / B)).
+    base: dict[str, Any] = {
+        "rank": 1, "world_size": 3, "block": 7, "batch_size": 2, "order": "permutation"
+    }  # fmt: skip
     base.update(options)
     return StreamingCorpus(open_corpus(path), plan_store=store, **base)
 
