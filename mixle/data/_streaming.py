@@ -154,8 +154,9 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         window size and truncation. Part of the stream identity: a state of one packing
         does not load into the other.
     attention_boundaries
-        If True, batches also carry ``cu_seqlens``, ``max_seqlen``, ``sequence_ids`` and
-        ``position_ids`` (:mod:`~mixle.data._attention`), for either packing.
+        If True, batches also carry ``cu_seqlens``, ``max_seqlen`` and ``sequence_ids``
+        (:mod:`~mixle.data._attention`), for either packing, and the ``document_ids`` and
+        ``position_ids`` they are computed from (as with ``document_ids=True``).
 
     Raises
     ------
@@ -330,8 +331,6 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         batch, real = plan.read_rows(self.documents, first_row, count, self._read_pack)
         if self.attention_boundaries:
             batch = with_attention_boundaries(batch)
-            if not self.document_ids:
-                batch = batch.replace(document_ids=None)
         return batch, real
 
     def read(self, epoch: int, index: int) -> Batch:
