@@ -107,13 +107,13 @@ def _place_items(
     head: Any,
     below: Any,
     fill: Any,
-) -> tuple[int, int]:
+) -> int:
     """Steps 2-3 of the module notes over lists or arrays (numba compiles it as is).
 
     ``sizes, items, begins``: the items, longest first. ``out`` is ``(5, n)``: row,
     slot, item, begin and length of each piece written. Rows ``[0, full_rows)`` are
-    full. Returns ``(pieces written, documents split)``, or ``(-1, item)`` when
-    ``item`` found no room (impossible under :func:`row_budget`).
+    full. Returns the number of pieces written, or ``-1 - k`` when item ``k``
+    found no room (impossible under :func:`row_budget`).
     """
     leaves = (len(tree)) // 2
     for row in range(rows - 1, full_rows - 1, -1):  # pushed descending: lowest row on top
@@ -124,11 +124,9 @@ def _place_items(
         tree[node] += rows - full_rows
         node //= 2
     written = 0
-    split = 0
     for k in range(len(sizes)):
         begin = begins[k]
         end = begin + sizes[k]
-        pieces = 0
         while end - begin > 0:
             want = end - begin
             # The smallest free-space value >= want with a row, else the largest one.
@@ -141,7 +139,7 @@ def _place_items(
                     node //= 2
                 if node == 1:  # no row holds `want`: descend to the largest value
                     if tree[1] == 0:
-                        return -1, k
+                        return -1 - k
                     while node < leaves:
                         node = 2 * node + 1 if tree[2 * node + 1] > 0 else 2 * node
                 else:
@@ -149,7 +147,7 @@ def _place_items(
                         node = 2 * node if tree[2 * node] > 0 else 2 * node + 1
             free = node - leaves
             if free < 2 and free < want:
-                return -1, k
+                return -1 - k
             row = head[free]
             head[free] = below[row]
             take = want if want <= free else free
@@ -159,7 +157,6 @@ def _place_items(
             out[3][written] = begin
             out[4][written] = take
             written += 1
-            pieces += 1
             fill[row] += take
             left = free - take
             below[row] = head[left]
@@ -174,15 +171,13 @@ def _place_items(
                 node //= 2
             # A piece that stops short of the end shares its last token with the next.
             begin = end if take == want else begin + take - 1
-        if pieces > 1:
-            split += 1
-    return written, split
+    return written
 
 
-_COMPILED: Callable[..., tuple[int, int]] | None = None
+_COMPILED: Callable[..., int] | None = None
 
 
-def _kernel() -> Callable[..., tuple[int, int]] | None:
+def _kernel() -> Callable[..., int] | None:
     """The compiled :func:`_place_items` when the gather backend is numba, else ``None``."""
     global _COMPILED
     if gather_backend() != "numba":
@@ -240,7 +235,7 @@ def best_fit_rows(
     if kernel is not None:
         out = np.zeros((5, bound), dtype=np.int64)
         state = [np.zeros(2 * leaves, np.int64), np.full(capacity + 1, -1, np.int64)]
-        written, split = kernel(
+        written = kernel(
             sizes,
             item_ids,
             begins,
@@ -255,7 +250,7 @@ def best_fit_rows(
         placed = out[:, : max(written, 0)]
     else:
         lists: list[list[int]] = [[0] * bound for _ in range(5)]
-        written, split = _place_items(
+        written = _place_items(
             sizes.tolist(),
             item_ids.tolist(),
             begins.tolist(),
@@ -270,7 +265,7 @@ def best_fit_rows(
         )
         placed = np.array([column[: max(written, 0)] for column in lists], dtype=np.int64)
     if written < 0:
-        raise RuntimeError(f"document {int(item_ids[split])} fits none of {rows} rows.")
+        raise RuntimeError(f"document {int(item_ids[-1 - written])} fits none of {rows} rows.")
     full = np.stack(
         (
             np.arange(full_rows, dtype=np.int64),
