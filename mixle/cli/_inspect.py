@@ -39,6 +39,26 @@ def register(subparsers: Any) -> None:
         default="packed",
         help="packed rows (default) or TokenStream windows (one target each)",
     )
+    packing = parser.add_argument_group(
+        "packing",
+        "mixle inspect CORPUS --packing best_fit --block N: documents cut, padding and rows "
+        "per epoch of concatenate-and-chunk and best-fit, side by side (uses --block, --seed, "
+        "--boundary-id; reads lengths only)",
+    )
+    packing.add_argument(
+        "--packing",
+        choices=("concatenate", "best_fit"),
+        help="compare the two packings at --block (either name prints both)",
+    )
+    packing.add_argument(
+        "--window-documents",
+        type=int,
+        default=None,
+        help="best-fit window in documents (default 16384)",
+    )
+    packing.add_argument(
+        "--truncate", action="store_true", help="best-fit truncates documents longer than a row"
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument(
         "--plot", metavar="FILE.png", help="also save a document-length histogram (matplotlib)"
@@ -69,8 +89,11 @@ def run(args: argparse.Namespace) -> int:
         if args.plot:  # before the scan: plot_lengths checks the path before reading
             plot_lengths(documents, args.plot)
         summary = describe_corpus(documents)
+        packings = None if args.packing is None else _compare(documents.lengths, args)
     except CorpusError as exc:
         return report("inspect", exc)
+    if packings is not None:
+        summary["packing"] = {entry.packing: entry.to_dict() for entry in packings}
     if args.json:
         echo(json.dumps(summary, indent=2))
         return 0
@@ -97,8 +120,53 @@ def run(args: argparse.Namespace) -> int:
             )
     if args.plot:
         lines.append(f"histogram   {args.plot}")
+    if packings is not None:
+        lines.extend(_packing_lines(packings, args.block))
     echo("\n".join(lines))
     return 0
+
+
+def _compare(lengths: Any, args: argparse.Namespace) -> Any:
+    """Both packings' figures (:func:`mixle.data.compare_packings`) for the options."""
+    from mixle.data import compare_packings, set_gather_backend
+
+    set_gather_backend("auto")  # the compiled best-fit kernel when numba is installed
+    return compare_packings(
+        lengths,
+        block=args.block,
+        seed=args.seed,
+        has_boundary=args.boundary_id is not None,
+        window_documents=args.window_documents,
+        truncate=args.truncate,
+    )
+
+
+def _packing_lines(packings: Any, block: int) -> list[str]:
+    """The side-by-side table of :func:`_compare`'s figures."""
+    concatenate, best_fit = packings
+    rows = [
+        ("rows/epoch", f"{concatenate.rows:,}", f"{best_fit.rows:,}"),
+        (
+            "docs cut",
+            f"{concatenate.cut_documents:,} ({concatenate.cut_fraction:.2%})",
+            f"{best_fit.cut_documents:,} ({best_fit.cut_fraction:.2%})",
+        ),
+        (
+            "padding",
+            f"{concatenate.padding_fraction:.3%}",
+            f"{best_fit.padding_fraction:.3%}",
+        ),
+        ("trained", f"{concatenate.trained_fraction:.3%}", f"{best_fit.trained_fraction:.3%}"),
+    ]
+    if best_fit.truncated_tokens:
+        rows.append(("truncated", "0 tokens", f"{best_fit.truncated_tokens:,} tokens"))
+    lines = [
+        f"packing     block {block}: {concatenate.longer_than_row:,} documents are longer "
+        "than a row",
+        f"  {'':<12}{'concatenate':>24}{'best_fit':>24}",
+    ]
+    lines.extend(f"  {name:<12}{left:>24}{right:>24}" for name, left, right in rows)
+    return lines
 
 
 def _run_mixture(args: argparse.Namespace) -> int:

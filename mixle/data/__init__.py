@@ -12,6 +12,7 @@ is the default, :class:`TemperatureSchedule` a second rule).
 """
 
 from mixle._gather import gather_backend, set_gather_backend
+from mixle.data._attention import attention_boundaries
 from mixle.data._batch import Batch
 from mixle.data._dcp import DcpLoaderState
 from mixle.data._documents import DocumentSource
@@ -25,6 +26,8 @@ from mixle.data._mixing_rule import ExactSchedule, MixingRule, RowSchedule
 from mixle.data._mixture import Mixture, MixturePhase, SourceAccount, SourceBudget
 from mixle.data._mixture_source import MixtureSource
 from mixle.data._options import PackOptions, ShardOptions
+from mixle.data._packing_options import PackingOptions
+from mixle.data._packing_report import PackingSummary, compare_packings
 from mixle.data._plan_store import PlanStore
 from mixle.data._resumable import ResumableStream
 from mixle.data._row_plan import RowPlan, register_layout
@@ -49,6 +52,8 @@ __all__ = [
     "MixtureSource",
     "PackOptions",
     "PackedCorpus",
+    "PackingOptions",
+    "PackingSummary",
     "PlanStore",
     "ResumableStream",
     "RowPlan",
@@ -59,6 +64,8 @@ __all__ = [
     "StreamingCorpus",
     "TemperatureSchedule",
     "TokenStream",
+    "attention_boundaries",
+    "compare_packings",
     "context_parallel_batch",
     "context_parallel_indices",
     "context_parallel_slice",

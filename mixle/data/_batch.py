@@ -58,6 +58,11 @@ class Batch(Generic[A]):
         inside it (``-1`` and ``0`` on padding), or ``None`` when not asked for.
     source_ids
         ``(b,)`` int64 index of each row's mixture source, or ``None`` outside mixtures.
+    cu_seqlens, max_seqlen, sequence_ids
+        Attention boundaries of packed rows (:mod:`~mixle.data._attention`):
+        ``(b, block + 1)`` int32 sequence starts padded with ``block``, ``(b,)`` int32
+        longest sequence, ``(b, block)`` int64 sequence index per token; ``None``
+        unless asked for (``attention_boundaries=True``).
     """
 
     context: A
@@ -66,6 +71,9 @@ class Batch(Generic[A]):
     document_ids: A | None = None
     position_ids: A | None = None
     source_ids: A | None = None
+    cu_seqlens: A | None = None
+    max_seqlen: A | None = None
+    sequence_ids: A | None = None
 
     def __init__(
         self,
@@ -75,16 +83,22 @@ class Batch(Generic[A]):
         document_ids: A | None = None,
         position_ids: A | None = None,
         source_ids: A | None = None,
+        cu_seqlens: A | None = None,
+        max_seqlen: A | None = None,
+        sequence_ids: A | None = None,
     ) -> None:
         # One batch is built per step of a hot loop: the slots' own setters cost half of
         # the object.__setattr__ calls a generated frozen __init__ makes.
-        set0, set1, set2, set3, set4, set5 = _SETTERS
+        set0, set1, set2, set3, set4, set5, set6, set7, set8 = _SETTERS
         set0(self, context)
         set1(self, targets)
         set2(self, loss_mask)
         set3(self, document_ids)
         set4(self, position_ids)
         set5(self, source_ids)
+        set6(self, cu_seqlens)
+        set7(self, max_seqlen)
+        set8(self, sequence_ids)
 
     # Batches are built and taken apart once per step of a hot loop: the helpers read
     # every field with one C-level attrgetter call instead of dataclasses.fields().
@@ -118,7 +132,7 @@ class Batch(Generic[A]):
         """The rows ``selection`` of every field (views for numpy arrays)."""
         # Spelled out (a new field gets a line here): this runs once per batch of a
         # mixture, where a comprehension over the fields costs as much as the slicing.
-        c, t, m, d, p, s = _ALL(self)
+        c, t, m, d, p, s, cu, ml, si = _ALL(self)
         return Batch(
             c[selection],
             t[selection],
@@ -126,6 +140,9 @@ class Batch(Generic[A]):
             None if d is None else d[selection],
             None if p is None else p[selection],
             None if s is None else s[selection],
+            None if cu is None else cu[selection],
+            None if ml is None else ml[selection],
+            None if si is None else si[selection],
         )
 
     @property

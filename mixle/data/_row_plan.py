@@ -28,9 +28,18 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from mixle.data._batch import Batch
 from mixle.data._cursor import identity_differences
-from mixle.data._options import LAYOUTS, ShardOptions, add_layout_name, remove_layout_name
+from mixle.data._documents import DocumentSource
+from mixle.data._options import (
+    LAYOUTS,
+    PackOptions,
+    ShardOptions,
+    add_layout_name,
+    remove_layout_name,
+)
 from mixle.data._order_windows import OrderWindows
+from mixle.data._packed_rows import read_packed_rows
 from mixle.data._packing import RowLayout, StreamLayout
 from mixle.errors import ArgumentError, StateMismatchError
 
@@ -52,11 +61,33 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class EpochPlan:
-    """One epoch of one rank: the packed stream's layout, its rows, this rank's batches."""
+    """One epoch of one rank: the packed stream's layout, its rows, this rank's batches.
+
+    Its rows are the layout's stream concatenated and chunked; a packing that lays rows
+    out otherwise subclasses it and overrides :meth:`read_rows`.
+    """
 
     layout: RowLayout
     rows: int
     num_batches: int
+
+    def read_rows(
+        self, documents: DocumentSource, first_row: int, count: int, pack: PackOptions
+    ) -> tuple[Batch, int]:
+        """Rows ``[first_row, first_row + count)`` as a batch, and its real target count
+        (rows past the end are padding)."""
+        rows = read_packed_rows(
+            documents,
+            self.layout,
+            first_row,
+            count,
+            block=pack.block,
+            pad_id=pack.pad_id,
+            boundary_id=pack.boundary_id,
+            document_ids=pack.document_ids,
+        )
+        batch = Batch(rows.context, rows.targets, rows.mask, rows.document_ids, rows.position_ids)
+        return batch, rows.real
 
 
 class RowPlan(Protocol):

@@ -23,6 +23,7 @@ import numpy as np
 
 from mixle._checks import nonnegative_int
 from mixle.data import _plan_global, _plan_per_rank  # noqa: F401  (register the layouts)
+from mixle.data._attention import with_attention_boundaries
 from mixle.data._batch import Batch
 from mixle.data._cursor import Cursor
 from mixle.data._documents import as_documents, offset_reader, supports_prefetch
@@ -32,7 +33,8 @@ from mixle.data._mesh import DpDims, place_from_mesh
 from mixle.data._options import LAYOUTS, OrderOptions, PackOptions, ShardOptions, check_flag
 from mixle.data._order import SequenceSelector
 from mixle.data._order_state import check_saved_order
-from mixle.data._packed_rows import read_packed_rows
+from mixle.data._packing_options import PackingOptions, as_packing
+from mixle.data._plan_global_best_fit import packed_row_plan
 from mixle.data._plan_store import (
     PlanStore,
     checked_plan_store,
@@ -42,7 +44,6 @@ from mixle.data._row_plan import (
     EpochPlan,
     RowPlan,
     WindowedRowPlan,
-    build_plan,
     check_plan_state,
 )
 from mixle.data._seed_views import SeedViews, StreamOptionFields
@@ -154,6 +155,20 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         the documents' lengths are read (and in-memory documents' shapes checked) when
         a plan is built, not in the constructor.
 
+    packing
+        ``"concatenate"`` (default): the order is one stream cut into rows, as above.
+        ``"best_fit"`` (``layout="global"`` only): windows of the order are packed by
+        best-fit decreasing, so only documents longer than a row are cut; a row holds
+        whole documents (each followed by ``boundary_id`` when set) and padding, and
+        trains only the pairs inside each document
+        (:mod:`~mixle.data._plan_global_best_fit`). A :class:`PackingOptions` sets the
+        window size and truncation. Part of the stream identity: a state of one packing
+        does not load into the other.
+    attention_boundaries
+        If True, batches also carry ``cu_seqlens``, ``max_seqlen`` and ``sequence_ids``
+        (:mod:`~mixle.data._attention`), for either packing, and the ``document_ids`` and
+        ``position_ids`` they are computed from (as with ``document_ids=True``).
+
     Raises
     ------
     ArgumentTypeError, ArgumentError
@@ -190,6 +205,8 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         order: str | None = None,
         block_documents: int | None = None,
         window_blocks: int | None = None,
+        packing: str | PackingOptions = "concatenate",
+        attention_boundaries: bool = False,
     ) -> None:
         rank, world_size = place_from_mesh(mesh, dp_dims, rank, world_size)
         if rank is None or world_size is None:
@@ -199,6 +216,12 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
             )
         self.shard = ShardOptions(rank, world_size, batch_size, layout)
         self.pack = PackOptions(block, pad_id, boundary_id, document_ids)
+        self.packing = as_packing(packing)
+        self.attention_boundaries = check_flag("attention_boundaries", attention_boundaries)
+        # The boundaries are computed from the document ids and positions: read them.
+        self._read_pack = PackOptions(
+            block, self.pad_id, self.boundary_id, document_ids or self.attention_boundaries
+        )
         self.seed = nonnegative_int("seed", seed)
         if sequence_selector is not None and not callable(sequence_selector):
             raise ArgumentTypeError(
@@ -260,7 +283,9 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
     def _cut(self, shard: ShardOptions) -> None:
         """Take ``shard``: its row plan, and a cursor of that plan at the start."""
         self.shard = shard
-        self._row_plan: RowPlan = build_plan(shard, self.even_batches)
+        self._row_plan: RowPlan = packed_row_plan(
+            shard, self.even_batches, self.packing, block=self.block, seed=self.seed
+        )
         plan = self._row_plan
         self._cursor = Cursor(
             "StreamingCorpus", index_key=plan.index_key, version=plan.cursor_version
@@ -337,19 +362,11 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
     def _make_batch(self, plan: EpochPlan, first_row: int) -> tuple[Batch, int]:
         """This rank's batch whose first row is ``first_row``, and its real target count
         (the row plan says how many rows it reads; rows past the stream are padding)."""
-        pack = self.pack
-        rows = read_packed_rows(
-            self.documents,
-            plan.layout,
-            first_row,
-            self._row_plan.batch_rows(plan, first_row),
-            block=pack.block,
-            pad_id=pack.pad_id,
-            boundary_id=pack.boundary_id,
-            document_ids=pack.document_ids,
-        )
-        batch = Batch(rows.context, rows.targets, rows.mask, rows.document_ids, rows.position_ids)
-        return batch, rows.real
+        count = self._row_plan.batch_rows(plan, first_row)
+        batch, real = plan.read_rows(self.documents, first_row, count, self._read_pack)
+        if self.attention_boundaries:
+            batch = with_attention_boundaries(batch)
+        return batch, real
 
     def read(self, epoch: int, index: int) -> Batch:
         """The batch iteration yields at cursor ``(epoch, index)`` (see :attr:`cursor`):

@@ -75,10 +75,27 @@ def check_module(module: Any) -> tuple[nn.Module, int, int]:
     return module, int(getattr(module, "vocab")), int(getattr(module, "block"))  # noqa: B009
 
 
-def model_logits(module: nn.Module, ids: torch.Tensor, last_only: bool) -> torch.Tensor:
-    """Return ``(b, t, vocab)`` logits, or ``(b, vocab)`` for the last position only."""
+def model_logits(
+    module: nn.Module,
+    ids: torch.Tensor,
+    last_only: bool,
+    sequence_ids: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Return ``(b, t, vocab)`` logits, or ``(b, vocab)`` for the last position only;
+    with ``sequence_ids`` (a :class:`CausalTransformerLM` only) attention stays inside
+    each packed sequence.
+
+    Raises
+    ------
+    ArgumentTypeError
+        ``sequence_ids`` for a module that cannot mask documents.
+    """
     if isinstance(module, CausalTransformerLM):
-        return module(ids, last_only=last_only)
+        return module(ids, last_only=last_only, sequence_ids=sequence_ids)
+    if sequence_ids is not None:
+        raise ArgumentTypeError(
+            f"document masking needs a CausalTransformerLM. Got {type(module).__name__}."
+        )
     logits = module(ids)
     return logits[:, -1] if last_only else logits
 
@@ -229,7 +246,14 @@ class StreamingTransformerAccumulator(SequenceEncodableStatisticAccumulator):
         self.check_pinned()
         ids = torch.from_numpy(batch.contexts).to(self.device, non_blocking=True)
         targets = torch.from_numpy(batch.targets).to(self.device, non_blocking=True)
-        logits = model_logits(self.module, ids, last_only=not batch.dense)
+        sequence_ids = (
+            None
+            if batch.sequence_ids is None
+            else torch.from_numpy(batch.sequence_ids).to(self.device, non_blocking=True)
+        )
+        logits = model_logits(
+            self.module, ids, last_only=not batch.dense, sequence_ids=sequence_ids
+        )
         vocab = logits.shape[-1]
         nll = F.cross_entropy(logits.reshape(-1, vocab), targets.reshape(-1), reduction="none")
         weights = torch.from_numpy(batch.weights.reshape(-1)).to(self.device, non_blocking=True)

@@ -166,6 +166,9 @@ class TokenBatch:
     contexts: np.ndarray
     targets: np.ndarray
     weights: np.ndarray
+    #: ``(b, L)`` int64 sequence index of each context token in its row (packed rows
+    #: read with attention boundaries): attention stays inside each sequence.
+    sequence_ids: np.ndarray | None = None
 
     @property
     def dense(self) -> bool:
@@ -256,7 +259,8 @@ def parse_batch(batch: Any, vocab: int, block: int) -> TokenBatch:
 
     A :class:`TokenPairs` is accepted as the first shape, and a
     :class:`mixle.data.Batch` as either, read by field name (no ``loss_mask``: the
-    first). This is the one place that knows batch layouts; extend it for new ones
+    first); a packed ``Batch`` with ``sequence_ids`` (attention boundaries) keeps them,
+    so the model confines attention to each document. This is the one place that knows batch layouts; extend it for new ones
     (e.g. per-position document ids).
 
     Raises
@@ -267,9 +271,12 @@ def parse_batch(batch: Any, vocab: int, block: int) -> TokenBatch:
         Shapes disagree, ``L`` is not in ``1..block``, or a live id is outside
         ``[0, vocab)`` (row and position named).
     """
+    sequence_ids = None
     if isinstance(batch, TokenPairs):
         batch = (batch.contexts, batch.tokens)
     elif isinstance(batch, Batch):
+        if batch.sequence_ids is not None and batch.loss_mask is not None:
+            sequence_ids = np.ascontiguousarray(batch.sequence_ids, dtype=np.int64)
         batch = (
             (batch.context, batch.targets)
             if batch.loss_mask is None
@@ -312,4 +319,9 @@ def parse_batch(batch: Any, vocab: int, block: int) -> TokenBatch:
     _check_range(targets, vocab, "batch targets", observed)
     contexts = np.where(live, contexts, 0)
     targets = np.where(observed, targets, 0)
-    return TokenBatch(contexts, targets, observed.astype(np.float32))
+    if sequence_ids is not None and sequence_ids.shape != contexts.shape:
+        raise ArgumentError(
+            f"batch sequence_ids must have the context's shape {contexts.shape}. "
+            f"Got {sequence_ids.shape} instead."
+        )
+    return TokenBatch(contexts, targets, observed.astype(np.float32), sequence_ids)

@@ -25,7 +25,25 @@ from mixle.errors import ArgumentError, ArgumentTypeError, CheckpointError
 from mixle.stats.embedding import CategoricalEmbedding
 from mixle.stats.registry import register, tensors_from_blob, tensors_to_blob
 
-__all__ = ["CausalTransformerLM"]
+__all__ = ["CausalTransformerLM", "document_attention"]
+
+
+def document_attention(sequence_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The attention mask and positions of rows packed with ``sequence_ids``.
+
+    Returns a ``(b, 1, t, t)`` bool mask (True: query ``i`` attends key ``j``, i.e.
+    ``j <= i`` in the same sequence) for
+    :func:`~torch.nn.functional.scaled_dot_product_attention`, and ``(b, t)`` positions
+    counted from each sequence's first token.
+    """
+    t = sequence_ids.shape[1]
+    same = sequence_ids[:, :, None] == sequence_ids[:, None, :]
+    causal = torch.ones(t, t, dtype=torch.bool, device=sequence_ids.device).tril()
+    slots = torch.arange(t, device=sequence_ids.device).expand_as(sequence_ids)
+    starts = torch.ones_like(sequence_ids, dtype=torch.bool)
+    starts[:, 1:] = sequence_ids[:, 1:] != sequence_ids[:, :-1]
+    first = torch.where(starts, slots, torch.zeros_like(slots)).cummax(dim=1).values
+    return (same & causal)[:, None], slots - first
 
 
 class _CausalSelfAttention(nn.Module):
@@ -35,12 +53,15 @@ class _CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         b, t, d = x.shape
         q, k, v = self.qkv(x).split(d, dim=2)
         shape = (b, t, self.n_head, d // self.n_head)
         q, k, v = (z.view(shape).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if mask is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return self.proj(y.transpose(1, 2).reshape(b, t, d))
 
 
@@ -53,8 +74,8 @@ class _Block(nn.Module):
         self.fc = nn.Linear(d_model, 4 * d_model)
         self.out = nn.Linear(4 * d_model, d_model)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.ln1(x))
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x), mask)
         return x + self.out(F.gelu(self.fc(self.ln2(x))))
 
 
@@ -174,17 +195,33 @@ class CausalTransformerLM(nn.Module):
             "seed": self.seed,
         }
 
-    def forward(self, ids: torch.Tensor, *, last_only: bool = False) -> torch.Tensor:
+    def forward(
+        self,
+        ids: torch.Tensor,
+        *,
+        last_only: bool = False,
+        sequence_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Return next-token logits for ``ids`` of shape ``(b, t)``, ``t <= block``.
 
         Returns ``(b, t, vocab)`` logits (position ``j`` predicts token ``j + 1``), or
         ``(b, vocab)`` for the last position only when ``last_only`` (cheaper head).
         Ids are not range-checked here; the leaf validates them once at its boundary.
+
+        ``sequence_ids`` (``(b, t)`` integers, nondecreasing along each row: a packed
+        row's ``Batch.sequence_ids``) confines attention to each sequence (document
+        masking) and restarts the position embedding at each sequence's first token, so
+        every sequence's logits are those it would get alone.
         """
         t = ids.shape[1]
-        x = self.embedding(ids) + self.position[:t]
+        mask = None
+        if sequence_ids is None:
+            x = self.embedding(ids) + self.position[:t]
+        else:
+            mask, positions = document_attention(sequence_ids)
+            x = self.embedding(ids) + self.position[positions]
         for block in self.blocks:
-            x = block(x)
+            x = block(x, mask)
         x = self.ln_f(x[:, -1] if last_only else x)
         weight = self.embedding.weight if self.head is None else self.head.weight
         return F.linear(x, weight)

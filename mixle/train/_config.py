@@ -24,6 +24,7 @@ from typing import Any
 from mixle._checks import exact_int, nonnegative_int, positive_int
 from mixle._options import Check, Sectioned, check_options, option, section
 from mixle.data._options import ORDERS
+from mixle.data._packing_options import PACKINGS
 from mixle.errors import ArgumentError, ArgumentTypeError
 
 __all__ = [
@@ -133,6 +134,12 @@ class DataConfig:
         and on ``resume`` the order the checkpoint was saved with (a checkpoint from
         before the blocks order resumes with the permutation). Not part of the run
         identity: the data cursor's state names (and checks) it.
+    packing
+        ``"concatenate"`` (default) or ``"best_fit"`` (packed objective, global layout):
+        how documents become rows (docs/streaming.md, "Packing choices").
+    document_mask
+        Confine the model's attention to each document of a packed row (and restart
+        its positions there): the rows carry attention boundaries. Packed objective.
     block
         The context length of the batches (and of the model).
     batch_size
@@ -175,6 +182,19 @@ class DataConfig:
         "window, O(documents / 4096)) or 'permutation' (the seed's full permutation, "
         "O(documents)); unset, --resume keeps the order the checkpoint was saved with",
     )
+    packing: str = option(
+        "concatenate",
+        choices=PACKINGS,
+        help="concatenate (default): the order as one stream cut into rows (documents cut "
+        "at row edges); best_fit: windows of the order packed by best-fit decreasing, only "
+        "documents longer than a row are cut (packed objective, --layout global)",
+    )
+    document_mask: bool = option(
+        False,
+        check=_flag,
+        help="attention stays inside each document of a packed row, positions restart "
+        "at each document (packed objective)",
+    )
     block: int = option(64, check=positive_int, help="context length (default 64)")
     batch_size: int = option(16, check=positive_int, help="rows or windows per step per rank (16)")
     boundary_id: int | None = option(
@@ -194,6 +214,23 @@ class DataConfig:
             raise ArgumentError(
                 "`order` needs objective='packed': windows are shuffled by their own "
                 f"bijection. Got objective={self.objective!r}."
+            )
+        self._check_packing()
+
+    def _check_packing(self) -> None:
+        wrong = [
+            f"{name}={value!r} (needs {need!r})"
+            for name, value, need, applies in (
+                ("objective", self.objective, "packed", True),
+                ("layout", self.layout, "global", self.packing == "best_fit"),
+                ("mixture", self.mixture, None, True),
+            )
+            if applies and value != need
+        ]
+        if wrong and (self.packing != "concatenate" or self.document_mask):
+            raise ArgumentError(
+                f"packing={self.packing!r} with document_mask={self.document_mask} needs: "
+                f"{'; '.join(wrong)}."
             )
 
 
@@ -367,6 +404,28 @@ class TrainConfig(Sectioned):
             )
         if self.data.mixture is not None:
             self._check_mixture()
+        self._check_packing()
+
+    def _check_packing(self) -> None:
+        if self.packing not in PACKINGS:
+            raise ArgumentError(
+                f"`packing` must be one of {', '.join(PACKINGS)}. Got {self.packing!r} instead."
+            )
+        _flag("document_mask", self.document_mask)
+        wrong = [
+            f"{name}={value!r} (needs {need!r})"
+            for name, value, need, applies in (
+                ("objective", self.objective, "packed", True),
+                ("layout", self.layout, "global", self.packing == "best_fit"),
+                ("mixture", self.mixture, None, True),
+            )
+            if applies and value != need
+        ]
+        if wrong and (self.packing != "concatenate" or self.document_mask):
+            raise ArgumentError(
+                f"packing={self.packing!r} with document_mask={self.document_mask} needs: "
+                f"{'; '.join(wrong)}."
+            )
 
     def _check_mixture(self) -> None:
         wrong = [

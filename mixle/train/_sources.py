@@ -213,6 +213,9 @@ class PackedBatches(StreamSource):
         stream's default (``"blocks"`` in the global layout), except that
         :meth:`load_state_dict` takes the order a state was saved with (a checkpoint
         from before there was a choice resumes with ``"permutation"``).
+    packing, attention_boundaries
+        As for :class:`StreamingCorpus` (``"best_fit"`` needs the global layout; the
+        boundaries let the model mask attention per document).
     **args
         ``rank, world_size, block, batch_size, seed, boundary_id`` (:class:`SourceArgs`),
         as for :class:`StreamingCorpus`; ``even_batches`` is always on (per-rank layout)
@@ -227,6 +230,8 @@ class PackedBatches(StreamSource):
         layout: str = "per-rank",
         plan_store: PlanStore | None = None,
         order: str | None = None,
+        packing: str = "concatenate",
+        attention_boundaries: bool = False,
         **args: Unpack[SourceArgs],
     ) -> None:
         _check_names("PackedBatches", args, SourceArgs)
@@ -237,6 +242,8 @@ class PackedBatches(StreamSource):
             even_batches=True,
             layout=layout,
             plan_store=plan_store,
+            packing=packing,
+            attention_boundaries=attention_boundaries,
             **args,
         )
         self.corpus = self._corpus(order=order)
@@ -370,26 +377,50 @@ def make_source(
     layout: str = "per-rank",
     plan_store: PlanStore | None = None,
     order: str | None = None,
+    packing: str = "concatenate",
+    document_mask: bool = False,
     **args: Unpack[SourceArgs],
 ) -> PackedBatches | WindowBatches | GlobalWindowBatches:
     """The batch source for ``objective`` (``"packed"`` or ``"windows"``) and ``layout``;
-    ``plan_store`` keeps the packed objective's epoch plans (windows plan in O(1)) and
-    ``order`` is its epoch order (:class:`PackedBatches`; windows have their own)."""
+    ``plan_store`` keeps the packed objective's epoch plans (windows plan in O(1)),
+    ``order`` is its epoch order (:class:`PackedBatches`; windows have their own), and
+    ``packing`` and ``document_mask`` (attention boundaries) apply to packed rows."""
     if objective == "packed":
-        return PackedBatches(documents, layout=layout, plan_store=plan_store, order=order, **args)
+        return PackedBatches(
+            documents,
+            layout=layout,
+            plan_store=plan_store,
+            order=order,
+            packing=packing,
+            attention_boundaries=document_mask,
+            **args,
+        )
     cls = GlobalWindowBatches if layout == "global" else WindowBatches
     return cls(documents, **args)
 
 
 def eval_batches(
-    objective: str, documents: Sequence[Any], *, limit: int, **args: Unpack[StreamArgs]
+    objective: str,
+    documents: Sequence[Any],
+    *,
+    limit: int,
+    document_mask: bool = False,
+    **args: Unpack[StreamArgs],
 ) -> list[Batch]:
-    """The fixed held-out batches: the first ``limit`` batches of epoch 0 (all ranks alike)."""
+    """The fixed held-out batches: the first ``limit`` batches of epoch 0 (all ranks
+    alike; concatenate-and-chunk rows, with attention boundaries under ``document_mask``)."""
     _check_names("eval_batches", args, StreamArgs)
     if not len(documents):
         return []
     if objective == "packed":
-        corpus = StreamingCorpus(documents, rank=0, world_size=1, even_batches=False, **args)
+        corpus = StreamingCorpus(
+            documents,
+            rank=0,
+            world_size=1,
+            even_batches=False,
+            attention_boundaries=document_mask,
+            **args,
+        )
         count = min(limit, corpus.num_batches(0))
         return [corpus.read(0, index) for index in range(count)]
     stream = _shuffled_stream(documents, args, epochs=1)

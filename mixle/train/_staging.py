@@ -86,4 +86,5 @@ def stage_batch(
         _copy_into(parsed.contexts, allocate),
         _copy_into(parsed.targets, allocate),
         _copy_into(parsed.weights, allocate),
+        None if parsed.sequence_ids is None else _copy_into(parsed.sequence_ids, allocate),
     )

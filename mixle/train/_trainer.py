@@ -146,6 +146,8 @@ class _Trainer:
                 layout=self.layout,
                 plan_store=self._plan_store(),
                 order=config.order,
+                packing=config.packing,
+                document_mask=config.document_mask,
                 **stream,
             )
         )
@@ -155,7 +157,9 @@ class _Trainer:
                 f"documents, block {config.block}, {ctx.world_size} rank(s)."
             )
         limit = config.eval_batches if config.eval_every else 0
-        self.eval_set = eval_batches(config.objective, held_out, limit=limit, **stream)
+        self.eval_set = eval_batches(
+            config.objective, held_out, limit=limit, document_mask=config.document_mask, **stream
+        )
         self.leaf = StreamingTransformer.from_config(
             self.vocab,
             d_model=config.d_model,

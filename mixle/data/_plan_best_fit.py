@@ -1,0 +1,319 @@
+"""Best-fit rows of an epoch: each order window packed on its own, row counts known up front.
+
+An epoch's order comes cut into windows (:class:`~mixle.data._order_windows.OrderWindows`)
+whose token and document totals are known before any window is read. Window ``k`` is
+packed into exactly ``rows_k = row_budget(slots_k, block)`` rows (``slots_k`` its tokens,
+plus one boundary token per document when the stream has a boundary id) by best-fit
+decreasing (:mod:`~mixle.data._best_fit`); its rows are then shuffled by a keyed
+bijection (:class:`~mixle.data._permutation.FeistelPermutation`, key ``(seed, epoch)``,
+domain ``(k, ROWS_DOMAIN)``). The epoch's rows are windows ``0, 1, ...`` concatenated,
+so global row ``r`` lies in the window found by one binary search over the cumulative
+row counts (O(windows) memory) and only the windows a batch touches are packed (the
+last few are kept).
+
+A row holds ``block + 1`` token slots: whole documents where they fit, each followed by
+its boundary token when ``boundary_id`` is set, then ``pad_id``. Its targets are the
+next tokens *inside* each piece: the pair between two documents and every padding target
+is masked, so a document of ``L`` tokens trains exactly its ``L - 1`` pairs (``L`` with
+the boundary) in the epoch, however it was cut.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from mixle.data._best_fit import MIN_BLOCK, RowPieces, best_fit_rows, row_budget
+from mixle.data._documents import DocumentSource
+from mixle.data._order_windows import OrderWindows
+from mixle.data._permutation import FeistelPermutation
+from mixle.errors import ArgumentError
+
+__all__ = [
+    "DEFAULT_WINDOW_DOCUMENTS",
+    "ROWS_DOMAIN",
+    "BestFitRows",
+    "PackedPieces",
+    "check_best_fit_block",
+]
+
+#: Documents per best-fit window when the order does not say (the seed's permutation).
+DEFAULT_WINDOW_DOCUMENTS = 16384
+#: Key-domain word of the row shuffle inside a window ("mxrowsbf").
+ROWS_DOMAIN = 0x6D78726F77736266
+# Packed windows kept: a batch spans at most two windows, the next batch may start a third.
+_CACHED_WINDOWS = 4
+
+
+def check_best_fit_block(block: int) -> int:
+    """``block`` when best-fit can pack into it (``>= MIN_BLOCK``).
+
+    Raises
+    ------
+    ArgumentError
+        ``block < MIN_BLOCK``.
+    """
+    if block < MIN_BLOCK:
+        raise ArgumentError(
+            f"`block` must be at least {MIN_BLOCK} with packing='best_fit'. Got {block} instead."
+        )
+    return block
+
+
+@dataclass(frozen=True, slots=True)
+class PackedPieces:
+    """``count`` best-fit rows read by :meth:`BestFitRows.read`.
+
+    Attributes
+    ----------
+    rows
+        ``(count, block + 1)`` int64 token slots (``pad_id`` past the pieces).
+    mask
+        ``(count, block)`` bool: target ``rows[:, 1:][i, j]`` is trained (it follows
+        ``rows[i, j]`` inside one piece).
+    document_ids, position_ids
+        ``(count, block)`` int64 per input slot (``-1`` and ``0`` on padding), or
+        ``None`` when not asked for.
+    real
+        ``mask.sum()``: the trained targets.
+    """
+
+    rows: np.ndarray
+    mask: np.ndarray
+    document_ids: np.ndarray | None
+    position_ids: np.ndarray | None
+    real: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    """A packed window: its pieces as packed, and in the order its rows are read.
+
+    ``row_starts[j] : row_starts[j + 1]`` are the pieces of the window's output row
+    ``j`` (after the shuffle); per piece, the global document id, the document's length
+    without its boundary, its token range and its slot ``j * (block + 1) + at``.
+    """
+
+    pieces: RowPieces
+    row_starts: np.ndarray
+    ids: np.ndarray
+    sizes: np.ndarray
+    begin: np.ndarray
+    length: np.ndarray
+    slot: np.ndarray
+
+    @classmethod
+    def shuffled(
+        cls,
+        documents: np.ndarray,
+        lengths: np.ndarray,
+        pieces: RowPieces,
+        shuffle: np.ndarray,
+        capacity: int,
+    ) -> _Window:
+        """``pieces`` with output row ``j`` holding packed row ``shuffle[j]``."""
+        sizes = np.diff(pieces.row_starts)[shuffle]
+        row_starts = np.zeros(len(shuffle) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=row_starts[1:])
+        # Packed row shuffle[j]'s pieces, for j = 0, 1, ...: one vectorised gather.
+        index = np.arange(int(row_starts[-1])) - np.repeat(
+            row_starts[:-1] - pieces.row_starts[:-1][shuffle], sizes
+        )
+        out_rows = np.repeat(np.arange(len(shuffle), dtype=np.int64), sizes)
+        item = pieces.item[index]
+        return cls(
+            pieces,
+            row_starts,
+            documents[item],
+            np.asarray(lengths, dtype=np.int64)[item],
+            pieces.begin[index],
+            pieces.length[index],
+            out_rows * capacity + pieces.at[index],
+        )
+
+
+class BestFitRows:
+    """The best-fit rows of one epoch (see the module docstring).
+
+    Parameters
+    ----------
+    windows
+        The epoch's order, by windows.
+    block
+        Input tokens per row (``>= MIN_BLOCK``).
+    has_boundary
+        Whether each document is followed by a boundary token.
+    seed, epoch
+        Key of the row shuffles.
+    truncate
+        Cut documents longer than a row to one row (counted) instead of splitting them.
+
+    Raises
+    ------
+    ArgumentError
+        ``block`` is too small.
+    """
+
+    def __init__(
+        self,
+        windows: OrderWindows,
+        *,
+        block: int,
+        has_boundary: bool,
+        seed: int,
+        epoch: int,
+        truncate: bool = False,
+    ) -> None:
+        self.windows = windows
+        self.block = check_best_fit_block(block)
+        self.has_boundary = has_boundary
+        self.seed, self.epoch, self.truncate = seed, epoch, truncate
+        tokens, documents = windows.window_totals()
+        slots = tokens + documents if has_boundary else tokens
+        counts = np.where(slots > 0, -(-slots // (self.block - 2)), 0).astype(np.int64)
+        self.row_starts = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=self.row_starts[1:])
+        self._cache: OrderedDict[int, _Window] = OrderedDict()
+
+    @property
+    def rows(self) -> int:
+        """Rows of the epoch."""
+        return int(self.row_starts[-1])
+
+    def window_rows(self, k: int) -> int:
+        """Rows of window ``k`` (known before it is packed)."""
+        return int(self.row_starts[k + 1] - self.row_starts[k])
+
+    def window(self, k: int) -> _Window:
+        """Window ``k`` packed (kept among the last few)."""
+        kept = self._cache.get(k)
+        if kept is not None:
+            self._cache.move_to_end(k)
+            return kept
+        documents, lengths = self.windows.window(k)
+        slots = lengths + 1 if self.has_boundary else lengths
+        rows = self.window_rows(k)
+        assert rows == row_budget(int(slots.sum()), self.block)  # totals agree with the window
+        pieces = best_fit_rows(slots, self.block, rows, truncate=self.truncate)
+        shuffle = FeistelPermutation(rows, self.seed, self.epoch, domain=(k, ROWS_DOMAIN))(
+            np.arange(rows, dtype=np.int64)
+        )
+        packed = _Window.shuffled(documents, lengths, pieces, shuffle, self.block + 1)
+        self._cache[k] = packed
+        if len(self._cache) > _CACHED_WINDOWS:
+            self._cache.popitem(last=False)
+        return packed
+
+    def windows_of_rows(self, first_row: int, count: int) -> range:
+        """The windows that rows ``[first_row, first_row + count)`` lie in."""
+        return range(*self._windows_between(first_row, first_row + count))
+
+    def _windows_between(self, begin: int, end: int) -> tuple[int, int]:
+        end = min(end, self.rows)
+        if end <= begin:
+            return 0, 0
+        low = int(self.row_starts.searchsorted(begin, side="right")) - 1
+        high = int(self.row_starts.searchsorted(end, side="left"))
+        return low, high
+
+    def read(
+        self,
+        documents: DocumentSource,
+        first_row: int,
+        count: int,
+        *,
+        pad_id: int,
+        boundary_id: int | None,
+        with_ids: bool,
+    ) -> PackedPieces:
+        """Rows ``[first_row, first_row + count)``; rows past the epoch's end are padding.
+
+        Reads only the documents of those rows, with one ``gather_into`` call.
+        O(count x block) memory besides the packed windows.
+        """
+        capacity = self.block + 1
+        # Per piece of the rows asked for: its document, token range and first slot.
+        parts: list[tuple[np.ndarray, ...]] = []
+        low, high = self._windows_between(first_row, first_row + count)
+        for k in range(low, high):
+            window = self.window(k)
+            start, stop = int(self.row_starts[k]), int(self.row_starts[k + 1])
+            first, last = max(first_row, start) - start, min(first_row + count, stop) - start
+            chosen = slice(int(window.row_starts[first]), int(window.row_starts[last]))
+            shift = (start - first_row) * capacity  # window slots -> batch slots
+            parts.append(
+                (
+                    window.ids[chosen],
+                    window.sizes[chosen],
+                    window.begin[chosen],
+                    window.length[chosen],
+                    window.slot[chosen] + shift,
+                )
+            )
+        size = count * capacity
+        flat = np.empty(size, dtype=np.int64)
+        flat.fill(pad_id)
+        if parts:
+            # sizes: the documents' lengths without their boundary.
+            ids, sizes, begin, length, at = (
+                np.concatenate(column) for column in zip(*parts, strict=True)
+            )
+            # The tokens: a piece may end with the document's boundary slot.
+            token_end = np.minimum(begin + length, sizes)
+            documents.gather_into(ids, begin, token_end, flat, at)
+            if self.has_boundary:
+                with_boundary = begin + length > sizes
+                fill = 0 if boundary_id is None else boundary_id
+                flat[(at + length - 1)[with_boundary]] = fill
+        else:
+            ids = begin = length = at = np.empty(0, dtype=np.int64)
+        slots = _Slots(ids, begin, length, at, size)
+        document_ids, position_ids = slots.documents() if with_ids else (None, None)
+        mask = slots.trained().reshape(count, capacity)[:, :-1]
+        rows = flat.reshape(count, capacity)
+        if document_ids is not None and position_ids is not None:
+            document_ids = document_ids.reshape(count, capacity)[:, :-1]
+            position_ids = position_ids.reshape(count, capacity)[:, :-1]
+        # Each piece trains its pairs: one fewer than its slots.
+        real = int(length.sum()) - int(length.shape[0])
+        return PackedPieces(rows, mask, document_ids, position_ids, real)
+
+
+class _Slots:
+    """Per-slot views of pieces that lie at increasing, disjoint slots ``at`` of a
+    buffer of ``size`` slots, built as runs with ``np.repeat`` (a memset per run)."""
+
+    def __init__(
+        self, ids: np.ndarray, begin: np.ndarray, length: np.ndarray, at: np.ndarray, size: int
+    ) -> None:
+        self.ids, self.begin, self.length, self.at, self.size = ids, begin, length, at, size
+        ends = at + length
+        # Padding slots before each piece, and after the last one.
+        self.gaps = at.copy()
+        self.gaps[1:] -= ends[:-1]
+        self.tail = size - (int(ends[-1]) if ends.size else 0)
+
+    def _interleaved(self, last: int, *columns: np.ndarray) -> np.ndarray:
+        """``columns`` interleaved piece by piece, then ``last`` (the tail's entry)."""
+        return np.append(np.stack(columns, axis=1).ravel(), last)
+
+    def trained(self) -> np.ndarray:
+        """Whether each slot's target (the next slot) lies in the same piece."""
+        count = self.ids.shape[0]
+        values = np.append(np.tile(np.array([False, True, False]), count), False)
+        ones = np.ones(count, dtype=np.int64)
+        return np.repeat(values, self._interleaved(self.tail, self.gaps, self.length - 1, ones))
+
+    def documents(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each slot's document id and position in it (``-1`` and ``0`` on padding)."""
+        runs = self._interleaved(self.tail, self.gaps, self.length)
+        count = self.ids.shape[0]
+        padding = np.full(count, -1, dtype=np.int64)
+        document_ids = np.repeat(self._interleaved(-1, padding, self.ids), runs)
+        none = np.zeros(count, dtype=np.int64)
+        covered = np.repeat(np.append(np.tile(np.array([False, True]), count), False), runs)
+        offsets = np.repeat(self._interleaved(0, none, self.at - self.begin), runs)
+        position_ids = np.where(covered, np.arange(self.size) - offsets, 0)
+        return document_ids, position_ids
