@@ -1,5 +1,6 @@
-"""Hugging Face adapters: the global row stream for ``datasets`` / ``accelerate``, and
-(padding-free collate and FlexAttention mask for packed rows; in :mod:`mixle.hf.trainer`, which needs ``transformers``) exact resume inside
+"""Hugging Face adapters: the global row stream for ``datasets`` / ``accelerate``, the
+padding-free collate and FlexAttention document mask for packed rows, and (in
+:mod:`mixle.hf.trainer`, which needs ``transformers``) exact resume inside
 ``transformers.Trainer``.
 
 Hand accelerate the **global** row stream, never a per-rank one: see
