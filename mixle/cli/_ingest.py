@@ -75,7 +75,7 @@ def _size(text: str) -> int:
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``ingest`` subcommand."""
-    from mixle.corpus import DEFAULT_UNIT_BYTES, INPUT_FORMATS
+    from mixle.corpus import DEFAULT_UNIT_BYTES, format_names, input_formats
 
     parser = add_command(
         subparsers,
@@ -90,9 +90,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--input-format",
-        choices=INPUT_FORMATS,
-        help="force the input format instead of detecting it by extension "
-        "(e.g. --input-format text for .log files)",
+        choices=format_names(),
+        help="force the input format instead of detecting it by extension ("
+        + "; ".join(f"{f.name}: {' '.join(f.extensions)}" for f in input_formats())
+        + "; e.g. --input-format text for .log files)",
     )
     parser.add_argument(
         "--field",
