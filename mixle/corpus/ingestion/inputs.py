@@ -18,6 +18,7 @@ from typing import Any
 
 from mixle._file_checks import regular_stat
 from mixle.corpus.ingestion.formats import (
+    BUILTIN_FORMATS,
     UnitSizes,
     detect_format,
     format_names,
@@ -39,7 +40,7 @@ __all__ = [
 ]
 
 #: The built-in input formats; :func:`~.formats.format_names` also lists registered ones.
-INPUT_FORMATS = format_names()
+INPUT_FORMATS = BUILTIN_FORMATS
 _GLOB_CHARS = frozenset("*?[")
 
 

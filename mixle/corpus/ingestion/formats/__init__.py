@@ -28,6 +28,7 @@ from mixle.corpus.ingestion.formats.reading import (
     make_tokenizer,
 )
 from mixle.corpus.ingestion.formats.registry import (
+    ENTRY_POINT_GROUP,
     detect_format,
     format_names,
     formats_table,
@@ -36,25 +37,32 @@ from mixle.corpus.ingestion.formats.registry import (
     register_format,
 )
 from mixle.corpus.ingestion.formats.text import TextFormat
+from mixle.corpus.ingestion.input_guard import ReadCursor, guard
 
 # The built-in formats, in the order `format_names()` (and `--input-format`) lists them.
-for _builtin in (
+_BUILTINS = (
     JsonlFormat(),
     ParquetFormat(),
     NpyFormat(),
     NpzFormat(),
     MegatronFormat(),
     TextFormat(),
-):
+)
+for _builtin in _BUILTINS:
     register_format(_builtin)
+#: The names of the built-in formats (:func:`format_names` adds registered ones).
+BUILTIN_FORMATS = tuple(fmt.name for fmt in _BUILTINS)
 
 __all__ = [
     "BATCH_TOKENS",
+    "BUILTIN_FORMATS",
+    "ENTRY_POINT_GROUP",
     "BadRecord",
     "Collector",
     "FormatDoc",
     "InputBatch",
     "InputFormat",
+    "ReadCursor",
     "ReadOptions",
     "RecordOrigins",
     "UnitSizes",
@@ -62,6 +70,7 @@ __all__ = [
     "format_names",
     "formats_table",
     "get_format",
+    "guard",
     "input_formats",
     "iter_lines",
     "make_tokenizer",

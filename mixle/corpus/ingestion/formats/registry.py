@@ -4,16 +4,25 @@ Detection by extension, ``--input-format`` choices and its help, plan validation
 the inputs table of ``docs/ingest.md`` (:func:`formats_table`) are all read from here,
 so a format registered with :func:`register_format` is detected, accepted, planned,
 read and documented like a built-in one.
+
+A format shipped in an installed package is found without being imported first: the
+package declares it as an entry point of the group ``mixle.input_formats`` (name: the
+format's name; value: its :class:`InputFormat` subclass or instance), which is
+loaded the first time the list of formats is asked for or a name or extension is not
+known. That is also how spawned worker processes (``workers > 1``) and other machines
+(``--task``, dask) know it: they import ``mixle``, not the code that registered it.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 
 from mixle.corpus.ingestion.formats.base import InputFormat
 from mixle.errors import ArgumentError
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "detect_format",
     "format_names",
     "formats_table",
@@ -22,18 +31,46 @@ __all__ = [
     "register_format",
 ]
 
+ENTRY_POINT_GROUP = "mixle.input_formats"
 _FORMATS: dict[str, InputFormat] = {}
 _NAME = re.compile(r"[a-z][a-z0-9_-]*")
+_entry_points_loaded = False
+
+
+def _load_entry_points() -> None:
+    """Register the formats installed packages declare (once per process; scanning
+    the installed distributions costs about 0.1 s, so it waits until it is needed)."""
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if entry.name in _FORMATS:
+            continue
+        try:
+            loaded = entry.load()
+        except Exception as exc:  # whatever the plugin's import raises
+            raise ArgumentError(
+                f"input format {entry.name!r} (entry point {entry.value!r} of "
+                f"{ENTRY_POINT_GROUP}) cannot be loaded: {type(exc).__name__}: {exc}"
+            ) from exc
+        if entry.name in _FORMATS:
+            continue  # its module registered it on import
+        fmt = loaded() if isinstance(loaded, type) else loaded
+        if getattr(fmt, "name", None) != entry.name:
+            raise ArgumentError(
+                f"entry point {entry.name!r} of {ENTRY_POINT_GROUP} ({entry.value!r}) must be "
+                f"the input format named {entry.name!r}. Got {getattr(fmt, 'name', fmt)!r} instead."
+            )
+        register_format(fmt)
 
 
 def register_format(fmt: InputFormat, *, replace: bool = False) -> InputFormat:
     """Make ``fmt`` an input format of every later ingest in this process; return it.
 
-    Register it at import time of the module that defines it, and import that module
-    before ingesting: worker processes are spawned, so with ``workers > 1`` the module
-    must also be imported by the workers (a module of an installed package whose import
-    registers the format, imported by the code that runs ``ingest``, is enough for
-    in-process runs; spawned workers import ``mixle`` only).
+    A format registered in code is known to this process only: spawned workers
+    (``workers > 1``) and other machines import ``mixle``, not the registering code,
+    so a format meant for them is declared as an entry point (module docstring).
 
     Raises
     ------
@@ -43,9 +80,8 @@ def register_format(fmt: InputFormat, *, replace: bool = False) -> InputFormat:
         lower-case ``.ending`` or is claimed by another format (both named).
     """
     if not isinstance(fmt, InputFormat):
-        raise ArgumentError(
-            f"`fmt` must be an InputFormat instance. Got {type(fmt).__name__} instead."
-        )
+        got = f"the class {fmt.__name__}" if isinstance(fmt, type) else type(fmt).__name__
+        raise ArgumentError(f"`fmt` must be an InputFormat instance. Got {got} instead.")
     name = getattr(fmt, "name", None)
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ArgumentError(
@@ -78,12 +114,16 @@ def register_format(fmt: InputFormat, *, replace: bool = False) -> InputFormat:
 
 
 def input_formats() -> tuple[InputFormat, ...]:
-    """The registered formats, in registration order (the built-in ones first)."""
+    """The registered formats, in registration order (the built-in ones first, then
+    those of installed packages' entry points)."""
+    _load_entry_points()
     return tuple(_FORMATS.values())
 
 
 def format_names() -> tuple[str, ...]:
-    """The names of the registered formats, in registration order."""
+    """The names of the registered formats, in registration order (see
+    :func:`input_formats`)."""
+    _load_entry_points()
     return tuple(_FORMATS)
 
 
@@ -93,21 +133,25 @@ def get_format(name: str) -> InputFormat:
     Raises
     ------
     ArgumentError
-        No format has that name (the registered names are listed).
+        No format has that name, also after loading the entry points (the registered
+        names are listed).
     """
-    try:
-        return _FORMATS[name]
-    except KeyError:
+    fmt = _FORMATS.get(name)
+    if fmt is None:
+        _load_entry_points()
+        fmt = _FORMATS.get(name)
+    if fmt is None:
         raise ArgumentError(
             f"`input_format` must be one of {', '.join(_FORMATS)}. Got {name!r} instead."
-        ) from None
+        )
+    return fmt
 
 
 def detect_format(path: str) -> str | None:
     """The format of ``path`` from its name: the format with the longest extension that
     the name ends with (case-insensitive), or ``None``."""
     best, best_length = None, 0
-    for fmt in _FORMATS.values():
+    for fmt in input_formats():
         ending = fmt.detects(path)
         if ending is not None and len(ending) > best_length:
             best, best_length = fmt.name, len(ending)
@@ -121,7 +165,7 @@ def formats_table() -> str:
         "| format | files | a document is | parallel work units |",
         "|---|---|---|---|",
     ]
-    for fmt in _FORMATS.values():
+    for fmt in input_formats():
         doc = fmt.doc
         lines.append(f"| `{fmt.name}` | {doc.files} | {doc.document} | {doc.units} |")
     return "\n".join(lines) + "\n"
