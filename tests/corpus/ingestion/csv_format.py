@@ -6,6 +6,7 @@ ids, one document per line (``3,17,5``). It is this one module; registering it
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import ClassVar
 
 import numpy as np
 
@@ -27,7 +28,7 @@ class CsvIdsFormat(InputFormat):
     """``.csv``: comma-separated integer ids per line; blank lines are skipped."""
 
     name = "csv"
-    extensions = (".csv",)
+    extensions: ClassVar[tuple[str, ...]] = (".csv",)
     record_kind = "line"
     doc = FormatDoc(
         files="`.csv`", document="one line of comma-separated ids", units="one per file"

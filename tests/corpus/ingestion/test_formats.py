@@ -83,27 +83,27 @@ def test_register_format_validates_name_extensions_and_type(csv_registered: None
         name = "tsv"
         extensions = (".tsv", ".jsonl")
 
-    with pytest.raises(ArgumentError, match="extension '.jsonl' is already the format 'jsonl'"):
+    with pytest.raises(ArgumentError, match=r"extension '.jsonl' is already the format 'jsonl'"):
         register_format(Clash())
 
     class Upper(CsvIdsFormat):
         name = "tsv"
         extensions = (".TSV",)
 
-    with pytest.raises(ArgumentError, match="lower-case '.ending'.*Got '.TSV' instead"):
+    with pytest.raises(ArgumentError, match=r"lower-case '.ending'.*Got '.TSV' instead"):
         register_format(Upper())
 
     class BadName(CsvIdsFormat):
         name = "Tab Separated"
 
-    with pytest.raises(ArgumentError, match="lower-case word.*Got 'Tab Separated' instead"):
+    with pytest.raises(ArgumentError, match=r"lower-case word.*Got 'Tab Separated' instead"):
         register_format(BadName())
     with pytest.raises(
-        ArgumentError, match="must be an InputFormat instance. Got the class CsvIdsFormat instead"
+        ArgumentError, match=r"must be an InputFormat instance. Got the class CsvIdsFormat instead"
     ):
         register_format(CsvIdsFormat)  # type: ignore[arg-type]
     assert "tsv" not in format_names()
-    with pytest.raises(ArgumentError, match="must be one of jsonl, .*csv. Got 'tsv' instead"):
+    with pytest.raises(ArgumentError, match=r"must be one of jsonl, .*csv. Got 'tsv' instead"):
         get_format("tsv")
 
 
@@ -208,7 +208,7 @@ def _inputs(directory: Path) -> tuple[list[np.ndarray], dict[str, list[str]]]:
         np.save(directory / "npy" / f"{index:03d}.npy", doc)
     offsets = np.concatenate(([0], np.cumsum([doc.size for doc in docs])))
     np.savez(directory / "a.npz", tokens=np.concatenate(docs), offsets=offsets)
-    write_megatron(directory / "m", [[doc] for doc in docs], np.int32)
+    write_megatron(directory / "m", [[doc] for doc in docs], np.dtype(np.int32))
     return docs, {
         "jsonl": [str(directory / "a.jsonl")],
         "parquet": [str(directory / "a.parquet")],
@@ -238,13 +238,8 @@ def test_record_origins_name_the_file_and_record_of_every_document(
                 # JSONL lines count from the unit's first line; the line base makes
                 # them lines of the file; other records are already the file's.
                 record = int(record) + (base if name == "jsonl" else 0)
-                expected = {
-                    "jsonl": lambda: docs[record],
-                    "parquet": lambda: docs[record],
-                    "npy": lambda: np.load(path),
-                    "npz": lambda: docs[record],
-                    "megatron": lambda: docs[record],
-                }[name]()
+                # An npy document is its file; every other record indexes the documents.
+                expected = np.load(path) if name == "npy" else docs[record]
                 document = batch.tokens[int(ends[d] - batch.lengths[d]) : int(ends[d])]
                 assert np.array_equal(document, expected), (name, path, record)
                 seen.append((path, record))
@@ -258,5 +253,8 @@ def test_record_origins_of_text_are_the_first_line_of_each_paragraph(tmp_path: P
     [unit] = plan_units(files, 1 << 20)
     [batch] = read_unit(unit, ReadOptions(("text",), None, "paragraphs"))
     origins = record_origins(unit, batch)
-    found = [(Path(unit.files[f]).name, int(r)) for f, r in zip(origins.file, origins.record)]
+    found = [
+        (Path(unit.files[f]).name, int(r))
+        for f, r in zip(origins.file, origins.record, strict=True)
+    ]
     assert found == [("a.txt", 0), ("a.txt", 3), ("a.txt", 6), ("b.txt", 0)]
