@@ -177,7 +177,7 @@ def test_entry_point_format_runs_in_spawned_workers(tmp_path: Path) -> None:
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mixle-csv-ids\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(
-        "[mixle.input_formats]\ncsv = tests.corpus.ingestion.csv_format:CsvIdsFormat\n"
+        "[mixle_input_formats]\ncsv = tests.corpus.ingestion.csv_format:CsvIdsFormat\n"
     )
     docs = random_docs(5, 40)
     data = tmp_path / "data"

@@ -6,7 +6,7 @@ so a format registered with :func:`register_format` is detected, accepted, plann
 read and documented like a built-in one.
 
 A format shipped in an installed package is found without being imported first: the
-package declares it as an entry point of the group ``mixle.input_formats`` (name: the
+package declares it as an entry point of the group ``mixle_input_formats`` (name: the
 format's name; value: its :class:`InputFormat` subclass or instance), which is
 loaded the first time the list of formats is asked for or a name or extension is not
 known. That is also how spawned worker processes (``workers > 1``) and other machines
@@ -31,7 +31,7 @@ __all__ = [
     "register_format",
 ]
 
-ENTRY_POINT_GROUP = "mixle.input_formats"
+ENTRY_POINT_GROUP = "mixle_input_formats"
 _FORMATS: dict[str, InputFormat] = {}
 _NAME = re.compile(r"[a-z][a-z0-9_-]*")
 _entry_points_loaded = False
