@@ -258,3 +258,37 @@ def test_record_origins_of_text_are_the_first_line_of_each_paragraph(tmp_path: P
         for f, r in zip(origins.file, origins.record, strict=True)
     ]
     assert found == [("a.txt", 0), ("a.txt", 3), ("a.txt", 6), ("b.txt", 0)]
+
+
+def _installed(site: Path, entry_points: str) -> None:
+    """A distribution in ``site`` declaring ``entry_points`` (an entry_points.txt body)."""
+    info = site / "mixle_formats_test-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: mixle-formats-test\nVersion: 1.0\n"
+    )
+    (info / "entry_points.txt").write_text(entry_points)
+
+
+def test_entry_point_formats_load_once_and_broken_ones_are_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(registry, "_FORMATS", dict(registry._FORMATS))
+    monkeypatch.setattr(registry, "_entry_points_loaded", False)
+    _installed(
+        tmp_path,
+        "[mixle_input_formats]\ncsv = tests.corpus.ingestion.csv_format:CsvIdsFormat\n"
+        "broken = no_such_module_for_mixle:Format\n",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert get_format("jsonl").name == "jsonl"  # a built-in name needs no scan...
+    assert registry._entry_points_loaded is False
+    with pytest.raises(ArgumentError, match=r"input format 'broken' \(entry point "):
+        detect_format("a.csv")  # ...detection does (any format may claim a longer ending)
+    monkeypatch.setattr(registry, "_FORMATS", dict(registry._FORMATS))
+    monkeypatch.setattr(registry, "_entry_points_loaded", False)
+    (tmp_path / "mixle_formats_test-1.0.dist-info" / "entry_points.txt").write_text(
+        "[mixle_input_formats]\ntsv = tests.corpus.ingestion.csv_format:CsvIdsFormat\n"
+    )
+    with pytest.raises(ArgumentError, match=r"must be the input format named 'tsv'. Got 'csv'"):
+        get_format("tsv")
