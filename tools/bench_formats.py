@@ -10,9 +10,10 @@ page-cache eviction cannot favour one side): JSONL of ids, Parquet, a directory 
    ``--baseline DIR``, the ``mixle`` package in ``DIR`` (e.g. an export of another
    commit: ``git archive 3db65e4 mixle | tar -x -C /tmp/before``); reported: medians
    and the candidate/baseline ratio of CPU time.
-2. Reading every unit of each input with and without asking each batch for its
-   :class:`~mixle.corpus.ingestion.formats.RecordOrigins`, in this process,
-   interleaved; reported: the extra CPU time as a fraction of reading.
+2. Reading every unit of each input in this process, asking each batch for its
+   :class:`~mixle.corpus.ingestion.formats.RecordOrigins`; reported: the CPU time
+   inside ``record_origins`` as a fraction of the CPU time of reading (timed around
+   the call itself: two separate runs differ by more than it costs on a loaded machine).
 
     python -m tools.bench_formats --baseline /tmp/before     # ~2 minutes
     python -m tools.bench_formats --quick                    # smoke run, seconds
@@ -108,15 +109,18 @@ def _ingest(
     return dict(json.loads(result.stdout.splitlines()[-1]))
 
 
-def _read_cpu(inputs: list[str], with_origins: bool) -> float:
+def _read_cpu(inputs: list[str]) -> tuple[float, float]:
+    """CPU seconds of reading every unit of ``inputs``, and of those, inside
+    ``record_origins``."""
     files = resolve_inputs(inputs)
     options = ReadOptions(("input_ids", "tokens"), None, "paragraphs")
-    start = time.process_time()
+    start, origins = time.process_time(), 0.0
     for unit in plan_units(files, 1 << 24):
         for batch in read_unit(unit, options):
-            if with_origins:
-                record_origins(unit, batch)
-    return time.process_time() - start
+            before = time.process_time()
+            record_origins(unit, batch)
+            origins += time.process_time() - before
+    return time.process_time() - start, origins
 
 
 def main() -> int:
@@ -138,15 +142,14 @@ def main() -> int:
     try:
         cases = make_inputs(root / "in", args.documents)
         ingest: dict[tuple[str, str], list[dict[str, float]]] = {}
-        reading: dict[tuple[str, bool], list[float]] = {}
+        reading: dict[str, list[tuple[float, float]]] = {}
         for round_ in range(args.rounds):
             order = list(trees) if round_ % 2 == 0 else list(trees)[::-1]
             for name, (inputs, options) in cases.items():
                 for kind in order:
                     run = _ingest(trees[kind], inputs, root / "out" / kind, options)
                     ingest.setdefault((name, kind), []).append(run)
-                for flag in (False, True) if round_ % 2 == 0 else (True, False):
-                    reading.setdefault((name, flag), []).append(_read_cpu(inputs, flag))
+                reading.setdefault(name, []).append(_read_cpu(inputs))
         print(f"{args.documents} documents per input, {args.rounds} rounds, medians")
         print("format    tree       wall s   cpu s   cpu vs baseline")
         for name in cases:
@@ -159,11 +162,11 @@ def main() -> int:
                     base = statistics.median(r["cpu"] for r in ingest[(name, "baseline")])
                     ratio = f"{cpu / base:.3f}x"
                 print(f"{name:9} {kind:10} {wall:7.3f} {cpu:7.3f}   {ratio}")
-        print("format    read cpu s   with origins   extra")
+        print("format    read cpu s   in record_origins   share")
         for name in cases:
-            plain = statistics.median(reading[(name, False)])
-            origins = statistics.median(reading[(name, True)])
-            print(f"{name:9} {plain:10.3f} {origins:14.3f}   {origins / plain - 1:+.1%}")
+            read = statistics.median(total for total, _ in reading[name])
+            origins = statistics.median(part for _, part in reading[name])
+            print(f"{name:9} {read:10.3f} {origins:19.4f}   {origins / read:.2%}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0
