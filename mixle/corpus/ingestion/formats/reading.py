@@ -27,17 +27,20 @@ from mixle.errors import IngestError
 
 __all__ = [
     "BATCH_TOKENS",
+    "EMPTY_IDS",
     "BadRecord",
     "Collector",
     "InputBatch",
     "ReadOptions",
     "RecordOrigins",
+    "is_compressed",
     "iter_lines",
     "make_tokenizer",
 ]
 
 BATCH_TOKENS = 1 << 22
 _BATCH_DOCUMENTS = 1 << 15
+#: The ids of an empty document (shared: never written to).
 EMPTY_IDS = np.empty(0, dtype=np.int64)
 
 
