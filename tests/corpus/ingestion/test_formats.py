@@ -281,10 +281,11 @@ def test_entry_point_formats_load_once_and_broken_ones_are_named(
         "broken = no_such_module_for_mixle:Format\n",
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert get_format("jsonl").name == "jsonl"  # a built-in name needs no scan...
+    assert get_format("jsonl").name == "jsonl"  # known names need no scan...
+    assert detect_format("a.tokens.npy") == "npz"
     assert registry._entry_points_loaded is False
     with pytest.raises(ArgumentError, match=r"input format 'broken' \(entry point "):
-        detect_format("a.csv")  # ...detection does (any format may claim a longer ending)
+        detect_format("a.csv")  # ...an unknown one loads them, and a broken plugin is named
     monkeypatch.setattr(registry, "_FORMATS", dict(registry._FORMATS))
     monkeypatch.setattr(registry, "_entry_points_loaded", False)
     (tmp_path / "mixle_formats_test-1.0.dist-info" / "entry_points.txt").write_text(
@@ -292,3 +293,24 @@ def test_entry_point_formats_load_once_and_broken_ones_are_named(
     )
     with pytest.raises(ArgumentError, match=r"must be the input format named 'tsv'. Got 'csv'"):
         get_format("tsv")
+
+
+def test_an_entry_point_cannot_claim_names_a_loaded_format_detects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``x.ids.jsonl`` is JSONL before the entry points load; it stays JSONL after."""
+    monkeypatch.setattr(registry, "_FORMATS", dict(registry._FORMATS))
+    monkeypatch.setattr(registry, "_entry_points_loaded", False)
+    _installed(tmp_path, "[mixle_input_formats]\nids = tests.corpus.ingestion.test_formats:Ids\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(
+        ArgumentError, match=r"ending in '.ids.jsonl' are already the format 'jsonl'"
+    ):
+        format_names()
+
+
+class Ids(CsvIdsFormat):
+    """A format claiming names that JSONL detects (for the test above)."""
+
+    name = "ids"
+    extensions = (".ids.jsonl",)
