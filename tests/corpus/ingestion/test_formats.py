@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[3]
 @pytest.fixture
 def csv_registered(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The CSV format registered for one test (the registry is restored after it)."""
-    monkeypatch.setattr(registry, "_FORMATS", dict(registry._FORMATS))
+    monkeypatch.setattr(registry, "_REGISTRY", registry._REGISTRY.copy())
     register_format(CsvIdsFormat())
     yield
 
@@ -273,7 +273,7 @@ def _installed(site: Path, entry_points: str) -> None:
 def test_entry_point_formats_load_once_and_broken_ones_are_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(registry, "_FORMATS", dict(registry._FORMATS))
+    monkeypatch.setattr(registry, "_REGISTRY", registry._REGISTRY.copy())
     monkeypatch.setattr(registry, "_entry_points_loaded", False)
     _installed(
         tmp_path,
@@ -286,7 +286,7 @@ def test_entry_point_formats_load_once_and_broken_ones_are_named(
     assert registry._entry_points_loaded is False
     with pytest.raises(ArgumentError, match=r"input format 'broken' \(entry point "):
         detect_format("a.csv")  # ...an unknown one loads them, and a broken plugin is named
-    monkeypatch.setattr(registry, "_FORMATS", dict(registry._FORMATS))
+    monkeypatch.setattr(registry, "_REGISTRY", registry._REGISTRY.copy())
     monkeypatch.setattr(registry, "_entry_points_loaded", False)
     (tmp_path / "mixle_formats_test-1.0.dist-info" / "entry_points.txt").write_text(
         "[mixle_input_formats]\ntsv = tests.corpus.ingestion.csv_format:CsvIdsFormat\n"
@@ -299,7 +299,7 @@ def test_an_entry_point_cannot_claim_names_a_loaded_format_detects(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``x.ids.jsonl`` is JSONL before the entry points load; it stays JSONL after."""
-    monkeypatch.setattr(registry, "_FORMATS", dict(registry._FORMATS))
+    monkeypatch.setattr(registry, "_REGISTRY", registry._REGISTRY.copy())
     monkeypatch.setattr(registry, "_entry_points_loaded", False)
     _installed(tmp_path, "[mixle_input_formats]\nids = tests.corpus.ingestion.test_formats:Ids\n")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -14,7 +14,6 @@ defaults that do not fit, and is registered with :func:`.registry.register_forma
 
 from __future__ import annotations
 
-import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -114,9 +113,3 @@ class InputFormat(ABC):
         name a bad record). Default 0: units of other formats start at a file's start
         or name their records without line numbers."""
         return 0
-
-    def detects(self, path: str) -> str | None:
-        """The longest of :attr:`extensions` that ``path``'s name ends with, or ``None``."""
-        name = os.path.basename(path).lower()
-        matches = [ending for ending in self.extensions if name.endswith(ending)]
-        return max(matches, key=len) if matches else None
