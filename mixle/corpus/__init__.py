@@ -53,6 +53,12 @@ from mixle.corpus.format.verify import ShardReport, VerifyReport
 from mixle.corpus.format.view import DocumentsView
 from mixle.corpus.format.writer import DEFAULT_SHARD_MAX_BYTES, CorpusWriter
 from mixle.corpus.ingestion.commit import commit_ingest
+from mixle.corpus.ingestion.formats import (
+    InputFormat,
+    format_names,
+    input_formats,
+    register_format,
+)
 from mixle.corpus.ingestion.inputs import INPUT_FORMATS
 from mixle.corpus.ingestion.merge import merge_corpora
 from mixle.corpus.ingestion.options import CorpusShape, IngestOptions, IngestOutput, IngestRun
@@ -108,5 +114,6 @@ __all__ = [
 ]
 __all__ += ["IngestOptions", "IngestSummary", "ingest"]
 __all__ += ["CorpusShape", "IngestOutput", "IngestRun"]
+__all__ += ["InputFormat", "format_names", "input_formats", "register_format"]
 __all__ += ["DEFAULT_CHUNK_BYTES", "EXPORT_FORMATS", "ExportSummary", "export_corpus"]
 __all__ += ["IngestPlan", "commit_ingest", "merge_corpora", "plan_ingest", "run_unit"]

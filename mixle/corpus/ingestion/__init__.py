@@ -1,7 +1,7 @@
 """Ingestion: turn input files (text, JSONL, Parquet, flat token arrays) into a corpus.
 
-Inputs are found and cut into work units (:mod:`.inputs`), read by format
-(:mod:`.input_readers`, :mod:`.flat`), converted by workers (:mod:`.workers`) and
+Inputs are found and cut into work units (:mod:`.inputs`), read by their registered
+format (:mod:`.formats`, through :mod:`.input_readers`), converted by workers (:mod:`.workers`) and
 published as one corpus (:mod:`mixle.corpus.storage.publish`); :mod:`.pipeline` drives it. The public
 names are re-exported by :mod:`mixle.corpus`.
 

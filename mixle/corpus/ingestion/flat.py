@@ -22,10 +22,12 @@ planner touches only the offsets.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import zipfile
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -39,7 +41,8 @@ __all__ = [
     "FlatSource",
     "document_ranges",
     "npy_header",
-    "open_flat",
+    "open_megatron",
+    "open_npz",
 ]
 
 MEGATRON_MAGIC = b"MMIDIDX\x00\x00"
@@ -262,8 +265,38 @@ def _open_megatron(bin_path: str, idx_path: str) -> FlatSource:
     return FlatSource(bin_path, tokens, n_doc_idx - 1, megatron=(sizes, pointers, doc_idx))
 
 
-def open_flat(fmt: str, path: str, companion: str = "", *, check_crc: bool = False) -> FlatSource:
-    """Open a flat input (``fmt`` is ``"npz"`` or ``"megatron"``) without reading its tokens.
+@contextlib.contextmanager
+def _opening(path: str, companion: str) -> Iterator[None]:
+    """Check that both files are regular (never open a FIFO or a device), then turn any
+    failure of a damaged input while opening into an :class:`IngestError` naming ``path``."""
+    for item in (path, companion):
+        if item:
+            regular_size(item, IngestError)
+    try:
+        yield
+    except IngestError:
+        raise
+    except Exception as exc:  # zipfile, zlib, numpy: any failure of a damaged archive
+        raise IngestError(
+            f"{path}: cannot read tokens/offsets ({type(exc).__name__}: {exc})."
+        ) from exc
+
+
+def open_megatron(bin_path: str, idx_path: str) -> FlatSource:
+    """Open a Megatron-LM ``.bin``/``.idx`` pair without reading its tokens.
+
+    Raises
+    ------
+    IngestError
+        A file is not of the expected layout; names the file and what is wrong.
+    """
+    with _opening(bin_path, idx_path):
+        return _open_megatron(bin_path, idx_path)
+
+
+def open_npz(path: str, companion: str = "", *, check_crc: bool = False) -> FlatSource:
+    """Open ``NAME.npz`` (``companion`` empty) or ``NAME.tokens.npy`` + ``companion``
+    ``NAME.offsets.npy`` without reading its tokens.
 
     With ``check_crc``, the CRC-32 of memory-mapped (stored) ``.npz`` members is
     verified, reading them once: the planner does it once per file, so workers can
@@ -274,24 +307,13 @@ def open_flat(fmt: str, path: str, companion: str = "", *, check_crc: bool = Fal
     IngestError
         A file is not of the expected layout; names the file and what is wrong.
     """
-    for item in (path, companion):
-        if item:
-            regular_size(item, IngestError)  # never open a FIFO or a device
-    try:
-        if fmt == "megatron":
-            return _open_megatron(path, companion)
+    with _opening(path, companion):
         if path.endswith(".npz"):
             tokens = _npz_member(path, "tokens", check_crc)
             offsets = _npz_member(path, "offsets", check_crc)
         else:
             tokens = np.load(path, mmap_mode="r", allow_pickle=False)
             offsets = np.load(companion, mmap_mode="r", allow_pickle=False)
-    except IngestError:
-        raise
-    except Exception as exc:  # zipfile, zlib, numpy: any failure of a damaged archive
-        raise IngestError(
-            f"{path}: cannot read tokens/offsets ({type(exc).__name__}: {exc})."
-        ) from exc
     _check_integer(tokens, f"{path}: `tokens`")
     _check_integer(offsets, f"{companion or path}: `offsets`")
     if offsets.shape[0] < 1 or int(offsets[0]) != 0 or int(offsets[-1]) != tokens.shape[0]:

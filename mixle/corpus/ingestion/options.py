@@ -25,7 +25,7 @@ from mixle._checks import nonnegative_int, positive_int
 from mixle._options import Sectioned, byte_size, check_options, option, section
 from mixle.corpus.format.spec import dtype_limit, resolve_dtype
 from mixle.corpus.format.writer import DEFAULT_SHARD_MAX_BYTES
-from mixle.corpus.ingestion.inputs import input_format_names
+from mixle.corpus.ingestion.formats import format_names
 from mixle.corpus.storage.publish import LAYOUTS
 from mixle.errors import ArgumentError
 
@@ -109,7 +109,7 @@ class CorpusShape:
     input_format: str | None = option(
         None,
         # resolve_inputs checks the name against the formats it knows.
-        choices=input_format_names,
+        choices=format_names,
         checks_choices=False,
         help="force the input format instead of detecting it by extension "
         "(e.g. --input-format text for .log files)",

@@ -28,13 +28,12 @@ from dataclasses import fields as dataclass_fields
 from typing import Any
 
 from mixle.corpus.format.spec import resolve_dtype
-from mixle.corpus.ingestion.inputs import INPUT_FORMATS, InputFile, WorkUnit
+from mixle.corpus.ingestion.formats import format_names, get_format
+from mixle.corpus.ingestion.inputs import InputFile, WorkUnit
 from mixle.errors import IngestError
 
-__all__ = ["GROUPED_FORMATS", "compare_units", "implied_job", "parse_plan"]
+__all__ = ["compare_units", "implied_job", "parse_plan"]
 
-#: Formats whose small files share a unit (``start``/``stop`` index ``paths``).
-GROUPED_FORMATS = ("npy", "text")
 _OPTION_KEYS = (
     "input_format",
     "field",
@@ -109,7 +108,7 @@ def _options(where: str, options: Any) -> Mapping[str, Any]:
     options = _object(where, "source.options", options, _OPTION_KEYS)
     name = "source.options"
     if options["input_format"] is not None:
-        _str(where, f"{name}.input_format", options["input_format"], INPUT_FORMATS)
+        _str(where, f"{name}.input_format", options["input_format"], format_names())
     names = _list(where, f"{name}.field", options["field"])
     if not names or any(not isinstance(item, str) or not item for item in names):
         raise _fail(where, f"{name}.field", names, "a list of field names")
@@ -176,7 +175,7 @@ def _files(where: str, value: Any) -> tuple[InputFile, ...]:
         files.append(
             InputFile(
                 _str(where, f"{what}.path", item["path"]),
-                _str(where, f"{what}.format", item["format"], INPUT_FORMATS),
+                _str(where, f"{what}.format", item["format"], format_names()),
                 _int(where, f"{what}.size", item["size"]),
                 _int(where, f"{what}.mtime_ns", item["mtime_ns"], -_INT64_MAX),
                 _str(where, f"{what}.companion", item["companion"]),
@@ -207,7 +206,7 @@ def _unit(where: str, position: int, item: Any, files: Sequence[InputFile]) -> W
     unit = WorkUnit(
         index,
         source,
-        _str(where, f"{what} field 'format'", item["format"], INPUT_FORMATS),
+        _str(where, f"{what} field 'format'", item["format"], format_names()),
         _str(where, f"{what} field 'path'", item["path"]),
         _int(where, f"{what} field 'start'", item["start"]),
         _int(where, f"{what} field 'stop'", item["stop"], -1),
@@ -217,7 +216,7 @@ def _unit(where: str, position: int, item: Any, files: Sequence[InputFile]) -> W
     file = files[source]
     if unit.format != file.format:
         raise _fail(where, f"{what} field 'format'", unit.format, f"{file.format!r} (its input's)")
-    if unit.format in GROUPED_FORMATS:
+    if get_format(unit.format).groups_files:
         inputs = [item.path for item in files[source : source + len(unit.paths)]]
         same_format = all(
             item.format == unit.format for item in files[source : source + len(inputs)]
@@ -272,7 +271,7 @@ def _units(where: str, value: Any, files: Sequence[InputFile]) -> tuple[WorkUnit
         continues = (
             previous is not None
             and previous.input == unit.input
-            and unit.format not in GROUPED_FORMATS
+            and not get_format(unit.format).groups_files
         )
         if continues:
             assert previous is not None
@@ -296,7 +295,7 @@ def _units(where: str, value: Any, files: Sequence[InputFile]) -> tuple[WorkUnit
                 raise _fail(
                     where, f"{what} field 'start'", unit.start, "0 (the first unit of an input)"
                 )
-        following = unit.input + (len(unit.paths) if unit.format in GROUPED_FORMATS else 1)
+        following = unit.input + (len(unit.paths) if get_format(unit.format).groups_files else 1)
         previous = unit
     if following != len(files):
         raise IngestError(

@@ -34,8 +34,9 @@ from mixle._io import rename_atomically
 from mixle.corpus.format.manifest import parse_manifest
 from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.ingestion.area import OutputArea
+from mixle.corpus.ingestion.formats import get_format
 from mixle.corpus.ingestion.input_readers import describe_location
-from mixle.corpus.ingestion.inputs import WorkUnit, open_binary
+from mixle.corpus.ingestion.inputs import WorkUnit
 from mixle.corpus.ingestion.output_guard import claim_output
 from mixle.corpus.ingestion.plan import IngestPlan, plan_differences
 from mixle.corpus.ingestion.records import record_problems
@@ -257,9 +258,7 @@ def line_base(
 
     With the plan's ``units`` and their ``results`` (the units' records), the sum of
     the lines the earlier units of the same file recorded; without them, counted in
-    the file: a JSONL unit holds the lines whose first byte is in ``[start, stop)``,
-    so the lines before it are the line starting at 0 plus one per newline before
-    ``start - 1``.
+    the file by the unit's format (:meth:`~.formats.InputFormat.lines_before`).
     """
     if units is not None and results is not None:
         return sum(
@@ -267,17 +266,7 @@ def line_base(
             for other in units[: unit.index]
             if other.input == unit.input and other.path == unit.path
         )
-    if unit.format != "jsonl" or unit.start <= 0:
-        return 0
-    count, remaining = 1, unit.start - 1
-    with open_binary(unit.path) as handle:
-        while remaining > 0:
-            data = handle.read(min(remaining, 1 << 24))
-            if not data:
-                break
-            count += data.count(b"\n")
-            remaining -= len(data)
-    return count
+    return get_format(unit.format).lines_before(unit)
 
 
 def _place(

@@ -1,0 +1,227 @@
+"""Building blocks of a format's reader: the batch it yields, the options it reads
+with, where each document came from, and helpers shared by the line-based readers.
+
+A reader yields :class:`InputBatch` objects: the batch's token ids concatenated, the
+document lengths, one location per document, and the records it could not parse
+(with the reason). A location is an ``(a, b)`` integer pair whose meaning the format
+defines (its :meth:`~.base.InputFormat.describe` turns one into "file, line and
+position" for a message; its :meth:`~.base.InputFormat.origins` into
+:class:`RecordOrigins`), so a worker reports positions without holding text. Batches
+hold about ``BATCH_TOKENS`` ids, so a worker's memory is bounded whatever the unit size.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mixle._optional import import_optional
+from mixle.corpus.ingestion.input_guard import ReadCursor
+from mixle.corpus.ingestion.work import open_binary
+from mixle.errors import IngestError
+
+__all__ = [
+    "BATCH_TOKENS",
+    "EMPTY_IDS",
+    "BadRecord",
+    "Collector",
+    "InputBatch",
+    "ReadOptions",
+    "RecordOrigins",
+    "is_compressed",
+    "iter_lines",
+    "make_tokenizer",
+]
+
+BATCH_TOKENS = 1 << 22
+_BATCH_DOCUMENTS = 1 << 15
+#: The ids of an empty document (shared: never written to).
+EMPTY_IDS = np.empty(0, dtype=np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOptions:
+    """How records become token ids (picklable; sent to every worker)."""
+
+    fields: tuple[str, ...]
+    tokenizer: str | None
+    split: str
+
+
+@dataclass
+class InputBatch:
+    """Documents read from a unit: ``tokens`` concatenated, ``lengths``, ``locations``."""
+
+    tokens: np.ndarray
+    lengths: np.ndarray
+    locations: Sequence[tuple[int, int]]
+    rejects: list[tuple[tuple[int, int], str]] = field(default_factory=list)
+    input_bytes: int = 0
+    lines: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RecordOrigins:
+    """Where each document of a batch was read, as two int64 arrays of one entry each.
+
+    ``file[d]`` indexes the unit's input files (:attr:`~.work.WorkUnit.files`);
+    ``record[d]`` is the record's index in that file, counting from 0 in the format's
+    record (a line, row, document or file: ``kind``). JSONL lines count from the
+    unit's first line: add the unit's line base (the lines of the earlier units of the
+    same file, known once their records are) for the line in the file.
+    """
+
+    kind: str
+    file: np.ndarray
+    record: np.ndarray
+
+    @classmethod
+    def from_locations(
+        cls,
+        kind: str,
+        locations: Sequence[tuple[int, int]],
+        file_axis: int | None,
+        record_axis: int | None,
+    ) -> RecordOrigins:
+        """Origins from a list of locations: ``file`` is location entry ``file_axis``
+        (0 when ``None``: a one-file unit), ``record`` entry ``record_axis`` (0 when
+        ``None``: one record per file)."""
+        table = np.array(locations, dtype=np.int64).reshape(-1, 2)
+        zeros = np.zeros(table.shape[0], dtype=np.int64)
+        return cls(
+            kind,
+            zeros if file_axis is None else table[:, file_axis],
+            zeros if record_axis is None else table[:, record_axis],
+        )
+
+
+def make_tokenizer(spec: str | None) -> Callable[[list[str]], list[np.ndarray]] | None:
+    """Return a batch tokenizer for ``spec``: ``"bytes"`` (UTF-8 bytes), a
+    ``tokenizer.json`` path (Hugging Face ``tokenizers``), or ``None``."""
+    if spec is None:
+        return None
+    if spec == "bytes":
+        return lambda texts: [np.frombuffer(text.encode("utf-8"), dtype=np.uint8) for text in texts]
+    tokenizers = import_optional("tokenizers", "tokenizers")
+    try:
+        tokenizer = tokenizers.Tokenizer.from_file(spec)
+    except Exception as exc:  # the Rust side raises a plain Exception
+        raise IngestError(f"cannot load tokenizer {spec} ({exc}).") from exc
+
+    def encode(texts: list[str]) -> list[np.ndarray]:
+        encodings = tokenizer.encode_batch(texts, add_special_tokens=False)
+        return [np.asarray(item.ids, dtype=np.int64) for item in encodings]
+
+    return encode
+
+
+class BadRecord(Exception):
+    """A record that cannot be converted; ``args[0]`` is the reason, ``column`` the position."""
+
+    def __init__(self, reason: str, column: int = 0) -> None:
+        super().__init__(reason)
+        self.column = column
+
+
+class Collector:
+    """Gather documents into batches of about ``BATCH_TOKENS`` ids."""
+
+    def __init__(self) -> None:
+        self.docs: list[np.ndarray] = []
+        self.locations: list[tuple[int, int]] = []
+        self.rejects: list[tuple[tuple[int, int], str]] = []
+        self.tokens = 0
+        self.input_bytes = 0
+        self.lines = 0
+
+    def reject(self, location: tuple[int, int], reason: str) -> None:
+        """Record that the record at ``location`` (and what follows it) cannot be read."""
+        self.rejects.append((location, reason))
+
+    def full(self) -> bool:
+        """Whether the batch gathered so far should be taken."""
+        return self.tokens >= BATCH_TOKENS or len(self.docs) + len(self.rejects) >= _BATCH_DOCUMENTS
+
+    def take(self) -> InputBatch:
+        """Return the batch gathered so far and start an empty one."""
+        lengths = np.fromiter((d.shape[0] for d in self.docs), dtype=np.int64, count=len(self.docs))
+        tokens = np.concatenate(self.docs) if len(self.docs) > 1 else (self.docs or [EMPTY_IDS])[0]
+        batch = InputBatch(
+            tokens, lengths, self.locations, self.rejects, self.input_bytes, self.lines
+        )
+        self.__init__()  # type: ignore[misc]
+        return batch
+
+
+def _open_stream(path: str) -> tuple[Any, Any]:
+    """Open ``path`` and return ``(raw file, decompressed binary stream)``."""
+    lower = path.lower()
+    zstandard = import_optional("zstandard", "zstandard") if lower.endswith(".zst") else None
+    raw = open_binary(path)
+    if lower.endswith(".gz"):
+        return raw, gzip.GzipFile(fileobj=raw)
+    if zstandard is not None:
+        reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+        return raw, io.BufferedReader(reader, 1 << 20)
+    return raw, raw
+
+
+def is_compressed(path: str) -> bool:
+    """Whether ``path`` is a ``.gz``/``.zst`` stream (which cannot seek)."""
+    return path.lower().endswith((".gz", ".zst"))
+
+
+def _check_compressed(path: str) -> None:
+    """Decompress ``path`` to the end once, so its checksums are verified before any
+    record is used: a corrupted stream may decode to plausible but wrong lines that
+    only the trailing CRC reveals.
+
+    Raises
+    ------
+    IngestError
+        The stream is damaged or truncated (names the uncompressed byte reached).
+    """
+    raw, handle = _open_stream(path)
+    done = 0
+    try:
+        while chunk := handle.read(1 << 20):
+            done += len(chunk)
+    except Exception as exc:
+        raise IngestError(
+            f"{path}: the compressed stream is damaged after {done} uncompressed bytes "
+            f"({type(exc).__name__}: {exc}); none of its records were read."
+        ) from exc
+    finally:
+        raw.close()
+
+
+def iter_lines(
+    path: str, cursor: ReadCursor, start: int = 0, stop: int = -1
+) -> Iterator[tuple[int, bytes]]:
+    """Yield ``(byte offset, line)`` for every line whose first byte is in ``[start, stop)``;
+    ``cursor.offset`` follows the (uncompressed) byte offset being read. A compressed
+    file is checked whole first (:func:`_check_compressed`)."""
+    if is_compressed(path):
+        _check_compressed(path)
+    raw, handle = _open_stream(path)
+    try:
+        position = start
+        if start > 0:
+            handle.seek(start - 1)
+            position = start - 1 + len(handle.readline())
+        while stop < 0 or position < stop:
+            cursor.offset = position
+            line = handle.readline()
+            if not line:
+                break
+            yield position, line
+            position += len(line)
+    except OSError as exc:
+        raise IngestError(f"{path}: cannot read ({exc}).") from exc
+    finally:
+        raw.close()
