@@ -56,7 +56,7 @@ SectionedT = TypeVar("SectionedT", bound="Sectioned")
 class Option:
     """What a field declared with :func:`option` says about itself (its metadata)."""
 
-    help: str
+    help: str | Callable[[], str]
     flag: str | bool
     choices: Choices | None
     check: Check | None
@@ -76,11 +76,15 @@ class Option:
         """The accepted values, or ``None`` when any value of the type is."""
         return self.choices() if callable(self.choices) else self.choices
 
+    def help_text(self) -> str:
+        """The ``--help`` text (a callable help is asked when the parser is built)."""
+        return self.help() if callable(self.help) else self.help
+
 
 def option(
     default: Any = dataclasses.MISSING,
     *,
-    help: str,
+    help: str | Callable[[], str],
     flag: str | bool = True,
     choices: Choices | None = None,
     check: Check | None = None,
@@ -97,7 +101,8 @@ def option(
     default
         The library default (none: the option is required).
     help
-        The ``--help`` text of its flag.
+        The ``--help`` text of its flag, or a callable returning it when the parser is
+        built (for a text listing what is registered, like the input formats).
     flag
         ``True``: ``--`` and the field name with dashes; a string: that flag; ``False``:
         not a flag of its own (the command sets it another way).

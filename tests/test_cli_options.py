@@ -22,7 +22,7 @@ from mixle._checks import nonnegative_int, positive_int
 from mixle._options import option, section
 from mixle.cli import main
 from mixle.cli._flags import add_option_flags, option_values
-from mixle.corpus import CorpusShape, IngestOptions, IngestOutput, IngestRun
+from mixle.corpus import CorpusShape, IngestOptions, IngestOutput, IngestRun, input_formats
 from mixle.errors import ArgumentError
 from mixle.train import DataConfig, ModelConfig, RuntimeConfig, TrainConfig
 from tests import _cli_snapshot
@@ -34,6 +34,16 @@ SNAPSHOT = json.loads(_cli_snapshot.SNAPSHOT.read_text())
 CHANGED_ACTIONS = {
     ("ingest --help", "--shard-size"): {"default": (None, 256 * 1024 * 1024)},
     ("train --help", "--untied-head"): {"default": (False, True), "const": (True, False)},
+    # The input-format registry (#28 item 1): the help lists every format's extensions.
+    ("ingest --help", "--input-format"): {
+        "help": (
+            "force the input format instead of detecting it by extension (e.g. "
+            "--input-format text for .log files)",
+            "force the input format instead of detecting it by extension ("
+            + "; ".join(f"{f.name}: {' '.join(f.extensions)}" for f in input_formats())
+            + "; e.g. --input-format text for .log files)",
+        )
+    },
 }
 # Train options added after the snapshot was recorded (the blocks order, best-fit packing,
 # document masking), with the defaults that leave every recorded run as it was.

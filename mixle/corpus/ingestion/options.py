@@ -25,7 +25,7 @@ from mixle._checks import nonnegative_int, positive_int
 from mixle._options import Sectioned, byte_size, check_options, option, section
 from mixle.corpus.format.spec import dtype_limit, resolve_dtype
 from mixle.corpus.format.writer import DEFAULT_SHARD_MAX_BYTES
-from mixle.corpus.ingestion.formats import format_names
+from mixle.corpus.ingestion.formats import format_names, input_formats
 from mixle.corpus.storage.publish import LAYOUTS
 from mixle.errors import ArgumentError
 
@@ -95,6 +95,15 @@ def _seconds(name: str, value: Any) -> float | int:
     return value
 
 
+def _input_format_help() -> str:
+    """``--input-format``'s help: every registered format with its extensions."""
+    listed = "; ".join(f"{f.name}: {' '.join(f.extensions)}" for f in input_formats())
+    return (
+        f"force the input format instead of detecting it by extension ({listed}; "
+        "e.g. --input-format text for .log files)"
+    )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CorpusShape:
     """What shapes the corpus: the options recorded in the plan and the manifest.
@@ -111,8 +120,7 @@ class CorpusShape:
         # resolve_inputs checks the name against the formats it knows.
         choices=format_names,
         checks_choices=False,
-        help="force the input format instead of detecting it by extension "
-        "(e.g. --input-format text for .log files)",
+        help=_input_format_help,
     )
     field: str | None = option(
         None,
