@@ -49,6 +49,8 @@ def test_one_process_killed_and_resumed_trains_on_the_uninterrupted_batches(
         StreamDataModule(sample_corpus(seed=12)).load_state_dict(entry)
 
 
+# Two processes: ~2.5 min on 2 cores; the one-process kill/resume runs by default.
+@pytest.mark.slow
 def test_two_process_ddp_killed_and_resumed_trains_on_the_uninterrupted_batches(
     tmp_path: Path,
 ) -> None:

@@ -51,6 +51,8 @@ def test_one_process_killed_and_rerun_trains_on_the_uninterrupted_batches(tmp_pa
         OlmoDataLoader(sample_corpus(seed=12), work_dir=tmp_path).load_state_dict(saved)
 
 
+# Two processes: ~2.5 min on 2 cores; the one-process kill/resume runs by default.
+@pytest.mark.slow
 def test_two_process_ddp_killed_and_rerun_trains_on_the_uninterrupted_batches(
     tmp_path: Path,
 ) -> None:
