@@ -40,7 +40,7 @@ Differences from the shared design note (design25.md), for the plans that consum
   ``document_order()``). A row plan that packs windows implements
   :class:`~mixle.data._row_plan.WindowedRowPlan` (``build_windows``).
 - Options and identity: :class:`~mixle.data._options.OrderOptions` (``name``,
-  ``block_documents``, ``window_blocks``; defaults 4096 and 16, capped by the corpus);
+  ``block_documents``, ``window_blocks``; defaults 4096 and 64, capped by the corpus);
   the identity field is ``"order"`` as in the note, absent for the permutation
   (:mod:`~mixle.data._order_state` checks it on load).
 """
