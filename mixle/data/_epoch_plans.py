@@ -16,6 +16,7 @@ than loading it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, cast
 
 import numpy as np
@@ -115,7 +116,7 @@ class EpochPlans:
             layout = cast(StreamLayout, built.layout)
             return built, plan_arrays(layout, built.rows, built.num_batches)
 
-        return self._keep(epoch, stored_or_built(store, key, self._stored, build))
+        return self._keep(epoch, stored_or_built(store, key, partial(self._stored, epoch), build))
 
     def lengths(self) -> np.ndarray:
         """Every document's length (a :func:`length_table`), read on first use."""
@@ -123,8 +124,8 @@ class EpochPlans:
             self._lengths_array = length_table(self.documents.lengths)
         return self._lengths_array
 
-    def _stored(self, arrays: Mapping[str, np.ndarray]) -> EpochPlan | None:
-        """A loaded plan, or ``None`` when it fails the checks."""
+    def _stored(self, epoch: int, arrays: Mapping[str, np.ndarray]) -> EpochPlan | None:
+        """Epoch ``epoch``'s loaded plan, or ``None`` when it fails the checks."""
         loaded = plan_from_arrays(
             arrays,
             self.num_documents,
@@ -136,7 +137,7 @@ class EpochPlans:
         layout, rows, num_batches = loaded
         if rows != rows_for_stream(layout.stream_tokens, self.block):
             return None
-        return self.row_plan.restore(layout, rows, num_batches)
+        return self.row_plan.restore(layout, rows, num_batches, epoch=epoch)
 
     def _build(self, epoch: int) -> EpochPlan:
         if self.order.name == "blocks":
@@ -144,14 +145,16 @@ class EpochPlans:
                 self.num_documents, self.offsets, seed=self.seed, epoch=epoch
             )
             row_plan = cast(WindowedRowPlan, self.row_plan)
-            return row_plan.build_windows(windows, self.has_boundary, self.block)
+            return row_plan.build_windows(windows, self.has_boundary, self.block, epoch=epoch)
         order = global_document_order(
             self.num_documents,
             seed=self.seed,
             epoch=epoch,
             sequence_selector=self.sequence_selector,
         )
-        return self.row_plan.build(order, self.lengths(), self.has_boundary, self.block)
+        return self.row_plan.build(
+            order, self.lengths(), self.has_boundary, self.block, epoch=epoch
+        )
 
     def _keep(self, epoch: int, plan: EpochPlan) -> EpochPlan:
         if len(self._plans) >= 2:  # keep the current and the next epoch

@@ -340,7 +340,10 @@ class SourceRows:
         windows = self.order.block_order(
             self.num_documents, self.offsets, seed=self.seed, epoch=epoch
         )
-        return _SOURCE_PLAN.build_windows(windows, self.boundary_id is not None, self.block).layout
+        plan = _SOURCE_PLAN.build_windows(
+            windows, self.boundary_id is not None, self.block, epoch=epoch
+        )
+        return plan.layout
 
     def _build_layout(self, epoch: int) -> StreamLayout:
         order = global_document_order(self.num_documents, seed=self.seed, epoch=epoch)
@@ -349,7 +352,7 @@ class SourceRows:
         layout = cast(
             StreamLayout,
             _SOURCE_PLAN.build(
-                order, self._lengths(), self.boundary_id is not None, self.block
+                order, self._lengths(), self.boundary_id is not None, self.block, epoch=epoch
             ).layout,
         )
         if layout.stream_tokens != self.stream_tokens:

@@ -34,7 +34,7 @@ ORDERS = ("blocks", "permutation")
 #: Default documents per block and blocks per window of the ``"blocks"`` order (see
 #: docs/streaming.md, "The epoch order", for the measurements behind them).
 DEFAULT_BLOCK_DOCUMENTS = 4096
-DEFAULT_WINDOW_BLOCKS = 16
+DEFAULT_WINDOW_BLOCKS = 64
 
 #: The built-in row layouts of a stream (see :class:`ShardOptions`).
 LAYOUTS = ("per-rank", "global")

@@ -40,7 +40,7 @@ Differences from the shared design note (design25.md), for the plans that consum
   ``document_order()``). A row plan that packs windows implements
   :class:`~mixle.data._row_plan.WindowedRowPlan` (``build_windows``).
 - Options and identity: :class:`~mixle.data._options.OrderOptions` (``name``,
-  ``block_documents``, ``window_blocks``; defaults 4096 and 16, capped by the corpus);
+  ``block_documents``, ``window_blocks``; defaults 4096 and 64, capped by the corpus);
   the identity field is ``"order"`` as in the note, absent for the permutation
   (:mod:`~mixle.data._order_state` checks it on load).
 """
@@ -220,13 +220,23 @@ class BlockOrder:
         self.num_windows = -(-self.num_blocks // window_blocks)
         self._blocks = FeistelPermutation(self.num_blocks, seed, epoch, domain=(BLOCKS_DOMAIN,))
         self._block_order: np.ndarray | None = None
+        # The last window's shuffle: a read and the read-ahead hints ask for the same
+        # window (one tuple, replaced whole, so a prefetch thread sees a pair or none).
+        self._last_shuffle: tuple[int, np.ndarray] | None = None
 
     def _window_permutation(self, k: int, size: int) -> FeistelPermutation:
         return FeistelPermutation(size, self.seed, self.epoch, domain=(k, WINDOW_DOMAIN))
 
     def _shuffle(self, k: int, size: int) -> np.ndarray:
-        """Window ``k``'s shuffle: its position ``j`` holds natural document ``[j]``."""
-        return self._window_permutation(k, size)(np.arange(size, dtype=np.int64))
+        """Window ``k``'s shuffle: its position ``j`` holds natural document ``[j]``
+        (the last one kept)."""
+        last = self._last_shuffle
+        if last is not None and last[0] == k:
+            return last[1]
+        shuffle = self._window_permutation(k, size)(np.arange(size, dtype=np.int64))
+        shuffle.setflags(write=False)
+        self._last_shuffle = (k, shuffle)
+        return shuffle
 
     def _block_sizes(self, blocks: np.ndarray) -> np.ndarray:
         starts = blocks * self.block_documents

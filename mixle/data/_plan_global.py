@@ -49,17 +49,19 @@ class GlobalPlan:
         return order
 
     def build(
-        self, order: np.ndarray, lengths: np.ndarray, has_boundary: bool, block: int
+        self, order: np.ndarray, lengths: np.ndarray, has_boundary: bool, block: int, *, epoch: int
     ) -> EpochPlan:
         order = self.ordered(order)
         layout = StreamLayout.build(order, lengths.take(order), has_boundary)
-        return self.restore(layout, rows_for_stream(layout.stream_tokens, block), 0)
+        return self.restore(layout, rows_for_stream(layout.stream_tokens, block), 0, epoch=epoch)
 
-    def build_windows(self, windows: OrderWindows, has_boundary: bool, block: int) -> EpochPlan:
+    def build_windows(
+        self, windows: OrderWindows, has_boundary: bool, block: int, *, epoch: int
+    ) -> EpochPlan:
         layout = WindowedLayout(windows, has_boundary)
-        return self.restore(layout, rows_for_stream(layout.stream_tokens, block), 0)
+        return self.restore(layout, rows_for_stream(layout.stream_tokens, block), 0, epoch=epoch)
 
-    def restore(self, layout: RowLayout, rows: int, num_batches: int) -> EpochPlan:
+    def restore(self, layout: RowLayout, rows: int, num_batches: int, *, epoch: int) -> EpochPlan:
         # The plan is shared by every batch shape: the batch count is this shape's.
         return EpochPlan(layout, rows, -(-rows // self.step))
 

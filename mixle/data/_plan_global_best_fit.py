@@ -127,32 +127,33 @@ class BestFitGlobalPlan(GlobalPlan):
         self.seed = seed
 
     def build(
-        self, order: np.ndarray, lengths: np.ndarray, has_boundary: bool, block: int
+        self, order: np.ndarray, lengths: np.ndarray, has_boundary: bool, block: int, *, epoch: int
     ) -> EpochPlan:
         layout = StreamLayout.build(order, lengths.take(order), has_boundary)
-        return self.restore(layout, 0, 0)
+        return self.restore(layout, 0, 0, epoch=epoch)
 
-    def build_windows(self, windows: OrderWindows, has_boundary: bool, block: int) -> EpochPlan:
+    def build_windows(
+        self, windows: OrderWindows, has_boundary: bool, block: int, *, epoch: int
+    ) -> EpochPlan:
         """Best-fit rows of the ``"blocks"`` order: its windows are the packing windows
         (``window_documents`` applies to the permutation order only)."""
-        return self._plan(WindowedLayout(windows, has_boundary), windows, has_boundary)
+        return self._plan(WindowedLayout(windows, has_boundary), windows, has_boundary, epoch)
 
-    def restore(self, layout: RowLayout, rows: int, num_batches: int) -> EpochPlan:
+    def restore(self, layout: RowLayout, rows: int, num_batches: int, *, epoch: int) -> EpochPlan:
         # Only permutation plans are built from (or stored as) a whole layout.
         assert isinstance(layout, StreamLayout)
         windows = LayoutWindows(layout, self.packing.window_documents)
-        return self._plan(layout, windows, layout.has_boundary)
+        return self._plan(layout, windows, layout.has_boundary, epoch)
 
-    def _plan(self, layout: RowLayout, windows: OrderWindows, has_boundary: bool) -> EpochPlan:
-        first = windows.window_documents(0)[:1] if windows.num_windows else np.zeros(1, np.int64)
+    def _plan(
+        self, layout: RowLayout, windows: OrderWindows, has_boundary: bool, epoch: int
+    ) -> EpochPlan:
         best_fit = BestFitRows(
             windows,
             block=self.block,
             has_boundary=has_boundary,
             seed=self.seed,
-            # The plan is not told the epoch: the row shuffles are keyed by the epoch's
-            # first document instead, which the epoch's order decides.
-            epoch=int(first[0]) if first.size else 0,
+            epoch=epoch,
             truncate=self.packing.truncate,
         )
         total = best_fit.rows

@@ -62,7 +62,7 @@ class PerRankPlan:
         self.row_stride = shard.batch_size
 
     def build(
-        self, order: np.ndarray, lengths: np.ndarray, has_boundary: bool, block: int
+        self, order: np.ndarray, lengths: np.ndarray, has_boundary: bool, block: int, *, epoch: int
     ) -> EpochPlan:
         rank, world_size, batch_size = self.shard.rank, self.shard.world_size, self.shard.batch_size
         # One random gather of the lengths serves this rank's layout and every rank's
@@ -80,7 +80,9 @@ class PerRankPlan:
             )
         return EpochPlan(layout, rows, batches)
 
-    def restore(self, layout: StreamLayout, rows: int, num_batches: int) -> EpochPlan:
+    def restore(
+        self, layout: StreamLayout, rows: int, num_batches: int, *, epoch: int
+    ) -> EpochPlan:
         return EpochPlan(layout, rows, num_batches)
 
     def epoch_size(self, plan: EpochPlan) -> int:

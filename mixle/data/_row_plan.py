@@ -119,13 +119,16 @@ class RowPlan(Protocol):
     row_stride: int
 
     def build(
-        self, order: np.ndarray, lengths: np.ndarray, has_boundary: bool, block: int
+        self, order: np.ndarray, lengths: np.ndarray, has_boundary: bool, block: int, *, epoch: int
     ) -> EpochPlan:
-        """The epoch's plan from its document ``order`` and every document's length."""
+        """Epoch ``epoch``'s plan from its document ``order`` and every document's length
+        (a plan whose rows are shuffled keys the shuffle by ``epoch``)."""
         ...
 
-    def restore(self, layout: StreamLayout, rows: int, num_batches: int) -> EpochPlan:
-        """A plan loaded from a plan store (``num_batches`` as it was saved)."""
+    def restore(
+        self, layout: StreamLayout, rows: int, num_batches: int, *, epoch: int
+    ) -> EpochPlan:
+        """Epoch ``epoch``'s plan loaded from a plan store (``num_batches`` as it was saved)."""
         ...
 
     def epoch_size(self, plan: EpochPlan) -> int:
@@ -159,8 +162,10 @@ class WindowedRowPlan(RowPlan, Protocol):
     """A row plan that also packs an order handed out window by window (the
     ``"blocks"`` order; see :mod:`~mixle.data._order_windows`)."""
 
-    def build_windows(self, windows: OrderWindows, has_boundary: bool, block: int) -> EpochPlan:
-        """The epoch's plan from its order's windows (no per-document array)."""
+    def build_windows(
+        self, windows: OrderWindows, has_boundary: bool, block: int, *, epoch: int
+    ) -> EpochPlan:
+        """Epoch ``epoch``'s plan from its order's windows (no per-document array)."""
         ...
 
 

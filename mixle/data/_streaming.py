@@ -142,7 +142,7 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         this option are ``"permutation"``).
     block_documents, window_blocks
         The ``"blocks"`` order's sizes (positive, at most the corpus's documents and
-        blocks); ``None``: 4096 documents per block, 16 blocks per window, capped by
+        blocks); ``None``: 4096 documents per block, 64 blocks per window, capped by
         the corpus (see docs/streaming.md for why).
     plan_store
         Optional :class:`~mixle.data._plan_store.PlanStore` (e.g.

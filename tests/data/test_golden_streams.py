@@ -9,7 +9,8 @@ The digests were computed before the data layer was restructured into typed stag
 and must never change: a restructure that changes one byte of a batch, a state or a
 plan fails here. The streams that default to the blocks order are pinned with
 ``order="permutation"`` (the order they were computed with); ``corpus_blocks`` pins
-the blocks order itself from its first version.
+the blocks order itself from its first version, ``blocks_default_sizes`` its default
+sizes.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from mixle.corpus import open_corpus
 from mixle.data import Mixture, MixtureSource, StreamingCorpus, TokenStream, stream_token_source
 from mixle.data.torch import StreamingDataset, TokenStreamDataset
 from mixle.hf import GlobalRowDataset
+from mixle.testing import VirtualDocuments
 from mixle.train._mixture import MixtureBatches
 from mixle.train._sources import eval_batches, make_source
 
@@ -156,6 +158,26 @@ def _corpus_blocks(docs: Any, digest: _Digest) -> None:
     )
     digest.batches(iter(mixture), 6)
     digest.json(mixture.state_dict())
+
+
+def _blocks_default_sizes(docs: Any, digest: _Digest) -> None:
+    """The blocks order at its default sizes (B=4096, W=64 since Dec 2; the sample
+    corpus is one block, so a virtual corpus of two windows): a new default is a new
+    digest here, and states of the old sizes resume by naming them."""
+    del docs
+    corpus = StreamingCorpus(
+        VirtualDocuments(300_000, lengths_limit=0),
+        rank=0,
+        world_size=2,
+        block=64,
+        batch_size=2,
+        seed=4,
+        layout="global",
+    )
+    digest.json(corpus.stream_identity()["order"])
+    digest.batches(iter(corpus), 3)
+    digest.json(corpus.state_dict())
+    digest.batch(corpus.batch_at_row(0, corpus.num_rows(0) - 3))
 
 
 def _corpus_plan_store(docs: Any, digest: _Digest) -> None:
@@ -341,6 +363,7 @@ GOLDEN = {
     "corpus_per_rank": (_corpus_per_rank, "0ea2d89bc7dc9950329df3d4"),
     "corpus_global": (_corpus_global, "2e909fb3829b4bcfa7aa9e62"),
     "corpus_blocks": (_corpus_blocks, "d8facc20237b716e16f04d91"),
+    "blocks_default_sizes": (_blocks_default_sizes, "82fb4f99d50a2f2e79b1c771"),
     "corpus_plan_store": (_corpus_plan_store, "c5353418cc51b70a3980bfaf"),
     "token_streams": (_token_streams, "1ac18150294882011ac50e9b"),
     "mixtures": (_mixtures, "9b24591824cf838c9cf94a88"),

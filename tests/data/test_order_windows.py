@@ -215,3 +215,28 @@ def test_offsets_over_many_shards_are_read_in_bulk_and_checked(tmp_path: Path) -
     path.write_bytes(bytes(data))
     with pytest.raises(CorpusFormatError, match=name):
         open_corpus(tmp_path / "c").token_offsets(np.arange(0, 3001, 7))
+
+
+def test_a_window_read_then_hinted_shuffles_its_documents_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    order = BlockOrder(
+        400, _table_offsets(np.ones(400)), seed=2, epoch=1, block_documents=20, window_blocks=4
+    )
+    fresh = BlockOrder(
+        400, _table_offsets(np.ones(400)), seed=2, epoch=1, block_documents=20, window_blocks=4
+    )
+    calls: list[int] = []
+    permutation = BlockOrder._window_permutation
+
+    def counted(self: BlockOrder, k: int, size: int) -> FeistelPermutation:
+        calls.append(k)
+        return permutation(self, k, size)
+
+    monkeypatch.setattr(BlockOrder, "_window_permutation", counted)
+    documents, _ = order.window(3)
+    assert np.array_equal(order.window_documents(3), documents)  # the read-ahead hint
+    assert calls == [3]
+    assert np.array_equal(order.window_documents(1), fresh.window_documents(1))
+    assert np.array_equal(order.window(3)[0], documents)  # the kept shuffle was replaced
+    assert calls == [3, 1, 1, 3]

@@ -15,9 +15,10 @@ import pytest
 
 from mixle.corpus import CorpusWriter, open_corpus
 from mixle.data import Mixture, MixtureSource, StreamingCorpus, pack_documents
-from mixle.data._options import OrderOptions
+from mixle.data._options import DEFAULT_WINDOW_BLOCKS, OrderOptions
 from mixle.data._order_windows import BlockOrder, CumulativeOffsets
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
+from mixle.testing import VirtualDocuments
 from mixle.train._mixture import MixtureBatches
 from mixle.train._sources import PackedBatches
 
@@ -106,6 +107,27 @@ def test_states_resume_only_with_the_order_they_were_saved_with() -> None:
     resumed = _global(documents, block_documents=7, window_blocks=3)
     resumed.load_state_dict(blocks.state_dict())
     assert resumed.cursor == blocks.cursor
+
+
+def test_a_state_of_the_old_default_window_resumes_only_when_the_stream_names_it() -> None:
+    # Defaults are part of the identity: a state saved at W=16 (the default until
+    # Dec 2) is refused by a stream of today's default W=64, with the sizes that resume it.
+    documents = VirtualDocuments(300_000, lengths_limit=0)
+    old = _global(documents, window_blocks=16)
+    next(iter(old))
+    assert old.stream_identity()["order"]["window_blocks"] == 16
+    default = _global(documents)
+    assert default.stream_identity()["order"]["window_blocks"] == DEFAULT_WINDOW_BLOCKS == 64
+    with pytest.raises(
+        StateMismatchError,
+        match=r"Build the stream with order='blocks', block_documents=4096, window_blocks=16 ",
+    ):
+        default.load_state_dict(old.state_dict())
+    assert default.cursor == (0, 0)
+    resumed = _global(documents, window_blocks=16)
+    resumed.load_state_dict(old.state_dict())
+    for got, want in zip(next(iter(resumed)), next(iter(old)), strict=True):
+        assert np.array_equal(got, want)
 
 
 @pytest.mark.parametrize(
