@@ -409,9 +409,11 @@ def build_publish_plan(
     vocab_size: int | None,
     metadata: Mapping[str, Any],
     summary: Mapping[str, Any],
+    files: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Return the publish plan for ``shards`` (``(unit dir name, entry)`` pairs in corpus
-    order); shard ``g`` of the corpus is named ``shard-{g:05d}``. No I/O.
+    order); shard ``g`` of the corpus is named ``shard-{g:05d}``. ``files`` lie at the
+    top of the work directory and keep their names (the origins sidecar). No I/O.
 
     The fingerprint comes from the entries' recorded digests. The plan is returned as a
     resumed run would read it back (sorted keys), so the manifest bytes are the same
@@ -424,6 +426,7 @@ def build_publish_plan(
         moves.append([unit_name, entry["tokens"], tokens])
         moves.append([unit_name, entry["offsets"], offsets])
         entries.append(dict(entry, tokens=tokens, offsets=offsets))
+    moves.extend(["", name, name] for name in files)
     plan = {
         "entries": entries,
         "moves": moves,
@@ -515,7 +518,8 @@ def publish_units(
     if directory is None:
         if not _already_published(store, plan):
             _concurrently(
-                lambda move: store.copy(f"{work}/{move[0]}/{move[1]}", move[2]), plan["moves"]
+                lambda move: store.copy("/".join(filter(None, (work, *move[:2]))), move[2]),
+                plan["moves"],
             )
             _commit_plan(store, plan)
         store.remove(work)
