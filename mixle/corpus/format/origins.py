@@ -256,7 +256,6 @@ def read_origins(store: ShardStore, metadata: Mapping[str, Any], documents: int)
     data = bytes(store.read_file(ORIGINS_NAME, reference["bytes"]))
     if hashlib.sha256(data).hexdigest() != reference["sha256"]:
         raise CorpusFormatError(
-            f"{where}: its SHA-256 is not the manifest's (replaced or forged); the corpus still "
-            "reads, its origins do not."
+            f"{where}: its SHA-256 is not the manifest's (replaced or forged)."
         )
     return OriginsTable(data, documents, where)
