@@ -43,6 +43,7 @@ __all__ = [
     "OriginRuns",
     "OriginsTable",
     "coalesce_runs",
+    "concatenate_origins",
     "encode_origins",
     "origins_reference",
     "read_origins",
@@ -154,6 +155,20 @@ def encode_origins(inputs: Sequence[tuple[str, str]], runs: OriginRuns, document
         ORIGINS_MAGIC, ORIGINS_VERSION, 0, documents, runs.first.shape[0], len(table)
     )
     return header + table + padding + runs.to_bytes()
+
+
+def concatenate_origins(tables: Sequence[OriginsTable]) -> bytes:
+    """The sidecar of the concatenation of the corpora whose sidecars are ``tables``
+    (in order): one input table, documents counted on."""
+    inputs: dict[tuple[str, str], int] = {}
+    parts = []
+    documents = 0
+    for table in tables:
+        mapping = np.array([inputs.setdefault(item, len(inputs)) for item in table.inputs])
+        zero = np.zeros(len(table.inputs), dtype=np.int64)
+        parts.append(table.runs.shifted(documents, mapping.astype(np.int64), zero))
+        documents += table.documents
+    return encode_origins(list(inputs), coalesce_runs(OriginRuns.joined(parts)), documents)
 
 
 def origins_reference(data: bytes) -> dict[str, Any]:
