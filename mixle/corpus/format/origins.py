@@ -118,7 +118,9 @@ class OriginRuns:
 
     def to_bytes(self) -> bytes:
         """The three columns, as ``encode_origins`` stores them."""
-        return b"".join(column.astype("<i8").tobytes() for column in (self.first, self.input, self.record))
+        return b"".join(
+            column.astype("<i8").tobytes() for column in (self.first, self.input, self.record)
+        )
 
     @classmethod
     def from_bytes(cls, data: bytes | memoryview, where: str) -> OriginRuns:
@@ -254,7 +256,9 @@ class OriginsTable:
         return Origin(path, kind, int(self.runs.record[run]) + index - int(self.runs.first[run]))
 
 
-def read_origins(store: ShardStore, metadata: Mapping[str, Any], documents: int) -> OriginsTable | None:
+def read_origins(
+    store: ShardStore, metadata: Mapping[str, Any], documents: int
+) -> OriginsTable | None:
     """The sidecar of a corpus in ``store`` (a :class:`~.store.ShardStore`), checked against
     its manifest reference; ``None`` when the manifest names none.
 
@@ -270,7 +274,5 @@ def read_origins(store: ShardStore, metadata: Mapping[str, Any], documents: int)
     where = f"{store.location}/{ORIGINS_NAME}"
     data = bytes(store.read_file(ORIGINS_NAME, reference["bytes"]))
     if hashlib.sha256(data).hexdigest() != reference["sha256"]:
-        raise CorpusFormatError(
-            f"{where}: its SHA-256 is not the manifest's (replaced or forged)."
-        )
+        raise CorpusFormatError(f"{where}: its SHA-256 is not the manifest's (replaced or forged).")
     return OriginsTable(data, documents, where)

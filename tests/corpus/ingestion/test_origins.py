@@ -56,7 +56,11 @@ def _inputs(tmp_path: Path) -> list[str]:
 
 
 def _expected(inputs: list[str], lines: list[int]) -> list[Origin]:
-    return [Origin(path, "line", n) for path, count in zip(inputs, lines) for n in range(count)]
+    return [
+        Origin(path, "line", n)
+        for path, count in zip(inputs, lines, strict=True)
+        for n in range(count)
+    ]
 
 
 def test_every_document_names_its_file_and_line_for_any_worker_count(tmp_path: Path) -> None:
@@ -199,7 +203,7 @@ def test_runs_give_back_every_documents_origin(steps: list[tuple[int, int]]) -> 
     names = [("f0", "line"), ("f1", "row"), ("f2", "file")]
     table = OriginsTable(encode_origins(names, runs, len(steps)), len(steps), "test")
     assert [table.origin(d) for d in range(len(steps))] == [
-        Origin(*names[int(i)], int(r)) for i, r in zip(inputs, records)
+        Origin(*names[int(i)], int(r)) for i, r in zip(inputs, records, strict=True)
     ]
     assert np.all(np.diff(table.runs.first) > 0)
 
