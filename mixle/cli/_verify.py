@@ -30,8 +30,7 @@ def run(args: argparse.Namespace) -> int:
     """Verify and print; exit 0 when intact, 1 when corrupt, 2 when there is no corpus."""
     from mixle.cli._errors import echo
     from mixle.cli._errors import report as report_error
-    from mixle.corpus import verify_corpus
-    from mixle.corpus.format.origins import ORIGINS_NAME
+    from mixle.corpus import ORIGINS_NAME, verify_corpus
     from mixle.errors import CorpusError
 
     try:
