@@ -17,6 +17,7 @@ from mixle.corpus import (
     CorpusWriter,
     IngestOptions,
     commit_ingest,
+    convert_corpus,
     ingest,
     merge_corpora,
     open_corpus,
@@ -214,3 +215,12 @@ def test_a_sidecar_of_another_corpus_is_refused(tmp_path: Path) -> None:
         OriginsTable(data, 3, "x/origins.bin")
     with pytest.raises(CorpusFormatError, match="header"):
         OriginsTable(data[:10], 2, "x/origins.bin")
+
+
+def test_a_raw_copy_keeps_the_sidecar(tmp_path: Path) -> None:
+    inputs = _inputs(tmp_path)
+    ingest(inputs, tmp_path / "out", **SMALL)
+    convert_corpus(tmp_path / "out", tmp_path / "copy", layout="raw")
+    copy = open_corpus(tmp_path / "copy")
+    assert copy.origin(301) == Origin(inputs[1], "line", 1)
+    assert verify_corpus(tmp_path / "copy").ok
