@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     """Verify and print; exit 0 when intact, 1 when corrupt, 2 when there is no corpus."""
     from mixle.cli._errors import echo
     from mixle.cli._errors import report as report_error
-    from mixle.corpus import verify_corpus
+    from mixle.corpus import ORIGINS_NAME, verify_corpus
     from mixle.errors import CorpusError
 
     try:
@@ -50,7 +50,13 @@ def run(args: argparse.Namespace) -> int:
         if shard.error is not None:
             line += f"  {type(shard.error).__name__}: {shard.error}"
         echo(line)
+    if report.origins_error is not None:
+        error = report.origins_error
+        echo(f"FAIL  {ORIGINS_NAME}  {type(error).__name__}: {error} (the documents still read)")
+    elif report.has_origins:
+        echo(f"ok    {ORIGINS_NAME}")
     bad = sum(not shard.ok for shard in report.shards) + len(report.errors)
+    bad += report.origins_error is not None
     verdict = "intact" if report.ok else f"CORRUPT ({bad} problem{'s' * (bad != 1)})"
     echo(f"{report.location}: {len(report.shards)} shards, {verdict}")
     return 0 if report.ok else 1

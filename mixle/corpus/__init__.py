@@ -11,6 +11,9 @@ open_corpus, ShardedDocuments, DocumentsView
     Lazy, memory-mapped, picklable ``Sequence`` of read-only token arrays.
 verify_corpus, VerifyReport, ShardReport
     Full checksum verification.
+Origin, ORIGINS_NAME
+    Where a document was read (``ShardedDocuments.origin(i)``), from the optional
+    origins sidecar ``origins.bin`` (``docs/format.md`` section 15).
 describe_corpus, plot_lengths
     Summary statistics and a document-length histogram (``mixle inspect``).
 publish_corpus, convert_corpus, upload_corpus, stored_bytes
@@ -45,6 +48,7 @@ from __future__ import annotations
 from mixle.corpus.export import DEFAULT_CHUNK_BYTES, EXPORT_FORMATS, ExportSummary, export_corpus
 from mixle.corpus.format.documents import DEFAULT_MAX_OPEN_SHARDS, ShardedDocuments
 from mixle.corpus.format.manifest import Manifest, ShardEntry, commit_manifest
+from mixle.corpus.format.origins import ORIGINS_NAME, Origin
 from mixle.corpus.format.shard import ShardWriter, write_shard
 from mixle.corpus.format.shard_loader import ShardArrays, ShardLoader
 from mixle.corpus.format.spec import FORMAT_VERSION, MANIFEST_NAME
@@ -117,3 +121,4 @@ __all__ += ["CorpusShape", "IngestOutput", "IngestRun"]
 __all__ += ["InputFormat", "format_names", "input_formats", "register_format"]
 __all__ += ["DEFAULT_CHUNK_BYTES", "EXPORT_FORMATS", "ExportSummary", "export_corpus"]
 __all__ += ["IngestPlan", "commit_ingest", "merge_corpora", "plan_ingest", "run_unit"]
+__all__ += ["ORIGINS_NAME", "Origin"]

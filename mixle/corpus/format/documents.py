@@ -28,6 +28,7 @@ from mixle._file_checks import read_regular_files
 from mixle._gather import gather_pieces
 from mixle.corpus.format.descriptors import exhaustion_error, is_descriptor_exhaustion, shard_budget
 from mixle.corpus.format.manifest import Manifest, ShardEntry, parse_manifest
+from mixle.corpus.format.origins import Origin, OriginsTable, read_origins
 from mixle.corpus.format.shard_loader import ShardLoader
 from mixle.corpus.format.shard_table import ShardTable
 from mixle.corpus.format.spec import (
@@ -296,6 +297,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
         self._lengths: np.ndarray | None = None
         self._lock = threading.Lock()
         self._resident_streak = 0  # prefetch calls in a row whose samples were resident
+        self._origins: OriginsTable | None = None  # read on the first origin() call
 
     # -- the hot path -------------------------------------------------------------
     def __len__(self) -> int:
@@ -720,6 +722,33 @@ class ShardedDocuments(Sequence[np.ndarray]):
     def location(self) -> str:
         """Where the corpus lives (directory or URL)."""
         return self._store.location
+
+    def origin(self, index: int) -> Origin | None:
+        """Where document ``index`` was read: its input file, the kind of record and the
+        record's 0-based index there (a JSONL line, a Parquet row, …), from the corpus's
+        origins sidecar (``docs/format.md``, "Origins sidecar"); ``None`` for a corpus
+        without one. The sidecar is read and checked on the first call (O(runs)); each
+        call after that is a binary search.
+
+        Raises
+        ------
+        IndexError
+            ``index`` is out of range.
+        CorpusFormatError
+            The manifest names a sidecar that is missing, truncated or forged (the
+            message names the file; the documents still read).
+        """
+        position = as_index(index)
+        if position < 0:
+            position += self._n
+        if not 0 <= position < self._n:
+            raise IndexError(f"document index {index} out of range for {self._n} documents.")
+        if self._origins is None:
+            table = read_origins(self._store, self._manifest.metadata, self._n)
+            if table is None:
+                return None
+            self._origins = table
+        return self._origins.origin(position)
 
     def _normalize(self, indices: Any) -> np.ndarray:
         array = np.asarray(indices)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mixle._file_checks import open_regular
+from mixle.corpus.format.origins import ORIGINS_NAME, read_origins, sidecar_reference
 from mixle.corpus.format.spec import HEADER_SIZE, OffsetsHeader, check_offsets
 from mixle.errors import ChecksumError, CorpusError, CorpusFormatError
 
@@ -59,19 +60,29 @@ class VerifyReport:
     fingerprint: str | None
     shards: tuple[ShardReport, ...] = ()
     errors: tuple[CorpusError, ...] = field(default=())
+    #: Whether the manifest names an origins sidecar (``origins.bin``).
+    has_origins: bool = False
+    #: What is wrong with the origins sidecar (missing, truncated, forged), or ``None``.
+    origins_error: CorpusError | None = None
 
     @property
     def ok(self) -> bool:
-        """True when the manifest and every shard verified."""
-        return not self.errors and all(shard.ok for shard in self.shards)
+        """True when the manifest, every shard and the origins sidecar (if any) verified."""
+        return (
+            not self.errors
+            and self.origins_error is None
+            and all(shard.ok for shard in self.shards)
+        )
 
     def raise_first(self) -> None:
-        """Raise the first problem found (corpus-level first), if any."""
+        """Raise the first problem found (corpus-level first, the sidecar last), if any."""
         for error in self.errors:
             raise error
         for shard in self.shards:
             if shard.error is not None:
                 raise shard.error
+        if self.origins_error is not None:
+            raise self.origins_error
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form for ``mixle verify --json``."""
@@ -81,6 +92,15 @@ class VerifyReport:
             "ok": self.ok,
             "errors": [f"{type(error).__name__}: {error}" for error in self.errors],
             "shards": [shard.to_dict() for shard in self.shards],
+            "origins": None
+            if not self.has_origins
+            else {
+                "file": ORIGINS_NAME,
+                "ok": self.origins_error is None,
+                "error": None
+                if self.origins_error is None
+                else f"{type(self.origins_error).__name__}: {self.origins_error}",
+            },
         }
 
 
@@ -196,4 +216,20 @@ def verify_store(store: ShardStore, manifest: Manifest) -> VerifyReport:
             )
         )
         first_document += entry.num_documents
-    return VerifyReport(store.location, manifest.fingerprint, tuple(reports))
+    has_origins, origins_error = _verify_origins(store, manifest)
+    return VerifyReport(
+        store.location, manifest.fingerprint, tuple(reports), (), has_origins, origins_error
+    )
+
+
+def _verify_origins(store: ShardStore, manifest: Manifest) -> tuple[bool, CorpusError | None]:
+    """``(whether the manifest names a sidecar, what is wrong with it or None)``."""
+    try:
+        if sidecar_reference(manifest.metadata) is None:
+            return False, None
+        read_origins(store, manifest.metadata, manifest.num_documents)
+    except CorpusError as exc:
+        return True, exc
+    except OSError as exc:
+        return True, CorpusFormatError(f"{store.location}/{ORIGINS_NAME}: unreadable ({exc}).")
+    return True, None

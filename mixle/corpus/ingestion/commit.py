@@ -20,18 +20,20 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mixle._io import atomic_write
+from mixle._io import atomic_write, atomic_write_bytes
 from mixle._safe_json import loads_bounded
 from mixle.corpus.format.manifest import commit_manifest, parse_manifest
+from mixle.corpus.format.origins import METADATA_KEY, ORIGINS_NAME, origins_reference
 from mixle.corpus.format.shard import rewrite_shard_dtype
 from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.ingestion.area import OutputArea
 from mixle.corpus.ingestion.input_readers import describe_location
 from mixle.corpus.ingestion.inputs import WorkUnit
+from mixle.corpus.ingestion.origins_join import join_unit_origins
 from mixle.corpus.ingestion.output_guard import check_output_names, claim_output
 from mixle.corpus.ingestion.plan import IngestPlan
 from mixle.corpus.ingestion.records import load_record, record_problems
@@ -239,13 +241,44 @@ def plan_publish(
     skipped = sum(results[u.index]["skipped"] for u in units)
     if rejects is not None:
         write_rejects(rejects, OutputArea(work), units, results)
-    metadata = {"source": dict(plan.source, skipped_documents=skipped)}
+    metadata: dict[str, Any] = {"source": dict(plan.source, skipped_documents=skipped)}
+    area = OutputArea(work)
+    files = _publish_origins(
+        units,
+        results,
+        lambda unit, name, limit: area.read_bytes(f"{unit_name(unit.index)}/{name}", limit),
+        lambda data: atomic_write_bytes(os.path.join(work, ORIGINS_NAME), data),
+        metadata,
+    )
     summary = {"skipped": skipped, "rejects": rejects}
     publish_plan = build_publish_plan(
-        shards, dtype=dtype, vocab_size=plan.vocab_size, metadata=metadata, summary=summary
+        shards,
+        dtype=dtype,
+        vocab_size=plan.vocab_size,
+        metadata=metadata,
+        summary=summary,
+        files=files,
     )
     write_publish_plan(work, publish_plan)
     return publish_plan
+
+
+def _publish_origins(
+    units: Sequence[WorkUnit],
+    results: Mapping[int, Mapping[str, Any]],
+    read: Callable[[WorkUnit, str, int], bytes | None],
+    write: Callable[[bytes], None],
+    metadata: dict[str, Any],
+) -> list[str]:
+    """Join the units' origin runs (:func:`join_unit_origins`), ``write`` the sidecar
+    into the work directory and name it in ``metadata``; return the files to publish
+    beside the shards (none when a unit left no runs)."""
+    data = join_unit_origins(units, results, read)
+    if data is None:
+        return []
+    write(data)
+    metadata[METADATA_KEY] = origins_reference(data)
+    return [ORIGINS_NAME]
 
 
 def published_summary(
@@ -446,12 +479,23 @@ def _commit(
         write_rejects(
             path, OutputArea(area.describe(WORK_DIR_NAME), storage_options), units, records
         )
+    metadata: dict[str, Any] = {"source": dict(plan.source, skipped_documents=skipped)}
+    files = _publish_origins(
+        units,
+        records,
+        lambda unit, name, limit: area.read_bytes(
+            f"{WORK_DIR_NAME}/{unit_name(unit.index)}/{name}", limit
+        ),
+        lambda data: area.write_bytes(f"{WORK_DIR_NAME}/{ORIGINS_NAME}", data),
+        metadata,
+    )
     publish_plan = build_publish_plan(
         shards,
         dtype=str(plan.dtype),
         vocab_size=plan.vocab_size,
-        metadata={"source": dict(plan.source, skipped_documents=skipped)},
+        metadata=metadata,
         summary={"skipped": skipped, "rejects": path},
+        files=files,
     )
     _publish_remote(area, publish_plan)
     return published_summary(publish_plan, area.output, len(units), 0, started)

@@ -32,6 +32,13 @@ import numpy as np
 from mixle._file_checks import check_replaceable, contained_shard
 from mixle._io import link_or_copy, naming_file
 from mixle.corpus.format.manifest import Manifest, ShardEntry, parse_manifest
+from mixle.corpus.format.origins import (
+    METADATA_KEY,
+    ORIGINS_NAME,
+    concatenate_origins,
+    origins_reference,
+    read_origins,
+)
 from mixle.corpus.format.shard import rewrite_shard_dtype
 from mixle.corpus.format.spec import MANIFEST_NAME, normalize_dtype, shard_file_names
 from mixle.corpus.format.store import ShardStore
@@ -187,7 +194,7 @@ def merge_corpora(
     ]
     target = _target_dtype(sources, dtype)
     vocab = _target_vocab(sources, vocab_size)
-    metadata = {  # a URL's userinfo (a password) is never written into the manifest
+    metadata: dict[str, Any] = {  # a URL's userinfo (a password) is never written into the manifest
         "merged_from": [
             {"corpus": redact_userinfo(name), "fingerprint": manifest.fingerprint}
             for name, manifest in sources
@@ -199,6 +206,7 @@ def merge_corpora(
     Manifest.build([], dtype=target, vocab_size=vocab, metadata=metadata)
     for store, (_, manifest) in zip(stores, sources, strict=True):
         _check_shard_files(store, manifest)
+    origins = _merged_origins(stores, [manifest for _, manifest in sources])
     if out.exists(MANIFEST_NAME):
         if not overwrite:
             raise CorpusExistsError(
@@ -219,7 +227,28 @@ def merge_corpora(
                     renamed = _widen(store, shard, out, renamed, manifest.dtype, target)
             entries.append(renamed)
     remove_stale_shards(out, {entry[key] for entry in entries for key in ("tokens", "offsets")})
+    if origins is not None:
+        with naming_file(f"{out.location}/{ORIGINS_NAME}"):
+            out.write_bytes(ORIGINS_NAME, origins)
+        metadata[METADATA_KEY] = origins_reference(origins)
     return commit_manifest_to(out, entries, dtype=target, vocab_size=vocab, metadata=metadata)
+
+
+def _merged_origins(stores: Sequence[ShardStore], manifests: Sequence[Manifest]) -> bytes | None:
+    """The merged corpus's origins sidecar when every input has one, else ``None``.
+
+    Raises
+    ------
+    CorpusFormatError
+        An input's sidecar is missing, truncated or forged (names it).
+    """
+    tables = []
+    for store, manifest in zip(stores, manifests, strict=True):
+        table = read_origins(store, manifest.metadata, manifest.num_documents)
+        if table is None:
+            return None
+        tables.append(table)
+    return concatenate_origins(tables)
 
 
 def _copy_shard(

@@ -26,18 +26,36 @@ import numpy as np
 from mixle._io import fsync_file, naming_file, write_json_atomic
 from mixle.corpus.format.encode import narrow, needed_dtype
 from mixle.corpus.format.manifest import Manifest, write_manifest
+from mixle.corpus.format.origins import OriginRuns, coalesce_runs
 from mixle.corpus.format.shard import ShardWriter, rewrite_shard_dtype
 from mixle.corpus.format.spec import MANIFEST_NAME, dtype_limit
-from mixle.corpus.ingestion.input_readers import InputBatch, ReadOptions, read_unit
+from mixle.corpus.ingestion.input_readers import (
+    InputBatch,
+    ReadOptions,
+    read_unit,
+    record_origins,
+)
 from mixle.corpus.ingestion.inputs import WorkUnit
 from mixle.errors import IngestError
 
-__all__ = ["UNIT_RECORDS", "UnitJob", "convert_unit", "init_worker", "write_json_atomic"]
+__all__ = [
+    "UNIT_ORIGINS_NAME",
+    "UNIT_RECORDS",
+    "UnitJob",
+    "convert_unit",
+    "init_worker",
+    "write_json_atomic",
+]
 
 DONE_NAME = "done.json"
 REJECTS_NAME = "rejects.jsonl"
-#: A finished unit's small files (not its shards): its record, manifest and rejects.
-UNIT_RECORDS = (DONE_NAME, MANIFEST_NAME, REJECTS_NAME)
+#: The unit's origin runs (:meth:`OriginRuns.to_bytes`): documents counted from the
+#: unit's first, inputs indexing :attr:`WorkUnit.files`, records in the format's frame
+#: (JSONL lines from the unit's first line); the commit step joins them into the
+#: corpus's ``origins.bin``.
+UNIT_ORIGINS_NAME = "origins.runs"
+#: A finished unit's small files (not its shards): record, manifest, rejects, origins.
+UNIT_RECORDS = (DONE_NAME, MANIFEST_NAME, REJECTS_NAME, UNIT_ORIGINS_NAME)
 
 # Progress counters shared with the coordinating process: documents, tokens, input
 # bytes. Set by :func:`init_worker` (pool) or directly (in-process run).
@@ -239,8 +257,11 @@ def convert_unit(unit: WorkUnit, job: UnitJob, unit_dir: str) -> dict[str, Any]:
     writer = _UnitShards(unit_dir, job.dtype, job.vocab_size, job.shard_size)
     rejects: list[tuple[tuple[int, int], str]] = []
     stats = {"documents": 0, "tokens": 0, "lines": 0, "input_bytes": 0}
+    runs: list[OriginRuns] = []
     try:
         for batch in read_unit(unit, job.read):
+            origins = record_origins(unit, batch)
+            inputs, records = origins.file, origins.record
             # A plain ndarray view (np.memmap slicing is slow) of the batch's ids.
             tokens, lengths = np.asarray(batch.tokens), batch.lengths
             if job.append_eos is not None:
@@ -256,6 +277,8 @@ def convert_unit(unit: WorkUnit, job: UnitJob, unit_dir: str) -> dict[str, Any]:
                 keep[list(bad)] = False
                 tokens = tokens[np.repeat(keep, lengths)]
                 lengths = lengths[keep]
+                inputs, records = inputs[keep], records[keep]
+            runs.append(OriginRuns.of_documents(inputs, records, stats["documents"]))
             writer.write(tokens, lengths, limit)
             rejects.extend(sorted(problems))
             stats["documents"] += int(lengths.shape[0])
@@ -276,6 +299,10 @@ def convert_unit(unit: WorkUnit, job: UnitJob, unit_dir: str) -> dict[str, Any]:
             for location, reason in rejects:
                 handle.write(json.dumps({"location": list(location), "reason": reason}) + "\n")
             fsync_file(handle)
+    path = os.path.join(unit_dir, UNIT_ORIGINS_NAME)
+    with naming_file(path), open(path, "wb") as handle:
+        handle.write(coalesce_runs(OriginRuns.joined(runs)).to_bytes())
+        fsync_file(handle)
     result = dict(stats, skipped=len(rejects), dtype=manifest.dtype)
     write_json_atomic(os.path.join(unit_dir, DONE_NAME), result)
     return result

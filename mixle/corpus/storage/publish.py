@@ -59,6 +59,7 @@ from mixle.corpus.format.manifest import (
     compute_fingerprint,
     write_manifest,
 )
+from mixle.corpus.format.origins import ORIGINS_NAME, sidecar_reference
 from mixle.corpus.format.spec import MANIFEST_NAME, shard_file_names
 from mixle.corpus.format.store import ShardStore
 from mixle.corpus.storage.local import LocalStore, local_sizes
@@ -308,20 +309,27 @@ def _is_local_raw(documents: Any) -> bool:
     expected = {MANIFEST_NAME} | {name for entry in manifest.shards for name in entry.files}
     if manifest.shard_table is not None:
         expected.add(manifest.shard_table.file)
+    expected.update(_sidecars(manifest))
     return set(os.listdir(store.directory)) == expected
 
 
+def _sidecars(manifest: Manifest) -> list[str]:
+    """The optional files the manifest names beside the shards (the origins sidecar)."""
+    return [ORIGINS_NAME] if sidecar_reference(manifest.metadata) is not None else []
+
+
 def _copy_raw(documents: Any, directory: str) -> dict[str, Any]:
-    """Copy every shard file into ``directory`` and commit the same manifest there."""
+    """Copy every shard file and sidecar into ``directory`` and commit the same
+    manifest there."""
     store = documents.store
     manifest: Manifest = documents.parsed_manifest
-    for entry in manifest.shards:
-        for name in entry.files:
-            path = store.local_path(name)
-            try:
-                shutil.copyfile(path, os.path.join(directory, name))
-            finally:
-                store.release(name)
+    names = [name for entry in manifest.shards for name in entry.files] + _sidecars(manifest)
+    for name in names:
+        path = store.local_path(name)
+        try:
+            shutil.copyfile(path, os.path.join(directory, name))
+        finally:
+            store.release(name)
     write_manifest(directory, manifest)
     return manifest.to_dict()
 
@@ -409,9 +417,11 @@ def build_publish_plan(
     vocab_size: int | None,
     metadata: Mapping[str, Any],
     summary: Mapping[str, Any],
+    files: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Return the publish plan for ``shards`` (``(unit dir name, entry)`` pairs in corpus
-    order); shard ``g`` of the corpus is named ``shard-{g:05d}``. No I/O.
+    order); shard ``g`` of the corpus is named ``shard-{g:05d}``. ``files`` lie at the
+    top of the work directory and keep their names (the origins sidecar). No I/O.
 
     The fingerprint comes from the entries' recorded digests. The plan is returned as a
     resumed run would read it back (sorted keys), so the manifest bytes are the same
@@ -424,6 +434,7 @@ def build_publish_plan(
         moves.append([unit_name, entry["tokens"], tokens])
         moves.append([unit_name, entry["offsets"], offsets])
         entries.append(dict(entry, tokens=tokens, offsets=offsets))
+    moves.extend(["", name, name] for name in files)
     plan = {
         "entries": entries,
         "moves": moves,
@@ -515,7 +526,8 @@ def publish_units(
     if directory is None:
         if not _already_published(store, plan):
             _concurrently(
-                lambda move: store.copy(f"{work}/{move[0]}/{move[1]}", move[2]), plan["moves"]
+                lambda move: store.copy("/".join(filter(None, (work, *move[:2]))), move[2]),
+                plan["moves"],
             )
             _commit_plan(store, plan)
         store.remove(work)

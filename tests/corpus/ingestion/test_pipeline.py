@@ -118,7 +118,12 @@ def test_existing_corpus_needs_overwrite_and_stale_shards_are_removed(tmp_path: 
         ingest(tmp_path / "small.jsonl", tmp_path / "out")
     summary = ingest(tmp_path / "small.jsonl", tmp_path / "out", overwrite=True)
     names = sorted(p.name for p in (tmp_path / "out").iterdir())
-    assert names == ["manifest.json", "shard-00000.offsets", "shard-00000.tokens"]
+    assert names == [
+        "manifest.json",
+        "origins.bin",
+        "shard-00000.offsets",
+        "shard-00000.tokens",
+    ]
     assert summary.documents == 3
 
 

@@ -1,0 +1,278 @@
+"""The origins sidecar: where each document of a corpus was read (``docs/format.md``
+section "Origins sidecar").
+
+A corpus may carry one file, ``origins.bin``, naming for every document the input file
+and the record in it (a line, row, document or file, by the input's format) that it
+was made from. Documents read from consecutive records of one file form a *run*, and
+the file stores runs, not documents: a line-indexed input without skipped lines costs
+one run (24 bytes) per input file, however many documents it holds. The manifest's
+``metadata["origins"]`` names the file with its size and SHA-256, so the file is
+sealed by the manifest's own checksum; a reader that does not want origins never
+opens it, and a corpus without one is an ordinary corpus.
+
+Layout (little-endian): ``MAGIC`` (8 bytes), ``u32`` version (1), ``u32`` flags (0),
+``u64`` documents, ``u64`` runs, ``u64`` input-table bytes, the input table (UTF-8
+JSON: a list of ``{"path", "kind"}``), zero padding to a multiple of 8, then three
+``int64`` columns of ``runs`` entries each: the run's first document (0 first, strictly
+increasing, below the document count), its input (an index into the table), and its
+first record. Document ``d`` of run ``k`` has record ``record[k] + d - first[k]``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mixle.errors import CorpusFormatError
+
+if TYPE_CHECKING:
+    from mixle.corpus.format.store import ShardStore
+
+__all__ = [
+    "METADATA_KEY",
+    "ORIGINS_MAGIC",
+    "ORIGINS_NAME",
+    "ORIGINS_VERSION",
+    "Origin",
+    "OriginRuns",
+    "OriginsTable",
+    "coalesce_runs",
+    "concatenate_origins",
+    "encode_origins",
+    "origins_reference",
+    "read_origins",
+    "sidecar_reference",
+]
+
+ORIGINS_NAME = "origins.bin"
+ORIGINS_MAGIC = b"MXORIGIN"
+ORIGINS_VERSION = 1
+_HEADER = struct.Struct("<8sIIQQQ")
+#: The manifest metadata key that names the sidecar.
+METADATA_KEY = "origins"
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where one document came from: ``record`` (0-based) of kind ``kind`` (``"line"``,
+    ``"row"``, ``"document"``, ``"file"``) in the input file ``path``."""
+
+    path: str
+    kind: str
+    record: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {"path": self.path, "kind": self.kind, "record": self.record}
+
+
+@dataclass(frozen=True, slots=True)
+class OriginRuns:
+    """Runs of documents from consecutive records: three equal-length int64 columns."""
+
+    first: np.ndarray
+    input: np.ndarray
+    record: np.ndarray
+
+    @classmethod
+    def empty(cls) -> OriginRuns:
+        """No runs."""
+        zero = np.empty(0, dtype=np.int64)
+        return cls(zero, zero, zero)
+
+    @classmethod
+    def of_documents(cls, inputs: np.ndarray, records: np.ndarray, base: int = 0) -> OriginRuns:
+        """The runs of documents ``base, base + 1, …`` read from ``records`` of ``inputs``."""
+        inputs = np.asarray(inputs, dtype=np.int64)
+        records = np.asarray(records, dtype=np.int64)
+        if inputs.shape[0] == 0:
+            return cls.empty()
+        breaks = (inputs[1:] != inputs[:-1]) | (records[1:] != records[:-1] + 1)
+        starts = np.concatenate(([0], np.flatnonzero(breaks) + 1))
+        return cls(starts + base, inputs[starts], records[starts])
+
+    @classmethod
+    def joined(cls, parts: Sequence[OriginRuns]) -> OriginRuns:
+        """The runs of ``parts`` one after the other (not coalesced: see
+        :func:`coalesce_runs`)."""
+        if not parts:
+            return cls.empty()
+        return cls(
+            np.concatenate([part.first for part in parts]),
+            np.concatenate([part.input for part in parts]),
+            np.concatenate([part.record for part in parts]),
+        )
+
+    def shifted(self, documents: int, inputs: np.ndarray, records: np.ndarray) -> OriginRuns:
+        """Runs with ``documents`` added to every first document, inputs mapped through
+        ``inputs`` (old index → new) and ``records[old input]`` added to the records."""
+        return OriginRuns(
+            self.first + documents, inputs[self.input], self.record + records[self.input]
+        )
+
+    def to_bytes(self) -> bytes:
+        """The three columns, as ``encode_origins`` stores them."""
+        return b"".join(
+            column.astype("<i8").tobytes() for column in (self.first, self.input, self.record)
+        )
+
+    @classmethod
+    def from_bytes(cls, data: bytes | memoryview, where: str) -> OriginRuns:
+        """Runs from :meth:`to_bytes` output.
+
+        Raises
+        ------
+        CorpusFormatError
+            ``data`` is not three equal int64 columns (names ``where``).
+        """
+        if len(data) % 24:
+            raise CorpusFormatError(f"{where}: {len(data)} bytes is not a whole number of runs.")
+        columns = np.frombuffer(data, dtype="<i8").reshape(3, -1).astype(np.int64)
+        return cls(columns[0], columns[1], columns[2])
+
+
+def coalesce_runs(runs: OriginRuns) -> OriginRuns:
+    """``runs`` with every run that continues the one before it (same input, the next
+    record) merged into it: the smallest run list for the same documents."""
+    if runs.first.shape[0] < 2:
+        return runs
+    gaps = runs.first[1:] - runs.first[:-1]
+    joins = (runs.input[1:] == runs.input[:-1]) & (runs.record[1:] == runs.record[:-1] + gaps)
+    keep = np.concatenate(([True], ~joins))
+    return OriginRuns(runs.first[keep], runs.input[keep], runs.record[keep])
+
+
+def encode_origins(inputs: Sequence[tuple[str, str]], runs: OriginRuns, documents: int) -> bytes:
+    """The sidecar's bytes for ``documents`` documents read from ``inputs`` (``(path,
+    kind)`` pairs) as ``runs``."""
+    table = json.dumps([{"path": path, "kind": kind} for path, kind in inputs]).encode()
+    padding = b"\0" * (-(_HEADER.size + len(table)) % 8)
+    header = _HEADER.pack(
+        ORIGINS_MAGIC, ORIGINS_VERSION, 0, documents, runs.first.shape[0], len(table)
+    )
+    return header + table + padding + runs.to_bytes()
+
+
+def concatenate_origins(tables: Sequence[OriginsTable]) -> bytes:
+    """The sidecar of the concatenation of the corpora whose sidecars are ``tables``
+    (in order): one input table, documents counted on."""
+    inputs: dict[tuple[str, str], int] = {}
+    parts = []
+    documents = 0
+    for table in tables:
+        mapping = np.array([inputs.setdefault(item, len(inputs)) for item in table.inputs])
+        zero = np.zeros(len(table.inputs), dtype=np.int64)
+        parts.append(table.runs.shifted(documents, mapping.astype(np.int64), zero))
+        documents += table.documents
+    return encode_origins(list(inputs), coalesce_runs(OriginRuns.joined(parts)), documents)
+
+
+def origins_reference(data: bytes) -> dict[str, Any]:
+    """The manifest metadata entry that names a sidecar of bytes ``data``."""
+    return {
+        "file": ORIGINS_NAME,
+        "version": ORIGINS_VERSION,
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
+
+
+def sidecar_reference(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The sidecar named in a manifest's ``metadata``, or ``None`` when it names none.
+
+    Raises
+    ------
+    CorpusFormatError
+        The entry is not an object of ``file``, ``version``, ``bytes``, ``sha256``.
+    """
+    reference = metadata.get(METADATA_KEY)
+    if reference is None:
+        return None
+    if (
+        not isinstance(reference, dict)
+        or reference.get("file") != ORIGINS_NAME
+        or reference.get("version") != ORIGINS_VERSION
+        or not isinstance(reference.get("bytes"), int)
+        or not isinstance(reference.get("sha256"), str)
+    ):
+        raise CorpusFormatError(
+            f"manifest metadata 'origins' is {reference!r}, not a version-{ORIGINS_VERSION} "
+            f"reference to {ORIGINS_NAME}."
+        )
+    return reference
+
+
+class OriginsTable:
+    """A parsed, checked sidecar: :meth:`origin` of any document in O(log runs)."""
+
+    def __init__(self, data: bytes, documents: int, where: str) -> None:
+        """Parse ``data`` (the whole file) of a corpus of ``documents`` documents.
+
+        Raises
+        ------
+        CorpusFormatError
+            The file is truncated, of another version, or inconsistent (names ``where``).
+        """
+        if len(data) < _HEADER.size:
+            raise CorpusFormatError(f"{where}: {len(data)} bytes, shorter than its header.")
+        magic, version, _, count, runs, table_bytes = _HEADER.unpack_from(data)
+        if magic != ORIGINS_MAGIC or version != ORIGINS_VERSION:
+            raise CorpusFormatError(f"{where}: not a version-{ORIGINS_VERSION} origins sidecar.")
+        start = _HEADER.size + table_bytes + (-(_HEADER.size + table_bytes) % 8)
+        if count != documents or len(data) != start + 24 * runs:
+            raise CorpusFormatError(
+                f"{where}: {len(data)} bytes for {runs} runs of {count} documents; the corpus "
+                f"has {documents} (truncated or from another corpus)."
+            )
+        try:
+            table = json.loads(bytes(data[_HEADER.size : _HEADER.size + table_bytes]))
+            self.inputs = [(str(item["path"]), str(item["kind"])) for item in table]
+        except (ValueError, TypeError, KeyError) as exc:
+            raise CorpusFormatError(f"{where}: its input table is not valid ({exc}).") from exc
+        self.runs = OriginRuns.from_bytes(data[start:], where)
+        first, inputs = self.runs.first, self.runs.input
+        if runs and (
+            first[0] != 0
+            or np.any(first[1:] <= first[:-1])
+            or first[-1] >= documents
+            or inputs.min() < 0
+            or inputs.max() >= len(self.inputs)
+        ):
+            raise CorpusFormatError(f"{where}: its runs are not in order or name no input.")
+        if documents and not runs:
+            raise CorpusFormatError(f"{where}: no runs for {documents} documents.")
+        self.documents = documents
+
+    def origin(self, index: int) -> Origin:
+        """The origin of document ``index`` (``0 <= index < documents``, checked by the caller)."""
+        run = int(np.searchsorted(self.runs.first, index, side="right")) - 1
+        path, kind = self.inputs[int(self.runs.input[run])]
+        return Origin(path, kind, int(self.runs.record[run]) + index - int(self.runs.first[run]))
+
+
+def read_origins(
+    store: ShardStore, metadata: Mapping[str, Any], documents: int
+) -> OriginsTable | None:
+    """The sidecar of a corpus in ``store`` (a :class:`~.store.ShardStore`), checked against
+    its manifest reference; ``None`` when the manifest names none.
+
+    Raises
+    ------
+    CorpusFormatError
+        The sidecar is missing, of another size (truncated), of another digest (forged)
+        or malformed; the message names the file.
+    """
+    reference = sidecar_reference(metadata)
+    if reference is None:
+        return None
+    where = f"{store.location}/{ORIGINS_NAME}"
+    data = bytes(store.read_file(ORIGINS_NAME, reference["bytes"]))
+    if hashlib.sha256(data).hexdigest() != reference["sha256"]:
+        raise CorpusFormatError(f"{where}: its SHA-256 is not the manifest's (replaced or forged).")
+    return OriginsTable(data, documents, where)
