@@ -13,9 +13,11 @@ from mixle.cli import main
 from mixle.corpus import CorpusShape, IngestOptions, IngestRun, ingest
 from mixle.errors import ArgumentTypeError
 
-# SHA-256 of manifest.json for the input below, written by `ingest` at main 3db65e4
-# (flat keywords, before the sections); it holds the fingerprint and every shard digest.
-MANIFEST_SHA256 = "34a295b1cb27df3165d2248d4475d8a6398e624db0700c53b962cddc198ed8d8"
+# SHA-256 of manifest.json for the input below; it holds the fingerprint and every shard
+# digest. At main 3db65e4 (flat keywords, before the sections) it was 34a295b1...; the
+# origins sidecar (#29) added `metadata.origins` to the manifest since, and nothing else
+# (fingerprints per input format are pinned in test_format_outputs.py).
+MANIFEST_SHA256 = "8965903a9a0de3b141db8473adf971e4c38297a7652877505a45eb2d4b26891e"
 KEYWORDS = {"vocab_size": 300, "append_eos": 0, "shard_size": 4096, "unit_size": 8}
 
 
