@@ -249,7 +249,7 @@ class LengthBandit:
         if not isinstance(planned, dict):
             raise StateMismatchError("LengthBandit state field `planned` must be a dict.")
         epochs = {}
-        for epoch, probabilities in planned.items():
+        for epoch in planned:
             if not str(epoch).isdigit():
                 raise StateMismatchError(
                     f"LengthBandit state field `planned` has a bad epoch {epoch!r}."

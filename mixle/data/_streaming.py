@@ -25,8 +25,8 @@ from mixle._checks import nonnegative_int
 from mixle.data import _plan_global, _plan_per_rank  # noqa: F401  (register the layouts)
 from mixle.data._attention import with_attention_boundaries
 from mixle.data._batch import Batch
-from mixle.data._cursor import Cursor
 from mixle.data._curriculum_state import SELECTOR_KEY, StatefulSelector, selector_state
+from mixle.data._cursor import Cursor
 from mixle.data._documents import as_documents, offset_reader, supports_prefetch
 from mixle.data._epoch_plans import EpochPlans
 from mixle.data._hints import HINT_BATCHES

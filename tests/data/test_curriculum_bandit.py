@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mixle.data import StreamingCorpus, global_document_order
-from mixle.data._curriculum_bandit import LengthBandit
+from mixle.data import LengthBandit
 from mixle.errors import ArgumentError, StateMismatchError
 
 LENGTHS = (5, 20, 300)
@@ -106,7 +106,7 @@ def test_non_finite_reward_names_the_bucket(reward: float) -> None:
 
 
 def test_unknown_bucket_is_refused() -> None:
-    with pytest.raises(ArgumentError, match="unknown bucket 3.*buckets 0..2"):
+    with pytest.raises(ArgumentError, match=r"unknown bucket 3.*buckets 0\.\.2"):
         _bandit(_documents()).report(3, 0.5)
 
 
