@@ -52,14 +52,16 @@ def _unit_interval(name: str, value: Any) -> float:
     return float(value)
 
 
-def _checked_edges(edges: Sequence[int]) -> tuple[int, ...]:
-    checked = tuple(exact_int(f"edges[{i}]", edge) for i, edge in enumerate(edges))
+def checked_edges(name: str, edges: Sequence[int]) -> tuple[int, ...]:
+    """``edges`` as a tuple, or an error naming ``name``: at least one, each a positive
+    integer greater than the one before."""
+    checked = tuple(exact_int(f"{name}[{i}]", edge) for i, edge in enumerate(edges))
     if not checked:
-        raise ArgumentError("`edges` must name at least one length (two buckets). Got ().")
+        raise ArgumentError(f"`{name}` must name at least one length (two buckets). Got ().")
     for i, edge in enumerate(checked):
         if edge <= (checked[i - 1] if i else 0):
             raise ArgumentError(
-                f"`edges` must be positive and strictly increasing. Got edges[{i}]={edge} "
+                f"`{name}` must be positive and strictly increasing. Got {name}[{i}]={edge} "
                 f"after {checked[i - 1] if i else 0}."
             )
     return checked
@@ -97,7 +99,7 @@ class LengthBandit:
         exploration: float = 0.1,
         learning_rate: float = 1.0,
     ) -> None:
-        self.edges = _checked_edges(edges)
+        self.edges = checked_edges("edges", edges)
         self.seed = nonnegative_int("seed", seed)
         self.exploration = _unit_interval("exploration", exploration)
         self.learning_rate = _unit_interval("learning_rate", learning_rate)
