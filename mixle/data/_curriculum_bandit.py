@@ -112,7 +112,11 @@ class LengthBandit:
         sizes = np.bincount(self._buckets, minlength=self.num_buckets)
         for bucket, size in enumerate(sizes):
             if size == 0:
-                raise ArgumentError(f"{self.bucket_name(bucket)} has no documents.")
+                raise ArgumentError(
+                    f"{self.bucket_name(bucket)} has no documents: choose `edges` "
+                    f"(length_buckets) between the shortest ({int(table.min())}) and the "
+                    f"longest ({int(table.max())}) document."
+                )
         self.bucket_sizes = tuple(int(size) for size in sizes)
         self.log_weights = np.zeros(self.num_buckets)
         self._reward_sum = np.zeros(self.num_buckets)

@@ -104,9 +104,14 @@ def test_sigkilled_length_bandit_run_resumes_bitwise_exactly(
         every=5,
         extra=("--length-buckets", "100,180", "--batch-size", "16"),
     )
-    run = tmp_path / "killed"
-    state = json.loads((Path(str(latest_checkpoint(str(run)))) / "rank-00000.json").read_text())
-    assert len(state["stream"]["selector"]["planned"]) >= 3, state["stream"]["selector"]
+    reference, killed = (
+        json.loads((Path(str(latest_checkpoint(str(run)))) / "rank-00000.json").read_text())
+        for run in (tmp_path / "reference", tmp_path / "killed")
+    )
+    assert len(killed["stream"]["selector"]["planned"]) >= 3, killed["stream"]["selector"]
+    # Every reward, to the bit: the weights of the epochs still to come.
+    assert killed["stream"]["selector"] == reference["stream"]["selector"]
+    assert killed["length_rewards"] == reference["length_rewards"]
 
 
 @pytest.mark.slow
