@@ -3,7 +3,7 @@
 A long-tailed corpus: the first ``--documents`` documents of the sample corpus (byte
 tokens; lengths from 5 to tens of thousands), small enough that a run of ``--steps``
 steps sees several epochs (the bandit re-decides once per epoch). Two runs in the same
-process, same model, seed, permutation order and steps (so equal trained tokens):
+process, same model, seed, permutation order and steps (so equal trained tokens), after a discarded 20-step warm-up run:
 ``fixed`` (every document every epoch) and ``bandit`` (``length_buckets``). Reports
 tokens/s (ratio to ``fixed``), the held-out loss at the end, and the bandit's final
 probabilities.
@@ -47,7 +47,8 @@ def main() -> None:
             f"{int(lengths.min())}..{int(lengths.max())} (median {int(np.median(lengths))})"
         )
         results = {}
-        for name, buckets in (("fixed", None), ("bandit", args.edges)):
+        runs = (("warm-up", None), ("fixed", None), ("bandit", args.edges))
+        for name, buckets in runs:
             checkpoints = Path(tmp) / name
             config = TrainConfig(
                 corpus=str(corpus),
@@ -56,7 +57,7 @@ def main() -> None:
                 n_head=2,
                 block=128,
                 batch_size=16,
-                steps=args.steps,
+                steps=args.steps if name != "warm-up" else 20,
                 holdout_documents=32,
                 eval_every=args.steps,
                 eval_batches=8,
@@ -69,6 +70,8 @@ def main() -> None:
                 checkpoint_dir=str(checkpoints),
             )
             summary = train(config, log=lambda _: None)
+            if name == "warm-up":  # first-run costs (allocator, kernels) paid and dropped
+                continue
             state = json.loads((Path(str(summary.checkpoint)) / "rank-00000.json").read_text())
             selector = state["stream"].get("selector")
             results[name] = summary
