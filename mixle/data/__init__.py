@@ -8,12 +8,14 @@ Contracts a user may implement: :class:`DocumentSource` (what the streams read:
 sequence of arrays is adapted), :class:`PlanStore` (where epoch plans are kept across
 processes; ``mixle.corpus.PlanFiles`` keeps them in files) and :class:`MixingRule`
 (how a :class:`Mixture` turns weights into each row's source; :class:`ExactSchedule`
-is the default, :class:`TemperatureSchedule` a second rule).
+is the default, :class:`TemperatureSchedule` a second rule). A ready
+``sequence_selector`` policy: :class:`LengthBandit` (EXP3 over length buckets).
 """
 
 from mixle._gather import gather_backend, set_gather_backend
 from mixle.data._attention import attention_boundaries
 from mixle.data._batch import Batch
+from mixle.data._curriculum_bandit import LengthBandit
 from mixle.data._dcp import DcpLoaderState
 from mixle.data._documents import DocumentSource
 from mixle.data._mesh import (
@@ -46,6 +48,7 @@ __all__ = [
     "DcpLoaderState",
     "DocumentSource",
     "ExactSchedule",
+    "LengthBandit",
     "MixingRule",
     "Mixture",
     "MixturePhase",

@@ -25,6 +25,7 @@ from mixle._checks import nonnegative_int
 from mixle.data import _plan_global, _plan_per_rank  # noqa: F401  (register the layouts)
 from mixle.data._attention import with_attention_boundaries
 from mixle.data._batch import Batch
+from mixle.data._curriculum_state import SELECTOR_KEY, StatefulSelector, selector_state
 from mixle.data._cursor import Cursor
 from mixle.data._documents import as_documents, offset_reader, supports_prefetch
 from mixle.data._epoch_plans import EpochPlans
@@ -546,7 +547,10 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         consumed in the epoch; it is the same on every rank and loads into any
         ``(world_size, batch_size)``.
         """
-        return self._cursor.state_dict(self.stream_identity())
+        state = self._cursor.state_dict(self.stream_identity())
+        if isinstance(self.sequence_selector, StatefulSelector):
+            state[SELECTOR_KEY] = self.sequence_selector.state_dict()
+        return state
 
     def load_state_dict(self, state: Any) -> None:
         """Move the cursor to a saved ``(epoch, batch)``; the next batch is the saved one.
@@ -562,4 +566,7 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         identity = self.stream_identity()
         check_plan_state(state, identity, layout=self.layout, version=self._cursor.version)
         check_saved_order(state, identity, "StreamingCorpus")
+        if isinstance(self.sequence_selector, StatefulSelector):
+            self.sequence_selector.load_state_dict(selector_state(state))
+            self._plans = self._plans.recut(self._row_plan)  # plans of the old weights
         self._cursor.load(state, identity, epoch_size=self.epoch_size, unit=self._row_plan.unit)

@@ -23,6 +23,7 @@ from typing import Any
 
 from mixle._checks import exact_int, nonnegative_int, positive_int
 from mixle._options import Check, Sectioned, check_options, option, section
+from mixle.data._curriculum_bandit import checked_edges
 from mixle.data._options import ORDERS
 from mixle.data._packing_options import PACKINGS
 from mixle.errors import ArgumentError, ArgumentTypeError
@@ -86,6 +87,23 @@ def _token_id(name: str, value: Any) -> int:
     if result < 0:
         raise ArgumentError(f"`{name}` must be a nonnegative token id. Got {result} instead.")
     return result
+
+
+def length_edges(name: str, value: Any) -> tuple[int, ...]:
+    """``"128,512"`` -> ``(128, 512)``: positive, strictly increasing bucket edges."""
+    try:
+        edges = [int(part) for part in value.split(",")]
+    except (AttributeError, ValueError):
+        raise ArgumentError(
+            f"`{name}` must be comma-separated token counts, e.g. '128,512'. Got {value!r}."
+        ) from None
+    return checked_edges(name, edges)
+
+
+def _length_buckets(name: str, value: Any) -> str | None:
+    if value is not None:
+        length_edges(name, value)
+    return value
 
 
 def _learning_rate(name: str, value: Any) -> float:
@@ -199,6 +217,14 @@ class DataConfig:
     batch_size: int = option(16, check=positive_int, help="rows or windows per step per rank (16)")
     boundary_id: int | None = option(
         None, check=_token_id, parse=int, help="token between documents"
+    )
+    length_buckets: str | None = option(
+        None,
+        check=_length_buckets,
+        metavar="E1,E2,...",
+        help="ration documents by length: an EXP3 bandit over the buckets split at these "
+        "token counts, rewarded by each bucket's loss decrease per token, rechosen every "
+        "epoch (packed objective, permutation order, needs --steps)",
     )
     holdout_documents: int = option(
         0,
@@ -405,6 +431,24 @@ class TrainConfig(Sectioned):
         if self.data.mixture is not None:
             self._check_mixture()
         self._check_packing()
+        if self.data.length_buckets is not None:
+            self._check_length_buckets()
+
+    def _check_length_buckets(self) -> None:
+        wrong = [
+            f"{name}={value!r} (needs {need})"
+            for name, value, bad, need in (
+                ("objective", self.objective, self.objective != "packed", "'packed'"),
+                ("order", self.order, self.order == "blocks", "'permutation' or unset"),
+                ("mixture", self.mixture, self.mixture is not None, "None"),
+                ("steps", self.runtime.steps, self.runtime.steps is None, "a number: --steps"),
+            )
+            if bad
+        ]
+        if wrong:
+            raise ArgumentError(
+                f"length_buckets={self.data.length_buckets!r} needs: {'; '.join(wrong)}."
+            )
 
     def _check_packing(self) -> None:
         if self.packing not in PACKINGS:

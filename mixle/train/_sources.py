@@ -27,6 +27,7 @@ import numpy as np
 
 from mixle._checks import nonnegative_int
 from mixle.data._batch import Batch
+from mixle.data._curriculum_bandit import LengthBandit
 from mixle.data._cursor import Cursor
 from mixle.data._options import ShardOptions
 from mixle.data._order_state import saved_order
@@ -216,6 +217,9 @@ class PackedBatches(StreamSource):
     packing, attention_boundaries
         As for :class:`StreamingCorpus` (``"best_fit"`` needs the global layout; the
         boundaries let the model mask attention per document).
+    sequence_selector
+        A :class:`~mixle.data.LengthBandit` rationing documents by length (``None``:
+        none); the rows then carry document ids, from which the trainer rewards it.
     **args
         ``rank, world_size, block, batch_size, seed, boundary_id`` (:class:`SourceArgs`),
         as for :class:`StreamingCorpus`; ``even_batches`` is always on (per-rank layout)
@@ -232,6 +236,7 @@ class PackedBatches(StreamSource):
         order: str | None = None,
         packing: str = "concatenate",
         attention_boundaries: bool = False,
+        sequence_selector: LengthBandit | None = None,
         **args: Unpack[SourceArgs],
     ) -> None:
         _check_names("PackedBatches", args, SourceArgs)
@@ -244,6 +249,8 @@ class PackedBatches(StreamSource):
             plan_store=plan_store,
             packing=packing,
             attention_boundaries=attention_boundaries,
+            sequence_selector=sequence_selector,
+            document_ids=sequence_selector is not None,  # the rewards count tokens per bucket
             **args,
         )
         self.corpus = self._corpus(order=order)
@@ -379,12 +386,14 @@ def make_source(
     order: str | None = None,
     packing: str = "concatenate",
     document_mask: bool = False,
+    length_bandit: LengthBandit | None = None,
     **args: Unpack[SourceArgs],
 ) -> PackedBatches | WindowBatches | GlobalWindowBatches:
     """The batch source for ``objective`` (``"packed"`` or ``"windows"``) and ``layout``;
     ``plan_store`` keeps the packed objective's epoch plans (windows plan in O(1)),
     ``order`` is its epoch order (:class:`PackedBatches`; windows have their own), and
-    ``packing`` and ``document_mask`` (attention boundaries) apply to packed rows."""
+    ``packing``, ``document_mask`` (attention boundaries) and ``length_bandit`` (the
+    ``sequence_selector``; the rows then carry document ids) apply to packed rows."""
     if objective == "packed":
         return PackedBatches(
             documents,
@@ -393,6 +402,7 @@ def make_source(
             order=order,
             packing=packing,
             attention_boundaries=document_mask,
+            sequence_selector=length_bandit,
             **args,
         )
     cls = GlobalWindowBatches if layout == "global" else WindowBatches

@@ -29,7 +29,8 @@ import torch
 from mixle.corpus import open_corpus
 from mixle.corpus.storage.plan_cache import PlanFiles
 from mixle.data._batch import Batch
-from mixle.data._documents import documents_fingerprint
+from mixle.data._curriculum_bandit import LengthBandit
+from mixle.data._documents import as_documents, documents_fingerprint
 from mixle.errors import ArgumentError, CheckpointError
 from mixle.models import (
     StreamingGradientState,
@@ -38,8 +39,9 @@ from mixle.models import (
 )
 from mixle.models._inputs import TokenBatch, parse_batch
 from mixle.stats.registry import tensors_from_blob
-from mixle.train._config import TrainConfig
+from mixle.train._config import TrainConfig, length_edges
 from mixle.train._distributed import DistributedContext, setup_distributed
+from mixle.train._length_rewards import LengthRewards
 from mixle.train._mixture import (
     MixtureBatches,
     accounting_record,
@@ -135,6 +137,7 @@ class _Trainer:
             boundary_id=config.boundary_id,
         )
         self.layout = config.layout
+        self.length_rewards = self._length_rewards(train_docs)
         self.source: BatchSource = (
             MixtureBatches(self.mixture, follow_saved_order=config.order is None)
             if self.mixture is not None
@@ -148,6 +151,7 @@ class _Trainer:
                 order=config.order,
                 packing=config.packing,
                 document_mask=config.document_mask,
+                length_bandit=None if self.length_rewards is None else self.length_rewards.bandit,
                 **stream,
             )
         )
@@ -195,6 +199,18 @@ class _Trainer:
         self.eval_loss: float | None = None
         self._estimator: StreamingTransformerEstimator | None = None
         self._factory: Any = None
+
+    def _length_rewards(self, documents: Sequence[Any]) -> LengthRewards | None:
+        """The bandit of ``length_buckets`` over ``documents`` and its rewards, or ``None``."""
+        edges = self.config.length_buckets
+        if edges is None:
+            return None
+        bandit = LengthBandit(
+            as_documents(documents).lengths,
+            edges=length_edges("length_buckets", edges),
+            seed=self.config.seed,
+        )
+        return LengthRewards(bandit, self.ctx.all_reduce_sum_)
 
     def _plan_store(self) -> PlanFiles | None:
         """Epoch plans beside the run (``<checkpoint_dir>/plans``), so a resumed process
@@ -268,6 +284,11 @@ class _Trainer:
             self.source.load_state_dict(ckpt.rank_state.get("stream"))
         except (ValueError, TypeError, KeyError) as exc:  # StateMismatchError is a ValueError
             raise CheckpointError(f"{latest}: rank {self.ctx.rank} data cursor: {exc}") from exc
+        if self.length_rewards is not None:
+            try:
+                self.length_rewards.load_state_dict(ckpt.rank_state.get("length_rewards"))
+            except ValueError as exc:
+                raise CheckpointError(f"{latest}: rank {self.ctx.rank}: {exc}") from exc
         set_rng_state(ckpt.rank_state.get("rng"), f"{latest}: rank {self.ctx.rank} state")
         self.step = ckpt.step
         progress = ckpt.meta.get("progress", {})
@@ -285,7 +306,15 @@ class _Trainer:
             self.step,
             rank=self.ctx.rank,
             world_size=self.ctx.world_size,
-            rank_state={"stream": self.source.state_dict(), "rng": get_rng_state()},
+            rank_state={
+                "stream": self.source.state_dict(),
+                "rng": get_rng_state(),
+                **(
+                    {}
+                    if self.length_rewards is None
+                    else {"length_rewards": self.length_rewards.state_dict()}
+                ),
+            },
             tensors=(
                 {"model": self.leaf.module.state_dict(), "optimizer": _optimizer_state(self.leaf)}
                 if main
@@ -456,7 +485,9 @@ class _Trainer:
         window: list[float] = []
         window_tokens, window_seconds = 0, 0.0
         stopped = "data exhausted"
-        if config.prefetch:
+        # The bandit plans an epoch when its first batch is read: read in this thread,
+        # after the rewards of every step before it (a read-ahead thread would race them).
+        if config.prefetch and self.length_rewards is None:
             # Batches are produced ahead in a thread; the wrapper reports the cursor and
             # state of the last batch taken here, so checkpoints are unchanged.
             # The thread also parses each batch and, on CUDA, pins it for an
@@ -501,6 +532,8 @@ class _Trainer:
                 self.total_tokens += step_tokens
                 train_seconds += elapsed
                 loss = loss_sum / weight if weight else math.nan
+                if self.length_rewards is not None:
+                    self.length_rewards.step(batch, loss)
                 self.metrics.write(
                     {
                         "type": "step",

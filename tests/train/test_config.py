@@ -53,6 +53,16 @@ def test_round_trip_through_json(**fields: Any) -> None:
         ({"threads": 0}, ArgumentError, "threads"),
         ({"tie_head": 1}, ArgumentTypeError, "tie_head"),
         ({"corpus": ""}, ArgumentTypeError, "corpus"),
+        ({"length_buckets": "128,x", "steps": 9}, ArgumentError, "`length_buckets` must be"),
+        ({"length_buckets": "512,128", "steps": 9}, ArgumentError, r"length_buckets\[1\]=128"),
+        ({"length_buckets": "0", "steps": 9}, ArgumentError, "positive and strictly"),
+        ({"length_buckets": "128"}, ArgumentError, "needs: steps=None"),
+        (
+            {"length_buckets": "128", "steps": 9, "order": "blocks"},
+            ArgumentError,
+            "order='blocks' \\(needs 'permutation' or unset\\)",
+        ),
+        ({"length_buckets": "128", "steps": 9, "objective": "windows"}, ArgumentError, "objective"),
     ],
 )
 def test_invalid_fields_are_named(changes: dict[str, Any], error: type, message: str) -> None:

@@ -8,6 +8,7 @@ the metrics logs must list the same batches, in the same order, each step exactl
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 from pathlib import Path
@@ -29,11 +30,12 @@ _MODEL = ["--d-model", "32", "--n-layer", "1", "--n-head", "2", "--block", "32"]
 _RUN = ["--batch-size", "4", "--threads", "1", "--log-every", "0", "--no-progress"]
 
 
-def _command(corpus: Path, run: Path, every: int) -> list[str]:
+def _command(corpus: Path, run: Path, every: int, extra: tuple[str, ...]) -> list[str]:
     return cli(
         str(corpus),
         *_MODEL,
         *_RUN,
+        *extra,
         "--steps",
         str(STEPS),
         "--checkpoint-dir",
@@ -46,9 +48,15 @@ def _command(corpus: Path, run: Path, every: int) -> list[str]:
     )
 
 
-def _kill_and_resume(corpus: Path, tmp_path: Path, interruptions: list[int], every: int) -> None:
+def _kill_and_resume(
+    corpus: Path,
+    tmp_path: Path,
+    interruptions: list[int],
+    every: int,
+    extra: tuple[str, ...] = (),
+) -> None:
     reference = tmp_path / "reference"
-    run_until(_command(corpus, reference, every), reference / "metrics.jsonl", None, 0)
+    run_until(_command(corpus, reference, every, extra), reference / "metrics.jsonl", None, 0)
     run = tmp_path / "killed"
     metrics = run / "metrics.jsonl"
     rng = random.Random()
@@ -57,7 +65,7 @@ def _kill_and_resume(corpus: Path, tmp_path: Path, interruptions: list[int], eve
     kills = []
     for sig in interruptions:
         target = min(STEPS - 20, last_step(metrics) + rng.randint(2, 20))
-        code, killed = run_until(_command(corpus, run, every), metrics, target, sig)
+        code, killed = run_until(_command(corpus, run, every, extra), metrics, target, sig)
         kills.append((sig, target, last_step(metrics), code))
         assert killed, f"the run finished before step {target} (seed {seed}, {kills})"
         if sig == signal.SIGTERM:
@@ -65,7 +73,7 @@ def _kill_and_resume(corpus: Path, tmp_path: Path, interruptions: list[int], eve
             assert code == 128 + signal.SIGTERM, kills
             newest = latest_checkpoint(str(run))
             assert newest is not None and newest.endswith(f"step-{last_step(metrics):08d}")
-    run_until(_command(corpus, run, every), metrics, None, 0)
+    run_until(_command(corpus, run, every, extra), metrics, None, 0)
     context = f"seed {seed}, interruptions (signal, target, last logged step, exit): {kills}"
     starts = [r for r in read_metrics(str(metrics)) if r["type"] == "start"]
     # A kill before the first checkpoint restarts from scratch (and the log with it).
@@ -82,6 +90,28 @@ def test_sigkilled_cli_run_resumes_bitwise_exactly(text_corpus: Path, tmp_path: 
     _kill_and_resume(
         text_corpus, tmp_path, [signal.SIGKILL, signal.SIGTERM, signal.SIGKILL], every=5
     )
+
+
+def test_sigkilled_length_bandit_run_resumes_bitwise_exactly(
+    text_corpus: Path, tmp_path: Path
+) -> None:
+    # 16 rows a step: an epoch is about 20 steps, so the bandit replans epochs on the
+    # rewards it was given, and its state (and the last step's loss) must resume.
+    _kill_and_resume(
+        text_corpus,
+        tmp_path,
+        [signal.SIGKILL, signal.SIGKILL],
+        every=5,
+        extra=("--length-buckets", "100,180", "--batch-size", "16"),
+    )
+    reference, killed = (
+        json.loads((Path(str(latest_checkpoint(str(run)))) / "rank-00000.json").read_text())
+        for run in (tmp_path / "reference", tmp_path / "killed")
+    )
+    assert len(killed["stream"]["selector"]["planned"]) >= 3, killed["stream"]["selector"]
+    # Every reward, to the bit: the weights of the epochs still to come.
+    assert killed["stream"]["selector"] == reference["stream"]["selector"]
+    assert killed["length_rewards"] == reference["length_rewards"]
 
 
 @pytest.mark.slow
