@@ -46,9 +46,14 @@ CHANGED_ACTIONS = {
     },
 }
 # Train options added after the snapshot was recorded (the blocks order, best-fit packing,
-# document masking), with the defaults that leave every recorded run as it was.
-ADDED_TRAIN_OPTIONS = {"order": None, "packing": "concatenate", "document_mask": False}
-ADDED_TRAIN_FLAGS = {"--order", "--packing", "--document-mask"}
+# document masking, length buckets), with the defaults that leave every recorded run as it was.
+ADDED_TRAIN_OPTIONS = {
+    "order": None,
+    "packing": "concatenate",
+    "document_mask": False,
+    "length_buckets": None,
+}
+ADDED_TRAIN_FLAGS = {"--order", "--packing", "--document-mask", "--length-buckets"}
 
 
 def _without_added_defaults(config: dict[str, Any]) -> dict[str, Any]:
