@@ -16,7 +16,7 @@ from tests.corpus.ingest_helpers import read_all
 
 tokenizers = pytest.importorskip("tokenizers")
 
-_WORDS = "the cat sat on a mat while dog and log ran far".split()
+_WORDS = ["the", "cat", "sat", "on", "a", "mat", "while", "dog", "and", "log", "ran", "far"]
 
 
 class _CountingTokenizer:
