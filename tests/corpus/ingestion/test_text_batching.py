@@ -66,14 +66,19 @@ def _expected(tokenizer_file: Path, texts: list[str]) -> list[list[int]]:
     return [tokenizer.encode(text, add_special_tokens=False).ids for text in texts]
 
 
+def _write_files(directory: Path, contents: dict[str, bytes]) -> Path:
+    directory.mkdir()
+    for name, data in contents.items():
+        (directory / name).write_bytes(data)
+    return directory
+
+
 def test_text_files_are_tokenized_in_batches_with_one_load(
     tmp_path: Path, tokenizer_file: Path, counted: dict[str, list[_CountingTokenizer]]
 ) -> None:
     texts = _texts(60)
-    source = tmp_path / "docs"
-    source.mkdir()
-    for index, text in enumerate(texts):
-        (source / f"{index:03d}.txt").write_text(text)
+    files = {f"{index:03d}.txt": text.encode() for index, text in enumerate(texts)}
+    source = _write_files(tmp_path / "docs", files)
     summary = ingest(source, tmp_path / "out", tokenizer=str(tokenizer_file), unit_size=200)
     assert read_all(tmp_path / "out") == _expected(tokenizer_file, texts)
     assert summary.units > 3
@@ -86,11 +91,12 @@ def test_paragraphs_and_bad_utf8_between_batches_keep_every_document(
     tmp_path: Path, tokenizer_file: Path, counted: dict[str, list[_CountingTokenizer]]
 ) -> None:
     texts = _texts(40)
-    source = tmp_path / "docs"
-    source.mkdir()
-    (source / "a.txt").write_text("\n\n".join(texts[:20]) + "\n")
-    (source / "b.txt").write_bytes(b"cat \xff dog\n\nthe mat\n")
-    (source / "c.txt").write_text("\n\n".join(texts[20:]))
+    files = {
+        "a.txt": ("\n\n".join(texts[:20]) + "\n").encode(),
+        "b.txt": b"cat \xff dog\n\nthe mat\n",
+        "c.txt": "\n\n".join(texts[20:]).encode(),
+    }
+    source = _write_files(tmp_path / "docs", files)
     summary = ingest(
         source,
         tmp_path / "out",
