@@ -99,17 +99,7 @@ class JsonlFormat(InputFormat):
     def read(self, unit: WorkUnit, options: ReadOptions) -> Iterator[InputBatch]:
         """The documents of the lines whose first byte is in the unit's range."""
         tokenize = make_tokenizer(options.tokenizer)
-        collector = Collector()
-        texts: list[str] = []
-        text_locations: list[tuple[int, int]] = []
-
-        def flush_texts() -> None:
-            if texts and tokenize is not None:
-                collector.docs.extend(tokenize(texts))
-                collector.locations.extend(text_locations)
-                texts.clear()
-                text_locations.clear()
-
+        collector = Collector(tokenize)
         cursor = ReadCursor()
         with guard(cursor, collector.reject):
             lines = iter_lines(unit.path, cursor, unit.start, unit.stop)
@@ -126,21 +116,16 @@ class JsonlFormat(InputFormat):
                             raise BadRecord(
                                 f"field to tokenize must be a string, got {type(value).__name__}"
                             )
-                        texts.append(value)
-                        text_locations.append(cursor.location)
-                        collector.tokens += len(value)
+                        collector.add_text(value, cursor.location, len(value))
                     else:
                         ids = _ids_from_list(value, line)
                         collector.docs.append(ids)
                         collector.locations.append(cursor.location)
                         collector.tokens += ids.shape[0]
                 except BadRecord as bad:
-                    flush_texts()
                     collector.rejects.append(((line_number, bad.column), str(bad)))
                 if collector.full():
-                    flush_texts()
                     yield collector.take()
-        flush_texts()
         yield collector.take()
 
     def describe(self, unit: WorkUnit, location: tuple[int, int], line_base: int) -> str:

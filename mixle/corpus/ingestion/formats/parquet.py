@@ -55,14 +55,11 @@ def _rows(
         column = reader.read_row_group(unit.start, columns=[name]).column(name).combine_chunks()
     collector.input_bytes = metadata.row_group(unit.start).total_byte_size
     if options.tokenizer is not None:
-        tokenize = make_tokenizer(options.tokenizer)
-        assert tokenize is not None
         for row, text in enumerate(column.to_pylist()):
             if not isinstance(text, str):
                 collector.rejects.append(((first_row + row, 0), f"column {name!r} is not a string"))
                 continue
-            collector.docs.extend(tokenize([text]))
-            collector.locations.append((first_row + row, 0))
+            collector.add_text(text, (first_row + row, 0), len(text))
         return
     import pyarrow
 
@@ -124,7 +121,7 @@ class ParquetFormat(InputFormat):
 
     def read(self, unit: WorkUnit, options: ReadOptions) -> Iterator[InputBatch]:
         """The rows of row group ``unit.start``."""
-        collector = Collector()
+        collector = Collector(make_tokenizer(options.tokenizer))
         cursor = ReadCursor()
         with guard(cursor, collector.reject):
             yield from _rows(unit, options, collector, cursor)

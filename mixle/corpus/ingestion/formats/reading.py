@@ -12,8 +12,10 @@ hold about ``BATCH_TOKENS`` ids, so a worker's memory is bounded whatever the un
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +35,7 @@ __all__ = [
     "InputBatch",
     "ReadOptions",
     "RecordOrigins",
+    "Tokenize",
     "is_compressed",
     "iter_lines",
     "make_tokenizer",
@@ -100,24 +103,42 @@ class RecordOrigins:
         )
 
 
-def make_tokenizer(spec: str | None) -> Callable[[list[str]], list[np.ndarray]] | None:
+#: A batch tokenizer: texts in, one id array per text out (in order).
+Tokenize = Callable[[list[str]], list[np.ndarray]]
+
+
+def make_tokenizer(spec: str | None) -> Tokenize | None:
     """Return a batch tokenizer for ``spec``: ``"bytes"`` (UTF-8 bytes), a
-    ``tokenizer.json`` path (Hugging Face ``tokenizers``), or ``None``."""
+    ``tokenizer.json`` path (Hugging Face ``tokenizers``), or ``None``.
+
+    A file is loaded once per process while its size and modification time stay the
+    same (every work unit a worker reads shares it)."""
     if spec is None:
         return None
     if spec == "bytes":
         return lambda texts: [np.frombuffer(text.encode("utf-8"), dtype=np.uint8) for text in texts]
-    tokenizers = import_optional("tokenizers", "tokenizers")
     try:
-        tokenizer = tokenizers.Tokenizer.from_file(spec)
-    except Exception as exc:  # the Rust side raises a plain Exception
+        status = os.stat(spec)
+    except OSError as exc:
         raise IngestError(f"cannot load tokenizer {spec} ({exc}).") from exc
+    tokenizer = _load_tokenizer(spec, status.st_size, status.st_mtime_ns)
 
     def encode(texts: list[str]) -> list[np.ndarray]:
         encodings = tokenizer.encode_batch(texts, add_special_tokens=False)
         return [np.asarray(item.ids, dtype=np.int64) for item in encodings]
 
     return encode
+
+
+@functools.lru_cache(maxsize=4)
+def _load_tokenizer(path: str, size: int, mtime_ns: int) -> Any:
+    """The ``tokenizers.Tokenizer`` of ``path`` (``size`` and ``mtime_ns`` key the cache,
+    so a replaced file is loaded again)."""
+    tokenizers = import_optional("tokenizers", "tokenizers")
+    try:
+        return tokenizers.Tokenizer.from_file(path)
+    except Exception as exc:  # the Rust side raises a plain Exception
+        raise IngestError(f"cannot load tokenizer {path} ({exc}).") from exc
 
 
 class BadRecord(Exception):
@@ -129,9 +150,20 @@ class BadRecord(Exception):
 
 
 class Collector:
-    """Gather documents into batches of about ``BATCH_TOKENS`` ids."""
+    """Gather documents into batches of about ``BATCH_TOKENS`` ids.
 
-    def __init__(self) -> None:
+    Documents arrive as id arrays (appended to ``docs`` with their ``locations``) or, with
+    the ``tokenize`` the collector was made with, as texts (:meth:`add_text`): those are
+    tokenized together, one call per batch, when the batch is taken."""
+
+    def __init__(self, tokenize: Tokenize | None = None) -> None:
+        self._tokenize = tokenize
+        self._texts: list[str] = []
+        self._text_locations: list[tuple[int, int]] = []
+        self._start()
+
+    def _start(self) -> None:
+        """Begin an empty batch."""
         self.docs: list[np.ndarray] = []
         self.locations: list[tuple[int, int]] = []
         self.rejects: list[tuple[tuple[int, int], str]] = []
@@ -139,22 +171,36 @@ class Collector:
         self.input_bytes = 0
         self.lines = 0
 
+    def add_text(self, text: str, location: tuple[int, int], size: int) -> None:
+        """Add the document ``text`` read at ``location`` (``size``: its length in
+        characters or bytes, an estimate of its ids), to be tokenized with the rest of
+        the batch. Texts and id arrays are not mixed in one reader."""
+        self._texts.append(text)
+        self._text_locations.append(location)
+        self.tokens += size
+
     def reject(self, location: tuple[int, int], reason: str) -> None:
         """Record that the record at ``location`` (and what follows it) cannot be read."""
         self.rejects.append((location, reason))
 
     def full(self) -> bool:
         """Whether the batch gathered so far should be taken."""
-        return self.tokens >= BATCH_TOKENS or len(self.docs) + len(self.rejects) >= _BATCH_DOCUMENTS
+        documents = len(self.docs) + len(self._texts) + len(self.rejects)
+        return self.tokens >= BATCH_TOKENS or documents >= _BATCH_DOCUMENTS
 
     def take(self) -> InputBatch:
-        """Return the batch gathered so far and start an empty one."""
+        """Return the batch gathered so far (its texts tokenized) and start an empty one."""
+        if self._texts:
+            assert self._tokenize is not None, "add_text needs a collector with a tokenizer"
+            self.docs.extend(self._tokenize(self._texts))
+            self.locations.extend(self._text_locations)
+            self._texts, self._text_locations = [], []
         lengths = np.fromiter((d.shape[0] for d in self.docs), dtype=np.int64, count=len(self.docs))
         tokens = np.concatenate(self.docs) if len(self.docs) > 1 else (self.docs or [EMPTY_IDS])[0]
         batch = InputBatch(
             tokens, lengths, self.locations, self.rejects, self.input_bytes, self.lines
         )
-        self.__init__()  # type: ignore[misc]
+        self._start()
         return batch
 
 

@@ -40,9 +40,7 @@ class TextFormat(InputFormat):
     def read(self, unit: WorkUnit, options: ReadOptions) -> Iterator[InputBatch]:
         """The documents of the unit's files, in order (a paragraph's location is its
         first line)."""
-        tokenize = make_tokenizer(options.tokenizer or "bytes")
-        assert tokenize is not None
-        collector = Collector()
+        collector = Collector(make_tokenizer(options.tokenizer or "bytes"))
 
         def emit(lines: list[bytes], file_index: int, first_line: int) -> None:
             data = b"".join(lines)
@@ -57,9 +55,7 @@ class TextFormat(InputFormat):
                 reason = f"invalid UTF-8 at column {column} ({exc.reason})"
                 collector.rejects.append(((file_index, line), reason))
                 return
-            collector.docs.extend(tokenize([text]))
-            collector.locations.append((file_index, first_line))
-            collector.tokens += len(data)
+            collector.add_text(text, (file_index, first_line), len(data))
 
         cursor = ReadCursor()
         for file_index, path in enumerate(unit.paths):
