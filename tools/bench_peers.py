@@ -1,18 +1,26 @@
-"""Peer comparison users can rerun: mixle against Megatron-core, LitData and MosaicML MDS.
+"""Peer comparison users can rerun: mixle against Megatron-core, LitData, MosaicML MDS,
+Grain and OLMo-core.
 
 One synthetic corpus (uint16 ids, geometric document lengths) is generated in memory and
-written in every installed format; then, in interleaved rounds (the order rotated every
-round; medians reported), the same run measures:
+written in every installed format under ``--workdir`` (tmpfs by default: no page-out, the
+same pinned pages for every method); then, in interleaved rounds (the order rotated
+every round), the same run measures:
 
-* **write** from an in-memory list of documents, as a ratio to ``np.concatenate`` +
-  ``tofile`` of the same documents (no fsync anywhere: mixle writes with
-  ``durable=False``);
-* **random document read**, microseconds per document, as a ratio to the floor: a raw
-  ``np.memmap`` sliced with the offsets already in hand;
+* **write** from an in-memory list of documents, against ``np.concatenate(out=)`` into a
+  preallocated array + ``tofile`` (no fsync anywhere: mixle writes ``durable=False``);
+* **random document read**, microseconds per document, against a slice of a plain
+  ``ndarray`` view of the mapped file with the offsets in hand;
 * **packed rows and windows**: int64 rows of ``block + 1`` tokens in batches, context
-  tokens per second, as a ratio to the floor: sequential per-row slices of an
-  ``np.memmap`` over the same bytes (the row-slice floor of ``tools/bench_token_stream.py``);
-  the one-slice-per-batch floor of ``tools/bench_stream.py`` is shown as a reference row.
+  tokens per second, against the memory-bandwidth floor: each batch's bytes copied by
+  one strided copy into the same preallocated int64 array (per-row slices into a
+  preallocated array are a reference row).
+
+Every read and row measurement lasts ``--budget`` seconds (the counts are caps), so fast
+and slow methods are exposed alike to other jobs. A ratio is the median over rounds of
+the method's rate over the floor's *in the same round*, by wall and by CPU time
+(``time.process_time``, every thread of this process), with the lowest and highest
+round's ratio as its spread. ``--compare`` prints how far each ratio moved against an
+earlier run's ``--json`` (a figure holds when two consecutive runs agree within 10%).
 
 After the timed rounds every method runs once more with its memory measured: the peak
 RSS (``VmHWM``, reset through ``/proc/self/clear_refs`` before the pass) and the private
@@ -21,11 +29,12 @@ Peak RSS includes file-backed pages of mapped corpus files; ``RssAnon`` does not
 
 A peer that is not installed is skipped with the pip line that installs it without
 replacing the pinned CPU torch. Results: a markdown table (printed and written to
-``--table``), the same figures as JSON (``--json``) and a bar chart (``--png``).
+``--table``), the same figures as JSON (``--json``), a bar chart (``--png``) and the
+README's table (``--readme``).
 
-    python -m tools.bench_peers                    # 100M tokens / 200k documents, a few minutes
-    python -m tools.bench_peers --quick            # the CI smoke run (under a minute)
-    python -m tools.bench_peers --png docs/peers.png --table /tmp/peers.md
+    python -m tools.bench_peers --json /tmp/run1.json      # 100M tokens, a few minutes
+    python -m tools.bench_peers --compare /tmp/run1.json --png docs/peers.png
+    python -m tools.bench_peers --quick                     # the CI smoke run
 """
 
 from __future__ import annotations
@@ -349,11 +358,22 @@ def main() -> int:
     parser.add_argument("--documents", type=int, default=200_000)
     parser.add_argument("--block", type=int, default=2048)
     parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--write-rounds", type=int, default=3)
-    parser.add_argument("--batches", type=int, default=2000, help="batches per timed measurement")
-    parser.add_argument("--reads", type=int, default=200_000, help="reads per timed measurement")
-    parser.add_argument("--budget", type=float, default=2.0, help="seconds cap per measurement")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--write-rounds", type=int, default=5)
+    parser.add_argument(
+        "--batches", type=int, default=1_000_000, help="batches per timed measurement at most"
+    )
+    parser.add_argument(
+        "--reads", type=int, default=1_000_000, help="reads per timed measurement at most"
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=0.5,
+        help="seconds per measurement: by default every read and row measurement lasts "
+        "this long (the counts are caps), so fast and slow methods are exposed alike to "
+        "other jobs",
+    )
     parser.add_argument("--peers", default=",".join(INSTALL), help="comma-separated subset")
     parser.add_argument("--table", type=Path, default=Path("peers.md"))
     parser.add_argument("--json", type=Path, default=None)
