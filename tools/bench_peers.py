@@ -318,7 +318,8 @@ def readme_table(rows: list[dict[str, Any]]) -> str:
                 r for r in rows if r["method"].startswith(library) and readme_line(r) == line
             ]
             cell = ", ".join(
-                f"{r['ratio']:.2f} ({r['method'].removeprefix(library).strip() or 'default'})"
+                f"{r['ratio']:.{2 if r['ratio'] >= 0.01 else 4}f} "
+                f"({r['method'].removeprefix(library).strip() or 'default'})"
                 for r in members
             )
             cells.append(f"**{cell}**" if library == "mixle" and cell else cell or "—")
