@@ -31,7 +31,7 @@ import torch
 from mixle._gather import numba_available
 from mixle.corpus import CorpusWriter, open_corpus
 from mixle.data import StreamingCorpus, TokenStream, set_gather_backend
-from tools.bench_token_stream import floor_batches, nanogpt_batches
+from tools.bench_token_stream import nanogpt_batches
 
 VOCAB = 50257  # < 2**16, so every format stores uint16 (2 bytes per token)
 
@@ -45,9 +45,26 @@ INSTALL = {
         "pip install --no-deps mosaicml-streaming==0.13.0 && "
         "pip install 'xxhash<4' zstd python-snappy cramjam brotli catalogue 'transformers<5'"
     ),
+    "grain": "pip install grain==0.2.18",
+    "olmo": (
+        "pip install --no-deps ai2-olmo-core==3.0.0 && pip install bettermap cached-path "
+        "dataclass-extensions filelock importlib_resources pandas pyyaml requests rich safetensors"
+    ),
 }
-MODULES = {"megatron": "megatron.core", "litdata": "litdata", "mds": "streaming"}
-DISTRIBUTIONS = {"megatron": "megatron-core", "litdata": "litdata", "mds": "mosaicml-streaming"}
+MODULES = {
+    "megatron": "megatron.core",
+    "litdata": "litdata",
+    "mds": "streaming",
+    "grain": "grain",
+    "olmo": "olmo_core",
+}
+DISTRIBUTIONS = {
+    "megatron": "megatron-core",
+    "litdata": "litdata",
+    "mds": "mosaicml-streaming",
+    "grain": "grain",
+    "olmo": "ai2-olmo-core",
+}
 
 Step = Callable[[], int]
 
@@ -79,13 +96,19 @@ class Method:
     make: Callable[[], Step]
     kind: str = "peer"  # "floor", "mixle", "peer" or "reference"
     step: Step | None = None
-    seconds: list[float] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)  # wall time per timed round
+    cpu_seconds: list[float] = field(default_factory=list)  # this process's CPU time per round
     units: list[int] = field(default_factory=list)
     memory: tuple[float, float] | None = None
 
-    def rate(self) -> float:
-        """Median units per second over the timed rounds."""
-        return statistics.median(u / s for u, s in zip(self.units, self.seconds, strict=True))
+    def rates(self, clock: str = "wall") -> list[float]:
+        """Units per second in each timed round, by ``clock`` (``"wall"`` or ``"cpu"``)."""
+        seconds = self.seconds if clock == "wall" else self.cpu_seconds
+        return [u / max(s, 1e-9) for u, s in zip(self.units, seconds, strict=True)]
+
+    def rate(self, clock: str = "wall") -> float:
+        """Median units per second over the timed rounds, by ``clock``."""
+        return statistics.median(self.rates(clock))
 
 
 def installed(peer: str) -> bool:
@@ -160,16 +183,38 @@ def reader(read: Callable[[int], Any], indices: list[int]) -> Step:
     return step
 
 
-def batch_slice_floor(path: Path, block: int, batch: int) -> Iterator[np.ndarray]:
-    """One ``np.memmap`` slice per batch seen as overlapping rows (``bench_stream``'s floor)."""
+def bandwidth_floor(path: Path, block: int, batch: int) -> Iterator[np.ndarray]:
+    """The memory-bandwidth floor: each batch's bytes copied into one preallocated array.
+
+    Sequential ``batch`` rows of ``block + 1`` tokens (overlapping by one token), cast to
+    int64 by one strided copy into the same output array every batch: no allocation, no
+    page faults on the output, the least any packed-row reader must do.
+    """
     data = np.memmap(path, dtype=np.uint16, mode="r")
     span = block * batch
+    rows = np.empty((batch, block + 1), dtype=np.int64)
     while True:
         for begin in range(0, data.shape[0] - span - 1, span):
-            rows = np.empty((batch, block + 1), dtype=np.int64)
-            rows[...] = np.lib.stride_tricks.as_strided(
-                data[begin : begin + span + 1], shape=(batch, block + 1), strides=(2 * block, 2)
+            window = data[begin : begin + span + 1]
+            np.copyto(
+                rows,
+                np.lib.stride_tricks.as_strided(
+                    window, shape=(batch, block + 1), strides=(2 * block, 2)
+                ),
             )
+            yield rows
+
+
+def row_slice_floor(path: Path, block: int, batch: int) -> Iterator[np.ndarray]:
+    """Sequential per-row ``np.memmap`` slices into one preallocated int64 array."""
+    data = np.memmap(path, dtype=np.uint16, mode="r")
+    span = block * batch
+    rows = np.empty((batch, block + 1), dtype=np.int64)
+    while True:
+        for begin in range(0, data.shape[0] - span - 1, span):
+            for row in range(batch):
+                start = begin + row * block
+                rows[row] = data[start : start + block + 1]
             yield rows
 
 
@@ -200,8 +245,10 @@ def write_methods(corpus: Corpus, peers: set[str]) -> list[Method]:
     size, work = corpus.num_tokens, corpus.work
     corpus.flat_path.parent.mkdir(parents=True, exist_ok=True)
 
+    joined = np.empty(size, dtype=np.uint16)  # preallocated: the floor reuses its buffer
+
     def baseline() -> int:
-        np.concatenate(corpus.documents).tofile(corpus.flat_path)
+        np.concatenate(corpus.documents, out=joined).tofile(corpus.flat_path)
         return size
 
     def ours() -> int:
@@ -210,13 +257,23 @@ def write_methods(corpus: Corpus, peers: set[str]) -> list[Method]:
         return size
 
     methods = [
-        Method("write", "concat+tofile", "`np.concatenate` + `tofile`", lambda: baseline, "floor"),
+        Method(
+            "write",
+            "concat+tofile",
+            "`np.concatenate(out=)` into a preallocated array + `tofile`",
+            lambda: baseline,
+            "floor",
+        ),
         Method("write", "mixle CorpusWriter", "`add_many`, `durable=False`", lambda: ours, "mixle"),
     ]
     if "megatron" in peers:
         methods.append(_megatron_write(corpus))
     if "litdata" in peers:
         methods.append(_litdata_write(corpus))
+    if "grain" in peers:
+        from tools._grain_methods import grain_write
+
+        methods.append(grain_write(corpus))
     if "mds" in peers:
         mds = import_mds()
 
@@ -291,11 +348,17 @@ def read_methods(corpus: Corpus, peers: set[str], indices: list[int]) -> list[Me
     offsets = corpus.offsets.tolist()
 
     def floor() -> Step:
-        data = np.memmap(corpus.flat_path, dtype=np.uint16, mode="r")
+        data = np.asarray(np.memmap(corpus.flat_path, dtype=np.uint16, mode="r"))
         return reader(lambda i: data[offsets[i] : offsets[i + 1]], indices)
 
     methods = [
-        Method("read", "floor: np.memmap slice", "offsets in hand", floor, "floor"),
+        Method(
+            "read",
+            "floor: mapped ndarray slice",
+            "a view of the mapped file (plain `ndarray`), offsets in hand",
+            floor,
+            "floor",
+        ),
         Method(
             "read",
             "mixle open_corpus",
@@ -324,6 +387,10 @@ def read_methods(corpus: Corpus, peers: set[str], indices: list[int]) -> list[Me
 
         what = "`StreamingDataset(local=...)[i]`"
         methods.append(Method("read", "MDS StreamingDataset", what, mosaic))
+    if "grain" in peers:
+        from tools._grain_methods import grain_read
+
+        methods.append(grain_read(corpus, indices))
     return methods
 
 
@@ -355,7 +422,6 @@ def close_mds() -> None:
 def row_methods(corpus: Corpus, peers: set[str], block: int, batch: int) -> list[Method]:
     """Floors, mixle's packed rows and windows, nanoGPT's ``get_batch`` and each peer."""
     size = block * batch  # context tokens per batch
-    flat = str(corpus.flat_path)
 
     def packed(backend: str = "numpy", **options: Any) -> Callable[[], Step]:
         def make() -> Step:
@@ -379,16 +445,16 @@ def row_methods(corpus: Corpus, peers: set[str], block: int, batch: int) -> list
     methods = [
         Method(
             "rows",
-            "floor: row slices",
-            "sequential `np.memmap` slice per int64 row",
-            lambda: stepper(floor_batches(flat, block, batch), size),
+            "floor: memory bandwidth",
+            "each batch's bytes copied into one preallocated int64 array",
+            lambda: stepper(bandwidth_floor(corpus.flat_path, block, batch), size),
             "floor",
         ),
         Method(
             "rows",
-            "floor: batch slice",
-            "one `np.memmap` slice per batch",
-            lambda: stepper(batch_slice_floor(corpus.flat_path, block, batch), size),
+            "floor: row slices",
+            "sequential `np.memmap` slice per row into a preallocated int64 array",
+            lambda: stepper(row_slice_floor(corpus.flat_path, block, batch), size),
             "reference",
         ),
         Method("rows", "mixle StreamingCorpus", f"{shuffled}, per-rank", packed(), "mixle"),
@@ -413,6 +479,16 @@ def row_methods(corpus: Corpus, peers: set[str], block: int, batch: int) -> list
             "mixle",
         ),
     ]
+    if "packing" in inspect.signature(StreamingCorpus).parameters:  # best-fit, once merged
+        methods.append(
+            Method(
+                "rows",
+                "mixle StreamingCorpus best-fit",
+                "best-fit packed rows, per-rank, `packing='best_fit'`",
+                packed(packing="best_fit"),
+                "mixle",
+            )
+        )
     if "layout" in inspect.signature(StreamingCorpus).parameters:
         methods.append(
             Method(
@@ -429,7 +505,7 @@ def row_methods(corpus: Corpus, peers: set[str], block: int, batch: int) -> list
             "rows",
             "nanoGPT get_batch",
             "random windows, fresh `np.memmap` per batch",
-            lambda: stepper(nanogpt_batches(flat, block, batch), size),
+            lambda: stepper(nanogpt_batches(str(corpus.flat_path), block, batch), size),
             "reference",
         ),
     ]
@@ -446,6 +522,14 @@ def row_methods(corpus: Corpus, peers: set[str], block: int, batch: int) -> list
 
         what = "shuffled documents, concatenated into rows"
         methods.append(Method("rows", "MDS StreamingDataset", what, mosaic))
+    if "grain" in peers:
+        from tools._grain_methods import grain_rows
+
+        methods += grain_rows(corpus, block, batch)
+    if "olmo" in peers:
+        from tools._olmo_methods import olmo_rows
+
+        methods += olmo_rows(corpus, block, batch)
     return methods
 
 

@@ -1,18 +1,26 @@
-"""Peer comparison users can rerun: mixle against Megatron-core, LitData and MosaicML MDS.
+"""Peer comparison users can rerun: mixle against Megatron-core, LitData, MosaicML MDS,
+Grain and OLMo-core.
 
 One synthetic corpus (uint16 ids, geometric document lengths) is generated in memory and
-written in every installed format; then, in interleaved rounds (the order rotated every
-round; medians reported), the same run measures:
+written in every installed format under ``--workdir`` (tmpfs by default: no page-out, the
+same pinned pages for every method); then, in interleaved rounds (the order rotated
+every round), the same run measures:
 
-* **write** from an in-memory list of documents, as a ratio to ``np.concatenate`` +
-  ``tofile`` of the same documents (no fsync anywhere: mixle writes with
-  ``durable=False``);
-* **random document read**, microseconds per document, as a ratio to the floor: a raw
-  ``np.memmap`` sliced with the offsets already in hand;
+* **write** from an in-memory list of documents, against ``np.concatenate(out=)`` into a
+  preallocated array + ``tofile`` (no fsync anywhere: mixle writes ``durable=False``);
+* **random document read**, microseconds per document, against a slice of a plain
+  ``ndarray`` view of the mapped file with the offsets in hand;
 * **packed rows and windows**: int64 rows of ``block + 1`` tokens in batches, context
-  tokens per second, as a ratio to the floor: sequential per-row slices of an
-  ``np.memmap`` over the same bytes (the row-slice floor of ``tools/bench_token_stream.py``);
-  the one-slice-per-batch floor of ``tools/bench_stream.py`` is shown as a reference row.
+  tokens per second, against the memory-bandwidth floor: each batch's bytes copied by
+  one strided copy into the same preallocated int64 array (per-row slices into a
+  preallocated array are a reference row).
+
+Every read and row measurement lasts ``--budget`` seconds (the counts are caps), so fast
+and slow methods are exposed alike to other jobs. A ratio is the median over rounds of
+the method's rate over the floor's *in the same round*, by wall and by CPU time
+(``time.process_time``, every thread of this process), with the lowest and highest
+round's ratio as its spread. ``--compare`` prints how far each ratio moved against an
+earlier run's ``--json`` (a figure holds when two consecutive runs agree within 10%).
 
 After the timed rounds every method runs once more with its memory measured: the peak
 RSS (``VmHWM``, reset through ``/proc/self/clear_refs`` before the pass) and the private
@@ -21,11 +29,12 @@ Peak RSS includes file-backed pages of mapped corpus files; ``RssAnon`` does not
 
 A peer that is not installed is skipped with the pip line that installs it without
 replacing the pinned CPU torch. Results: a markdown table (printed and written to
-``--table``), the same figures as JSON (``--json``) and a bar chart (``--png``).
+``--table``), the same figures as JSON (``--json``), a bar chart (``--png``) and the
+README's table (``--readme``).
 
-    python -m tools.bench_peers                    # 100M tokens / 200k documents, a few minutes
-    python -m tools.bench_peers --quick            # the CI smoke run (under a minute)
-    python -m tools.bench_peers --png docs/peers.png --table /tmp/peers.md
+    python -m tools.bench_peers --json /tmp/run1.json      # 100M tokens, a few minutes
+    python -m tools.bench_peers --compare /tmp/run1.json --png docs/peers.png
+    python -m tools.bench_peers --quick                     # the CI smoke run
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ import gc
 import json
 import os
 import shutil
+import statistics
 import threading
 import time
 import warnings
@@ -48,6 +58,7 @@ import numpy as np
 import torch
 
 from tools._memory import status_kib
+from tools._olmo_methods import write_olmo_tokens
 from tools._peer_methods import (
     DISTRIBUTIONS,
     INSTALL,
@@ -118,20 +129,23 @@ def run_rounds(
         shift = round_number % len(methods)
         for method in methods[shift:] + methods[:shift]:
             assert method.step is not None
-            units, seconds = timed(method.step, count, budget)
+            units, seconds, cpu_seconds = timed(method.step, count, budget)
             method.units.append(units)
             method.seconds.append(seconds)
+            method.cpu_seconds.append(cpu_seconds)
 
 
-def timed(step: Callable[[], int], count: int, budget: float) -> tuple[int, float]:
+def timed(step: Callable[[], int], count: int, budget: float) -> tuple[int, float, float]:
+    """Run ``step`` ``count`` times or until ``budget`` wall seconds have passed; return
+    (units done, wall seconds, this process's CPU seconds, all its threads)."""
     units, done = 0, 0
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     while done < count:
         units += step()
         done += 1
         if done % 8 == 0 and time.perf_counter() - start > budget:
             break
-    return units, time.perf_counter() - start
+    return units, time.perf_counter() - start, time.process_time() - cpu_start
 
 
 def measure_all_memory(methods: list[Method], count: int, budget: float) -> None:
@@ -141,7 +155,7 @@ def measure_all_memory(methods: list[Method], count: int, budget: float) -> None
         method.memory = measure_memory(functools.partial(run_fresh, method, count, budget))
 
 
-def run_fresh(method: Method, count: int, budget: float) -> tuple[int, float]:
+def run_fresh(method: Method, count: int, budget: float) -> tuple[int, float, float]:
     return timed(method.make(), count, budget)
 
 
@@ -153,17 +167,26 @@ GROUPS = {
 }
 
 
+def round_ratios(method: Method, floor: Method, clock: str) -> list[float]:
+    """``method``'s rate over the floor's in each round (both ran in the same round)."""
+    return [ours / base for ours, base in zip(method.rates(clock), floor.rates(clock), strict=True)]
+
+
 def results(methods: list[Method]) -> list[dict[str, Any]]:
+    """One row per method: its median figure, and its ratio to its group's floor by wall
+    and by CPU time, each the median over rounds of the same-round ratio, with the
+    lowest and highest round's ratio as the spread."""
     rows = []
     for group in GROUPS:
         members = [m for m in methods if m.group == group]
         if not members:
             continue
-        floor = next(m for m in members if m.kind == "floor").rate()
+        floor = next(m for m in members if m.kind == "floor")
         for method in members:
             rate = method.rate()
             shown = 1e6 / rate if group == "read" else rate / 1e6
             peak, private = method.memory if method.memory else (float("nan"), float("nan"))
+            wall, cpu = round_ratios(method, floor, "wall"), round_ratios(method, floor, "cpu")
             rows.append(
                 {
                     "group": group,
@@ -172,7 +195,13 @@ def results(methods: list[Method]) -> list[dict[str, Any]]:
                     "kind": method.kind,
                     "value": shown,
                     "unit": GROUPS[group][1],
-                    "ratio": rate / floor,
+                    "ratio": statistics.median(wall),
+                    "ratio_low": min(wall),
+                    "ratio_high": max(wall),
+                    "cpu_ratio": statistics.median(cpu),
+                    "cpu_share": statistics.median(
+                        c / w for c, w in zip(method.cpu_seconds, method.seconds, strict=True)
+                    ),
                     "rounds": len(method.seconds),
                     "peak_rss_mb": peak,
                     "rss_anon_mb": private,
@@ -183,15 +212,44 @@ def results(methods: list[Method]) -> list[dict[str, Any]]:
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| measure | method | what | figure | × floor | peak RSS +MB | RssAnon +MB |",
-        "|---|---|---|---:|---:|---:|---:|",
+        "| measure | method | what | figure | × floor (wall) | round spread | × floor (CPU) "
+        "| CPU / wall | peak RSS +MB | RssAnon +MB |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         name = f"**{row['method']}**" if row["kind"] == "mixle" else row["method"]
         lines.append(
             f"| {row['group']} | {name} | {row['what']} | {row['value']:,.2f} {row['unit']} "
-            f"| {row['ratio']:.2f} | {row['peak_rss_mb']:.0f} | {row['rss_anon_mb']:.1f} |"
+            f"| {row['ratio']:.3f} | {row['ratio_low']:.3f}-{row['ratio_high']:.3f} "
+            f"| {row['cpu_ratio']:.3f} | {row['cpu_share']:.2f} "
+            f"| {row['peak_rss_mb']:.0f} | {row['rss_anon_mb']:.1f} |"
         )
+    return "\n".join(lines) + "\n"
+
+
+def agreement(rows: list[dict[str, Any]], previous: list[dict[str, Any]]) -> str:
+    """How far each ratio of this run is from the same ratio in ``previous`` (a run's JSON
+    rows): a markdown table, and the largest deviation by each clock."""
+    before = {(row["group"], row["method"]): row for row in previous}
+    lines = [
+        "| measure | method | × floor wall: before / now | Δ | × floor CPU: before / now | Δ |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    worst = {"ratio": 0.0, "cpu_ratio": 0.0}
+    for row in rows:
+        old = before.get((row["group"], row["method"]))
+        if old is None or row["kind"] == "floor":
+            continue
+        cells = []
+        for key in ("ratio", "cpu_ratio"):
+            change = row[key] / old[key] - 1
+            worst[key] = max(worst[key], abs(change))
+            cells.append(f"{old[key]:.3f} / {row[key]:.3f} | {change:+.1%}")
+        lines.append(f"| {row['group']} | {row['method']} | " + " | ".join(cells) + " |")
+    lines.append(
+        f"\nlargest change: wall {worst['ratio']:.1%}, CPU {worst['cpu_ratio']:.1%} "
+        f"(the target: every ratio within 10%)"
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -229,6 +287,58 @@ def chart(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     plt.close(figure)
 
 
+#: The README table's columns: the name every row of that library starts with.
+LIBRARIES = ("mixle", "Megatron", "LitData", "MDS", "Grain", "OLMo-core")
+
+
+def readme_line(row: dict[str, Any]) -> str:
+    """The README table line a row belongs to."""
+    if row["group"] != "rows":
+        return {"write": "write from a list", "read": "random document read"}[row["group"]]
+    name = row["method"]
+    if "TokenStream" in name or "get_batch" in name:
+        return "random windows"
+    if any(mark in name for mark in ("best-fit", "BestFit", "Packed")):
+        return "packed rows, best-fit"
+    return "packed rows, concatenate and chunk"
+
+
+def readme_table(rows: list[dict[str, Any]]) -> str:
+    """The README's table: × the same-run floor (wall), one column per library."""
+    present = [lib for lib in LIBRARIES if any(r["method"].startswith(lib) for r in rows)]
+    lines = [
+        "| × same-run floor | " + " | ".join(present) + " |",
+        "|---|" + "---|" * len(present),
+    ]
+    order = dict.fromkeys(readme_line(r) for r in rows if r["kind"] != "floor")
+    for line in order:
+        cells = []
+        for library in present:
+            members = [
+                r for r in rows if r["method"].startswith(library) and readme_line(r) == line
+            ]
+            cell = ", ".join(
+                f"{r['ratio']:.{2 if r['ratio'] >= 0.01 else 4}f} "
+                f"({r['method'].removeprefix(library).strip() or 'default'})"
+                for r in members
+            )
+            cells.append(f"**{cell}**" if library == "mixle" and cell else cell or "—")
+        lines.append(f"| {line} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def on_tmpfs(path: Path) -> bool:
+    """Whether ``path`` lies on a tmpfs mount (pages that the kernel cannot page out)."""
+    resolved, best = str(path.resolve()), ("", "")
+    with open("/proc/mounts", encoding="ascii", errors="replace") as mounts:
+        for line in mounts:
+            _, point, kind = line.split()[:3]
+            inside = resolved == point or resolved.startswith(point.rstrip("/") + "/")
+            if inside and len(point) > len(best[0]):
+                best = (point, kind)
+    return best[1] == "tmpfs"
+
+
 def versions(peers: set[str]) -> dict[str, str]:
     found = {"numpy": np.__version__, "torch": torch.__version__}
     found.update({DISTRIBUTIONS[p]: version(DISTRIBUTIONS[p]) for p in sorted(peers)})
@@ -239,20 +349,45 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--workdir", type=Path, default=Path("/tmp/peers-bench"))
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path("/dev/shm/peers-bench"),
+        help="where the corpora are written (default on tmpfs: no page-out for any method)",
+    )
     parser.add_argument("--tokens", type=int, default=100_000_000, help="uint16 tokens")
     parser.add_argument("--documents", type=int, default=200_000)
     parser.add_argument("--block", type=int, default=2048)
     parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--write-rounds", type=int, default=3)
-    parser.add_argument("--batches", type=int, default=2000, help="batches per timed measurement")
-    parser.add_argument("--reads", type=int, default=200_000, help="reads per timed measurement")
-    parser.add_argument("--budget", type=float, default=2.0, help="seconds cap per measurement")
-    parser.add_argument("--peers", default="megatron,litdata,mds", help="comma-separated subset")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--write-rounds", type=int, default=5)
+    parser.add_argument(
+        "--batches", type=int, default=1_000_000, help="batches per timed measurement at most"
+    )
+    parser.add_argument(
+        "--reads", type=int, default=1_000_000, help="reads per timed measurement at most"
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=0.5,
+        help="seconds per measurement: by default every read and row measurement lasts "
+        "this long (the counts are caps), so fast and slow methods are exposed alike to "
+        "other jobs",
+    )
+    parser.add_argument("--peers", default=",".join(INSTALL), help="comma-separated subset")
     parser.add_argument("--table", type=Path, default=Path("peers.md"))
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--png", type=Path, default=Path("peers.png"))
+    parser.add_argument(
+        "--readme", type=Path, default=None, help="also write the README's table here"
+    )
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        default=None,
+        help="a previous run's --json: print how far each ratio moved (the 10%% check)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the written corpora")
     parser.add_argument(
         "--quick", action="store_true", help="2M tokens, 2 rounds: the CI smoke run"
@@ -271,6 +406,8 @@ def main() -> int:
     load_before = os.getloadavg()[0]
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
+    if not on_tmpfs(work):
+        print(f"warning: --workdir {work} is not on tmpfs; file pages may be evicted mid-run")
     try:
         started = time.perf_counter()
         corpus = make_corpus(args.tokens, args.documents, seed=0, work=work)
@@ -282,6 +419,8 @@ def main() -> int:
         run_rounds(methods, args.write_rounds, 1, float("inf"), warm_up=False)
         measure_all_memory(methods, 1, float("inf"))
         print(f"writes done ({time.perf_counter() - started:.0f} s)")
+        if "olmo" in peers:  # OLMo-core's input: the Dolma toolkit's flat file (untimed)
+            write_olmo_tokens(corpus.documents, work)
         corpus.documents = []  # the readers below see files only
         gc.collect()
         indices = np.random.default_rng(1).integers(0, args.documents, args.reads).tolist()
@@ -313,6 +452,10 @@ def main() -> int:
         args.json.write_text(json.dumps({"header": header, "rows": table}, indent=1))
     chart(table, args.png, header.split("; load")[0])
     print(f"wrote {args.table} and {args.png}")
+    if args.readme is not None:
+        args.readme.write_text(readme_table(table))
+    if args.compare is not None:
+        print("\n" + agreement(table, json.loads(args.compare.read_text())["rows"]))
     return 0
 
 

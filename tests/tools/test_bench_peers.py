@@ -2,7 +2,9 @@
 
 The figures themselves are measurements, not asserted; what is checked is that the run
 finishes, that every method (mixle's, the floors' and each installed peer's) has a
-positive finite ratio to its floor, and that the table, the JSON and the PNG exist.
+positive finite ratio to its floor by wall and CPU time inside its rounds' spread, that
+the table, the JSON, the README table and the PNG exist; and the method's parts: the
+memory-bandwidth floor's rows, the 10% agreement check, the tmpfs check.
 """
 
 from __future__ import annotations
@@ -17,8 +19,14 @@ import pytest
 
 from tests.tools._run import run_tool
 from tools import _peer_methods
-from tools._peer_methods import MODULES, installed, rows_from_documents
-from tools.bench_peers import make_corpus
+from tools._peer_methods import (
+    MODULES,
+    bandwidth_floor,
+    installed,
+    row_slice_floor,
+    rows_from_documents,
+)
+from tools.bench_peers import agreement, make_corpus, on_tmpfs, readme_table
 
 
 def test_quick_run_writes_table_json_and_png_with_positive_ratios(tmp_path: Path) -> None:
@@ -34,6 +42,8 @@ def test_quick_run_writes_table_json_and_png_with_positive_ratios(tmp_path: Path
         str(figures),
         "--png",
         str(png),
+        "--readme",
+        str(tmp_path / "readme.md"),
     )
     rows = json.loads(figures.read_text())["rows"]
     names = {row["method"] for row in rows}
@@ -41,6 +51,7 @@ def test_quick_run_writes_table_json_and_png_with_positive_ratios(tmp_path: Path
         "concat+tofile",
         "mixle CorpusWriter",
         "mixle open_corpus",
+        "floor: memory bandwidth",
         "floor: row slices",
         "mixle StreamingCorpus",
         "mixle StreamingCorpus +ids",
@@ -48,6 +59,8 @@ def test_quick_run_writes_table_json_and_png_with_positive_ratios(tmp_path: Path
     } <= names
     for row in rows:
         assert math.isfinite(row["ratio"]) and row["ratio"] > 0, row
+        assert row["ratio_low"] <= row["ratio"] <= row["ratio_high"], row
+        assert math.isfinite(row["cpu_ratio"]) and row["cpu_ratio"] > 0, row
         assert row["value"] > 0, row
     for group in ("write", "read", "rows"):
         floors = [row for row in rows if row["group"] == group and row["kind"] == "floor"]
@@ -56,16 +69,20 @@ def test_quick_run_writes_table_json_and_png_with_positive_ratios(tmp_path: Path
         "megatron": "Megatron IndexedDataset",
         "litdata": "LitData TokensLoader",
         "mds": "MDS StreamingDataset",
+        "grain": "Grain BestFitPack",
+        "olmo": "OLMo-core NumpyPackedFSLDataset",
     }
     for peer, method in expected_peers.items():
         present = importlib.util.find_spec(MODULES[peer]) is not None
         assert (method in names) == present, (peer, sorted(names))
         if not present:
-            assert "pip install --no-deps" in result.stdout
+            assert _peer_methods.INSTALL[peer] in result.stdout
     text = table.read_text()
     assert "| measure | method |" in text and "**mixle StreamingCorpus**" in text
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     assert text in result.stdout
+    readme = (tmp_path / "readme.md").read_text()
+    assert readme.startswith("| × same-run floor | mixle |") and "CorpusWriter" in readme
 
 
 def test_missing_peer_is_skipped_with_its_install_line(
@@ -100,3 +117,61 @@ def test_rows_from_documents_cuts_the_concatenated_stream_into_overlapping_rows(
             start = (number * batch + row) * block
             np.testing.assert_array_equal(rows[row], stream[start : start + block + 1])
     assert (len(batches) + 1) * batch * block + 1 > stream.shape[0]  # no full batch left out
+
+
+def test_bandwidth_floor_rows_are_the_row_slice_floors_rows(tmp_path: Path) -> None:
+    tokens = np.random.default_rng(0).integers(0, 1000, 5_000, dtype=np.uint16)
+    path = tmp_path / "tokens.bin"
+    tokens.tofile(path)
+    block, batch = 16, 4
+    copied, sliced = bandwidth_floor(path, block, batch), row_slice_floor(path, block, batch)
+    first = next(copied)
+    starts = range(0, 5_000 - block * batch - 1, block * batch)
+    for number in range(100):  # wraps around the file more than once
+        rows = first if number == 0 else next(copied)
+        assert rows is first, "the floor reuses its output array"
+        begin = starts[number % len(starts)]
+        expected = np.stack(
+            [tokens[begin + r * block :][: block + 1] for r in range(batch)]
+        ).astype(np.int64)
+        np.testing.assert_array_equal(rows, expected)
+        np.testing.assert_array_equal(next(sliced), expected)
+
+
+def _row(method: str, ratio: float, cpu: float, kind: str = "peer") -> dict[str, object]:
+    return {"group": "rows", "method": method, "kind": kind, "ratio": ratio, "cpu_ratio": cpu}
+
+
+def test_agreement_reports_every_ratios_change_and_the_largest() -> None:
+    before = [_row("floor", 1, 1, "floor"), _row("mixle A", 0.5, 0.4), _row("B", 0.2, 0.2)]
+    now = [_row("floor", 1, 1, "floor"), _row("mixle A", 0.55, 0.4), _row("B", 0.19, 0.23)]
+    text = agreement(now, before)  # type: ignore[arg-type]
+    assert "| rows | mixle A | 0.500 / 0.550 | +10.0% | 0.400 / 0.400 | +0.0% |" in text
+    assert "| rows | B | 0.200 / 0.190 | -5.0% | 0.200 / 0.230 | +15.0% |" in text
+    assert "largest change: wall 10.0%, CPU 15.0%" in text
+    assert "| floor |" not in text
+
+
+def test_readme_table_has_a_column_per_library_and_a_line_per_measure() -> None:
+    rows = [
+        {"group": "rows", "method": "floor: memory bandwidth", "kind": "floor", "ratio": 1.0},
+        {"group": "rows", "method": "mixle StreamingCorpus", "kind": "mixle", "ratio": 0.5},
+        {"group": "rows", "method": "mixle TokenStream", "kind": "mixle", "ratio": 0.7},
+        {"group": "rows", "method": "Grain BestFitPack", "kind": "peer", "ratio": 0.01},
+    ]
+    assert readme_table(rows).splitlines() == [  # type: ignore[arg-type]
+        "| × same-run floor | mixle | Grain |",
+        "|---|---|---|",
+        "| packed rows, concatenate and chunk | **0.50 (StreamingCorpus)** | — |",
+        "| random windows | **0.70 (TokenStream)** | — |",
+        "| packed rows, best-fit | — | 0.01 (BestFitPack) |",
+    ]
+
+
+def test_on_tmpfs_tells_a_tmpfs_path_from_another() -> None:
+    with open("/proc/mounts", encoding="ascii", errors="replace") as mounts:
+        kinds = {line.split()[1]: line.split()[2] for line in mounts}
+    if kinds.get("/dev/shm") != "tmpfs":
+        pytest.skip("no tmpfs at /dev/shm")
+    assert on_tmpfs(Path("/dev/shm/not-yet-created/corpus"))
+    assert on_tmpfs(Path("/")) == (kinds["/"] == "tmpfs")
