@@ -38,8 +38,19 @@ def _ingest(tree: str, source: Path, out: Path, workers: int) -> tuple[float, fl
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "mixle.cli", "ingest", str(source), str(out), "-q"]
-        + ["--vocab-size", "1000", "--workers", str(workers)],
+        [
+            sys.executable,
+            "-m",
+            "mixle.cli",
+            "ingest",
+            str(source),
+            str(out),
+            "-q",
+            "--vocab-size",
+            "1000",
+            "--workers",
+            str(workers),
+        ],
         check=True,
         env=dict(os.environ, PYTHONPATH=tree),
     )

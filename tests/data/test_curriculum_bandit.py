@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mixle.data import StreamingCorpus, global_document_order
-from mixle.data import LengthBandit
+from mixle.data import LengthBandit, StreamingCorpus, global_document_order
 from mixle.errors import ArgumentError, StateMismatchError
 
 LENGTHS = (5, 20, 300)
