@@ -479,16 +479,15 @@ def row_methods(corpus: Corpus, peers: set[str], block: int, batch: int) -> list
             "mixle",
         ),
     ]
-    if "packing" in inspect.signature(StreamingCorpus).parameters:  # best-fit, once merged
-        methods.append(
-            Method(
-                "rows",
-                "mixle StreamingCorpus best-fit",
-                "best-fit packed rows, per-rank, `packing='best_fit'`",
-                packed(packing="best_fit"),
-                "mixle",
-            )
+    methods.append(
+        Method(
+            "rows",
+            "mixle StreamingCorpus best-fit",
+            "best-fit packed rows, global layout, `packing='best_fit'`",
+            packed(layout="global", packing="best_fit"),
+            "mixle",
         )
+    )
     if "layout" in inspect.signature(StreamingCorpus).parameters:
         methods.append(
             Method(
