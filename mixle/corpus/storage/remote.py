@@ -245,17 +245,25 @@ class RemoteStore(ShardStore):
                 self._entries[entry.file_name(kind)] = (number, kind, entry)
 
     def read_file(self, name: str, size: int) -> bytes:
-        """The whole file ``name`` (a shard table) in one request of at most ``size + 1``
-        bytes, which must come back as exactly ``size``; kept for this store."""
+        """The whole file ``name`` (a shard table, the origins sidecar), which must be
+        exactly ``size`` bytes; kept for this store.
+
+        The object's size is asked first (one ``HEAD``) and the body is fetched only when
+        it matches, so a forged, larger object is never downloaded. (A ranged read past
+        the end, ``size + 1`` bytes, is refused by some S3 servers, moto's among them.)
+        """
         data = self._files.get(name)
         if data is None:
             url = self.url_of(name)
             try:
-                data = self._retry(lambda: bytes(self.fs.cat_file(url, 0, size + 1)), name)
+                stored = int(self._retry(lambda: self.fs.size(url), name))
+                if stored != size:
+                    raise CorpusFormatError(f"{url}: {stored} bytes, the manifest says {size}.")
+                data = self._retry(lambda: bytes(self.fs.cat_file(url)), name)
             except FileNotFoundError as exc:
                 raise CorpusFormatError(f"{url}: missing (the manifest names it).") from exc
             if len(data) != size:
-                raise CorpusFormatError(f"{url}: {len(data)}+ bytes, the manifest says {size}.")
+                raise CorpusFormatError(f"{url}: {len(data)} bytes, the manifest says {size}.")
             self._files[name] = data
         return data
 
