@@ -430,7 +430,6 @@ class TrainConfig(Sectioned):
             )
         if self.data.mixture is not None:
             self._check_mixture()
-        self._check_packing()
         if self.data.length_buckets is not None:
             self._check_length_buckets()
 
@@ -448,27 +447,6 @@ class TrainConfig(Sectioned):
         if wrong:
             raise ArgumentError(
                 f"length_buckets={self.data.length_buckets!r} needs: {'; '.join(wrong)}."
-            )
-
-    def _check_packing(self) -> None:
-        if self.packing not in PACKINGS:
-            raise ArgumentError(
-                f"`packing` must be one of {', '.join(PACKINGS)}. Got {self.packing!r} instead."
-            )
-        _flag("document_mask", self.document_mask)
-        wrong = [
-            f"{name}={value!r} (needs {need!r})"
-            for name, value, need, applies in (
-                ("objective", self.objective, "packed", True),
-                ("layout", self.layout, "global", self.packing == "best_fit"),
-                ("mixture", self.mixture, None, True),
-            )
-            if applies and value != need
-        ]
-        if wrong and (self.packing != "concatenate" or self.document_mask):
-            raise ArgumentError(
-                f"packing={self.packing!r} with document_mask={self.document_mask} needs: "
-                f"{'; '.join(wrong)}."
             )
 
     def _check_mixture(self) -> None:
