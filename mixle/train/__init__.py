@@ -6,31 +6,66 @@ streaming transformer leaf of :mod:`mixle.models`, single-process or under ``tor
 writes atomic checkpoints (:mod:`mixle.train.checkpoint`) and a JSONL metrics log
 (:mod:`mixle.train.metrics`), and resumes bitwise-exactly on CPU. See
 ``docs/training.md``.
+
+The names load on first use, so importing :mod:`mixle.train` (for its configuration,
+as ``mixle train --help`` does) costs no ``torch`` import.
 """
 
 from __future__ import annotations
 
-from mixle.train._config import (
-    OBJECTIVES,
-    CheckpointConfig,
-    DataConfig,
-    ModelConfig,
-    OptimizerConfig,
-    RuntimeConfig,
-    TrainConfig,
-)
-from mixle.train._mixture import MixtureBatches, budget_table, open_mixture
-from mixle.train._sources import PackedBatches, WindowBatches, batch_digest, split_holdout
-from mixle.train._summary import TrainSummary
-from mixle.train._trainer import train
-from mixle.train.checkpoint import (
-    Checkpoint,
-    latest_checkpoint,
-    list_checkpoints,
-    read_checkpoint,
-    write_checkpoint,
-)
-from mixle.train.metrics import MetricsLog, plot_losses, read_metrics
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mixle.train._config import (
+        OBJECTIVES,
+        CheckpointConfig,
+        DataConfig,
+        ModelConfig,
+        OptimizerConfig,
+        RuntimeConfig,
+        TrainConfig,
+    )
+    from mixle.train._mixture import MixtureBatches, budget_table, open_mixture
+    from mixle.train._sources import PackedBatches, WindowBatches, batch_digest, split_holdout
+    from mixle.train._summary import TrainSummary
+    from mixle.train._trainer import train
+    from mixle.train.checkpoint import (
+        Checkpoint,
+        latest_checkpoint,
+        list_checkpoints,
+        read_checkpoint,
+        write_checkpoint,
+    )
+    from mixle.train.metrics import MetricsLog, plot_losses, read_metrics
+
+# Each public name and the module that defines it; loaded by ``__getattr__`` on first use.
+_HOMES: dict[str, str] = {
+    "OBJECTIVES": "mixle.train._config",
+    "CheckpointConfig": "mixle.train._config",
+    "DataConfig": "mixle.train._config",
+    "ModelConfig": "mixle.train._config",
+    "OptimizerConfig": "mixle.train._config",
+    "RuntimeConfig": "mixle.train._config",
+    "TrainConfig": "mixle.train._config",
+    "MixtureBatches": "mixle.train._mixture",
+    "budget_table": "mixle.train._mixture",
+    "open_mixture": "mixle.train._mixture",
+    "PackedBatches": "mixle.train._sources",
+    "WindowBatches": "mixle.train._sources",
+    "batch_digest": "mixle.train._sources",
+    "split_holdout": "mixle.train._sources",
+    "TrainSummary": "mixle.train._summary",
+    "train": "mixle.train._trainer",
+    "Checkpoint": "mixle.train.checkpoint",
+    "latest_checkpoint": "mixle.train.checkpoint",
+    "list_checkpoints": "mixle.train.checkpoint",
+    "read_checkpoint": "mixle.train.checkpoint",
+    "write_checkpoint": "mixle.train.checkpoint",
+    "MetricsLog": "mixle.train.metrics",
+    "plot_losses": "mixle.train.metrics",
+    "read_metrics": "mixle.train.metrics",
+}
 
 __all__ = [
     "OBJECTIVES",
@@ -58,3 +93,17 @@ __all__ = [
     "train",
     "write_checkpoint",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Import the module that defines ``name`` on first use and cache the attribute."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

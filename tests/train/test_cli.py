@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,3 +48,21 @@ def test_cli_rejects_invalid_arguments(
 def test_cli_missing_corpus_exit_code_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["train", str(tmp_path / "nope"), "--steps", "1"]) == 2
     assert "CorpusNotFoundError" in capsys.readouterr().err
+
+
+def test_train_help_imports_no_torch() -> None:
+    """``mixle train --help`` builds its flags from the config alone: torch (seconds to
+    import) stays unloaded until training starts."""
+    probe = (
+        "import sys, contextlib, io\n"
+        "from mixle.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "    main(['train', '--help'])\n"
+        "from mixle.train import TrainConfig\n"
+        "assert TrainConfig.__name__ == 'TrainConfig'\n"
+        "print('torch' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "False"
