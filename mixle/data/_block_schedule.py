@@ -276,11 +276,13 @@ class BlockSchedule:
         return tuple(ends)
 
     def identity(self) -> dict[str, Any]:
-        """The schedule as a stream identity records it (versioned, JSON-able)."""
+        """The schedule as a stream identity records it (versioned, JSON-able;
+        ``total_tokens`` only when a fraction is taken of it)."""
+        fractions = any(isinstance(p.until, float) for p in self.phases)
         return {
             "version": SCHEDULE_VERSION,
             "phases": [[p.until, p.block] for p in self.phases],
-            "total_tokens": self.total_tokens,
+            "total_tokens": self.total_tokens if fractions else None,
         }
 
     def __repr__(self) -> str:
