@@ -339,7 +339,8 @@ class EpochPhases:
         """Epoch ``epoch`` of a run whose every epoch covers ``size`` tokens and whose
         phases end at the run tokens ``boundaries``."""
         offset = epoch * size
-        starts, phases = [], []
+        starts: list[int] = []
+        phases: list[int] = []
         for p in range(len(blocks)):
             begin = 0 if p == 0 else boundaries[p - 1] - offset
             stop = boundaries[p] - offset if p < len(boundaries) else size

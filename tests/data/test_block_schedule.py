@@ -17,8 +17,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from torch.utils.data import DataLoader
 
 from mixle.data import Batch, BlockPhase, BlockSchedule, StreamingCorpus, pack_documents
+from mixle.data.torch import StreamingDataset
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
 
 
@@ -284,3 +286,14 @@ def test_stream_arguments_that_do_not_fit_the_schedule_are_refused() -> None:
         )
     with pytest.raises(ArgumentTypeError, match="must be a BlockSchedule"):
         build(block_schedule="4:0.5,8")
+
+
+def test_the_torch_dataset_serves_the_phases_unchanged() -> None:
+    documents = _documents(np.random.default_rng(3).integers(1, 40, size=40).tolist())
+    (corpus,) = _ranks(documents, BlockSchedule.parse("4:0.5,16"), world=1, batch=8)
+    reference = [b.as_tuple() for b in corpus.iter_epoch(0)]
+    got = list(DataLoader(StreamingDataset(corpus, num_epochs=1), batch_size=None))
+    assert len(got) == len(reference) and {r[0].shape[1] for r in reference} == {4, 16}
+    for items, expected in zip(got, reference, strict=True):
+        for item, array in zip(items, expected, strict=True):
+            np.testing.assert_array_equal(item.numpy(), array)
