@@ -22,6 +22,7 @@ from a closed form: no state).
 from __future__ import annotations
 
 import math
+import numbers
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -90,12 +91,13 @@ def _phase_int(index: int, field: str, value: Any) -> int:
 
 
 def _check_until(index: int, until: Any) -> int | float:
-    if isinstance(until, bool) or not isinstance(until, int | float):
+    if isinstance(until, bool) or not isinstance(until, numbers.Real):
         raise ArgumentTypeError(
             f"block schedule phase {index} `until` must be a token count (int) or a "
             f"fraction (float). Got {until!r} instead."
         )
-    if isinstance(until, float):
+    if not isinstance(until, numbers.Integral):
+        until = float(until)
         if not (math.isfinite(until) and 0.0 < until < 1.0):
             raise ArgumentError(
                 f"block schedule phase {index} `until` must be a fraction strictly between "

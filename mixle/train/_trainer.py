@@ -468,6 +468,7 @@ class _Trainer:
             unit = "batch"
             if self.layout == "global":
                 unit = "row" if self.config.objective == "packed" else "window"
+                unit = "token" if self.config.block_schedule is not None else unit
             epoch, index = self.source.cursor
             self.log(
                 f"resumed from {self.resumed_from} at step {self.step} "

@@ -244,6 +244,13 @@ def test_bad_schedule_text(text: str, message: str) -> None:
         BlockSchedule.parse(text)
 
 
+def test_numpy_numbers_are_read_as_their_kind() -> None:
+    counts = BlockSchedule([(np.int64(100), np.int64(4)), (None, 8)])
+    assert counts.phases[0] == BlockPhase(4, 100) and type(counts.phases[0].until) is int
+    fractions = BlockSchedule([(np.float64(0.5), 4), (None, 8)])
+    assert type(fractions.phases[0].until) is float and fractions.phases[0].until == 0.5
+
+
 def test_parse_reads_batches_and_token_counts() -> None:
     schedule = BlockSchedule.parse("16x2048:1000000,4x8192")
     assert schedule.phases == (BlockPhase(2048, 1000000, 16), BlockPhase(8192, None, 4))
