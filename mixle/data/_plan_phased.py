@@ -29,11 +29,12 @@ from mixle.data._hints import ranged_windows
 from mixle.data._options import PackOptions, ShardOptions
 from mixle.data._packed_rows import read_packed_rows
 from mixle.data._packing import RowLayout, rows_for_stream
+from mixle.data._packing_options import PackingOptions
 from mixle.data._plan_global import GlobalPlan
 from mixle.data._row_plan import EpochPlan
 from mixle.errors import ArgumentError
 
-__all__ = ["PhasedEpochPlan", "PhasedGlobalPlan"]
+__all__ = ["PhasedEpochPlan", "PhasedGlobalPlan", "phased_row_plan"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,3 +155,28 @@ class PhasedGlobalPlan(GlobalPlan):
         identity["block_schedule"] = self.schedule.identity()
         identity["tokens_per_batch"] = self.tokens_per_batch
         return identity
+
+
+def phased_row_plan(
+    shard: ShardOptions, schedule: BlockSchedule, packing: PackingOptions, block: int
+) -> PhasedGlobalPlan:
+    """The row plan of a ``block_schedule``.
+
+    Raises
+    ------
+    ArgumentError
+        Another layout than ``"global"``, best-fit packing, or a schedule that does not
+        fit the shard (see :class:`~mixle.data._plan_phased.PhasedGlobalPlan`).
+    """
+    if shard.layout != "global":
+        raise ArgumentError(
+            "`block_schedule` needs layout='global' (its phases cut the one row stream of "
+            f"all ranks). Got layout={shard.layout!r} instead."
+        )
+    if packing.is_best_fit:
+        raise ArgumentError(
+            "`block_schedule` does not support packing='best_fit': a phase switch cuts the "
+            "concatenated token stream at a token, which best-fit rows do not have. Use "
+            "packing='concatenate'."
+        )
+    return PhasedGlobalPlan(shard, schedule, block)

@@ -37,7 +37,7 @@ from mixle.data._order import SequenceSelector
 from mixle.data._order_state import check_saved_order
 from mixle.data._packing_options import PackingOptions, as_packing
 from mixle.data._plan_global_best_fit import packed_row_plan
-from mixle.data._plan_phased import PhasedGlobalPlan
+from mixle.data._plan_phased import PhasedGlobalPlan, phased_row_plan
 from mixle.data._plan_store import (
     PlanStore,
     checked_plan_store,
@@ -66,31 +66,6 @@ def _callable_name(function: Any) -> str | None:
         return None
     named = function if isinstance(function, _NAMED_CALLABLES) else type(function)
     return f"{named.__module__}.{named.__qualname__}"
-
-
-def _phased_plan(
-    shard: ShardOptions, schedule: BlockSchedule, packing: PackingOptions, block: int
-) -> PhasedGlobalPlan:
-    """The row plan of a ``block_schedule``.
-
-    Raises
-    ------
-    ArgumentError
-        Another layout than ``"global"``, best-fit packing, or a schedule that does not
-        fit the shard (see :class:`~mixle.data._plan_phased.PhasedGlobalPlan`).
-    """
-    if shard.layout != "global":
-        raise ArgumentError(
-            "`block_schedule` needs layout='global' (its phases cut the one row stream of "
-            f"all ranks). Got layout={shard.layout!r} instead."
-        )
-    if packing.is_best_fit:
-        raise ArgumentError(
-            "`block_schedule` does not support packing='best_fit': a phase switch cuts the "
-            "concatenated token stream at a token, which best-fit rows do not have. Use "
-            "packing='concatenate'."
-        )
-    return PhasedGlobalPlan(shard, schedule, block)
 
 
 class StreamingCorpus(SeedViews, StreamOptionFields):
@@ -333,7 +308,7 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
                 shard, self.even_batches, self.packing, block=self.block, seed=self.seed
             )
         else:
-            self._row_plan = _phased_plan(shard, self.block_schedule, self.packing, self.block)
+            self._row_plan = phased_row_plan(shard, self.block_schedule, self.packing, self.block)
         plan = self._row_plan
         self._cursor = Cursor(
             "StreamingCorpus", index_key=plan.index_key, version=plan.cursor_version
