@@ -15,6 +15,7 @@ is the default, :class:`TemperatureSchedule` a second rule). A ready
 from mixle._gather import gather_backend, set_gather_backend
 from mixle.data._attention import attention_boundaries
 from mixle.data._batch import Batch
+from mixle.data._block_schedule import BlockPhase, BlockSchedule
 from mixle.data._curriculum_bandit import LengthBandit
 from mixle.data._dcp import DcpLoaderState
 from mixle.data._documents import DocumentSource
@@ -45,6 +46,8 @@ from mixle.data.streaming_corpus import (
 
 __all__ = [
     "Batch",
+    "BlockPhase",
+    "BlockSchedule",
     "DcpLoaderState",
     "DocumentSource",
     "ExactSchedule",

@@ -151,6 +151,12 @@ class Batch(Generic[A]):
         return int(self.context.shape[0])  # type: ignore[attr-defined]
 
     @property
+    def block(self) -> int:
+        """Tokens per row input (``context``'s width): a stream with a block schedule
+        hands out rows of each phase's block."""
+        return int(self.context.shape[1])  # type: ignore[attr-defined]
+
+    @property
     def num_targets(self) -> int:
         """Targets the batch trains on: unmasked positions, or one per window."""
         if self.loss_mask is None:

@@ -25,6 +25,7 @@ from mixle._checks import nonnegative_int
 from mixle.data import _plan_global, _plan_per_rank  # noqa: F401  (register the layouts)
 from mixle.data._attention import with_attention_boundaries
 from mixle.data._batch import Batch
+from mixle.data._block_schedule import BlockSchedule
 from mixle.data._curriculum_state import SELECTOR_KEY, StatefulSelector, selector_state
 from mixle.data._cursor import Cursor
 from mixle.data._documents import as_documents, offset_reader, supports_prefetch
@@ -36,6 +37,7 @@ from mixle.data._order import SequenceSelector
 from mixle.data._order_state import check_saved_order
 from mixle.data._packing_options import PackingOptions, as_packing
 from mixle.data._plan_global_best_fit import packed_row_plan
+from mixle.data._plan_phased import PhasedGlobalPlan, phased_row_plan
 from mixle.data._plan_store import (
     PlanStore,
     checked_plan_store,
@@ -169,6 +171,15 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         If True, batches also carry ``cu_seqlens``, ``max_seqlen`` and ``sequence_ids``
         (:mod:`~mixle.data._attention`), for either packing, and the ``document_ids`` and
         ``position_ids`` they are computed from (as with ``document_ids=True``).
+    block_schedule
+        Optional :class:`~mixle.data.BlockSchedule` (``layout="global"``, concatenate
+        packing): context length per phase. ``block`` and ``batch_size`` are phase 0's;
+        a later phase cuts the same token stream, from the token where the previous
+        phase stopped, into rows of its own block, as many per global batch as keep
+        the tokens per global batch constant (:mod:`~mixle.data._plan_phased`). The
+        cursor then counts tokens (state version 3, ``{"epoch", "token", "stream"}``)
+        and resumes with any world size and batch size of the same tokens per global
+        batch; the schedule is part of the stream identity.
 
     Raises
     ------
@@ -208,6 +219,7 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         window_blocks: int | None = None,
         packing: str | PackingOptions = "concatenate",
         attention_boundaries: bool = False,
+        block_schedule: BlockSchedule | None = None,
     ) -> None:
         rank, world_size = place_from_mesh(mesh, dp_dims, rank, world_size)
         if rank is None or world_size is None:
@@ -219,6 +231,12 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         self.pack = PackOptions(block, pad_id, boundary_id, document_ids)
         self.packing = as_packing(packing)
         self.attention_boundaries = check_flag("attention_boundaries", attention_boundaries)
+        if block_schedule is not None and not isinstance(block_schedule, BlockSchedule):
+            raise ArgumentTypeError(
+                "`block_schedule` must be a BlockSchedule (e.g. BlockSchedule.parse("
+                f"'2048:0.9,8192')) or None. Got {type(block_schedule).__name__} instead."
+            )
+        self.block_schedule = block_schedule
         # The boundaries are computed from the document ids and positions: read them.
         self._read_pack = PackOptions(
             block, self.pad_id, self.boundary_id, document_ids or self.attention_boundaries
@@ -284,9 +302,13 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
     def _cut(self, shard: ShardOptions) -> None:
         """Take ``shard``: its row plan, and a cursor of that plan at the start."""
         self.shard = shard
-        self._row_plan: RowPlan = packed_row_plan(
-            shard, self.even_batches, self.packing, block=self.block, seed=self.seed
-        )
+        self._row_plan: RowPlan
+        if self.block_schedule is None:
+            self._row_plan = packed_row_plan(
+                shard, self.even_batches, self.packing, block=self.block, seed=self.seed
+            )
+        else:
+            self._row_plan = phased_row_plan(shard, self.block_schedule, self.packing, self.block)
         plan = self._row_plan
         self._cursor = Cursor(
             "StreamingCorpus", index_key=plan.index_key, version=plan.cursor_version
@@ -392,6 +414,15 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
             )
         batch, _ = self._make_batch(plan, plan_kind.first_row(index))
         return batch
+
+    def phase_at(self, epoch: int, index: int) -> tuple[int, int]:
+        """``(phase, block)`` of the batch at cursor ``(epoch, index)``: its
+        ``block_schedule`` phase (0 without a schedule) and its rows' block."""
+        epoch = nonnegative_int("epoch", epoch)
+        index = nonnegative_int(self._row_plan.index_name, index)
+        if isinstance(self._row_plan, PhasedGlobalPlan):
+            return self._row_plan.phase_at(self._plan(epoch), index)
+        return 0, self.block
 
     @property
     def cursor_key(self) -> str:
@@ -564,7 +595,8 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
             differing field named with both values), or points past the epoch's end.
         """
         identity = self.stream_identity()
-        check_plan_state(state, identity, layout=self.layout, version=self._cursor.version)
+        layout = self.layout if self.block_schedule is None else "global (block_schedule)"
+        check_plan_state(state, identity, layout=layout, version=self._cursor.version)
         check_saved_order(state, identity, "StreamingCorpus")
         if isinstance(self.sequence_selector, StatefulSelector):
             self.sequence_selector.load_state_dict(selector_state(state))

@@ -23,6 +23,7 @@ from typing import Any
 
 from mixle._checks import exact_int, nonnegative_int, positive_int
 from mixle._options import Check, Sectioned, check_options, option, section
+from mixle.data._block_schedule import BlockSchedule
 from mixle.data._curriculum_bandit import checked_edges
 from mixle.data._options import ORDERS
 from mixle.data._packing_options import PACKINGS
@@ -106,6 +107,16 @@ def _length_buckets(name: str, value: Any) -> str | None:
     return value
 
 
+def _block_schedule(name: str, value: Any) -> str | None:
+    if value is not None:
+        if not isinstance(value, str):
+            raise ArgumentTypeError(
+                f"`{name}` must be a string such as '2048:0.9,8192'. Got {value!r}."
+            )
+        BlockSchedule.parse(value)
+    return value
+
+
 def _learning_rate(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ArgumentTypeError(f"`{name}` must be a positive number. Got {value!r} instead.")
@@ -163,6 +174,13 @@ class DataConfig:
     batch_size
         Rows (packed) or windows per step *per rank*. With the global layout it may
         change between a run and its resumption (the stream continues at the same row).
+    block_schedule
+        Context length per phase (:meth:`~mixle.data.BlockSchedule.parse` syntax,
+        ``[BATCHx]BLOCK[:UNTIL],...``, e.g. ``"64:0.9,256"``: block 64 for the first
+        90% of the run's tokens, then 256, with the rows per step that keep the tokens
+        per global batch): packed objective, global layout, concatenate packing, no
+        mixture; its first block is ``block``, a fraction needs ``steps``. The model is
+        built for the largest block.
     boundary_id
         Token inserted between documents in the stream (``None``: none).
     holdout_documents
@@ -215,6 +233,14 @@ class DataConfig:
     )
     block: int = option(64, check=positive_int, help="context length (default 64)")
     batch_size: int = option(16, check=positive_int, help="rows or windows per step per rank (16)")
+    block_schedule: str | None = option(
+        None,
+        check=_block_schedule,
+        metavar="BLOCK:UNTIL,...,BLOCK",
+        help="context length per phase, e.g. 64:0.9,256 (block 64 for 90%% of the run's "
+        "tokens, then 256; rows per step keep the tokens per step; UNTIL a fraction or a "
+        "token count; [BATCHx]BLOCK sets a phase's rows); packed, --layout global",
+    )
     boundary_id: int | None = option(
         None, check=_token_id, parse=int, help="token between documents"
     )
@@ -242,6 +268,34 @@ class DataConfig:
                 f"bijection. Got objective={self.objective!r}."
             )
         self._check_packing()
+        if self.block_schedule is not None:
+            self._check_block_schedule()
+
+    def _check_block_schedule(self) -> None:
+        wrong = [
+            f"{name}={value!r} (needs {need!r})"
+            for name, value, need in (
+                ("objective", self.objective, "packed"),
+                ("layout", self.layout, "global"),
+                ("packing", self.packing, "concatenate"),
+                ("mixture", self.mixture, None),
+            )
+            if value != need
+        ]
+        first = BlockSchedule.parse(self.block_schedule or "").first_block
+        if self.block != first:
+            wrong.append(f"block={self.block} (needs the schedule's first block, {first})")
+        if wrong:
+            raise ArgumentError(
+                f"block_schedule={self.block_schedule!r} needs: {'; '.join(wrong)}."
+            )
+
+    @property
+    def model_block(self) -> int:
+        """The block the model is built for: the largest of the schedule, else ``block``."""
+        if self.block_schedule is None:
+            return self.block
+        return BlockSchedule.parse(self.block_schedule).largest_block
 
     def _check_packing(self) -> None:
         wrong = [
@@ -432,6 +486,22 @@ class TrainConfig(Sectioned):
             self._check_mixture()
         if self.data.length_buckets is not None:
             self._check_length_buckets()
+        if self.data.block_schedule is not None and self.runtime.steps is None:
+            schedule = BlockSchedule.parse(self.data.block_schedule)
+            if any(isinstance(p.until, float) for p in schedule.phases):
+                raise ArgumentError(
+                    f"block_schedule={self.data.block_schedule!r} ends its phases at fractions "
+                    "of the run's tokens: give --steps (or end them at token counts)."
+                )
+
+    def block_schedule_for(self, world_size: int) -> BlockSchedule | None:
+        """The run's :class:`~mixle.data.BlockSchedule` on ``world_size`` ranks: its
+        fractions are of ``steps x world_size x batch_size x block`` tokens."""
+        if self.data.block_schedule is None:
+            return None
+        steps = self.runtime.steps
+        total = None if steps is None else steps * world_size * self.data.batch_size * self.block
+        return BlockSchedule.parse(self.data.block_schedule, total_tokens=total)
 
     def _check_length_buckets(self) -> None:
         wrong = [

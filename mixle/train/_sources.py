@@ -27,6 +27,7 @@ import numpy as np
 
 from mixle._checks import nonnegative_int
 from mixle.data._batch import Batch
+from mixle.data._block_schedule import BlockSchedule
 from mixle.data._curriculum_bandit import LengthBandit
 from mixle.data._cursor import Cursor
 from mixle.data._options import ShardOptions
@@ -220,6 +221,8 @@ class PackedBatches(StreamSource):
     sequence_selector
         A :class:`~mixle.data.LengthBandit` rationing documents by length (``None``:
         none); the rows then carry document ids, from which the trainer rewards it.
+    block_schedule
+        Context length per phase (global layout), as for :class:`StreamingCorpus`.
     **args
         ``rank, world_size, block, batch_size, seed, boundary_id`` (:class:`SourceArgs`),
         as for :class:`StreamingCorpus`; ``even_batches`` is always on (per-rank layout)
@@ -237,6 +240,7 @@ class PackedBatches(StreamSource):
         packing: str = "concatenate",
         attention_boundaries: bool = False,
         sequence_selector: LengthBandit | None = None,
+        block_schedule: BlockSchedule | None = None,
         **args: Unpack[SourceArgs],
     ) -> None:
         _check_names("PackedBatches", args, SourceArgs)
@@ -251,10 +255,16 @@ class PackedBatches(StreamSource):
             attention_boundaries=attention_boundaries,
             sequence_selector=sequence_selector,
             document_ids=sequence_selector is not None,  # the rewards count tokens per bucket
+            block_schedule=block_schedule,
             **args,
         )
         self.corpus = self._corpus(order=order)
         super().__init__(self.corpus)
+
+    def phase_at(self, epoch: int, index: int) -> tuple[int, int]:
+        """``(phase, block)`` of the batch at cursor ``(epoch, index)``
+        (:meth:`StreamingCorpus.phase_at`)."""
+        return self.corpus.phase_at(epoch, index)
 
     def load_state_dict(self, state: Any) -> None:
         saved = saved_order(state, self.corpus.stream_identity())
@@ -387,13 +397,15 @@ def make_source(
     packing: str = "concatenate",
     document_mask: bool = False,
     length_bandit: LengthBandit | None = None,
+    block_schedule: BlockSchedule | None = None,
     **args: Unpack[SourceArgs],
 ) -> PackedBatches | WindowBatches | GlobalWindowBatches:
     """The batch source for ``objective`` (``"packed"`` or ``"windows"``) and ``layout``;
     ``plan_store`` keeps the packed objective's epoch plans (windows plan in O(1)),
     ``order`` is its epoch order (:class:`PackedBatches`; windows have their own), and
     ``packing``, ``document_mask`` (attention boundaries) and ``length_bandit`` (the
-    ``sequence_selector``; the rows then carry document ids) apply to packed rows."""
+    ``sequence_selector``; the rows then carry document ids) and ``block_schedule``
+    apply to packed rows."""
     if objective == "packed":
         return PackedBatches(
             documents,
@@ -403,6 +415,7 @@ def make_source(
             packing=packing,
             attention_boundaries=document_mask,
             sequence_selector=length_bandit,
+            block_schedule=block_schedule,
             **args,
         )
     cls = GlobalWindowBatches if layout == "global" else WindowBatches

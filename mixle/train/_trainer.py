@@ -53,6 +53,7 @@ from mixle.train._rng import get_rng_state, seed_everything, set_rng_state
 from mixle.train._runtime import StopFlag, deterministic, stop_on_signals
 from mixle.train._sources import (
     BatchSource,
+    PackedBatches,
     StreamArgs,
     batch_digest,
     eval_batches,
@@ -152,8 +153,15 @@ class _Trainer:
                 packing=config.packing,
                 document_mask=config.document_mask,
                 length_bandit=None if self.length_rewards is None else self.length_rewards.bandit,
+                block_schedule=config.block_schedule_for(ctx.world_size),
                 **stream,
             )
+        )
+        # With a block schedule, each step logs its phase and block.
+        self._phased = (
+            self.source
+            if config.block_schedule is not None and isinstance(self.source, PackedBatches)
+            else None
         )
         if self.source.steps_in_epoch(0) == 0:
             raise ArgumentError(
@@ -169,7 +177,7 @@ class _Trainer:
             d_model=config.d_model,
             n_layer=config.n_layer,
             n_head=config.n_head,
-            block=config.block,
+            block=config.model_block,
             device=ctx.device,
             seed=config.seed,
             tie_head=config.tie_head,
@@ -352,7 +360,7 @@ class _Trainer:
         if isinstance(batch, TokenBatch):
             parsed = batch
         else:
-            parsed = parse_batch(batch, self.vocab, self.config.block)
+            parsed = parse_batch(batch, self.vocab, self.config.model_block)
         if self._estimator is None:
             # One estimator for the run: it shares the leaf's module and persistent AdamW.
             self._estimator = self.leaf.estimator()
@@ -460,6 +468,7 @@ class _Trainer:
             unit = "batch"
             if self.layout == "global":
                 unit = "row" if self.config.objective == "packed" else "window"
+                unit = "token" if self.config.block_schedule is not None else unit
             epoch, index = self.source.cursor
             self.log(
                 f"resumed from {self.resumed_from} at step {self.step} "
@@ -495,7 +504,7 @@ class _Trainer:
             stage = functools.partial(
                 stage_batch,
                 vocab=self.vocab,
-                block=config.block,
+                block=config.model_block,
                 pin=pin_for(ctx.device),
             )
             self.source = PrefetchedBatches(self.source, config.prefetch, prepare=stage)
@@ -525,6 +534,10 @@ class _Trainer:
                     extra["global_batch"] = self.global_digest(batch)
                 if self.mixture is not None:
                     extra["mixture"] = accounting_record(self.mixture, self.source.cursor[1])
+                phase = ""
+                if self._phased is not None:
+                    extra["phase"], extra["block"] = self._phased.phase_at(epoch, index)
+                    phase = f" | phase {extra['phase']} block {extra['block']}"
                 elapsed = time.perf_counter() - began
                 self.step += 1
                 step_tokens = int(weight)
@@ -557,7 +570,7 @@ class _Trainer:
                 if config.log_every and self.step % config.log_every == 0:
                     self.log(
                         f"step {self.step}/{total} | loss {sum(window) / len(window):.4f} "
-                        f"| {rate:,.0f} tok/s"
+                        f"| {rate:,.0f} tok/s{phase}"
                     )
                     window, window_tokens, window_seconds = [], 0, 0.0
                 if config.eval_every and self.step % config.eval_every == 0:
