@@ -8,8 +8,9 @@ batches are in a keyed pseudo-random order (a :class:`~mixle.data._permutation.
 FeistelPermutation` of the segment keyed by the stream's key, the epoch and the segment).
 Batch ``i`` of the epoch is found without building the order: a binary search over
 the segment ends, one permutation lookup, a binary search over the segment's bucket
-counts. The batches of a bucket are numbered (its *ordinals*) in the order they occur:
-segment by segment, and inside a segment in the permuted order.
+counts. The batches of a bucket are numbered (its *ordinals*) segment by segment: those
+of a segment all come after those of the segments before it (in a segment they are
+placed in the keyed order).
 
 Curricula (:data:`CURRICULA`):
 
@@ -83,6 +84,7 @@ class CurriculumPlan:
         self._inner_ends = np.cumsum(self.counts, axis=1)
         # Ordinal of each bucket's first batch in each segment.
         self._before = np.cumsum(self.counts, axis=0) - self.counts
+        self._orders: dict[tuple[int, int], FeistelPermutation] = {}
 
     @property
     def num_batches(self) -> int:
@@ -97,13 +99,23 @@ class CurriculumPlan:
         segment = int(np.searchsorted(self._ends, index, side="right"))
         first = int(self._ends[segment - 1]) if segment else 0
         size = int(self._ends[segment]) - first
-        seed, *words = self.key
-        order = FeistelPermutation(size, seed, epoch, domain=(*words, segment, _DOMAIN))
-        position = int(order(np.asarray([index - first]))[0])
+        position = int(self._order(epoch, segment, size)(np.asarray([index - first]))[0])
         ends = self._inner_ends[segment]
         bucket = int(np.searchsorted(ends, position, side="right"))
         offset = int(ends[bucket - 1]) if bucket else 0
         return bucket, int(self._before[segment, bucket]) + position - offset
+
+
+    def _order(self, epoch: int, segment: int, size: int) -> FeistelPermutation:
+        """The keyed order of ``segment`` in ``epoch`` (kept for the latest epoch only)."""
+        order = self._orders.get((epoch, segment))
+        if order is None:
+            if any(seen != epoch for seen, _ in self._orders):
+                self._orders.clear()
+            seed, *words = self.key
+            order = FeistelPermutation(size, seed, epoch, domain=(*words, segment, _DOMAIN))
+            self._orders[epoch, segment] = order
+        return order
 
 
 def plan_curriculum(

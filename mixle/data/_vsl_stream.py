@@ -144,6 +144,7 @@ class VariableLengthStream:
         )
         self._cursor = Cursor("VariableLengthStream", index_key="batch", version=STATE_VERSION)
         self._identity: dict[str, Any] | None = None
+        self._piece_orders: dict[tuple[int, int], FeistelPermutation] = {}
 
     # ------------------------------------------------------------------ layout
     @property
@@ -264,6 +265,21 @@ class VariableLengthStream:
             )
         return epoch, index
 
+    def _piece_order(self, epoch: int, bucket: int) -> FeistelPermutation:
+        """The keyed order of ``bucket``'s pieces in ``epoch`` (kept for the latest epoch)."""
+        order = self._piece_orders.get((epoch, bucket))
+        if order is None:
+            if any(seen != epoch for seen, _ in self._piece_orders):
+                self._piece_orders.clear()
+            order = FeistelPermutation(
+                self.pieces.counts[bucket],
+                self.seed,
+                epoch,
+                domain=(self._key[1], bucket, _PIECE_DOMAIN),
+            )
+            self._piece_orders[epoch, bucket] = order
+        return order
+
     def _rows(self, epoch: int, bucket: int, ordinal: int) -> Batch:
         """This rank's rows of the ``ordinal``-th batch of ``bucket`` in ``epoch``."""
         length = self.bucket_lengths[bucket]
@@ -272,9 +288,7 @@ class VariableLengthStream:
         rows = ordinal * global_rows + self.rank * count + np.arange(count, dtype=np.int64)
         pieces_here = self.pieces.counts[bucket]
         real = np.flatnonzero(rows < pieces_here)
-        order = FeistelPermutation(
-            pieces_here, self.seed, epoch, domain=(self._key[1], bucket, _PIECE_DOMAIN)
-        )
+        order = self._piece_order(epoch, bucket)
         pieces = self.pieces.pieces(bucket, order(rows[real]) if real.size else real)
         width = length + 1
         buffer = np.full((count, width), self.pad_id, dtype=np.int64)

@@ -145,7 +145,7 @@ def _same(a: object, b: object) -> bool:
     return all(np.array_equal(x, y) for x, y in zip(a.as_tuple(), b.as_tuple(), strict=True))  # type: ignore[attr-defined]
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=6, deadline=None)
 @given(stop=st.integers(0, 80), curriculum=st.sampled_from(["natural", "grow_p2"]))
 def test_resume_at_any_batch_is_bitwise(stop: int, curriculum: str) -> None:
     documents = _long_tailed(120)
