@@ -46,14 +46,24 @@ CHANGED_ACTIONS = {
     },
 }
 # Train options added after the snapshot was recorded (the blocks order, best-fit packing,
-# document masking, length buckets), with the defaults that leave every recorded run as it was.
+# document masking, length buckets, VSL buckets), with the defaults that leave every recorded
+# run as it was.
 ADDED_TRAIN_OPTIONS = {
     "order": None,
     "packing": "concatenate",
     "document_mask": False,
     "length_buckets": None,
+    "vsl_buckets": None,
+    "vsl_curriculum": "natural",
 }
-ADDED_TRAIN_FLAGS = {"--order", "--packing", "--document-mask", "--length-buckets"}
+ADDED_TRAIN_FLAGS = {
+    "--order",
+    "--packing",
+    "--document-mask",
+    "--length-buckets",
+    "--vsl-buckets",
+    "--vsl-curriculum",
+}
 
 
 def _without_added_defaults(config: dict[str, Any]) -> dict[str, Any]:

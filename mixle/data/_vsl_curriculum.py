@@ -105,7 +105,6 @@ class CurriculumPlan:
         offset = int(ends[bucket - 1]) if bucket else 0
         return bucket, int(self._before[segment, bucket]) + position - offset
 
-
     def _order(self, epoch: int, segment: int, size: int) -> FeistelPermutation:
         """The keyed order of ``segment`` in ``epoch`` (kept for the latest epoch only)."""
         order = self._orders.get((epoch, segment))

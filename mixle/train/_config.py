@@ -26,6 +26,7 @@ from mixle._options import Check, Sectioned, check_options, option, section
 from mixle.data._curriculum_bandit import checked_edges
 from mixle.data._options import ORDERS
 from mixle.data._packing_options import PACKINGS
+from mixle.data._vsl_curriculum import CURRICULA
 from mixle.errors import ArgumentError, ArgumentTypeError
 
 __all__ = [
@@ -165,6 +166,15 @@ class DataConfig:
         change between a run and its resumption (the stream continues at the same row).
     boundary_id
         Token inserted between documents in the stream (``None``: none).
+    vsl_buckets, vsl_curriculum
+        Variable-sequence-length training (:class:`~mixle.data.VariableLengthStream`):
+        ``vsl_buckets`` is the shortest bucket (a power of two up to ``block``, itself
+        a power of two); every document is cut into power-of-two pieces and each step
+        holds one bucket's pieces, ``world_size * batch_size * block`` tokens over all
+        ranks (so ``block / L`` times the rows for bucket ``L``). ``vsl_curriculum`` is
+        ``"natural"`` or ``"grow_p2"``. Packed objective, global layout, no mixture,
+        no boundary token, no ``length_buckets``; the model is built for ``block``.
+        The cursor names the curriculum: a checkpoint of another one is refused.
     holdout_documents
         The last this-many documents of the corpus are held out from training and used
         for evaluation (deterministic: no randomness, no reading to decide).
@@ -226,6 +236,21 @@ class DataConfig:
         "token counts, rewarded by each bucket's loss decrease per token, rechosen every "
         "epoch (packed objective, permutation order, needs --steps)",
     )
+    vsl_buckets: int | None = option(
+        None,
+        check=positive_int,
+        parse=int,
+        metavar="MIN",
+        help="variable-sequence-length steps: documents cut into power-of-two pieces of "
+        "MIN to --block targets, each step one bucket of --batch-size x --block tokens per "
+        "rank (packed objective, global layout; docs/streaming.md)",
+    )
+    vsl_curriculum: str = option(
+        "natural",
+        choices=CURRICULA,
+        help="order of the --vsl-buckets steps: natural (buckets interleaved at random in "
+        "proportion, default) or grow_p2 (short to long, 8 cycles an epoch, as OLMo-core)",
+    )
     holdout_documents: int = option(
         0,
         check=nonnegative_int,
@@ -242,6 +267,41 @@ class DataConfig:
                 f"bijection. Got objective={self.objective!r}."
             )
         self._check_packing()
+        self._check_vsl()
+
+    def _check_vsl(self) -> None:
+        if self.vsl_buckets is None:
+            if self.vsl_curriculum != "natural":
+                raise ArgumentError(
+                    f"vsl_curriculum={self.vsl_curriculum!r} needs vsl_buckets (--vsl-buckets)."
+                )
+            return
+        for name, value in (("vsl_buckets", self.vsl_buckets), ("block", self.block)):
+            if value & (value - 1):
+                raise ArgumentError(
+                    f"`{name}` must be a power of two with vsl_buckets. Got {value} instead."
+                )
+        if self.vsl_buckets > self.block:
+            raise ArgumentError(
+                f"`vsl_buckets` ({self.vsl_buckets}) must not exceed `block` ({self.block}): "
+                "the bucket schedule would name no bucket."
+            )
+        wrong = [
+            f"{name}={value!r} (needs {need!r})"
+            for name, value, need in (
+                ("objective", self.objective, "packed"),
+                ("layout", self.layout, "global"),
+                ("mixture", self.mixture, None),
+                ("packing", self.packing, "concatenate"),
+                ("document_mask", self.document_mask, False),
+                ("boundary_id", self.boundary_id, None),
+                ("length_buckets", self.length_buckets, None),
+                ("order", self.order, None),
+            )
+            if value != need
+        ]
+        if wrong:
+            raise ArgumentError(f"vsl_buckets={self.vsl_buckets} needs: {'; '.join(wrong)}.")
 
     def _check_packing(self) -> None:
         wrong = [

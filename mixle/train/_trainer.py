@@ -152,6 +152,8 @@ class _Trainer:
                 packing=config.packing,
                 document_mask=config.document_mask,
                 length_bandit=None if self.length_rewards is None else self.length_rewards.bandit,
+                vsl_buckets=config.vsl_buckets,
+                vsl_curriculum=config.vsl_curriculum,
                 **stream,
             )
         )
@@ -389,10 +391,12 @@ class _Trainer:
     def global_digest(self, batch: Batch) -> str:
         """:func:`batch_digest` of this step's batch concatenated over ranks (rank order):
         the same for every ``(world_size, batch_size)`` with the same product."""
-        size, world = self.config.batch_size, self.ctx.world_size
+        world = self.ctx.world_size
         # A rank's part of the last global batch of windows may be short: pad every part
-        # to batch_size rows for the collective, then keep each rank's real rows.
+        # to the most rows any rank has (batch_size, or more for a short VSL bucket) for
+        # the collective, then keep each rank's real rows.
         counts = [c[0] for c in self.ctx.all_gather_int64([batch.num_rows])]
+        size = max(counts)
 
         def gathered(array: np.ndarray) -> np.ndarray:
             padded = np.zeros((size, *array.shape[1:]), dtype=np.int64)
@@ -458,7 +462,7 @@ class _Trainer:
                 f"; {name} {before} -> {now}" for name, (before, now) in self.changes.items()
             )
             unit = "batch"
-            if self.layout == "global":
+            if self.layout == "global" and config.vsl_buckets is None:
                 unit = "row" if self.config.objective == "packed" else "window"
             epoch, index = self.source.cursor
             self.log(
@@ -523,6 +527,8 @@ class _Trainer:
                 extra: dict[str, Any] = {}
                 if self.layout == "global":
                     extra["global_batch"] = self.global_digest(batch)
+                if config.vsl_buckets is not None:
+                    extra["sequence_length"] = int(batch.context.shape[1])
                 if self.mixture is not None:
                     extra["mixture"] = accounting_record(self.mixture, self.source.cursor[1])
                 elapsed = time.perf_counter() - began

@@ -174,7 +174,9 @@ def test_elastic_world_size_with_the_same_global_tokens() -> None:
         next(iterator)
     state = single.state_dict()
     world = 4
-    ranks = [VariableLengthStream(documents, rank=r, world_size=world, **options) for r in range(world)]
+    ranks = [
+        VariableLengthStream(documents, rank=r, world_size=world, **options) for r in range(world)
+    ]
     for stream in ranks:
         stream.load_state_dict(state)
     parts = [stream.batches() for stream in ranks]
