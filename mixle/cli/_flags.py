@@ -36,14 +36,10 @@ def _add_flag(
     if spec.negation is not None:  # an optional switch: --x, --no-x or neither (None)
         pair = group.add_mutually_exclusive_group()
         pair.add_argument(flag, dest=field.name, action="store_true", default=default)
-        pair.add_argument(
-            spec.negation, dest=field.name, action="store_false", help=spec.help_text()
-        )
+        pair.add_argument(spec.negation, dest=field.name, action="store_false", help=spec.help_text())
     elif isinstance(default, bool):  # a switch flips the default
         action = "store_false" if default else "store_true"
-        group.add_argument(
-            flag, dest=field.name, action=action, default=default, help=spec.help_text()
-        )
+        group.add_argument(flag, dest=field.name, action=action, default=default, help=spec.help_text())
     else:
         group.add_argument(
             flag,
