@@ -35,14 +35,14 @@ from typing import Any
 
 import numpy as np
 
-from mixle._checks import exact_int, nonnegative_int, positive_int
+from mixle._checks import exact_int, nonnegative_int, one_of, positive_int
 from mixle.data._batch import Batch
 from mixle.data._cursor import Cursor
 from mixle.data._documents import DocumentSource, as_documents
 from mixle.data._options import ShardOptions
 from mixle.data._permutation import FeistelPermutation
 from mixle.data._vsl_buckets import BucketPieces
-from mixle.data._vsl_curriculum import CurriculumPlan, plan_curriculum
+from mixle.data._vsl_curriculum import CURRICULA, CurriculumPlan, plan_curriculum
 from mixle.errors import ArgumentError
 
 __all__ = ["VariableLengthStream"]
@@ -129,17 +129,19 @@ class VariableLengthStream:
                 f"{self.world_size} = {unit} (the longest bucket's rows split over the ranks). "
                 f"Got {self.tokens_per_batch} instead."
             )
-        self.curriculum, self.num_cycles, self.remainder = curriculum, num_cycles, remainder
+        self.curriculum = one_of("curriculum", curriculum, CURRICULA)
+        self.num_cycles = positive_int("num_cycles", num_cycles)
+        self.remainder = self.pieces.remainder
         self._key = (self.seed, _fingerprint_word(self.documents.fingerprint))
         batches = tuple(
             -(-count // self.rows_per_batch(bucket))
             for bucket, count in enumerate(self.pieces.counts)
         )
         self.plan: CurriculumPlan = plan_curriculum(
-            curriculum,
+            self.curriculum,
             batches,
             key=self._key,
-            num_cycles=num_cycles,
+            num_cycles=self.num_cycles,
             bucket_names=tuple(self.pieces.bucket_name(k) for k in range(len(batches))),
         )
         self._cursor = Cursor("VariableLengthStream", index_key="batch", version=STATE_VERSION)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mixle.data import VariableLengthStream
+from mixle.data import ResumableStream, VariableLengthStream
 from mixle.errors import ArgumentError, StateMismatchError
 
 
@@ -233,6 +233,7 @@ def test_grow_p2_names_the_empty_bucket_it_asks_for() -> None:
 
 def test_read_past_the_epoch_is_refused() -> None:
     stream = VariableLengthStream(_long_tailed(40), block=32, min_length=8, tokens_per_batch=64)
+    assert isinstance(stream, ResumableStream)
     with pytest.raises(ArgumentError, match="epoch_size"):
         stream.read(0, stream.epoch_size(0))
     assert stream.next_cursor(0, stream.epoch_size(0) - 1, 1) == (1, 0)
