@@ -37,15 +37,21 @@ import numpy as np
 
 from mixle._checks import exact_int, nonnegative_int, one_of, positive_int
 from mixle.data._batch import Batch
+from mixle.data._curriculum_bandit import LengthBandit
 from mixle.data._cursor import Cursor
 from mixle.data._documents import DocumentSource, as_documents
 from mixle.data._options import ShardOptions
 from mixle.data._permutation import FeistelPermutation
+from mixle.data._vsl_bandit import BanditOrder
 from mixle.data._vsl_buckets import BucketPieces
-from mixle.data._vsl_curriculum import CURRICULA, CurriculumPlan, plan_curriculum
-from mixle.errors import ArgumentError
+from mixle.data._vsl_curriculum import CURRICULA as CLOSED_FORM
+from mixle.data._vsl_curriculum import CurriculumPlan, plan_curriculum
+from mixle.errors import ArgumentError, StateMismatchError
 
-__all__ = ["VariableLengthStream"]
+__all__ = ["CURRICULA", "VariableLengthStream"]
+
+#: The orders of the bucket batches: the closed-form curricula and the length bandit.
+CURRICULA = (*CLOSED_FORM, "bandit")
 
 STATE_VERSION = 1
 KIND = "variable-length"
@@ -75,9 +81,14 @@ class VariableLengthStream:
         over all ranks. A multiple of ``block * world_size`` (the longest bucket's
         rows split evenly over the ranks).
     curriculum
-        ``"natural"`` (default) or ``"grow_p2"`` (:mod:`~mixle.data._vsl_curriculum`).
+        ``"natural"`` (default) or ``"grow_p2"`` (:mod:`~mixle.data._vsl_curriculum`), or
+        ``"bandit"``: a :class:`~mixle.data.LengthBandit` over the buckets picks the
+        bucket of each batch from the rewards given to :attr:`bandit`
+        (:mod:`~mixle.data._vsl_bandit`; read at the cursor only, no random access).
     num_cycles
         grow_p2's cycles per epoch (8, as OLMo-core's default); part of the identity.
+    bandit_window
+        ``"bandit"``: batches between two foldings of the rewards into its weights.
     remainder
         ``"pad"`` (default) or ``"drop"``: what becomes of a document's last targets
         below ``min_length`` (:mod:`~mixle.data._vsl_buckets`).
@@ -106,6 +117,7 @@ class VariableLengthStream:
         tokens_per_batch: int,
         curriculum: str = "natural",
         num_cycles: int = 8,
+        bandit_window: int = 64,
         remainder: str = "pad",
         seed: int = 0,
         rank: int = 0,
@@ -131,19 +143,28 @@ class VariableLengthStream:
             )
         self.curriculum = one_of("curriculum", curriculum, CURRICULA)
         self.num_cycles = positive_int("num_cycles", num_cycles)
+        self.bandit_window = positive_int("bandit_window", bandit_window)
         self.remainder = self.pieces.remainder
         self._key = (self.seed, _fingerprint_word(self.documents.fingerprint))
         batches = tuple(
             -(-count // self.rows_per_batch(bucket))
             for bucket, count in enumerate(self.pieces.counts)
         )
-        self.plan: CurriculumPlan = plan_curriculum(
-            self.curriculum,
-            batches,
-            key=self._key,
-            num_cycles=self.num_cycles,
-            bucket_names=tuple(self.pieces.bucket_name(k) for k in range(len(batches))),
-        )
+        self._batches, self._total = batches, sum(batches)
+        self.plan: CurriculumPlan | None = None
+        self._bandit: BanditOrder | None = None
+        if self.curriculum == "bandit":
+            self._bandit = BanditOrder(
+                self.bucket_lengths, batches, key=self._key, window=self.bandit_window
+            )
+        else:
+            self.plan = plan_curriculum(
+                self.curriculum,
+                batches,
+                key=self._key,
+                num_cycles=self.num_cycles,
+                bucket_names=tuple(self.pieces.bucket_name(k) for k in range(len(batches))),
+            )
         self._cursor = Cursor("VariableLengthStream", index_key="batch", version=STATE_VERSION)
         self._identity: dict[str, Any] | None = None
         self._piece_orders: dict[tuple[int, int], FeistelPermutation] = {}
@@ -162,15 +183,28 @@ class VariableLengthStream:
     @property
     def batches_per_bucket(self) -> tuple[int, ...]:
         """Global batches of each bucket per epoch."""
-        return self.plan.batches_per_bucket
+        return self._batches
+
+    @property
+    def bandit(self) -> LengthBandit | None:
+        """The ``"bandit"`` curriculum's :class:`~mixle.data.LengthBandit` (bucket ``k``
+        of the stream is its bucket ``k``): report each bucket's reward to it."""
+        return None if self._bandit is None else self._bandit.bandit
+
+    def bucket_tokens(self, batch: Batch) -> np.ndarray:
+        """Real targets of ``batch`` per bucket (int64, one count per bucket): all in the
+        bucket of its width."""
+        counts = np.zeros(len(self.bucket_lengths), dtype=np.int64)
+        counts[self.bucket_lengths.index(int(batch.context.shape[1]))] = batch.num_targets
+        return counts
 
     def rows_per_batch(self, bucket: int) -> int:
         """Rows of one *global* batch of ``bucket``: ``tokens_per_batch / length``."""
         return self.tokens_per_batch // self.bucket_lengths[bucket]
 
     def bucket_of(self, epoch: int, index: int) -> int:
-        """The bucket of global batch ``index`` of ``epoch``."""
-        return self.plan.locate(*self._checked(epoch, index))[0]
+        """The bucket of global batch ``index`` of ``epoch`` (``"bandit"``: at the cursor only)."""
+        return self._locate(*self._checked(epoch, index))[0]
 
     # ----------------------------------------------------------- resumable API
     @property
@@ -181,7 +215,7 @@ class VariableLengthStream:
     def epoch_size(self, epoch: int) -> int:
         """Global batches of ``epoch`` (the same for every epoch)."""
         nonnegative_int("epoch", epoch)
-        return self.plan.num_batches
+        return self._total
 
     def steps_left(self, epoch: int, index: int) -> int:
         """Batches from cursor ``(epoch, index)`` to the end of ``epoch``."""
@@ -202,22 +236,24 @@ class VariableLengthStream:
         Raises
         ------
         ArgumentError
-            ``index >= epoch_size(epoch)`` or a negative argument.
+            ``index >= epoch_size(epoch)``, a negative argument, or (``"bandit"``) a
+            batch other than the cursor's.
         """
         epoch, index = self._checked(epoch, index)
-        bucket, ordinal = self.plan.locate(epoch, index)
-        return self._rows(epoch, bucket, ordinal)
+        return self._rows(epoch, *self._locate(epoch, index))
 
     def batches(self) -> Iterator[Batch]:
         """Batches from the cursor on, across epochs, moving the cursor before each is
         handed out (a state taken after ``k`` batches resumes with batch ``k + 1``)."""
-        cursor = self._cursor
-        total = self.plan.num_batches
+        cursor, total = self._cursor, self._total
         while total:
             epoch, start = cursor.position
             for index in range(start, total):
+                if self._bandit is not None:
+                    bucket, ordinal = self._bandit.draw(epoch, index)
+                else:
+                    bucket, ordinal = self._locate(epoch, index)
                 cursor.move(*((epoch, index + 1) if index + 1 < total else (epoch + 1, 0)))
-                bucket, ordinal = self.plan.locate(epoch, index)
                 yield self._rows(epoch, bucket, ordinal)
             if cursor.position == (epoch, start):  # start == total: nothing left
                 cursor.move(epoch + 1, 0)
@@ -235,14 +271,20 @@ class VariableLengthStream:
                 "tokens_per_batch": self.tokens_per_batch,
                 "curriculum": self.curriculum,
                 "num_cycles": self.num_cycles,
+                "bandit_window": self.bandit_window if self._bandit is not None else None,
                 "remainder": self.remainder,
                 "pad_id": self.pad_id,
             }
         return self._identity
 
     def state_dict(self) -> dict[str, Any]:
-        """``{"version": 1, "epoch", "batch", "stream": identity}`` (JSON-able)."""
-        return self._cursor.state_dict(self.stream_identity())
+        """``{"version": 1, "epoch", "batch", "stream": identity}`` (JSON-able); the
+        ``"bandit"`` curriculum adds ``"bandit"``: the batches each bucket gave in the
+        epoch and the bandit's state."""
+        state = self._cursor.state_dict(self.stream_identity())
+        if self._bandit is not None:
+            state["bandit"] = self._bandit.state_dict()
+        return state
 
     def load_state_dict(self, state: Any) -> None:
         """Move to a saved cursor in O(1).
@@ -252,20 +294,43 @@ class VariableLengthStream:
         StateMismatchError
             Malformed, another version, another stream — e.g. another ``curriculum`` or
             ``tokens_per_batch`` (each differing field named with both values) — or a
-            batch past the epoch's end.
+            batch past the epoch's end; for ``"bandit"``, a missing or inconsistent
+            ``bandit`` field or a bandit state of another policy. Nothing moves unless
+            every check passes.
         """
-        self._cursor.load(state, self.stream_identity(), epoch_size=self.epoch_size)
+        identity = self.stream_identity()
+        _, index = self._cursor.check(state, identity)
+        if self._bandit is not None:
+            if "bandit" not in state:
+                raise StateMismatchError(
+                    "VariableLengthStream state lacks the field `bandit` (the batches each "
+                    "bucket gave and the bandit's weights)."
+                )
+            self._bandit.load_state_dict(state["bandit"], index)
+        self._cursor.load(state, identity, epoch_size=self.epoch_size)
 
     # ------------------------------------------------------------------ reading
     def _checked(self, epoch: int, index: int) -> tuple[int, int]:
         epoch = nonnegative_int("epoch", epoch)
         index = nonnegative_int("index", index)
-        if index >= self.plan.num_batches:
+        if index >= self._total:
             raise ArgumentError(
-                f"`index` must be smaller than epoch_size({epoch}) = {self.plan.num_batches}. "
+                f"`index` must be smaller than epoch_size({epoch}) = {self._total}. "
                 f"Got {index} instead."
             )
         return epoch, index
+
+    def _locate(self, epoch: int, index: int) -> tuple[int, int]:
+        """``(bucket, ordinal)`` of batch ``index`` of ``epoch``, without moving anything."""
+        if self._bandit is None:
+            assert self.plan is not None
+            return self.plan.locate(epoch, index)
+        if (epoch, index) != self.cursor:
+            raise ArgumentError(
+                f"a bandit-ordered stream is read at its cursor {self.cursor} only. Got "
+                f"({epoch}, {index})."
+            )
+        return self._bandit.peek(epoch, index)
 
     def _piece_order(self, epoch: int, bucket: int) -> FeistelPermutation:
         """The keyed order of ``bucket``'s pieces in ``epoch`` (kept for the latest epoch)."""

@@ -26,7 +26,7 @@ from mixle._options import Check, Sectioned, check_options, option, section
 from mixle.data._curriculum_bandit import checked_edges
 from mixle.data._options import ORDERS
 from mixle.data._packing_options import PACKINGS
-from mixle.data._vsl_curriculum import CURRICULA
+from mixle.data._vsl_stream import CURRICULA
 from mixle.errors import ArgumentError, ArgumentTypeError
 
 __all__ = [
@@ -172,7 +172,8 @@ class DataConfig:
         a power of two); every document is cut into power-of-two pieces and each step
         holds one bucket's pieces, ``world_size * batch_size * block`` tokens over all
         ranks (so ``block / L`` times the rows for bucket ``L``). ``vsl_curriculum`` is
-        ``"natural"`` or ``"grow_p2"``. Packed objective, global layout, no mixture,
+        ``"natural"``, ``"grow_p2"`` or ``"bandit"`` (a :class:`~mixle.data.LengthBandit`
+        picks each step's bucket, rewarded as for ``length_buckets``; read-ahead off). Packed objective, global layout, no mixture,
         no boundary token, no ``length_buckets``; the model is built for ``block``.
         The cursor names the curriculum: a checkpoint of another one is refused.
     holdout_documents
@@ -249,7 +250,8 @@ class DataConfig:
         "natural",
         choices=CURRICULA,
         help="order of the --vsl-buckets steps: natural (buckets interleaved at random in "
-        "proportion, default) or grow_p2 (short to long, 8 cycles an epoch, as OLMo-core)",
+        "proportion, default), grow_p2 (short to long, 8 cycles an epoch, as OLMo-core) or "
+        "bandit (an EXP3 bandit picks each step's bucket, rewarded by its loss decrease)",
     )
     holdout_documents: int = option(
         0,

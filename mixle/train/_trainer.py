@@ -31,6 +31,7 @@ from mixle.corpus.storage.plan_cache import PlanFiles
 from mixle.data._batch import Batch
 from mixle.data._curriculum_bandit import LengthBandit
 from mixle.data._documents import as_documents, documents_fingerprint
+from mixle.data._vsl_stream import VariableLengthStream
 from mixle.errors import ArgumentError, CheckpointError
 from mixle.models import (
     StreamingGradientState,
@@ -54,6 +55,7 @@ from mixle.train._runtime import StopFlag, deterministic, stop_on_signals
 from mixle.train._sources import (
     BatchSource,
     StreamArgs,
+    StreamSource,
     batch_digest,
     eval_batches,
     make_source,
@@ -157,6 +159,8 @@ class _Trainer:
                 **stream,
             )
         )
+        if config.vsl_curriculum == "bandit":
+            self.length_rewards = self._vsl_rewards()
         if self.source.steps_in_epoch(0) == 0:
             raise ArgumentError(
                 f"the corpus is too small for one batch per rank: {len(train_docs)} training "
@@ -213,6 +217,16 @@ class _Trainer:
             seed=self.config.seed,
         )
         return LengthRewards(bandit, self.ctx.all_reduce_sum_)
+
+    def _vsl_rewards(self) -> LengthRewards:
+        """The rewards of the variable-length stream's bucket bandit (``--vsl-curriculum
+        bandit``): each step's targets are all in the bucket of its width."""
+        stream = self.source.stream if isinstance(self.source, StreamSource) else None
+        if not isinstance(stream, VariableLengthStream) or stream.bandit is None:
+            raise ArgumentError("vsl_curriculum='bandit' needs vsl_buckets (--vsl-buckets).")
+        return LengthRewards(
+            stream.bandit, self.ctx.all_reduce_sum_, batch_buckets=stream.bucket_tokens
+        )
 
     def _plan_store(self) -> PlanFiles | None:
         """Epoch plans beside the run (``<checkpoint_dir>/plans``), so a resumed process

@@ -31,21 +31,25 @@ def test_cli_trains_on_buckets_with_constant_tokens_per_step(
     assert all(0 < int(r["tokens"]) <= 2 * 32 for r in steps)  # type: ignore[call-overload]
 
 
-def test_killed_and_resumed_run_is_bitwise_equal(text_corpus: Path, tmp_path: Path) -> None:
-    options = {"vsl_buckets": 8, "vsl_curriculum": "grow_p2", "checkpoint_every": 3}
+# The bandit folds its rewards every 64 steps: its run resumes after the first folding.
+@pytest.mark.parametrize(("curriculum", "stop", "steps"), [("grow_p2", 3, 7), ("bandit", 66, 70)])
+def test_killed_and_resumed_run_is_bitwise_equal(
+    text_corpus: Path, tmp_path: Path, curriculum: str, stop: int, steps: int
+) -> None:
+    options = {"vsl_buckets": 8, "vsl_curriculum": curriculum, "checkpoint_every": stop}
     whole = tmp_path / "whole"
-    train(tiny_config(text_corpus, steps=7, checkpoint_dir=str(whole), **options))
+    train(tiny_config(text_corpus, steps=steps, checkpoint_dir=str(whole), **options))
     part = tmp_path / "part"
-    train(tiny_config(text_corpus, steps=3, checkpoint_dir=str(part), **options))
-    train(tiny_config(text_corpus, steps=7, checkpoint_dir=str(part), resume=True, **options))
+    train(tiny_config(text_corpus, steps=stop, checkpoint_dir=str(part), **options))
+    train(tiny_config(text_corpus, steps=steps, checkpoint_dir=str(part), resume=True, **options))
     assert step_records(part / "metrics.jsonl") == step_records(whole / "metrics.jsonl")
     assert_bitwise_equal(final_tensors(part), final_tensors(whole))
     # Another curriculum's cursor is refused, naming the field.
-    with pytest.raises(CheckpointError, match="curriculum in checkpoint: 'grow_p2'"):
+    with pytest.raises(CheckpointError, match=f"curriculum in checkpoint: '{curriculum}'"):
         train(
             tiny_config(
                 text_corpus,
-                steps=9,
+                steps=steps + 2,
                 checkpoint_dir=str(part),
                 resume=True,
                 **{**options, "vsl_curriculum": "natural"},
