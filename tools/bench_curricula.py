@@ -3,12 +3,13 @@
 Two corpora: the committed sample (``shards/sample-src`` ingested as the README does:
 paragraphs, EOS 256, vocab 257) and a synthetic one of ``--documents`` documents whose
 lengths are log-normal (median ``exp(--log-mean)``, ``--log-sigma``) and whose tokens
-follow a sparse random bigram chain (learnable). On each, four runs of the same model,
+follow a sparse random bigram chain (learnable). On each, runs of the same model,
 seed and ``--steps``, after a discarded warm-up run:
 
 - ``fixed``: packed rows of ``--block`` (concatenate-and-chunk, the default order);
-- ``vsl-natural`` / ``vsl-grow_p2``: ``--vsl-buckets --min-length`` with that curriculum
-  (``--batch-size x --block`` tokens per step, one bucket per step);
+- ``vsl-natural`` / ``vsl-grow_p2`` / ``vsl-bandit``: ``--vsl-buckets --min-length`` with
+  that curriculum (``--batch-size x --block`` tokens per step, one bucket per step; the
+  bandit picks each step's bucket);
 - ``bandit``: fixed block with ``--length-buckets --edges`` (permutation order).
 
 Each run is made twice. Without evaluation it gives the rates: trained tokens (real
@@ -40,6 +41,7 @@ RUNS: dict[str, dict[str, Any]] = {
     "fixed": {},
     "vsl-natural": {"vsl_curriculum": "natural"},
     "vsl-grow_p2": {"vsl_curriculum": "grow_p2"},
+    "vsl-bandit": {"vsl_curriculum": "bandit"},
     "bandit": {"order": "permutation", "prefetch": 0},
 }
 
@@ -125,8 +127,9 @@ def measure(corpus: Path, args: argparse.Namespace, workdir: Path) -> None:
     )
     _run(corpus, "warm-up", args, workdir, evaluate=False)
     rounds: list[dict[str, dict[str, Any]]] = []
+    chosen = ["fixed", *(name for name in args.runs.split(",") if name != "fixed")]
     for round_ in range(args.rounds):
-        names = list(RUNS) if round_ % 2 == 0 else list(reversed(RUNS))
+        names = chosen if round_ % 2 == 0 else list(reversed(chosen))
         here = workdir / f"{round_}"
         # Rates from runs without evaluation (the CPU time is the steps' and the reads');
         # losses from the same runs with evaluation.
@@ -138,7 +141,7 @@ def measure(corpus: Path, args: argparse.Namespace, workdir: Path) -> None:
     print(f"held-out loss at {budget:,} trained tokens; rates per second of the run")
     print("| run | trained tokens | tok/s (wall) | x fixed | tok/CPU-s | x fixed | held-out loss |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for name in RUNS:
+    for name in chosen:
 
         def median(key: str, name: str = name) -> float:
             return statistics.median(runs[name][key] for runs in rounds)
@@ -169,7 +172,13 @@ def main() -> None:
     parser.add_argument("--min-length", type=int, default=32)
     parser.add_argument("--edges", default="128,512")
     parser.add_argument("--only", choices=["sample", "lognormal"], default=None)
+    parser.add_argument(
+        "--runs", default=",".join(RUNS), help=f"comma-separated, of {', '.join(RUNS)}"
+    )
     args = parser.parse_args()
+    unknown = set(args.runs.split(",")) - set(RUNS)
+    if unknown:
+        parser.error(f"--runs: unknown run(s) {', '.join(sorted(unknown))}")
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     if args.only in (None, "sample"):
