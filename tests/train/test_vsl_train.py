@@ -31,8 +31,15 @@ def test_cli_trains_on_buckets_with_constant_tokens_per_step(
     assert all(0 < int(r["tokens"]) <= 2 * 32 for r in steps)  # type: ignore[call-overload]
 
 
-# The bandit folds its rewards every 64 steps: its run resumes after the first folding.
-@pytest.mark.parametrize(("curriculum", "stop", "steps"), [("grow_p2", 3, 7), ("bandit", 66, 70)])
+# The bandit folds its rewards every 64 steps: the slow case resumes after the first folding.
+@pytest.mark.parametrize(
+    ("curriculum", "stop", "steps"),
+    [
+        ("grow_p2", 3, 7),
+        ("bandit", 3, 7),
+        pytest.param("bandit", 66, 70, marks=pytest.mark.slow),
+    ],
+)
 def test_killed_and_resumed_run_is_bitwise_equal(
     text_corpus: Path, tmp_path: Path, curriculum: str, stop: int, steps: int
 ) -> None:
