@@ -7,7 +7,9 @@ pieces (:mod:`~mixle.data._vsl_buckets`), a piece of ``L`` targets goes to bucke
 positions: ``tokens_per_batch / L`` rows of ``L``. Short documents are no longer
 packed next to others nor padded to the block; attention never crosses a document;
 short batches cost less attention. The order of the buckets follows a closed-form
-curriculum (:mod:`~mixle.data._vsl_curriculum`: ``"natural"`` or ``"grow_p2"``).
+curriculum (:mod:`~mixle.data._vsl_curriculum`: ``"natural"`` or ``"grow_p2"``) or a
+:class:`~mixle.data.LengthBandit` rewarded by the trainer (``"bandit"``,
+:mod:`~mixle.data._vsl_bandit`).
 
 An epoch holds every piece exactly once: bucket ``k`` has ``ceil(pieces / rows)``
 batches, the pieces in a keyed pseudo-random order (a Feistel permutation per bucket and
@@ -24,7 +26,9 @@ construction as the global layout pays its plan per window). Rank ``r`` of ``W``
 reads rows ``[r * n / W, (r + 1) * n / W)`` of a global batch of ``n`` rows, so the
 state (which names neither rank, world size nor rows per rank) resumes with any world
 size that divides the longest bucket's batch, as long as ``tokens_per_batch`` (the
-global token count) is unchanged.
+global token count) is unchanged. The ``"bandit"`` order is not closed-form: its state
+adds the batches each bucket gave in the epoch and the bandit's state (O(buckets), plus
+K floats per window of the bandit), and a batch is read at the cursor only.
 """
 
 from __future__ import annotations
