@@ -46,13 +46,16 @@ CHANGED_ACTIONS = {
     },
 }
 # Train options added after the snapshot was recorded (the blocks order, best-fit packing,
-# document masking, length buckets, block schedules), with the defaults that leave every recorded run as it was.
+# document masking, length buckets, block schedules, VSL buckets), with the defaults that leave
+# every recorded run as it was.
 ADDED_TRAIN_OPTIONS = {
     "order": None,
     "packing": "concatenate",
     "document_mask": False,
     "length_buckets": None,
     "block_schedule": None,
+    "vsl_buckets": None,
+    "vsl_curriculum": "natural",
 }
 ADDED_TRAIN_FLAGS = {
     "--order",
@@ -60,6 +63,8 @@ ADDED_TRAIN_FLAGS = {
     "--document-mask",
     "--length-buckets",
     "--block-schedule",
+    "--vsl-buckets",
+    "--vsl-curriculum",
 }
 
 

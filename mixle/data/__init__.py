@@ -10,6 +10,8 @@ processes; ``mixle.corpus.PlanFiles`` keeps them in files) and :class:`MixingRul
 (how a :class:`Mixture` turns weights into each row's source; :class:`ExactSchedule`
 is the default, :class:`TemperatureSchedule` a second rule). A ready
 ``sequence_selector`` policy: :class:`LengthBandit` (EXP3 over length buckets).
+Variable-sequence-length training: :class:`VariableLengthStream` (power-of-two length
+buckets, one bucket per batch, a curriculum over them).
 """
 
 from mixle._gather import gather_backend, set_gather_backend
@@ -35,6 +37,7 @@ from mixle.data._plan_store import PlanStore
 from mixle.data._resumable import ResumableStream
 from mixle.data._row_plan import RowPlan, register_layout
 from mixle.data._temperature_schedule import TemperatureSchedule
+from mixle.data._vsl_stream import VariableLengthStream
 from mixle.data.stream_token_source import TokenStream, stream_token_source
 from mixle.data.streaming_corpus import (
     PackedCorpus,
@@ -70,6 +73,7 @@ __all__ = [
     "StreamingCorpus",
     "TemperatureSchedule",
     "TokenStream",
+    "VariableLengthStream",
     "attention_boundaries",
     "compare_packings",
     "context_parallel_batch",

@@ -27,6 +27,7 @@ from mixle.data._block_schedule import BlockSchedule
 from mixle.data._curriculum_bandit import checked_edges
 from mixle.data._options import ORDERS
 from mixle.data._packing_options import PACKINGS
+from mixle.data._vsl_stream import CURRICULA
 from mixle.errors import ArgumentError, ArgumentTypeError
 
 __all__ = [
@@ -117,6 +118,14 @@ def _block_schedule(name: str, value: Any) -> str | None:
     return value
 
 
+def _unmet(*requirements: tuple[str, object, object]) -> list[str]:
+    """``name=value (needs need)`` for each ``(name, value, need)`` whose value is not the
+    one an option requires: the body of the "X needs: ..." errors below."""
+    return [
+        f"{name}={value!r} (needs {need!r})" for name, value, need in requirements if value != need
+    ]
+
+
 def _learning_rate(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ArgumentTypeError(f"`{name}` must be a positive number. Got {value!r} instead.")
@@ -183,6 +192,16 @@ class DataConfig:
         built for the largest block.
     boundary_id
         Token inserted between documents in the stream (``None``: none).
+    vsl_buckets, vsl_curriculum
+        Variable-sequence-length training (:class:`~mixle.data.VariableLengthStream`):
+        ``vsl_buckets`` is the shortest bucket (a power of two up to ``block``, itself
+        a power of two); every document is cut into power-of-two pieces and each step
+        holds one bucket's pieces, ``world_size * batch_size * block`` tokens over all
+        ranks (so ``block / L`` times the rows for bucket ``L``). ``vsl_curriculum`` is
+        ``"natural"``, ``"grow_p2"`` or ``"bandit"`` (a :class:`~mixle.data.LengthBandit`
+        picks each step's bucket, rewarded as for ``length_buckets``; read-ahead off). Packed objective, global layout, no mixture,
+        no boundary token, no ``length_buckets``; the model is built for ``block``.
+        The cursor names the curriculum: a checkpoint of another one is refused.
     holdout_documents
         The last this-many documents of the corpus are held out from training and used
         for evaluation (deterministic: no randomness, no reading to decide).
@@ -252,6 +271,22 @@ class DataConfig:
         "token counts, rewarded by each bucket's loss decrease per token, rechosen every "
         "epoch (packed objective, permutation order, needs --steps)",
     )
+    vsl_buckets: int | None = option(
+        None,
+        check=positive_int,
+        parse=int,
+        metavar="MIN",
+        help="variable-sequence-length steps: documents cut into power-of-two pieces of "
+        "MIN to --block targets, each step one bucket of --batch-size x --block tokens per "
+        "rank (packed objective, global layout; docs/streaming.md)",
+    )
+    vsl_curriculum: str = option(
+        "natural",
+        choices=CURRICULA,
+        help="order of the --vsl-buckets steps: natural (buckets interleaved at random in "
+        "proportion, default), grow_p2 (short to long, 8 cycles an epoch, as OLMo-core) or "
+        "bandit (an EXP3 bandit picks each step's bucket, rewarded by its loss decrease)",
+    )
     holdout_documents: int = option(
         0,
         check=nonnegative_int,
@@ -270,18 +305,15 @@ class DataConfig:
         self._check_packing()
         if self.block_schedule is not None:
             self._check_block_schedule()
+        self._check_vsl()
 
     def _check_block_schedule(self) -> None:
-        wrong = [
-            f"{name}={value!r} (needs {need!r})"
-            for name, value, need in (
-                ("objective", self.objective, "packed"),
-                ("layout", self.layout, "global"),
-                ("packing", self.packing, "concatenate"),
-                ("mixture", self.mixture, None),
-            )
-            if value != need
-        ]
+        wrong = _unmet(
+            ("objective", self.objective, "packed"),
+            ("layout", self.layout, "global"),
+            ("packing", self.packing, "concatenate"),
+            ("mixture", self.mixture, None),
+        )
         first = BlockSchedule.parse(self.block_schedule or "").first_block
         if self.block != first:
             wrong.append(f"block={self.block} (needs the schedule's first block, {first})")
@@ -296,6 +328,37 @@ class DataConfig:
         if self.block_schedule is None:
             return self.block
         return BlockSchedule.parse(self.block_schedule).largest_block
+
+    def _check_vsl(self) -> None:
+        if self.vsl_buckets is None:
+            if self.vsl_curriculum != "natural":
+                raise ArgumentError(
+                    f"vsl_curriculum={self.vsl_curriculum!r} needs vsl_buckets (--vsl-buckets)."
+                )
+            return
+        for name, value in (("vsl_buckets", self.vsl_buckets), ("block", self.block)):
+            if value & (value - 1):
+                raise ArgumentError(
+                    f"`{name}` must be a power of two with vsl_buckets. Got {value} instead."
+                )
+        if self.vsl_buckets > self.block:
+            raise ArgumentError(
+                f"`vsl_buckets` ({self.vsl_buckets}) must not exceed `block` ({self.block}): "
+                "the bucket schedule would name no bucket."
+            )
+        wrong = _unmet(
+            ("objective", self.objective, "packed"),
+            ("layout", self.layout, "global"),
+            ("mixture", self.mixture, None),
+            ("packing", self.packing, "concatenate"),
+            ("document_mask", self.document_mask, False),
+            ("boundary_id", self.boundary_id, None),
+            ("length_buckets", self.length_buckets, None),
+            ("order", self.order, None),
+            ("block_schedule", self.block_schedule, None),
+        )
+        if wrong:
+            raise ArgumentError(f"vsl_buckets={self.vsl_buckets} needs: {'; '.join(wrong)}.")
 
     def _check_packing(self) -> None:
         wrong = [

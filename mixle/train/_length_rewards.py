@@ -29,23 +29,34 @@ class LengthRewards:
     """Credits each step's loss decrease to the length buckets of the step before.
 
     ``all_reduce_sum`` sums a float64 tensor over ranks in place (identity on one rank).
+    ``batch_buckets`` counts a batch's real targets per bucket; by default from its
+    document ids (the bucket of each document's length); a
+    :class:`~mixle.data.VariableLengthStream` passes its ``bucket_tokens`` (every target
+    of a batch is in the bucket of its width).
     """
 
     def __init__(
-        self, bandit: LengthBandit, all_reduce_sum: Callable[[list[torch.Tensor]], None]
+        self,
+        bandit: LengthBandit,
+        all_reduce_sum: Callable[[list[torch.Tensor]], None],
+        *,
+        batch_buckets: Callable[[Batch], np.ndarray] | None = None,
     ) -> None:
         self.bandit = bandit
         self._all_reduce_sum = all_reduce_sum
+        self._batch_buckets = batch_buckets or self._document_buckets
         self._previous: tuple[float, np.ndarray] | None = None
 
-    def bucket_tokens(self, batch: Batch) -> np.ndarray:
-        """Real target tokens of each bucket in this rank's ``batch``, summed over ranks."""
+    def _document_buckets(self, batch: Batch) -> np.ndarray:
         if batch.document_ids is None or batch.loss_mask is None:
             raise ArgumentError("LengthRewards needs packed batches with document ids.")
         ids = np.asarray(batch.document_ids)[np.asarray(batch.loss_mask, dtype=bool)]
         ids = ids[ids >= 0]
-        counts = np.bincount(self.bandit.buckets_of(ids), minlength=self.bandit.num_buckets)
-        total = torch.tensor(counts, dtype=torch.float64)
+        return np.bincount(self.bandit.buckets_of(ids), minlength=self.bandit.num_buckets)
+
+    def bucket_tokens(self, batch: Batch) -> np.ndarray:
+        """Real target tokens of each bucket in this rank's ``batch``, summed over ranks."""
+        total = torch.tensor(self._batch_buckets(batch), dtype=torch.float64)
         self._all_reduce_sum([total])
         return total.numpy()
 

@@ -34,6 +34,7 @@ from mixle.data._options import ShardOptions
 from mixle.data._order_state import saved_order
 from mixle.data._plan_store import PlanStore
 from mixle.data._resumable import ResumableStream
+from mixle.data._vsl_stream import VariableLengthStream
 from mixle.data.stream_token_source import TokenStream
 from mixle.data.streaming_corpus import StreamingCorpus
 from mixle.errors import ArgumentError
@@ -398,14 +399,33 @@ def make_source(
     document_mask: bool = False,
     length_bandit: LengthBandit | None = None,
     block_schedule: BlockSchedule | None = None,
+    vsl_buckets: int | None = None,
+    vsl_curriculum: str = "natural",
     **args: Unpack[SourceArgs],
-) -> PackedBatches | WindowBatches | GlobalWindowBatches:
+) -> StreamSource | WindowBatches:
     """The batch source for ``objective`` (``"packed"`` or ``"windows"``) and ``layout``;
     ``plan_store`` keeps the packed objective's epoch plans (windows plan in O(1)),
     ``order`` is its epoch order (:class:`PackedBatches`; windows have their own), and
     ``packing``, ``document_mask`` (attention boundaries) and ``length_bandit`` (the
     ``sequence_selector``; the rows then carry document ids) and ``block_schedule``
-    apply to packed rows."""
+    apply to packed rows.
+    ``vsl_buckets`` (the shortest bucket) makes the packed source a
+    :class:`~mixle.data.VariableLengthStream` of ``vsl_curriculum`` whose global batch
+    holds ``world_size * batch_size * block`` tokens (``layout``, ``order``, ``packing``
+    and the boundary token do not apply)."""
+    if objective == "packed" and vsl_buckets is not None:
+        return StreamSource(
+            VariableLengthStream(
+                documents,
+                block=args["block"],
+                min_length=vsl_buckets,
+                tokens_per_batch=args["world_size"] * args["batch_size"] * args["block"],
+                curriculum=vsl_curriculum,
+                seed=args["seed"],
+                rank=args["rank"],
+                world_size=args["world_size"],
+            )
+        )
     if objective == "packed":
         return PackedBatches(
             documents,

@@ -31,6 +31,7 @@ from mixle.corpus.storage.plan_cache import PlanFiles
 from mixle.data._batch import Batch
 from mixle.data._curriculum_bandit import LengthBandit
 from mixle.data._documents import as_documents, documents_fingerprint
+from mixle.data._vsl_stream import VariableLengthStream
 from mixle.errors import ArgumentError, CheckpointError
 from mixle.models import (
     StreamingGradientState,
@@ -55,6 +56,7 @@ from mixle.train._sources import (
     BatchSource,
     PackedBatches,
     StreamArgs,
+    StreamSource,
     batch_digest,
     eval_batches,
     make_source,
@@ -154,6 +156,8 @@ class _Trainer:
                 document_mask=config.document_mask,
                 length_bandit=None if self.length_rewards is None else self.length_rewards.bandit,
                 block_schedule=config.block_schedule_for(ctx.world_size),
+                vsl_buckets=config.vsl_buckets,
+                vsl_curriculum=config.vsl_curriculum,
                 **stream,
             )
         )
@@ -163,6 +167,8 @@ class _Trainer:
             if config.block_schedule is not None and isinstance(self.source, PackedBatches)
             else None
         )
+        if config.vsl_curriculum == "bandit":
+            self.length_rewards = self._vsl_rewards()
         if self.source.steps_in_epoch(0) == 0:
             raise ArgumentError(
                 f"the corpus is too small for one batch per rank: {len(train_docs)} training "
@@ -219,6 +225,16 @@ class _Trainer:
             seed=self.config.seed,
         )
         return LengthRewards(bandit, self.ctx.all_reduce_sum_)
+
+    def _vsl_rewards(self) -> LengthRewards:
+        """The rewards of the variable-length stream's bucket bandit (``--vsl-curriculum
+        bandit``): each step's targets are all in the bucket of its width."""
+        stream = self.source.stream if isinstance(self.source, StreamSource) else None
+        if not isinstance(stream, VariableLengthStream) or stream.bandit is None:
+            raise ArgumentError("vsl_curriculum='bandit' needs vsl_buckets (--vsl-buckets).")
+        return LengthRewards(
+            stream.bandit, self.ctx.all_reduce_sum_, batch_buckets=stream.bucket_tokens
+        )
 
     def _plan_store(self) -> PlanFiles | None:
         """Epoch plans beside the run (``<checkpoint_dir>/plans``), so a resumed process
@@ -397,10 +413,12 @@ class _Trainer:
     def global_digest(self, batch: Batch) -> str:
         """:func:`batch_digest` of this step's batch concatenated over ranks (rank order):
         the same for every ``(world_size, batch_size)`` with the same product."""
-        size, world = self.config.batch_size, self.ctx.world_size
+        world = self.ctx.world_size
         # A rank's part of the last global batch of windows may be short: pad every part
-        # to batch_size rows for the collective, then keep each rank's real rows.
+        # to the most rows any rank has (batch_size, or more for a short VSL bucket) for
+        # the collective, then keep each rank's real rows.
         counts = [c[0] for c in self.ctx.all_gather_int64([batch.num_rows])]
+        size = max(counts)
 
         def gathered(array: np.ndarray) -> np.ndarray:
             padded = np.zeros((size, *array.shape[1:]), dtype=np.int64)
@@ -466,7 +484,7 @@ class _Trainer:
                 f"; {name} {before} -> {now}" for name, (before, now) in self.changes.items()
             )
             unit = "batch"
-            if self.layout == "global":
+            if self.layout == "global" and config.vsl_buckets is None:
                 unit = "row" if self.config.objective == "packed" else "window"
                 unit = "token" if self.config.block_schedule is not None else unit
             epoch, index = self.source.cursor
@@ -532,6 +550,8 @@ class _Trainer:
                 extra: dict[str, Any] = {}
                 if self.layout == "global":
                     extra["global_batch"] = self.global_digest(batch)
+                if config.vsl_buckets is not None:
+                    extra["sequence_length"] = int(batch.context.shape[1])
                 if self.mixture is not None:
                     extra["mixture"] = accounting_record(self.mixture, self.source.cursor[1])
                 phase = ""
