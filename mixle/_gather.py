@@ -51,6 +51,14 @@ BACKENDS = ("auto", "numpy", "numba")
 _ENVIRONMENT = "MIXLE_GATHER"
 
 
+_min, _max, _sum, _all = (
+    np.minimum.reduce,
+    np.maximum.reduce,
+    np.add.reduce,
+    np.logical_and.reduce,
+)
+
+
 def gather_pieces_numpy(
     out: np.ndarray,
     tokens: np.ndarray,
@@ -61,26 +69,45 @@ def gather_pieces_numpy(
     at: np.ndarray,
     count: int,
 ) -> int:
-    """Reference implementation of :func:`gather_pieces` (see there)."""
-    outside = (local < 0) | (local >= count)
-    if outside.any():
-        return int(np.flatnonzero(outside)[0])
+    """Reference implementation of :func:`gather_pieces` (see there).
+
+    A batch of packed rows is one contiguous run of pieces: that case is checked with
+    whole-array reductions (the destination's ends follow from its first position and
+    the lengths) and copied by one ``concatenate``; anything else, or a bad piece, takes
+    the general path, which names the first bad piece.
+    """
+    pieces = local.shape[0]
+    if pieces == 0:
+        return -1
+    # ufunc reductions, not ndarray.min/max/sum/all: those go through Python wrappers,
+    # which cost as much as the reduction on a batch's few dozen pieces.
+    if _min(local) < 0 or _max(local) >= count:
+        return int(np.flatnonzero((local < 0) | (local >= count))[0])
     low = offsets[local]
+    high = offsets[local + 1]
     lengths = ends - begins
-    bad = (begins < 0) | (lengths < 0) | (low + ends > offsets[local + 1])
+    stops = low + ends
+    if pieces == 1 or _all(at[1:] == at[:-1] + lengths[:-1]):
+        first = int(at[0])
+        last = first + int(_sum(lengths))
+        if (
+            first >= 0
+            and last <= out.shape[0]
+            and _min(begins) >= 0
+            and _min(lengths) >= 0
+            and _all(stops <= high)
+        ):
+            # Contiguous destination: one concatenate, which casts as it copies.
+            sources = (low + begins).tolist()
+            views = list(map(tokens.__getitem__, map(slice, sources, stops.tolist())))
+            np.concatenate(views, out=out[first:last], casting="same_kind")
+            return -1
+    bad = (begins < 0) | (lengths < 0) | (stops > high)
     bad |= (at < 0) | (at + lengths > out.shape[0])
     if bad.any():
         return int(np.flatnonzero(bad)[0])
     sources = low + begins
-    views = list(
-        map(tokens.__getitem__, map(slice, sources.tolist(), (sources + lengths).tolist()))
-    )
-    count = len(views)
-    if count and (count == 1 or (at[1:] == at[:-1] + lengths[:-1]).all()):
-        # Contiguous destination: one concatenate, which casts as it copies.
-        first = int(at[0])
-        np.concatenate(views, out=out[first : first + int(lengths.sum())], casting="same_kind")
-        return -1
+    views = list(map(tokens.__getitem__, map(slice, sources.tolist(), stops.tolist())))
     for view, position, length in zip(views, at.tolist(), lengths.tolist(), strict=True):
         out[position : position + length] = view
     return -1
@@ -89,13 +116,36 @@ def gather_pieces_numpy(
 def fill_document_ids_numpy(
     doc_ids: np.ndarray, pos_ids: np.ndarray, indices: np.ndarray, starts: np.ndarray, begin: int
 ) -> None:
-    """Reference implementation of :func:`fill_document_ids` (see there)."""
-    end = begin + doc_ids.shape[0]
-    edges = np.clip(starts, begin, end)
+    """Reference implementation of :func:`fill_document_ids` (see there).
+
+    Both outputs are prefix sums of their own run starts: ``doc_ids`` steps by the next
+    document's index minus the previous one's where a run starts (0 elsewhere), and
+    ``pos_ids`` steps by 1 inside a run and back to 0 at a run start. Two in-place
+    ``cumsum`` passes over the outputs; no ``np.repeat`` temporaries (which cost more
+    than the gather of the tokens).
+    """
+    size = doc_ids.shape[0]
+    if size == 0:
+        return
+    end = begin + size
+    edges = np.minimum(np.maximum(starts, begin), end)
     edges[-1] = end
-    counts = np.diff(edges)
-    doc_ids[:] = np.repeat(indices, counts)
-    np.subtract(np.arange(begin, end, dtype=np.int64), np.repeat(starts[:-1], counts), out=pos_ids)
+    counts = edges[1:] - edges[:-1]
+    firsts = starts[:-1]
+    edges = edges[:-1]
+    if _min(counts) <= 0:  # empty documents own no position: drop their runs
+        keep = counts > 0
+        indices, firsts, edges = indices[keep], firsts[keep], edges[keep]
+    runs = edges[1:] - begin  # where each run after the first starts in the outputs
+    doc_ids.fill(0)
+    doc_ids[0] = indices[0]
+    doc_ids[runs] = indices[1:] - indices[:-1]
+    np.cumsum(doc_ids, out=doc_ids)
+    pos_ids.fill(1)
+    pos_ids[0] = begin - firsts[0]
+    # At a run start the position falls from the previous run's last to 0.
+    pos_ids[runs] = firsts[:-1] - begin - runs + 1
+    np.cumsum(pos_ids, out=pos_ids)
 
 
 _Kernels = tuple[Callable[..., int], Callable[..., None], Callable[..., tuple[int, int]]]

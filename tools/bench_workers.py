@@ -10,10 +10,12 @@ Three same-run references say what stands between the figure and the target:
 
 * the machine's ceiling: a pure-Python CPU burn in 1 vs 2 processes (other jobs share
   the cores, so no program can scale past it);
+* the previous transport: ``StreamingDataset(shared_memory=False)``, whose workers send
+  each batch's bytes through the result pipe (the default hands them over through a
+  ring of shared-memory slots and sends only their place);
 * transport alone: the same DataLoader over a dataset that yields ready-made tensors of
   the same shapes (no corpus work), 1 vs 2 workers, as torch moves them (each through
-  shared memory and a file descriptor; ``StreamingDataset`` workers instead send one
-  ``PackedBatch`` payload through the result pipe);
+  shared memory and a file descriptor);
 * the DataLoader's own floor: a dataset that yields ``0`` (no data moves);
 * a CPU-time profile per batch: ``corpus.batch_at`` in-process (the work a worker
   does), and for each worker count the main process's CPU seconds (receiving,
@@ -124,7 +126,12 @@ def batch_cost_us(corpus: StreamingCorpus, batches: int) -> float:
 
 def measure(path: Path, args: argparse.Namespace) -> dict[str, Any]:
     corpus = StreamingCorpus(
-        open_corpus(path), rank=0, world_size=1, block=args.block, batch_size=args.batch_size
+        open_corpus(path),
+        rank=0,
+        world_size=1,
+        block=args.block,
+        batch_size=args.batch_size,
+        document_ids=args.document_ids,
     )
     parts = tuple(torch.from_numpy(part) for part in corpus.batch_at(0, 0))
     rows = torch.cat([parts[0], parts[1][:, -1:]], dim=1)  # the (b, block + 1) token rows
@@ -134,6 +141,12 @@ def measure(path: Path, args: argparse.Namespace) -> dict[str, Any]:
         "corpus, 0 workers": (StreamingDataset(corpus), 0, fd),
         "corpus, 1 worker": (StreamingDataset(corpus), 1, fd),
         "corpus, 2 workers": (StreamingDataset(corpus), 2, fd),
+        "corpus through the pipe, 1 worker": (StreamingDataset(corpus, shared_memory=False), 1, fd),
+        "corpus through the pipe, 2 workers": (
+            StreamingDataset(corpus, shared_memory=False),
+            2,
+            fd,
+        ),
         "nothing (DataLoader floor), 1 worker": (Nothing(), 1, fd),
         "nothing (DataLoader floor), 2 workers": (Nothing(), 2, fd),
         "transport of 3 tensors, 1 worker": (three, 1, fd),
@@ -172,6 +185,7 @@ def measure(path: Path, args: argparse.Namespace) -> dict[str, Any]:
     return {
         "configs": medians,
         "speedup": speedup("corpus"),
+        "pipe_speedup": speedup("corpus through the pipe"),
         "transport_speedup": speedup("transport of 3 tensors"),
         "startup_cpu_s": startup,
         "cpu_ceiling": statistics.median(ceilings),
@@ -181,7 +195,8 @@ def measure(path: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 def report(result: dict[str, Any], args: argparse.Namespace, load: str) -> str:
     lines = [
-        f"block {args.block}, batch {args.batch_size}, {args.batches} batches per run, "
+        f"block {args.block}, batch {args.batch_size}"
+        f"{', document ids' if args.document_ids else ''}, {args.batches} batches per run, "
         f"{args.rounds} rounds, medians; load average {load} on {os.cpu_count()} cores; "
         f"torch {torch.__version__}, default sharing strategy {DEFAULT_STRATEGY}",
         "",
@@ -197,6 +212,7 @@ def report(result: dict[str, Any], args: argparse.Namespace, load: str) -> str:
     lines += [
         "",
         f"2 workers / 1 worker: **{result['speedup']:.2f}x** (target >= 1.6x: {met}); "
+        f"through the pipe (`shared_memory=False`) {result['pipe_speedup']:.2f}x; "
         f"transport alone {result['transport_speedup']:.2f}x; same-run CPU-burn ceiling "
         f"{result['cpu_ceiling']:.2f}x; `corpus.batch_at` in-process "
         f"{result['batch_at_us']:.0f} µs CPU per batch. Worker CPU excludes start-up "
@@ -210,11 +226,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--workdir", type=Path, default=Path("/tmp/workers-bench"))
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path("/dev/shm/workers-bench"),
+        help="where the corpus is written (tmpfs by default: no page-out)",
+    )
     parser.add_argument("--tokens", type=int, default=64_000_000, help="uint16 tokens")
     parser.add_argument("--mean-length", type=float, default=512)
     parser.add_argument("--block", type=int, default=2048)
     parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--document-ids", action="store_true", help="rows with document ids")
     parser.add_argument("--batches", type=int, default=600, help="batches per timed run")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", type=Path, default=None)

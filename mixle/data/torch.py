@@ -36,19 +36,25 @@ picklable for spawn.
 Transport
 ---------
 In a worker process each batch is handed to the DataLoader as one :class:`PackedBatch`:
-all its arrays copied into one byte buffer, which pickles as a single bytes payload
-through the worker's result pipe. The main process unpickles it straight into the
-list of tensors the DataLoader yields (the same list ``default_convert`` makes of a
-tuple; each tensor a contiguous view of the one received buffer, bitwise equal to the
-in-process batch). Tensors handed over one by one cost torch a shared-memory segment,
-a socket connection to the worker's ``resource_sharer`` and an authentication
-handshake *each*, answered one at a time: that serialised the workers. A custom
-``collate_fn`` running in a worker receives the :class:`PackedBatch`;
-``PackedBatch.unpack()`` gives its tensors.
+all its arrays copied into one buffer. By default (``shared_memory=True``, Linux) that
+buffer is a free slot of the worker's ring of shared-memory slots
+(:mod:`mixle.data._slot_ring`, one anonymous ``memfd`` mapping per worker), and only the
+slot's place and the arrays' layout (about 200 bytes) travel through the worker's result
+pipe; the main process maps the ring once (its descriptor comes with the first batch),
+copies the batch out of the slot into the list of tensors the DataLoader yields and frees
+the slot. When no slot is free (the consumer fell behind), on other platforms, and with
+``shared_memory=False`` the buffer's bytes are pickled through the pipe instead. Either
+way the main process receives the same list ``default_convert`` makes of a tuple, each
+tensor a contiguous view of one private buffer, bitwise equal to the in-process batch.
+Tensors handed over one by one would cost torch a shared-memory segment, a socket
+connection to the worker's ``resource_sharer`` and an authentication handshake *each*,
+answered one at a time: that serialised the workers. A custom ``collate_fn`` running in
+a worker receives the :class:`PackedBatch`; ``PackedBatch.unpack()`` gives its tensors.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +68,7 @@ from mixle.data._cursor import Cursor
 from mixle.data._loader_state import MAX_POSITION, saved_workers
 from mixle.data._mesh import DpDims, PlacedStream, check_stream_place
 from mixle.data._resumable import ResumableStream
+from mixle.data._slot_ring import FdHandle, SlotRing, mapped_ring, worker_ring
 from mixle.data._streaming import StreamingCorpus
 from mixle.data.stream_token_source import TokenStream
 from mixle.errors import ArgumentTypeError, StateMismatchError
@@ -91,53 +98,108 @@ def _worker() -> tuple[int, int]:
 # is aligned for its dtype (int64 at most).
 _ALIGN = 8
 
+_Layout = tuple[tuple[str, tuple[int, ...], int], ...]
 
-def _unpack(
-    buffer: bytearray, layout: tuple[tuple[str, tuple[int, ...], int], ...]
-) -> list[torch.Tensor]:
+
+def _unpack(buffer: bytearray | np.ndarray, layout: _Layout) -> list[torch.Tensor]:
     """The tensors of a packed batch: contiguous views of ``buffer``, in order."""
     raw = np.frombuffer(buffer, dtype=np.uint8)
     tensors = []
     for dtype_str, shape, offset in layout:
         dtype = np.dtype(dtype_str)
-        size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        tensors.append(torch.from_numpy(raw[offset : offset + size].view(dtype).reshape(shape)))
+        end = offset + math.prod(shape) * dtype.itemsize
+        tensors.append(torch.from_numpy(raw[offset:end].view(dtype).reshape(shape)))
     return tensors
+
+
+def _receive(
+    token: str, pid: int, handle: FdHandle | None, slot: int, sequence: int, layout: _Layout
+) -> list[torch.Tensor]:
+    """The tensors of a batch a worker left in shared slot ``slot`` (copied out, freed)."""
+    dtype_str, shape, offset = layout[-1]
+    nbytes = offset + math.prod(shape) * np.dtype(dtype_str).itemsize
+    return _unpack(mapped_ring(token, pid, handle).take(slot, sequence, nbytes), layout)
 
 
 class PackedBatch:
     """One batch as a DataLoader worker sends it: every array in one byte buffer.
 
-    Pickling it produces one bytes payload and a small layout (dtype, shape and offset
-    of each array); unpickling produces the ``list`` of tensors directly, so the
-    DataLoader's main process never sees this class. Built only in worker processes.
+    Pickling it produces a small layout (dtype, shape and offset of each array) and
+    either the buffer as one bytes payload or, for a *shared* batch, only the place of
+    the buffer in the worker's shared-memory ring (:mod:`mixle.data._slot_ring`: the
+    main process maps the ring once and copies the batch out of its slot). Unpickling
+    produces the ``list`` of tensors directly, so the DataLoader's main process never
+    sees this class. Built only in worker processes.
 
     Parameters
     ----------
     parts
         The batch's arrays, in order (copied; C order, any shape, fixed-size dtypes).
+    shared
+        Copy them into a free slot of this process's shared-memory ring when there is
+        one (Linux; the ring is made for the first batch, and a larger batch or a full
+        ring falls back to the bytes payload).
     """
 
-    __slots__ = ("buffer", "layout")
+    __slots__ = ("_ring_slot", "buffer", "layout")
 
-    def __init__(self, parts: tuple[np.ndarray, ...]) -> None:
+    def __init__(self, parts: tuple[np.ndarray, ...], *, shared: bool = False) -> None:
         layout = []
         offset = 0
         for part in parts:
             layout.append((part.dtype.str, tuple(part.shape), offset))
             offset += -(-part.nbytes // _ALIGN) * _ALIGN
-        self.buffer = bytearray(offset)
-        raw = np.frombuffer(self.buffer, dtype=np.uint8)
+        ring = worker_ring(offset) if shared and offset else None
+        acquired = None if ring is None else ring.acquire(offset)
+        #: The bytes: a ``bytearray``, or a view of a shared slot.
+        self.buffer: bytearray | np.ndarray
+        if acquired is None:
+            self.buffer = bytearray(offset)
+            raw = np.frombuffer(self.buffer, dtype=np.uint8)
+        else:
+            raw = self.buffer = acquired[2]
         for part, (_, shape, start) in zip(parts, layout, strict=True):
             raw[start : start + part.nbytes].view(part.dtype).reshape(shape)[...] = part
         self.layout = tuple(layout)
+        # (ring, slot, sequence) while this object owns a full slot.
+        self._ring_slot: tuple[SlotRing, int, int] | None = None
+        if ring is not None and acquired is not None:
+            ring.publish(acquired[0], acquired[1])
+            self._ring_slot = (ring, acquired[0], acquired[1])
+
+    @property
+    def shared(self) -> bool:
+        """Whether the bytes are in a shared slot (and pickle as its place only)."""
+        return self._ring_slot is not None
 
     def unpack(self) -> list[torch.Tensor]:
-        """The batch's tensors (views of :attr:`buffer`), as the DataLoader yields them."""
+        """The batch's tensors, as the DataLoader yields them.
+
+        Views of :attr:`buffer`; a shared batch is first copied out of its slot and the
+        slot freed (a ``collate_fn`` in the worker then owns the bytes).
+        """
+        if self._ring_slot is not None:
+            self.buffer = bytearray(self.buffer)
+            self._free()
         return _unpack(self.buffer, self.layout)
 
+    def _free(self) -> None:
+        if self._ring_slot is not None:
+            ring, slot, _ = self._ring_slot
+            self._ring_slot = None
+            ring.release(slot)
+
+    def __del__(self) -> None:
+        # A shared batch dropped in the worker unpickled (a collate_fn that built
+        # something else): its slot is free again.
+        self._free()
+
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        return (_unpack, (self.buffer, self.layout))
+        if self._ring_slot is None:
+            return (_unpack, (self.buffer, self.layout))
+        ring, slot, sequence = self._ring_slot
+        self._ring_slot = None  # the receiver frees the slot now
+        return (_receive, (ring.token, ring.pid, ring.handle(), slot, sequence, self.layout))
 
 
 class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch]):
@@ -163,6 +225,11 @@ class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch]):
         stream must have been built for this process's data-parallel place in it
         (``ArgumentError`` naming both places otherwise), the mistake being a stream
         built from the global rank under tensor/pipeline/context parallelism.
+    shared_memory
+        In DataLoader worker processes, hand batches to the main process through a
+        ring of shared-memory slots per worker (Linux), sending only each batch's place
+        through the result pipe; ``False`` sends every batch's bytes through the pipe
+        (the transport on other platforms, and whenever the ring is full).
 
     Each item is the stream's batch tuple (:meth:`Batch.as_tuple`) as tensors. Use
     ``batch_size=None`` in the ``DataLoader``: batching already happened.
@@ -177,6 +244,7 @@ class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch]):
         num_epochs: int | None = None,
         mesh: DeviceMesh | None = None,
         dp_dims: DpDims = ("dp",),
+        shared_memory: bool = True,
     ) -> None:
         if not isinstance(stream, ResumableStream):
             raise ArgumentTypeError(
@@ -192,6 +260,11 @@ class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch]):
             check_stream_place(self._kind, place, mesh, dp_dims)
         super().__init__()
         self.stream = stream
+        if not isinstance(shared_memory, bool):
+            raise ArgumentTypeError(
+                f"`shared_memory` must be True or False. Got {shared_memory!r} instead."
+            )
+        self.shared_memory = shared_memory
         self.num_epochs = None if num_epochs is None else positive_int("num_epochs", num_epochs)
         self._origin = self._from_cursor(stream.cursor)
         self._started = False
@@ -249,7 +322,7 @@ class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch]):
             position = self._advance(position, workers)
             self._next = position
             if packed:
-                yield PackedBatch(batch.as_tuple())
+                yield PackedBatch(batch.as_tuple(), shared=self.shared_memory)
             else:
                 yield batch.to_torch().as_tuple()
 
@@ -386,6 +459,8 @@ class StreamingDataset(StreamDataset):
         an epoch without batches.
     mesh, dp_dims
         As for :class:`StreamDataset`: checked against the corpus's place.
+    shared_memory
+        As for :class:`StreamDataset`: the worker-to-main transport.
 
     Each item is the corpus's batch tuple as tensors: ``(context, targets, loss_mask)``
     (int64, int64, bool, ``(b, block)``), plus ``(document_ids, position_ids)`` when the
@@ -402,13 +477,16 @@ class StreamingDataset(StreamDataset):
         num_epochs: int | None = None,
         mesh: DeviceMesh | None = None,
         dp_dims: DpDims = ("dp",),
+        shared_memory: bool = True,
     ) -> None:
         if not isinstance(corpus, StreamingCorpus):
             raise ArgumentTypeError(
                 f"`corpus` must be a StreamingCorpus. Got {type(corpus).__name__} instead."
             )
         self.corpus = corpus
-        super().__init__(corpus, num_epochs=num_epochs, mesh=mesh, dp_dims=dp_dims)
+        super().__init__(
+            corpus, num_epochs=num_epochs, mesh=mesh, dp_dims=dp_dims, shared_memory=shared_memory
+        )
 
 
 class TokenStreamDataset(StreamDataset):
@@ -422,6 +500,8 @@ class TokenStreamDataset(StreamDataset):
         itself is not advanced: resume a DataLoader through this dataset's
         ``state_dict`` (``StatefulDataLoader``), or call ``stream.advance(m)`` after
         consuming ``m`` batches.
+    mesh, dp_dims, shared_memory
+        As for :class:`StreamDataset`.
 
     Each item is ``(context (b, block), next_tokens (b,))`` as int64 tensors. Every
     worker seeks straight to its own batches (random access by epoch and batch index);
@@ -432,7 +512,12 @@ class TokenStreamDataset(StreamDataset):
     _kind = "TokenStreamDataset"
 
     def __init__(
-        self, stream: TokenStream, *, mesh: DeviceMesh | None = None, dp_dims: DpDims = ("dp",)
+        self,
+        stream: TokenStream,
+        *,
+        mesh: DeviceMesh | None = None,
+        dp_dims: DpDims = ("dp",),
+        shared_memory: bool = True,
     ) -> None:
         if not isinstance(stream, TokenStream):
             raise ArgumentTypeError(
@@ -440,7 +525,7 @@ class TokenStreamDataset(StreamDataset):
             )
         # A global stream's positions are (epoch, first global window) as in its cursor.
         self._global = stream.world_size is not None
-        super().__init__(stream, mesh=mesh, dp_dims=dp_dims)
+        super().__init__(stream, mesh=mesh, dp_dims=dp_dims, shared_memory=shared_memory)
         self.stream: TokenStream = stream
 
     def _from_cursor(self, cursor: tuple[int, int]) -> tuple[int, int]:

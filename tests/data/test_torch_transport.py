@@ -1,4 +1,5 @@
-"""Issue #17 item 5: DataLoader workers hand each batch over as one ``PackedBatch``."""
+"""Issue #17 item 5: DataLoader workers hand each batch over as one ``PackedBatch``;
+issue #31 item 5: through a ring of shared-memory slots per worker."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from torch.utils.data import DataLoader
 
+from mixle.data._slot_ring import SLOTS, SlotRing, mapped_ring, supports_shared_slots, worker_ring
 from mixle.data.streaming_corpus import StreamingCorpus
 from mixle.data.torch import PackedBatch, StreamingDataset
+from mixle.errors import ArgumentTypeError
 
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 
@@ -93,3 +96,90 @@ def test_workers_yield_packed_batches_and_the_main_process_yields_tensors() -> N
     in_workers = set(DataLoader(dataset, batch_size=None, num_workers=2, collate_fn=_kind))
     assert in_workers == {"PackedBatch"}
     assert set(DataLoader(dataset, batch_size=None, collate_fn=_kind)) == {"tuple"}
+
+
+# -- the shared-memory slots (issue #31 item 5) -------------------------------------------
+
+
+def _parts(seed: int) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(seed)
+    return (
+        rng.integers(0, 50_000, (4, 16), dtype=np.int64),
+        rng.integers(0, 2, (4, 16)).astype(np.bool_),
+        rng.integers(0, 9, (3,), dtype=np.int32),
+    )
+
+
+def _ring_of(packed: PackedBatch) -> SlotRing:
+    ring = worker_ring(len(packed.buffer))
+    assert ring is not None
+    return ring
+
+
+@pytest.mark.skipif(not supports_shared_slots(), reason="needs memfd_create (Linux)")
+def test_a_shared_batch_pickles_as_its_slot_and_arrives_bitwise() -> None:
+    parts = _parts(0)
+    packed = PackedBatch(parts, shared=True)
+    assert packed.shared
+    payload = ForkingPickler.dumps(packed)
+    assert len(payload) < 1024 and packed.buffer.tobytes() not in payload
+    ring = _ring_of(packed)
+    received = pickle.loads(payload)
+    assert [t.numpy().tobytes() for t in received] == [p.tobytes() for p in parts]
+    assert not ring.states.any()  # the receiver copied the batch out and freed the slot
+    received[0][0, 0] = -1  # a private copy: writable, the slot is not touched
+    again = PackedBatch(_parts(1), shared=True)
+    assert again.shared and pickle.loads(ForkingPickler.dumps(again))[0][0, 0] != -1
+
+
+@pytest.mark.skipif(not supports_shared_slots(), reason="needs memfd_create (Linux)")
+def test_a_full_ring_falls_back_to_the_bytes_payload_and_recovers() -> None:
+    held = [PackedBatch(_parts(i), shared=True) for i in range(SLOTS)]
+    assert all(p.shared for p in held)
+    overflow = PackedBatch(_parts(99), shared=True)
+    assert not overflow.shared  # no slot free: the batch travels through the pipe
+    tensors = pickle.loads(ForkingPickler.dumps(overflow))
+    assert [t.numpy().tobytes() for t in tensors] == [p.tobytes() for p in _parts(99)]
+    payloads = [ForkingPickler.dumps(p) for p in held]
+    pickle.loads(payloads[0])  # the consumer takes one batch: one slot is free again
+    assert PackedBatch(_parts(5), shared=True).shared
+    for payload in payloads[1:]:
+        pickle.loads(payload)
+    assert not _ring_of(held[0]).states.any()
+
+
+@pytest.mark.skipif(not supports_shared_slots(), reason="needs memfd_create (Linux)")
+def test_a_shared_batch_consumed_in_the_worker_frees_its_slot() -> None:
+    packed = PackedBatch(_parts(2), shared=True)
+    ring = _ring_of(packed)
+    tensors = packed.unpack()  # a collate_fn in the worker: it owns a copy now
+    assert not packed.shared and not ring.states.any()
+    assert [t.numpy().tobytes() for t in tensors] == [p.tobytes() for p in _parts(2)]
+    dropped = PackedBatch(_parts(3), shared=True)
+    assert ring.states.any()
+    del dropped  # dropped without being sent: the slot is free again
+    assert not ring.states.any()
+
+
+def test_a_slot_of_an_unknown_ring_is_refused_with_the_worker_named() -> None:
+    with pytest.raises(RuntimeError, match=r"worker 4242: .* ring 00ff"):
+        mapped_ring("00ff", 4242, None)
+
+
+def _is_shared(packed: PackedBatch) -> bool:
+    return packed.shared
+
+
+@pytest.mark.skipif(not supports_shared_slots(), reason="needs memfd_create (Linux)")
+@pytest.mark.parametrize("shared_memory", [True, False])
+def test_workers_use_the_slots_unless_told_not_to(shared_memory: bool) -> None:
+    corpus = StreamingCorpus(DOCUMENTS, rank=0, world_size=1, block=8, batch_size=3)
+    dataset = StreamingDataset(corpus, num_epochs=1, shared_memory=shared_memory)
+    seen = set(DataLoader(dataset, batch_size=None, num_workers=2, collate_fn=_is_shared))
+    assert seen == {shared_memory}
+
+
+def test_shared_memory_must_be_a_bool() -> None:
+    corpus = StreamingCorpus(DOCUMENTS, rank=0, world_size=1, block=8, batch_size=3)
+    with pytest.raises(ArgumentTypeError, match=r"`shared_memory` must be True or False\. Got 1"):
+        StreamingDataset(corpus, shared_memory=1)  # type: ignore[arg-type]

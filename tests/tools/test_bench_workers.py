@@ -22,11 +22,14 @@ def test_quick_run_reports_every_configuration(tmp_path: Path) -> None:
     report = json.loads(figures.read_text())
     configs = report["configs"]
     assert {"corpus, 0 workers", "corpus, 1 worker", "corpus, 2 workers"} <= set(configs)
+    assert {"corpus through the pipe, 1 worker", "corpus through the pipe, 2 workers"} <= set(
+        configs
+    )
     for name, values in configs.items():
         assert values["rate"] > 0 and values["main_cpu_us"] > 0, name
         if not name.endswith("0 workers"):
             assert values["worker_cpu_us"] >= 0, name
-    for key in ("speedup", "transport_speedup", "cpu_ceiling", "batch_at_us"):
+    for key in ("speedup", "pipe_speedup", "transport_speedup", "cpu_ceiling", "batch_at_us"):
         assert math.isfinite(report[key]) and report[key] > 0, key
     assert "target >= 1.6x" in result.stdout
     assert not (tmp_path / "work").exists()

@@ -1,0 +1,212 @@
+"""Shared-memory slots through which DataLoader workers hand batches to the main process.
+
+A worker process owns one :class:`SlotRing`: :data:`SLOTS` equal slots in one anonymous
+shared mapping (``memfd_create``). A batch is copied into a free slot and only a small
+descriptor (ring token, slot, sequence number, layout) travels through the worker's
+result pipe; the main process maps the ring once (its file descriptor is sent with the
+first descriptor, through :mod:`multiprocessing`'s resource sharer, the way torch sends
+tensors' descriptors) and copies the slot out. Nothing has a name in the file system,
+so nothing can be left behind: the memory goes when both sides have unmapped it.
+
+Each slot has an int64 state word in the ring's header: ``0`` free, ``n > 0`` holding the
+batch of sequence number ``n``. Only the worker turns a slot from free to full (after
+writing its bytes), only the main process turns it back (after copying them out), so
+neither side ever blocks on the other: when no slot is free (the consumer has fallen
+behind, or stopped reading), the worker falls back to sending the bytes through the pipe.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import secrets
+import threading
+from multiprocessing.reduction import DupFd
+from typing import Protocol
+
+import numpy as np
+
+__all__ = [
+    "MAX_RING_BYTES",
+    "SLOTS",
+    "FdHandle",
+    "MappedRing",
+    "SlotRing",
+    "mapped_ring",
+    "supports_shared_slots",
+    "worker_ring",
+]
+
+#: Slots per worker: torch's DataLoader keeps at most ``prefetch_factor`` (2 by default)
+#: batches in flight per worker, plus the one being received.
+SLOTS = 4
+
+#: No ring above this size (the batch goes through the pipe): the mapping is per worker.
+MAX_RING_BYTES = 1 << 30
+
+# Header: one int64 state word per slot, padded to a cache line; slots start aligned.
+_HEADER = 64
+_ALIGN = 64
+
+
+class FdHandle(Protocol):
+    """A file descriptor in transit (``multiprocessing.reduction.DupFd``'s result)."""
+
+    def detach(self) -> int:
+        """The descriptor, duplicated into this process (once)."""
+        ...
+
+
+def supports_shared_slots() -> bool:
+    """Whether this platform can make anonymous shared mappings (Linux ``memfd``)."""
+    return hasattr(os, "memfd_create")
+
+
+class SlotRing:
+    """A worker process's ring of :data:`SLOTS` slots of ``slot_bytes`` each.
+
+    Not thread-safe on the filling side (one generator fills it); :meth:`handle` may be
+    called from the queue's feeder thread.
+    """
+
+    def __init__(self, slot_bytes: int) -> None:
+        self.slot_bytes = -(-slot_bytes // _ALIGN) * _ALIGN
+        self.size = _HEADER + SLOTS * self.slot_bytes
+        self.pid = os.getpid()
+        #: Names the ring in the main process's registry (pids are reused, tokens not).
+        self.token = secrets.token_hex(8)
+        self._fd = os.memfd_create("mixle-batches", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(self._fd, self.size)
+            self._map = mmap.mmap(self._fd, self.size)
+        except OSError:
+            os.close(self._fd)
+            raise
+        self.states = np.frombuffer(self._map, dtype=np.int64, count=SLOTS)
+        self._bytes = np.frombuffer(self._map, dtype=np.uint8)
+        self._sequence = 0
+        self._next = 0
+        self._handle_sent = False
+        self._lock = threading.Lock()
+
+    def acquire(self, nbytes: int) -> tuple[int, int, np.ndarray] | None:
+        """A free slot for ``nbytes``: ``(slot, sequence, view)``, or ``None`` if none is free.
+
+        The slot stays free until :meth:`publish`: write the bytes into ``view`` first.
+        """
+        if nbytes > self.slot_bytes:
+            return None
+        for step in range(SLOTS):
+            slot = (self._next + step) % SLOTS
+            if self.states[slot] == 0:
+                self._next = slot + 1
+                self._sequence += 1
+                start = _HEADER + slot * self.slot_bytes
+                return slot, self._sequence, self._bytes[start : start + nbytes]
+        return None
+
+    def publish(self, slot: int, sequence: int) -> None:
+        """Mark ``slot`` full with the batch of ``sequence`` (its bytes are written)."""
+        self.states[slot] = sequence
+
+    def release(self, slot: int) -> None:
+        """Mark ``slot`` free again (the worker consumed its batch itself)."""
+        self.states[slot] = 0
+
+    def handle(self) -> FdHandle | None:
+        """The ring's file descriptor for the main process, the first time only."""
+        with self._lock:
+            if self._handle_sent:
+                return None
+            self._handle_sent = True
+            handle: FdHandle = DupFd(self._fd)
+            return handle
+
+
+_worker_ring: SlotRing | None = None
+
+
+def worker_ring(nbytes: int) -> SlotRing | None:
+    """This process's ring, made for the first batch of ``nbytes``; ``None`` if it cannot
+    hold such a batch (unsupported platform, a larger batch than the first, too large)."""
+    global _worker_ring
+    ring = _worker_ring
+    if ring is None or ring.pid != os.getpid():  # none yet, or inherited through fork
+        if not supports_shared_slots() or SLOTS * nbytes > MAX_RING_BYTES:
+            return None
+        ring = _worker_ring = SlotRing(nbytes)
+    return ring if nbytes <= ring.slot_bytes else None
+
+
+class MappedRing:
+    """The main process's mapping of a worker's ring (from the file descriptor it sent)."""
+
+    def __init__(self, fd: int, pid: int) -> None:
+        self.pid = pid
+        try:
+            self._map = mmap.mmap(fd, 0)
+        finally:
+            os.close(fd)
+        self.states = np.frombuffer(self._map, dtype=np.int64, count=SLOTS)
+        self._bytes = np.frombuffer(self._map, dtype=np.uint8)
+        self.slot_bytes = (len(self._map) - _HEADER) // SLOTS
+
+    def take(self, slot: int, sequence: int, nbytes: int) -> np.ndarray:
+        """A private copy of the batch ``sequence`` in ``slot``; frees the slot.
+
+        Raises
+        ------
+        RuntimeError
+            The slot does not hold that batch (a broken hand-over, never expected).
+        """
+        state = int(self.states[slot])
+        if state != sequence or not 0 <= slot < SLOTS or nbytes > self.slot_bytes:
+            raise RuntimeError(
+                f"DataLoader worker {self.pid}: shared slot {slot} holds batch {state}, "
+                f"expected batch {sequence} of {nbytes} bytes."
+            )
+        start = _HEADER + slot * self.slot_bytes
+        out = np.empty(nbytes, dtype=np.uint8)
+        out[...] = self._bytes[start : start + nbytes]
+        self.states[slot] = 0
+        return out
+
+
+_mapped: dict[str, MappedRing] = {}
+_mapped_lock = threading.Lock()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def mapped_ring(token: str, pid: int, handle: FdHandle | None) -> MappedRing:
+    """The main process's mapping of ring ``token`` of worker ``pid``.
+
+    The first descriptor of a ring carries ``handle``; mapping a new ring drops the
+    mappings of workers that have exited (each DataLoader iterator starts new workers).
+
+    Raises
+    ------
+    RuntimeError
+        ``token`` is unknown here and no ``handle`` came with it.
+    """
+    with _mapped_lock:
+        ring = _mapped.get(token)
+        if ring is not None:
+            return ring
+        if handle is None:
+            raise RuntimeError(
+                f"DataLoader worker {pid}: a batch names shared ring {token}, which this "
+                "process has not mapped (its first batch went to another process)."
+            )
+        for gone in [key for key, other in _mapped.items() if not _alive(other.pid)]:
+            del _mapped[gone]
+        ring = _mapped[token] = MappedRing(handle.detach(), pid)
+        return ring
