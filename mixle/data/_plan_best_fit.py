@@ -32,15 +32,13 @@ from mixle.data._permutation import FeistelPermutation
 from mixle.errors import ArgumentError
 
 __all__ = [
-    "DEFAULT_WINDOW_DOCUMENTS",
     "ROWS_DOMAIN",
     "BestFitRows",
     "PackedPieces",
     "check_best_fit_block",
+    "epoch_row_bound",
 ]
 
-#: Documents per best-fit window when the order does not say (the seed's permutation).
-DEFAULT_WINDOW_DOCUMENTS = 16384
 #: Key-domain word of the row shuffle inside a window ("mxrowsbf").
 ROWS_DOMAIN = 0x6D78726F77736266
 # Packed windows kept: a batch spans at most two windows, the next batch may start a third.
@@ -60,6 +58,13 @@ def check_best_fit_block(block: int) -> int:
             f"`block` must be at least {MIN_BLOCK} with packing='best_fit'. Got {block} instead."
         )
     return block
+
+
+def epoch_row_bound(slots: int, windows: int, block: int) -> int:
+    """The most rows ``windows`` windows holding ``slots`` token slots in all can be
+    budgeted, however the slots are split among them: ``sum ceil(s_k / (block - 2))``
+    is at most ``(slots + windows * (block - 3)) // (block - 2)``."""
+    return (slots + windows * (block - 3)) // (block - 2) if slots > 0 else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,11 +154,17 @@ class BestFitRows:
         Key of the row shuffles.
     truncate
         Cut documents longer than a row to one row (counted) instead of splitting them.
+    epoch_rows
+        The epoch's row count when it must not depend on the order (a mixture source's
+        epochs all have one length): at least the windows' budgets, whose sum never
+        exceeds :func:`epoch_row_bound`; the rows beyond the budgets go to the last
+        window (they are padding unless its documents fill them). ``None``: the sum
+        of the budgets.
 
     Raises
     ------
     ArgumentError
-        ``block`` is too small.
+        ``block`` is too small, or ``epoch_rows`` is below the windows' budgets.
     """
 
     def __init__(
@@ -165,6 +176,7 @@ class BestFitRows:
         seed: int,
         epoch: int,
         truncate: bool = False,
+        epoch_rows: int | None = None,
     ) -> None:
         self.windows = windows
         self.block = check_best_fit_block(block)
@@ -173,6 +185,14 @@ class BestFitRows:
         tokens, documents = windows.window_totals()
         slots = tokens + documents if has_boundary else tokens
         counts = np.where(slots > 0, -(-slots // (self.block - 2)), 0).astype(np.int64)
+        if epoch_rows is not None and len(counts):
+            extra = epoch_rows - int(counts.sum())
+            if extra < 0:
+                raise ArgumentError(
+                    f"`epoch_rows` must be at least the windows' {int(counts.sum())} rows. "
+                    f"Got {epoch_rows} instead."
+                )
+            counts[-1] += extra
         self.row_starts = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(counts, out=self.row_starts[1:])
         self._cache: OrderedDict[int, _Window] = OrderedDict()
@@ -195,7 +215,7 @@ class BestFitRows:
         documents, lengths = self.windows.window(k)
         slots = lengths + 1 if self.has_boundary else lengths
         rows = self.window_rows(k)
-        assert rows == row_budget(int(slots.sum()), self.block)  # totals agree with the window
+        assert rows >= row_budget(int(slots.sum()), self.block)  # totals agree with the window
         pieces = best_fit_rows(slots, self.block, rows, truncate=self.truncate)
         shuffle = FeistelPermutation(rows, self.seed, self.epoch, domain=(k, ROWS_DOMAIN))(
             np.arange(rows, dtype=np.int64)
