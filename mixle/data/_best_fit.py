@@ -227,7 +227,9 @@ def best_fit_rows(
     item_ids = np.flatnonzero(keep)
     sizes = remainder[item_ids]
     begins = (full_count * block)[item_ids]
-    order = np.argsort(-sizes, kind="stable")
+    # Longest first, ties in window order: sizes are <= capacity, so a 16-bit key (a
+    # radix sort) when it fits.
+    order = np.argsort(_narrow(capacity - sizes, capacity), kind="stable")
     sizes, item_ids, begins = sizes[order], item_ids[order], begins[order]
     leaves = 1 << capacity.bit_length()  # > capacity: every value in [0, capacity] is a leaf
     bound = sizes.shape[0] + 2 * rows + 1
@@ -276,8 +278,9 @@ def best_fit_rows(
         )
     )
     pieces = np.concatenate((full, placed), axis=1)
-    by_row = np.lexsort((pieces[1], pieces[0]))
-    row, at, item, begin, length = pieces[:, by_row]
+    # By row, then slot: a row's pieces are written at increasing slots (full rows hold
+    # one piece each), so a stable sort by row keeps each row's pieces in slot order.
+    row, at, item, begin, length = pieces[:, _stable_order(pieces[0], rows)]
     row_starts = np.zeros(rows + 1, dtype=np.int64)
     np.cumsum(np.bincount(row, minlength=rows), out=row_starts[1:])
     return RowPieces(
@@ -290,6 +293,24 @@ def best_fit_rows(
         truncated_documents=int(np.count_nonzero(long)) if truncate else 0,
         truncated_tokens=truncated_tokens,
     )
+
+
+def _narrow(keys: np.ndarray, bound: int) -> np.ndarray:
+    """``keys`` (in ``[0, bound]``) as uint16 when they fit (numpy sorts 16-bit keys by
+    radix: O(n)), else as they are."""
+    return keys.astype(np.uint16) if bound < 1 << 16 else keys
+
+
+def _stable_order(keys: np.ndarray, bound: int) -> np.ndarray:
+    """The stable argsort of nonnegative ``keys`` below ``bound``: two 16-bit radix
+    passes (low half, then high half) when ``bound <= 2**32``."""
+    if bound > 1 << 32:
+        return np.argsort(keys, kind="stable")
+    order = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
+    if bound <= 1 << 16:
+        return order
+    high = (keys[order] >> 16).astype(np.uint16)
+    return order[np.argsort(high, kind="stable")]
 
 
 def _cut_documents(item: np.ndarray, count: int) -> int:
