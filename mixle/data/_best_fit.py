@@ -60,7 +60,7 @@ class RowPieces:
     """Where every piece of a window's documents lies in its rows.
 
     Pieces are sorted by ``(row, at)``; ``row_starts[r] : row_starts[r + 1]`` are the
-    pieces of row ``r``. Piece ``k`` is tokens ``[begin[k], begin[k] + length[k])`` of
+    pieces of row ``r``, which fill its slots from 0 without gaps. Piece ``k`` is tokens ``[begin[k], begin[k] + length[k])`` of
     the window's document ``item[k]`` (a position in the window), written to slots
     ``[at[k], at[k] + length[k])`` of its row.
 
@@ -88,6 +88,12 @@ class RowPieces:
     @property
     def rows(self) -> int:
         return int(self.row_starts.shape[0]) - 1
+
+    def row_used(self) -> np.ndarray:
+        """Slots each row's pieces fill (int64 per row): they lie at ``[0, used)``."""
+        filled = np.zeros(self.length.shape[0] + 1, dtype=np.int64)
+        np.cumsum(self.length, out=filled[1:])
+        return np.diff(filled[self.row_starts])
 
     @property
     def used_slots(self) -> int:

@@ -27,7 +27,7 @@ import numpy as np
 
 from mixle.data._best_fit import MIN_BLOCK, RowPieces, best_fit_rows, row_budget
 from mixle.data._documents import DocumentSource
-from mixle.data._order_windows import OrderWindows
+from mixle.data._order_windows import OrderWindows, index_ranges
 from mixle.data._permutation import FeistelPermutation
 from mixle.errors import ArgumentError
 
@@ -97,12 +97,16 @@ class _Window:
     """A packed window: its pieces as packed, and in the order its rows are read.
 
     ``row_starts[j] : row_starts[j + 1]`` are the pieces of the window's output row
-    ``j`` (after the shuffle); per piece, the global document id, the document's length
-    without its boundary, its token range and its slot ``j * (block + 1) + at``.
+    ``j`` (after the shuffle), which fill its slots ``[0, used[j])``;
+    ``trained_before[j]`` are the targets rows ``[0, j)`` train; per piece, the global
+    document id, the document's length without its boundary, its token range and its
+    slot ``j * (block + 1) + at``.
     """
 
     pieces: RowPieces
     row_starts: np.ndarray
+    used: np.ndarray
+    trained_before: np.ndarray
     ids: np.ndarray
     sizes: np.ndarray
     begin: np.ndarray
@@ -128,9 +132,15 @@ class _Window:
         )
         out_rows = np.repeat(np.arange(len(shuffle), dtype=np.int64), sizes)
         item = pieces.item[index]
+        used = pieces.row_used()[shuffle]
+        # A row trains one target fewer than each of its pieces' slots.
+        trained_before = np.zeros(len(shuffle) + 1, dtype=np.int64)
+        np.cumsum(used - sizes, out=trained_before[1:])
         return cls(
             pieces,
             row_starts,
+            used,
+            trained_before,
             documents[item],
             np.asarray(lengths, dtype=np.int64)[item],
             pieces.begin[index],
@@ -256,12 +266,17 @@ class BestFitRows:
         capacity = self.block + 1
         # Per piece of the rows asked for: its document, token range and first slot.
         parts: list[tuple[np.ndarray, ...]] = []
+        used = np.zeros(count, dtype=np.int64)  # slots filled per row: [0, used)
+        real = 0
         low, high = self._windows_between(first_row, first_row + count)
         for k in range(low, high):
             window = self.window(k)
             start, stop = int(self.row_starts[k]), int(self.row_starts[k + 1])
             first, last = max(first_row, start) - start, min(first_row + count, stop) - start
             chosen = slice(int(window.row_starts[first]), int(window.row_starts[last]))
+            offset = start + first - first_row  # the batch row of the window's row `first`
+            used[offset : offset + last - first] = window.used[first:last]
+            real += int(window.trained_before[last] - window.trained_before[first])
             shift = (start - first_row) * capacity  # window slots -> batch slots
             parts.append(
                 (
@@ -274,11 +289,13 @@ class BestFitRows:
             )
         size = count * capacity
         flat = np.empty(size, dtype=np.int64)
-        flat.fill(pad_id)
+        # Padding: each row's slots [used, capacity) (a row's pieces fill the rest).
+        padding = index_ranges(np.arange(0, size, capacity, dtype=np.int64) + used, capacity - used)
+        flat[padding] = pad_id
         if parts:
             # sizes: the documents' lengths without their boundary.
             ids, sizes, begin, length, at = (
-                np.concatenate(column) for column in zip(*parts, strict=True)
+                parts[0] if len(parts) == 1 else map(np.concatenate, zip(*parts, strict=True))
             )
             # The tokens: a piece may end with the document's boundary slot.
             token_end = np.minimum(begin + length, sizes)
@@ -289,15 +306,18 @@ class BestFitRows:
                 flat[(at + length - 1)[with_boundary]] = fill
         else:
             ids = begin = length = at = np.empty(0, dtype=np.int64)
-        slots = _Slots(ids, begin, length, at, size)
-        document_ids, position_ids = slots.documents() if with_ids else (None, None)
-        mask = slots.trained().reshape(count, capacity)[:, :-1]
-        rows = flat.reshape(count, capacity)
-        if document_ids is not None and position_ids is not None:
+        # A slot trains when its target (the next slot) is in its piece: every filled
+        # slot but each piece's last.
+        trained = np.ones(size, dtype=np.bool_)
+        trained[padding] = False
+        trained[at + length - 1] = False
+        mask = trained.reshape(count, capacity)[:, :-1]
+        document_ids = position_ids = None
+        if with_ids:
+            document_ids, position_ids = _Slots(ids, begin, length, at, size).documents()
             document_ids = document_ids.reshape(count, capacity)[:, :-1]
             position_ids = position_ids.reshape(count, capacity)[:, :-1]
-        # Each piece trains its pairs: one fewer than its slots.
-        real = int(length.sum()) - int(length.shape[0])
+        rows = flat.reshape(count, capacity)
         return PackedPieces(rows, mask, document_ids, position_ids, real)
 
 
@@ -318,13 +338,6 @@ class _Slots:
     def _interleaved(self, last: int, *columns: np.ndarray) -> np.ndarray:
         """``columns`` interleaved piece by piece, then ``last`` (the tail's entry)."""
         return np.append(np.stack(columns, axis=1).ravel(), last)
-
-    def trained(self) -> np.ndarray:
-        """Whether each slot's target (the next slot) lies in the same piece."""
-        count = self.ids.shape[0]
-        values = np.append(np.tile(np.array([False, True, False]), count), False)
-        ones = np.ones(count, dtype=np.int64)
-        return np.repeat(values, self._interleaved(self.tail, self.gaps, self.length - 1, ones))
 
     def documents(self) -> tuple[np.ndarray, np.ndarray]:
         """Each slot's document id and position in it (``-1`` and ``0`` on padding)."""
