@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from mixle._checks import nonnegative_int
+from mixle.data._attention import with_attention_boundaries
 from mixle.data._batch import Batch
 from mixle.data._cursor import Cursor
 from mixle.data._mesh import DpDims, place_from_mesh
-from mixle.data._attention import with_attention_boundaries
 from mixle.data._mixing_rule import (
     MixingRule,
     RowSchedule,

@@ -110,7 +110,8 @@ class BestFitSourceRows(SourceRows):
         count = self.num_documents
         if self.order.name == "blocks":
             block_documents, window_blocks = self.order.sizes(count)
-            return -(-(-(-count // block_documents)) // window_blocks)
+            blocks = -(-count // block_documents)
+            return -(-blocks // window_blocks)
         return -(-count // self.packing.window_documents)
 
     def _epoch_rows(self) -> int:
@@ -163,7 +164,7 @@ class BestFitSourceRows(SourceRows):
         reals = self._window_reals.get(epoch)
         if reals is None:
             windows = self.plan(epoch).windows
-            tokens, documents = windows.window_totals()
+            tokens, _ = windows.window_totals()
             if self.has_boundary and not self.packing.truncate:
                 per_window = tokens
             else:

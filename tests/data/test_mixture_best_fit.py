@@ -92,7 +92,9 @@ def test_every_pair_is_trained_once_per_source_epoch(
         }
         assert set(pairs) == expected and set(pairs.values()) <= {1}
         # The closed-form count agrees with the rows, whole epochs and partial ones.
-        assert source.real_tokens((epoch + 1) * source.rows_per_epoch) == int(mask[: part.stop].sum())
+        assert source.real_tokens((epoch + 1) * source.rows_per_epoch) == int(
+            mask[: part.stop].sum()
+        )
     for cut in (1, source.rows_per_epoch // 2, source.rows_per_epoch + 1):
         assert source.real_tokens(cut) == int(mask[:cut].sum())
 
@@ -170,8 +172,13 @@ def test_bad_options_raise_naming_the_option() -> None:
     with pytest.raises(ArgumentError, match="packing='best_fit'"):
         _mixture(sources, objective="windows", document_ids=False)
     with pytest.raises(ArgumentError, match="attention_boundaries=True"):
-        _mixture(sources, objective="windows", document_ids=False, packing="concatenate",
-                 attention_boundaries=True)
+        _mixture(
+            sources,
+            objective="windows",
+            document_ids=False,
+            packing="concatenate",
+            attention_boundaries=True,
+        )
     with pytest.raises(ArgumentError, match="`block` must be at least 3"):
         _mixture(sources, block=2)
     with pytest.raises(ArgumentError, match="`packing` must be one of"):
