@@ -207,6 +207,21 @@ def _compare_rates(run: Callable[[str], int], rounds: int) -> None:
     )
 
 
+def window_figures(lengths: np.ndarray, rounds: int) -> None:
+    """mixle's best-fit on one window (compiled kernel), the figures TRL's and Grain's
+    packers report below: rows, documents cut, padding (slots), planning time."""
+    print(f"\nmixle best_fit, one window of {len(lengths):,} documents")
+    for block in BLOCKS:
+        rows = row_budget(int(lengths.sum()), block)
+        pieces = best_fit_rows(lengths, block, rows)
+        wall, cpu = _median_time(lambda b=block, r=rows: best_fit_rows(lengths, b, r), rounds)
+        print(
+            f"  block {block}: {rows:,} rows, docs cut {pieces.cut_documents / len(lengths):.2%}, "
+            f"padding {1 - pieces.used_slots / (rows * (block + 1)):.3%}, cpu "
+            f"{cpu * 1e3:.0f} ms (wall {wall * 1e3:.0f} ms)"
+        )
+
+
 def trl_figures(lengths: np.ndarray, rounds: int) -> None:
     try:
         import pyarrow as pa
@@ -299,6 +314,7 @@ def main() -> int:
     throughput(in_memory, "in-memory log-normal mix", 2048, args.rounds)
     mixture_throughput(in_memory, 2048, len(in_memory) // 3, args.rounds)
     window = log_normal_lengths(WINDOW, seed=1)
+    window_figures(window, args.rounds)
     trl_figures(window, max(args.rounds // 2, 1))
     grain_figures(window if not args.quick else window[:8192])
     return 0
