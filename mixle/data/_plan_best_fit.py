@@ -94,10 +94,11 @@ class PackedPieces:
 
 @dataclass(frozen=True, slots=True)
 class _Window:
-    """A packed window: its pieces as packed, and in the order its rows are read.
+    """A packed window, its rows in the order they are read (``pieces``'s row ``j`` is
+    the window's output row ``j``, after the shuffle).
 
-    ``row_starts[j] : row_starts[j + 1]`` are the pieces of the window's output row
-    ``j`` (after the shuffle), which fill its slots ``[0, used[j])``;
+    ``row_starts[j] : row_starts[j + 1]`` are the pieces of output row ``j``, which
+    fill its slots ``[0, used[j])``;
     ``trained_before[j]`` are the targets rows ``[0, j)`` train; per piece, the global
     document id, the document's length without its boundary, its token range and its
     slot ``j * (block + 1) + at``.
@@ -114,38 +115,25 @@ class _Window:
     slot: np.ndarray
 
     @classmethod
-    def shuffled(
-        cls,
-        documents: np.ndarray,
-        lengths: np.ndarray,
-        pieces: RowPieces,
-        shuffle: np.ndarray,
-        capacity: int,
+    def of(
+        cls, documents: np.ndarray, lengths: np.ndarray, pieces: RowPieces, capacity: int
     ) -> _Window:
-        """``pieces`` with output row ``j`` holding packed row ``shuffle[j]``."""
-        sizes = np.diff(pieces.row_starts)[shuffle]
-        row_starts = np.zeros(len(shuffle) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=row_starts[1:])
-        # Packed row shuffle[j]'s pieces, for j = 0, 1, ...: one vectorised gather.
-        index = np.arange(int(row_starts[-1])) - np.repeat(
-            row_starts[:-1] - pieces.row_starts[:-1][shuffle], sizes
-        )
-        out_rows = np.repeat(np.arange(len(shuffle), dtype=np.int64), sizes)
-        item = pieces.item[index]
-        used = pieces.row_used()[shuffle]
+        """The window of ``documents`` (of ``lengths``) whose rows, in the order they
+        are read, are ``pieces``'s."""
+        used = pieces.row_used()
         # A row trains one target fewer than each of its pieces' slots.
-        trained_before = np.zeros(len(shuffle) + 1, dtype=np.int64)
-        np.cumsum(used - sizes, out=trained_before[1:])
+        trained_before = np.zeros(pieces.rows + 1, dtype=np.int64)
+        np.cumsum(used - np.diff(pieces.row_starts), out=trained_before[1:])
         return cls(
             pieces,
-            row_starts,
+            pieces.row_starts,
             used,
             trained_before,
-            documents[item],
-            np.asarray(lengths, dtype=np.int64)[item],
-            pieces.begin[index],
-            pieces.length[index],
-            out_rows * capacity + pieces.at[index],
+            documents[pieces.item],
+            np.asarray(lengths, dtype=np.int64)[pieces.item],
+            pieces.begin,
+            pieces.length,
+            pieces.row * capacity + pieces.at,
         )
 
 
@@ -226,11 +214,12 @@ class BestFitRows:
         slots = lengths + 1 if self.has_boundary else lengths
         rows = self.window_rows(k)
         assert rows >= row_budget(int(slots.sum()), self.block)  # totals agree with the window
-        pieces = best_fit_rows(slots, self.block, rows, truncate=self.truncate)
         shuffle = FeistelPermutation(rows, self.seed, self.epoch, domain=(k, ROWS_DOMAIN))(
             np.arange(rows, dtype=np.int64)
         )
-        packed = _Window.shuffled(documents, lengths, pieces, shuffle, self.block + 1)
+        # Output row j is packed row shuffle[j].
+        pieces = best_fit_rows(slots, self.block, rows, truncate=self.truncate, row_order=shuffle)
+        packed = _Window.of(documents, lengths, pieces, self.block + 1)
         self._cache[k] = packed
         if len(self._cache) > _CACHED_WINDOWS:
             self._cache.popitem(last=False)
