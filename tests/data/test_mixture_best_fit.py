@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from collections import Counter
 
 import numpy as np
@@ -186,3 +187,15 @@ def test_bad_options_raise_naming_the_option() -> None:
     empty = [MixtureSource([np.array([5])], 1.0, "one")]
     with pytest.raises(ArgumentError, match="source 'one' is empty"):
         _mixture(empty)
+
+
+def test_a_pickled_mixture_reads_the_same_rows_without_its_packed_windows() -> None:
+    mixture = _mixture(_sources(), boundary_id=0)
+    rows = mixture.read_rows(0, 30)
+    source = mixture.rows[0]
+    assert isinstance(source, BestFitSourceRows) and source._plans
+    copy = pickle.loads(pickle.dumps(mixture))
+    assert not copy.rows[0]._plans  # rebuilt where it is read
+    again = copy.read_rows(0, 30)
+    for name, value in rows.to_dict().items():
+        assert np.array_equal(getattr(again, name), value), name
