@@ -95,45 +95,59 @@ class PackedPieces:
 @dataclass(frozen=True, slots=True)
 class _Window:
     """A packed window, its rows in the order they are read (``pieces``'s row ``j`` is
-    the window's output row ``j``, after the shuffle).
+    the window's output row ``j``, after the shuffle), laid out for :meth:`BestFitRows.read`.
 
     ``row_starts[j] : row_starts[j + 1]`` are the pieces of output row ``j``, which
-    fill its slots ``[0, used[j])``;
-    ``trained_before[j]`` are the targets rows ``[0, j)`` train; per piece, the global
-    document id, the document's length without its boundary, its token range and its
-    slot ``j * (block + 1) + at``.
+    fill its slots from 0; ``trained_before[j]`` are the targets rows ``[0, j)`` train.
+    Per piece: the global document id, its token range ``[begin, token_end)``, its
+    ``length`` in slots (its document's boundary included when ``boundary``), its first
+    and last slot in the window (``j * (block + 1) + at``). ``pad_slots[pad_starts[j] :
+    pad_starts[j + 1]]`` are row ``j``'s padding slots.
     """
 
     pieces: RowPieces
     row_starts: np.ndarray
-    used: np.ndarray
     trained_before: np.ndarray
     ids: np.ndarray
-    sizes: np.ndarray
     begin: np.ndarray
+    token_end: np.ndarray
     length: np.ndarray
+    boundary: np.ndarray
     slot: np.ndarray
+    last_slot: np.ndarray
+    pad_starts: np.ndarray
+    pad_slots: np.ndarray
 
     @classmethod
     def of(
         cls, documents: np.ndarray, lengths: np.ndarray, pieces: RowPieces, capacity: int
     ) -> _Window:
-        """The window of ``documents`` (of ``lengths``) whose rows, in the order they
-        are read, are ``pieces``'s."""
+        """The window of ``documents`` (of ``lengths``, without boundaries) whose rows,
+        in the order they are read, are ``pieces``'s."""
         used = pieces.row_used()
         # A row trains one target fewer than each of its pieces' slots.
         trained_before = np.zeros(pieces.rows + 1, dtype=np.int64)
         np.cumsum(used - np.diff(pieces.row_starts), out=trained_before[1:])
+        sizes = np.asarray(lengths, dtype=np.int64)[pieces.item]
+        end = pieces.begin + pieces.length
+        slot = pieces.row * capacity + pieces.at
+        gaps = capacity - used
+        pad_starts = np.zeros(pieces.rows + 1, dtype=np.int64)
+        np.cumsum(gaps, out=pad_starts[1:])
+        row_slots = np.arange(0, pieces.rows * capacity, capacity, dtype=np.int64)
         return cls(
             pieces,
             pieces.row_starts,
-            used,
             trained_before,
             documents[pieces.item],
-            np.asarray(lengths, dtype=np.int64)[pieces.item],
             pieces.begin,
+            np.minimum(end, sizes),
             pieces.length,
-            pieces.row * capacity + pieces.at,
+            end > sizes,  # the piece ends with its document's boundary slot
+            slot,
+            slot + pieces.length - 1,
+            pad_starts,
+            index_ranges(row_slots + used, gaps),
         )
 
 
@@ -253,9 +267,14 @@ class BestFitRows:
         O(count x block) memory besides the packed windows.
         """
         capacity = self.block + 1
-        # Per piece of the rows asked for: its document, token range and first slot.
+        size = count * capacity
+        flat = np.empty(size, dtype=np.int64)
+        # A slot trains when its target (the next slot) is in its piece: every slot of
+        # a piece but its last; padding does not.
+        trained = np.ones(size, dtype=np.bool_)
+        fill = 0 if boundary_id is None else boundary_id
+        # Per piece of the rows asked for: its document, token range and slots.
         parts: list[tuple[np.ndarray, ...]] = []
-        used = np.zeros(count, dtype=np.int64)  # slots filled per row: [0, used)
         real = 0
         low, high = self._windows_between(first_row, first_row + count)
         for k in range(low, high):
@@ -263,43 +282,35 @@ class BestFitRows:
             start, stop = int(self.row_starts[k]), int(self.row_starts[k + 1])
             first, last = max(first_row, start) - start, min(first_row + count, stop) - start
             chosen = slice(int(window.row_starts[first]), int(window.row_starts[last]))
-            offset = start + first - first_row  # the batch row of the window's row `first`
-            used[offset : offset + last - first] = window.used[first:last]
             real += int(window.trained_before[last] - window.trained_before[first])
             shift = (start - first_row) * capacity  # window slots -> batch slots
+            padding = window.pad_slots[window.pad_starts[first] : window.pad_starts[last]] + shift
+            flat[padding] = pad_id
+            trained[padding] = False
+            last_slot = window.last_slot[chosen] + shift
+            trained[last_slot] = False
+            if self.has_boundary:
+                flat[last_slot[window.boundary[chosen]]] = fill
             parts.append(
                 (
                     window.ids[chosen],
-                    window.sizes[chosen],
                     window.begin[chosen],
+                    window.token_end[chosen],
                     window.length[chosen],
                     window.slot[chosen] + shift,
                 )
             )
-        size = count * capacity
-        flat = np.empty(size, dtype=np.int64)
-        # Padding: each row's slots [used, capacity) (a row's pieces fill the rest).
-        padding = index_ranges(np.arange(0, size, capacity, dtype=np.int64) + used, capacity - used)
-        flat[padding] = pad_id
+        past = max(first_row + count - max(first_row, self.rows), 0)  # rows past the end
+        if past:
+            flat[size - past * capacity :] = pad_id
+            trained[size - past * capacity :] = False
         if parts:
-            # sizes: the documents' lengths without their boundary.
-            ids, sizes, begin, length, at = (
+            ids, begin, token_end, length, at = (
                 parts[0] if len(parts) == 1 else map(np.concatenate, zip(*parts, strict=True))
             )
-            # The tokens: a piece may end with the document's boundary slot.
-            token_end = np.minimum(begin + length, sizes)
             documents.gather_into(ids, begin, token_end, flat, at)
-            if self.has_boundary:
-                with_boundary = begin + length > sizes
-                fill = 0 if boundary_id is None else boundary_id
-                flat[(at + length - 1)[with_boundary]] = fill
         else:
             ids = begin = length = at = np.empty(0, dtype=np.int64)
-        # A slot trains when its target (the next slot) is in its piece: every filled
-        # slot but each piece's last.
-        trained = np.ones(size, dtype=np.bool_)
-        trained[padding] = False
-        trained[at + length - 1] = False
         mask = trained.reshape(count, capacity)[:, :-1]
         document_ids = position_ids = None
         if with_ids:
