@@ -60,7 +60,7 @@ class RowPieces:
     """Where every piece of a window's documents lies in its rows.
 
     Pieces are sorted by ``(row, at)``; ``row_starts[r] : row_starts[r + 1]`` are the
-    pieces of row ``r``. Piece ``k`` is tokens ``[begin[k], begin[k] + length[k])`` of
+    pieces of row ``r``, which fill its slots from 0 without gaps. Piece ``k`` is tokens ``[begin[k], begin[k] + length[k])`` of
     the window's document ``item[k]`` (a position in the window), written to slots
     ``[at[k], at[k] + length[k])`` of its row.
 
@@ -68,8 +68,8 @@ class RowPieces:
     ----------
     row_starts
         ``rows + 1`` int64 offsets into the piece arrays.
-    item, begin, length, at
-        int64 per piece.
+    row, item, begin, length, at
+        int64 per piece (``row``: the piece's row).
     cut_documents
         Documents in more than one piece (longer than a row, or split into free space).
     truncated_documents, truncated_tokens
@@ -77,6 +77,7 @@ class RowPieces:
     """
 
     row_starts: np.ndarray
+    row: np.ndarray
     item: np.ndarray
     begin: np.ndarray
     length: np.ndarray
@@ -88,6 +89,12 @@ class RowPieces:
     @property
     def rows(self) -> int:
         return int(self.row_starts.shape[0]) - 1
+
+    def row_used(self) -> np.ndarray:
+        """Slots each row's pieces fill (int64 per row): they lie at ``[0, used)``."""
+        filled = np.zeros(self.length.shape[0] + 1, dtype=np.int64)
+        np.cumsum(self.length, out=filled[1:])
+        return np.diff(filled[self.row_starts])
 
     @property
     def used_slots(self) -> int:
@@ -103,6 +110,7 @@ def _place_items(
     full_rows: int,
     capacity: int,
     out: Any,
+    start: int,
     tree: Any,
     head: Any,
     below: Any,
@@ -111,9 +119,9 @@ def _place_items(
     """Steps 2-3 of the module notes over lists or arrays (numba compiles it as is).
 
     ``sizes, items, begins``: the items, longest first. ``out`` is ``(5, n)``: row,
-    slot, item, begin and length of each piece written. Rows ``[0, full_rows)`` are
-    full. Returns the number of pieces written, or ``-1 - k`` when item ``k``
-    found no room (impossible under :func:`row_budget`).
+    slot, item, begin and length of each piece, written from column ``start`` on. Rows
+    ``[0, full_rows)`` are full. Returns the column after the last piece written, or
+    ``-1 - k`` when item ``k`` found no room (impossible under :func:`row_budget`).
     """
     leaves = (len(tree)) // 2
     for row in range(rows - 1, full_rows - 1, -1):  # pushed descending: lowest row on top
@@ -123,7 +131,7 @@ def _place_items(
     while node >= 1:
         tree[node] += rows - full_rows
         node //= 2
-    written = 0
+    written = start
     for k in range(len(sizes)):
         begin = begins[k]
         end = begin + sizes[k]
@@ -190,10 +198,18 @@ def _kernel() -> Callable[..., int] | None:
 
 
 def best_fit_rows(
-    lengths: np.ndarray, block: int, rows: int, *, truncate: bool = False
+    lengths: np.ndarray,
+    block: int,
+    rows: int,
+    *,
+    truncate: bool = False,
+    row_order: np.ndarray | None = None,
 ) -> RowPieces:
     """Pack items of ``lengths`` tokens (a window's documents, in window order) into
     exactly ``rows`` rows of ``block + 1`` slots (see the module notes).
+
+    With ``row_order`` (a permutation of ``range(rows)``), row ``j`` of the result is
+    packed row ``row_order[j]`` (the rows handed out shuffled, with no second pass).
 
     ``block >= MIN_BLOCK`` and ``rows >= row_budget(lengths.sum(), block)`` are the
     caller's to check (a smaller ``rows`` may raise). Deterministic: a pure function of
@@ -227,14 +243,21 @@ def best_fit_rows(
     item_ids = np.flatnonzero(keep)
     sizes = remainder[item_ids]
     begins = (full_count * block)[item_ids]
-    order = np.argsort(-sizes, kind="stable")
+    # Longest first, ties in window order: sizes are <= capacity, so a 16-bit key (a
+    # radix sort) when it fits.
+    order = np.argsort(_narrow(capacity - sizes, capacity), kind="stable")
     sizes, item_ids, begins = sizes[order], item_ids[order], begins[order]
     leaves = 1 << capacity.bit_length()  # > capacity: every value in [0, capacity] is a leaf
     bound = sizes.shape[0] + 2 * rows + 1
+    # Columns: row, slot, item, begin, length; the full rows' pieces first.
+    out = np.empty((5, full_rows + bound), dtype=np.int64)
+    out[0, :full_rows] = np.arange(full_rows)
+    out[1, :full_rows] = 0
+    out[2, :full_rows] = full_items
+    out[3, :full_rows] = full_begins
+    out[4, :full_rows] = capacity
     kernel = _kernel()
     if kernel is not None:
-        out = np.zeros((5, bound), dtype=np.int64)
-        state = [np.zeros(2 * leaves, np.int64), np.full(capacity + 1, -1, np.int64)]
         written = kernel(
             sizes,
             item_ids,
@@ -243,13 +266,16 @@ def best_fit_rows(
             full_rows,
             capacity,
             out,
-            *state,
-            np.zeros(rows, np.int64),
+            full_rows,
+            np.zeros(2 * leaves, np.int64),
+            np.full(capacity + 1, -1, np.int64),
+            np.empty(rows, np.int64),
             np.zeros(rows, np.int64),
         )
-        placed = out[:, : max(written, 0)]
     else:
-        lists: list[list[int]] = [[0] * bound for _ in range(5)]
+        lists = [column.tolist() for column in out[:, :full_rows]]
+        for column in lists:
+            column.extend([0] * bound)
         written = _place_items(
             sizes.tolist(),
             item_ids.tolist(),
@@ -258,30 +284,32 @@ def best_fit_rows(
             full_rows,
             capacity,
             lists,
+            full_rows,
             [0] * (2 * leaves),
             [-1] * (capacity + 1),
             [0] * rows,
             [0] * rows,
         )
-        placed = np.array([column[: max(written, 0)] for column in lists], dtype=np.int64)
+        if written >= 0:
+            out[:, full_rows:written] = [column[full_rows:written] for column in lists]
     if written < 0:
         raise RuntimeError(f"document {int(item_ids[-1 - written])} fits none of {rows} rows.")
-    full = np.stack(
-        (
-            np.arange(full_rows, dtype=np.int64),
-            np.zeros(full_rows, dtype=np.int64),
-            full_items,
-            full_begins,
-            np.full(full_rows, capacity, dtype=np.int64),
-        )
-    )
-    pieces = np.concatenate((full, placed), axis=1)
-    by_row = np.lexsort((pieces[1], pieces[0]))
-    row, at, item, begin, length = pieces[:, by_row]
+    pieces = out[:, :written]
+    key = pieces[0]
+    if row_order is not None:
+        position = np.empty(rows, dtype=np.int64)
+        position[row_order] = np.arange(rows, dtype=np.int64)
+        key = position[key]
+    # By row, then slot: a row's pieces are written at increasing slots (full rows hold
+    # one piece each), so a stable sort by row keeps each row's pieces in slot order.
+    by_row = _stable_order(key, rows)
+    row = key[by_row]
+    _, at, item, begin, length = pieces[:, by_row]
     row_starts = np.zeros(rows + 1, dtype=np.int64)
     np.cumsum(np.bincount(row, minlength=rows), out=row_starts[1:])
     return RowPieces(
         row_starts,
+        row,
         item,
         begin,
         length,
@@ -290,6 +318,24 @@ def best_fit_rows(
         truncated_documents=int(np.count_nonzero(long)) if truncate else 0,
         truncated_tokens=truncated_tokens,
     )
+
+
+def _narrow(keys: np.ndarray, bound: int) -> np.ndarray:
+    """``keys`` (in ``[0, bound]``) as uint16 when they fit (numpy sorts 16-bit keys by
+    radix: O(n)), else as they are."""
+    return keys.astype(np.uint16) if bound < 1 << 16 else keys
+
+
+def _stable_order(keys: np.ndarray, bound: int) -> np.ndarray:
+    """The stable argsort of nonnegative ``keys`` below ``bound``: two 16-bit radix
+    passes (low half, then high half) when ``bound <= 2**32``."""
+    if bound > 1 << 32:
+        return np.argsort(keys, kind="stable")
+    order = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
+    if bound <= 1 << 16:
+        return order
+    high = (keys[order] >> 16).astype(np.uint16)
+    return order[np.argsort(high, kind="stable")]
 
 
 def _cut_documents(item: np.ndarray, count: int) -> int:

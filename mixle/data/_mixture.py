@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from mixle._checks import nonnegative_int
+from mixle.data._attention import with_attention_boundaries
 from mixle.data._batch import Batch
 from mixle.data._cursor import Cursor
 from mixle.data._mesh import DpDims, place_from_mesh
@@ -34,6 +35,7 @@ from mixle.data._mixing_rule import (
     checked_rule,
     rule_identity,
 )
+from mixle.data._mixture_best_fit import build_best_fit_rows
 from mixle.data._mixture_source import (
     MixtureSource,
     build_rows,
@@ -42,8 +44,9 @@ from mixle.data._mixture_source import (
     check_weight_sum,
 )
 from mixle.data._mixture_windows import SourceWindows
-from mixle.data._options import OrderOptions, PackOptions, ShardOptions
+from mixle.data._options import OrderOptions, PackOptions, ShardOptions, check_flag
 from mixle.data._order_state import check_order_field
+from mixle.data._packing_options import PackingOptions, as_packing
 from mixle.data._plan_store import PlanStore, checked_plan_store
 from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
 
@@ -182,6 +185,19 @@ class Mixture:
         the weights as given) or e.g. :class:`~mixle.data.TemperatureSchedule` (weights
         times each source's size to the power ``alpha``). A non-default rule's name and
         parameters are part of the stream identity.
+    packing
+        How every source's epochs become rows (packed only), as for
+        :class:`~mixle.data.StreamingCorpus`: ``"concatenate"`` (default) or
+        ``"best_fit"`` (or :class:`~mixle.data.PackingOptions`): each window of a
+        source's epoch order packed by best-fit decreasing, every epoch of a source
+        one fixed number of rows (:mod:`~mixle.data._mixture_best_fit`), so the row
+        cursor, resumption and exactly-once per source epoch are unchanged. Part of the
+        stream identity (a ``packing`` field; none for concatenate): a state of one
+        packing is refused by the other by name.
+    attention_boundaries
+        If True, packed batches also carry ``cu_seqlens``, ``max_seqlen`` and
+        ``sequence_ids`` (:mod:`~mixle.data._attention`) and the document and position
+        ids they come from, for either packing.
 
     Packed batches are ``(context, targets, loss_mask, [document_ids, position_ids],
     source_ids)``: ``(batch_size, block)`` int64, int64, bool, [int64, int64] and a
@@ -221,11 +237,15 @@ class Mixture:
         order: str | None = None,
         block_documents: int | None = None,
         window_blocks: int | None = None,
+        packing: str | PackingOptions = "concatenate",
+        attention_boundaries: bool = False,
     ) -> None:
         rank, world_size = place_from_mesh(mesh, dp_dims, rank, world_size)
+        self.packing = as_packing(packing)
+        self.attention_boundaries = check_flag("attention_boundaries", attention_boundaries)
         self.sources = _checked_sources(sources)
         self.schedule_rule = checked_rule(schedule)
-        self.pack = PackOptions(block, pad_id, boundary_id, document_ids)
+        self.pack = PackOptions(block, pad_id, boundary_id, document_ids or attention_boundaries)
         self.shard = ShardOptions(
             0 if rank is None else rank,
             1 if world_size is None else world_size,
@@ -242,10 +262,17 @@ class Mixture:
                 f"`objective` must be one of {', '.join(map(repr, OBJECTIVES))}. Got {objective!r}."
             )
         self.objective = objective
-        if document_ids and objective == "windows":
-            raise ArgumentError(
-                "`document_ids=True` needs objective='packed': windows carry no document ids."
-            )
+        if objective == "windows":
+            for name, asked in (
+                ("document_ids=True", document_ids),
+                ("attention_boundaries=True", attention_boundaries),
+                (f"packing={self.packing.name!r}", self.packing.is_best_fit),
+            ):
+                if asked:
+                    raise ArgumentError(
+                        f"`{name}` needs objective='packed': windows are not packed rows "
+                        "and carry no document ids."
+                    )
         if objective == "windows" and (order, block_documents, window_blocks) != (None,) * 3:
             raise ArgumentError(
                 "`order`, `block_documents` and `window_blocks` need objective='packed': "
@@ -284,6 +311,19 @@ class Mixture:
         self._cursor = Cursor("Mixture", index_key="row", version=2)
 
     def _packed_rows(self) -> list[SourceStream]:
+        if self.packing.is_best_fit:
+            return list(
+                build_best_fit_rows(
+                    self.sources,
+                    packing=self.packing,
+                    block=self.block,
+                    seed=self.seed,
+                    boundary_id=self.boundary_id,
+                    pad_id=self.pad_id,
+                    order=self.order,
+                    plan_store=self.plan_store,
+                )
+            )
         return list(
             build_rows(
                 self.sources,
@@ -368,7 +408,8 @@ class Mixture:
             return Batch(context, next_tokens, source_ids=sources)
         tokens, mask = outputs[:2]
         document_ids, position_ids = outputs[2:4] if self.document_ids else (None, None)
-        return Batch(tokens[:, :-1], tokens[:, 1:], mask, document_ids, position_ids, sources)
+        batch = Batch(tokens[:, :-1], tokens[:, 1:], mask, document_ids, position_ids, sources)
+        return with_attention_boundaries(batch) if self.attention_boundaries else batch
 
     def read(self, epoch: int, row: int) -> Batch:
         """The batch iteration yields at cursor ``(0, row)``: this rank's part of the
@@ -452,6 +493,8 @@ class Mixture:
         }
         if self.objective == "windows":  # packed states predate the field: absent = packed
             identity["objective"] = "windows"
+        if self.packing.is_best_fit:  # concatenate states predate the field: absent = concatenate
+            identity["packing"] = self.packing.identity()
         for source, rows in zip(self.sources, self.rows, strict=True):
             identity[f"source {source.name!r} fingerprint"] = rows.fingerprint
             identity[f"source {source.name!r} num_documents"] = rows.num_documents

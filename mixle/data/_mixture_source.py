@@ -250,20 +250,24 @@ class SourceRows:
         self.offsets = CumulativeOffsets(self.documents)
         self._lengths_array: np.ndarray | None = None
         count = self.num_documents
-        boundaries = count - 1 if boundary_id is not None and count else 0
-        self.stream_tokens = self._document_tokens() + boundaries
-        self.rows_per_epoch = rows_for_stream(self.stream_tokens, block)
-        if self.rows_per_epoch == 0:
-            raise ArgumentError(
-                f"source {self.name!r} is empty: its {count} document(s) hold "
-                f"{self.stream_tokens} token(s), fewer than the 2 a training target needs. "
-                "Give it documents, or remove it from the mixture."
-            )
         try:
             order.sizes(count)
         except ArgumentError as error:
             raise ArgumentError(f"source {self.name!r}: {error}") from None
+        boundaries = count - 1 if boundary_id is not None and count else 0
+        self.stream_tokens = self._document_tokens() + boundaries
         self._layouts: dict[int, RowLayout] = {}
+        self.rows_per_epoch = self._epoch_rows()
+        if self.rows_per_epoch == 0:
+            raise ArgumentError(
+                f"source {self.name!r} is empty: its {count} document(s) hold "
+                f"{self.stream_tokens} token(s), too few for one training target. "
+                "Give it documents, or remove it from the mixture."
+            )
+
+    def _epoch_rows(self) -> int:
+        """``R``, the rows of every epoch (0 when an epoch trains no target)."""
+        return rows_for_stream(self.stream_tokens, self.block)
 
     def __getstate__(self) -> dict[str, Any]:
         # Epoch layouts are O(documents) and cheap to rebuild: never ship them.
@@ -398,24 +402,30 @@ class SourceRows:
         while row < first + count:
             epoch, start = divmod(row, self.rows_per_epoch)
             take = min(first + count - row, self.rows_per_epoch - start)
-            rows = read_packed_rows(
-                self.documents,
-                self.layout(epoch),
-                start,
-                take,
-                block=self.block,
-                pad_id=self.pad_id,
-                boundary_id=self.boundary_id,
-                document_ids=document_ids,
-            )
-            part = [rows.rows, rows.mask]
-            if rows.document_ids is not None and rows.position_ids is not None:
-                part += [rows.document_ids, rows.position_ids]
-            parts.append(part)
+            parts.append(self._read_epoch(epoch, start, take, document_ids))
             row += take
         if len(parts) == 1:
             return parts[0]
         return [np.concatenate(pieces) for pieces in zip(*parts, strict=True)]
+
+    def _read_epoch(
+        self, epoch: int, start: int, count: int, document_ids: bool
+    ) -> list[np.ndarray]:
+        """Rows ``[start, start + count)`` of one epoch, as :meth:`read` returns them."""
+        rows = read_packed_rows(
+            self.documents,
+            self.layout(epoch),
+            start,
+            count,
+            block=self.block,
+            pad_id=self.pad_id,
+            boundary_id=self.boundary_id,
+            document_ids=document_ids,
+        )
+        part = [rows.rows, rows.mask]
+        if rows.document_ids is not None and rows.position_ids is not None:
+            part += [rows.document_ids, rows.position_ids]
+        return part
 
 
 def build_rows(

@@ -67,6 +67,7 @@ __all__ = [
     "TokenOffsets",
     "check_block_sizes",
     "cumulative_offsets",
+    "index_ranges",
 ]
 
 #: Key-domain words of the blocks order's two bijections ("mxblocks", "mxwindow").
@@ -168,7 +169,7 @@ def check_block_sizes(num_documents: int, block_documents: int, window_blocks: i
         )
 
 
-def _ranges(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+def index_ranges(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """``starts[0] .. starts[0] + sizes[0] - 1, starts[1] ..`` in one vectorised pass."""
     ends = np.cumsum(sizes)
     return np.arange(int(ends[-1]) if ends.size else 0, dtype=np.int64) - np.repeat(
@@ -255,12 +256,12 @@ class BlockOrder:
     def _natural(self, k: int) -> np.ndarray:
         """Window ``k``'s documents before its own shuffle: its blocks, concatenated."""
         blocks = self._window_blocks(k)
-        return _ranges(blocks * self.block_documents, self._block_sizes(blocks))
+        return index_ranges(blocks * self.block_documents, self._block_sizes(blocks))
 
     def window(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         blocks = self._window_blocks(k)
         sizes = self._block_sizes(blocks)
-        natural = _ranges(blocks * self.block_documents, sizes)
+        natural = index_ranges(blocks * self.block_documents, sizes)
         # Documents of a block are consecutive: each length is the next document's
         # offset minus its own, and a block's last document ends at the block's end.
         starts = self.offsets(natural)

@@ -185,9 +185,7 @@ def _best_fit(planned: BestFitRows, block: int, nonempty: int, longer: int) -> P
         truncated += pieces.truncated_tokens
         trained += int((pieces.length - 1).sum())
         # A row's padding targets: every position after its last document slot.
-        used = np.add.reduceat(np.append(pieces.length, 0), pieces.row_starts[:-1])
-        used[pieces.row_starts[1:] == pieces.row_starts[:-1]] = 0
-        used_targets += int(np.maximum(used - 1, 0).sum())
+        used_targets += int(np.maximum(pieces.row_used() - 1, 0).sum())
     targets = planned.rows * block
     return PackingSummary(
         "best_fit",

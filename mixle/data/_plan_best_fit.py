@@ -27,20 +27,18 @@ import numpy as np
 
 from mixle.data._best_fit import MIN_BLOCK, RowPieces, best_fit_rows, row_budget
 from mixle.data._documents import DocumentSource
-from mixle.data._order_windows import OrderWindows
+from mixle.data._order_windows import OrderWindows, index_ranges
 from mixle.data._permutation import FeistelPermutation
 from mixle.errors import ArgumentError
 
 __all__ = [
-    "DEFAULT_WINDOW_DOCUMENTS",
     "ROWS_DOMAIN",
     "BestFitRows",
     "PackedPieces",
     "check_best_fit_block",
+    "epoch_row_bound",
 ]
 
-#: Documents per best-fit window when the order does not say (the seed's permutation).
-DEFAULT_WINDOW_DOCUMENTS = 16384
 #: Key-domain word of the row shuffle inside a window ("mxrowsbf").
 ROWS_DOMAIN = 0x6D78726F77736266
 # Packed windows kept: a batch spans at most two windows, the next batch may start a third.
@@ -60,6 +58,13 @@ def check_best_fit_block(block: int) -> int:
             f"`block` must be at least {MIN_BLOCK} with packing='best_fit'. Got {block} instead."
         )
     return block
+
+
+def epoch_row_bound(slots: int, windows: int, block: int) -> int:
+    """The most rows ``windows`` windows holding ``slots`` token slots in all can be
+    budgeted, however the slots are split among them: ``sum ceil(s_k / (block - 2))``
+    is at most ``(slots + windows * (block - 3)) // (block - 2)``."""
+    return (slots + windows * (block - 3)) // (block - 2) if slots > 0 else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,48 +94,60 @@ class PackedPieces:
 
 @dataclass(frozen=True, slots=True)
 class _Window:
-    """A packed window: its pieces as packed, and in the order its rows are read.
+    """A packed window, its rows in the order they are read (``pieces``'s row ``j`` is
+    the window's output row ``j``, after the shuffle), laid out for :meth:`BestFitRows.read`.
 
-    ``row_starts[j] : row_starts[j + 1]`` are the pieces of the window's output row
-    ``j`` (after the shuffle); per piece, the global document id, the document's length
-    without its boundary, its token range and its slot ``j * (block + 1) + at``.
+    ``row_starts[j] : row_starts[j + 1]`` are the pieces of output row ``j``, which
+    fill its slots from 0; ``trained_before[j]`` are the targets rows ``[0, j)`` train.
+    Per piece: the global document id, its token range ``[begin, token_end)``, its
+    ``length`` in slots (its document's boundary included when ``boundary``), its first
+    and last slot in the window (``j * (block + 1) + at``). ``pad_slots[pad_starts[j] :
+    pad_starts[j + 1]]`` are row ``j``'s padding slots.
     """
 
     pieces: RowPieces
     row_starts: np.ndarray
+    trained_before: np.ndarray
     ids: np.ndarray
-    sizes: np.ndarray
     begin: np.ndarray
+    token_end: np.ndarray
     length: np.ndarray
+    boundary: np.ndarray
     slot: np.ndarray
+    last_slot: np.ndarray
+    pad_starts: np.ndarray
+    pad_slots: np.ndarray
 
     @classmethod
-    def shuffled(
-        cls,
-        documents: np.ndarray,
-        lengths: np.ndarray,
-        pieces: RowPieces,
-        shuffle: np.ndarray,
-        capacity: int,
+    def of(
+        cls, documents: np.ndarray, lengths: np.ndarray, pieces: RowPieces, capacity: int
     ) -> _Window:
-        """``pieces`` with output row ``j`` holding packed row ``shuffle[j]``."""
-        sizes = np.diff(pieces.row_starts)[shuffle]
-        row_starts = np.zeros(len(shuffle) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=row_starts[1:])
-        # Packed row shuffle[j]'s pieces, for j = 0, 1, ...: one vectorised gather.
-        index = np.arange(int(row_starts[-1])) - np.repeat(
-            row_starts[:-1] - pieces.row_starts[:-1][shuffle], sizes
-        )
-        out_rows = np.repeat(np.arange(len(shuffle), dtype=np.int64), sizes)
-        item = pieces.item[index]
+        """The window of ``documents`` (of ``lengths``, without boundaries) whose rows,
+        in the order they are read, are ``pieces``'s."""
+        used = pieces.row_used()
+        # A row trains one target fewer than each of its pieces' slots.
+        trained_before = np.zeros(pieces.rows + 1, dtype=np.int64)
+        np.cumsum(used - np.diff(pieces.row_starts), out=trained_before[1:])
+        sizes = np.asarray(lengths, dtype=np.int64)[pieces.item]
+        end = pieces.begin + pieces.length
+        slot = pieces.row * capacity + pieces.at
+        gaps = capacity - used
+        pad_starts = np.zeros(pieces.rows + 1, dtype=np.int64)
+        np.cumsum(gaps, out=pad_starts[1:])
+        row_slots = np.arange(0, pieces.rows * capacity, capacity, dtype=np.int64)
         return cls(
             pieces,
-            row_starts,
-            documents[item],
-            np.asarray(lengths, dtype=np.int64)[item],
-            pieces.begin[index],
-            pieces.length[index],
-            out_rows * capacity + pieces.at[index],
+            pieces.row_starts,
+            trained_before,
+            documents[pieces.item],
+            pieces.begin,
+            np.minimum(end, sizes),
+            pieces.length,
+            end > sizes,  # the piece ends with its document's boundary slot
+            slot,
+            slot + pieces.length - 1,
+            pad_starts,
+            index_ranges(row_slots + used, gaps),
         )
 
 
@@ -149,11 +166,17 @@ class BestFitRows:
         Key of the row shuffles.
     truncate
         Cut documents longer than a row to one row (counted) instead of splitting them.
+    epoch_rows
+        The epoch's row count when it must not depend on the order (a mixture source's
+        epochs all have one length): at least the windows' budgets, whose sum never
+        exceeds :func:`epoch_row_bound`; the rows beyond the budgets go to the last
+        window (they are padding unless its documents fill them). ``None``: the sum
+        of the budgets.
 
     Raises
     ------
     ArgumentError
-        ``block`` is too small.
+        ``block`` is too small, or ``epoch_rows`` is below the windows' budgets.
     """
 
     def __init__(
@@ -165,6 +188,7 @@ class BestFitRows:
         seed: int,
         epoch: int,
         truncate: bool = False,
+        epoch_rows: int | None = None,
     ) -> None:
         self.windows = windows
         self.block = check_best_fit_block(block)
@@ -173,6 +197,14 @@ class BestFitRows:
         tokens, documents = windows.window_totals()
         slots = tokens + documents if has_boundary else tokens
         counts = np.where(slots > 0, -(-slots // (self.block - 2)), 0).astype(np.int64)
+        if epoch_rows is not None and len(counts):
+            extra = epoch_rows - int(counts.sum())
+            if extra < 0:
+                raise ArgumentError(
+                    f"`epoch_rows` must be at least the windows' {int(counts.sum())} rows. "
+                    f"Got {epoch_rows} instead."
+                )
+            counts[-1] += extra
         self.row_starts = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(counts, out=self.row_starts[1:])
         self._cache: OrderedDict[int, _Window] = OrderedDict()
@@ -195,12 +227,13 @@ class BestFitRows:
         documents, lengths = self.windows.window(k)
         slots = lengths + 1 if self.has_boundary else lengths
         rows = self.window_rows(k)
-        assert rows == row_budget(int(slots.sum()), self.block)  # totals agree with the window
-        pieces = best_fit_rows(slots, self.block, rows, truncate=self.truncate)
+        assert rows >= row_budget(int(slots.sum()), self.block)  # totals agree with the window
         shuffle = FeistelPermutation(rows, self.seed, self.epoch, domain=(k, ROWS_DOMAIN))(
             np.arange(rows, dtype=np.int64)
         )
-        packed = _Window.shuffled(documents, lengths, pieces, shuffle, self.block + 1)
+        # Output row j is packed row shuffle[j].
+        pieces = best_fit_rows(slots, self.block, rows, truncate=self.truncate, row_order=shuffle)
+        packed = _Window.of(documents, lengths, pieces, self.block + 1)
         self._cache[k] = packed
         if len(self._cache) > _CACHED_WINDOWS:
             self._cache.popitem(last=False)
@@ -234,50 +267,57 @@ class BestFitRows:
         O(count x block) memory besides the packed windows.
         """
         capacity = self.block + 1
-        # Per piece of the rows asked for: its document, token range and first slot.
+        size = count * capacity
+        flat = np.empty(size, dtype=np.int64)
+        # A slot trains when its target (the next slot) is in its piece: every slot of
+        # a piece but its last; padding does not.
+        trained = np.ones(size, dtype=np.bool_)
+        fill = 0 if boundary_id is None else boundary_id
+        # Per piece of the rows asked for: its document, token range and slots.
         parts: list[tuple[np.ndarray, ...]] = []
+        real = 0
         low, high = self._windows_between(first_row, first_row + count)
         for k in range(low, high):
             window = self.window(k)
             start, stop = int(self.row_starts[k]), int(self.row_starts[k + 1])
             first, last = max(first_row, start) - start, min(first_row + count, stop) - start
             chosen = slice(int(window.row_starts[first]), int(window.row_starts[last]))
+            real += int(window.trained_before[last] - window.trained_before[first])
             shift = (start - first_row) * capacity  # window slots -> batch slots
+            padding = window.pad_slots[window.pad_starts[first] : window.pad_starts[last]] + shift
+            flat[padding] = pad_id
+            trained[padding] = False
+            last_slot = window.last_slot[chosen] + shift
+            trained[last_slot] = False
+            if self.has_boundary:
+                flat[last_slot[window.boundary[chosen]]] = fill
             parts.append(
                 (
                     window.ids[chosen],
-                    window.sizes[chosen],
                     window.begin[chosen],
+                    window.token_end[chosen],
                     window.length[chosen],
                     window.slot[chosen] + shift,
                 )
             )
-        size = count * capacity
-        flat = np.empty(size, dtype=np.int64)
-        flat.fill(pad_id)
+        past = max(first_row + count - max(first_row, self.rows), 0)  # rows past the end
+        if past:
+            flat[size - past * capacity :] = pad_id
+            trained[size - past * capacity :] = False
         if parts:
-            # sizes: the documents' lengths without their boundary.
-            ids, sizes, begin, length, at = (
-                np.concatenate(column) for column in zip(*parts, strict=True)
+            ids, begin, token_end, length, at = (
+                parts[0] if len(parts) == 1 else map(np.concatenate, zip(*parts, strict=True))
             )
-            # The tokens: a piece may end with the document's boundary slot.
-            token_end = np.minimum(begin + length, sizes)
             documents.gather_into(ids, begin, token_end, flat, at)
-            if self.has_boundary:
-                with_boundary = begin + length > sizes
-                fill = 0 if boundary_id is None else boundary_id
-                flat[(at + length - 1)[with_boundary]] = fill
         else:
             ids = begin = length = at = np.empty(0, dtype=np.int64)
-        slots = _Slots(ids, begin, length, at, size)
-        document_ids, position_ids = slots.documents() if with_ids else (None, None)
-        mask = slots.trained().reshape(count, capacity)[:, :-1]
-        rows = flat.reshape(count, capacity)
-        if document_ids is not None and position_ids is not None:
+        mask = trained.reshape(count, capacity)[:, :-1]
+        document_ids = position_ids = None
+        if with_ids:
+            document_ids, position_ids = _Slots(ids, begin, length, at, size).documents()
             document_ids = document_ids.reshape(count, capacity)[:, :-1]
             position_ids = position_ids.reshape(count, capacity)[:, :-1]
-        # Each piece trains its pairs: one fewer than its slots.
-        real = int(length.sum()) - int(length.shape[0])
+        rows = flat.reshape(count, capacity)
         return PackedPieces(rows, mask, document_ids, position_ids, real)
 
 
@@ -298,13 +338,6 @@ class _Slots:
     def _interleaved(self, last: int, *columns: np.ndarray) -> np.ndarray:
         """``columns`` interleaved piece by piece, then ``last`` (the tail's entry)."""
         return np.append(np.stack(columns, axis=1).ravel(), last)
-
-    def trained(self) -> np.ndarray:
-        """Whether each slot's target (the next slot) lies in the same piece."""
-        count = self.ids.shape[0]
-        values = np.append(np.tile(np.array([False, True, False]), count), False)
-        ones = np.ones(count, dtype=np.int64)
-        return np.repeat(values, self._interleaved(self.tail, self.gaps, self.length - 1, ones))
 
     def documents(self) -> tuple[np.ndarray, np.ndarray]:
         """Each slot's document id and position in it (``-1`` and ``0`` on padding)."""

@@ -174,7 +174,8 @@ class DataConfig:
         identity: the data cursor's state names (and checks) it.
     packing
         ``"concatenate"`` (default) or ``"best_fit"`` (packed objective, global layout):
-        how documents become rows (docs/streaming.md, "Packing choices").
+        how documents become rows (docs/streaming.md, "Packing choices"); with
+        ``mixture``, every source's rows.
     document_mask
         Confine the model's attention to each document of a packed row (and restart
         its positions there): the rows carry attention boundaries. Packed objective.
@@ -366,7 +367,6 @@ class DataConfig:
             for name, value, need, applies in (
                 ("objective", self.objective, "packed", True),
                 ("layout", self.layout, "global", self.packing == "best_fit"),
-                ("mixture", self.mixture, None, True),
             )
             if applies and value != need
         ]

@@ -117,6 +117,8 @@ class _Trainer:
                 boundary_id=config.boundary_id,
                 objective=config.objective,
                 plan_store=self._plan_store(),
+                packing=config.packing,
+                attention_boundaries=config.document_mask,
                 **({} if config.order is None else {"order": config.order}),
             )
             self.mixture.check_budget(steps=config.steps)

@@ -16,7 +16,9 @@ from mixle.models import CausalTransformerLM
 from mixle.models._accumulator import model_logits
 from mixle.models._inputs import parse_batch
 from mixle.train import TrainConfig
+from mixle.train._mixture import MixtureBatches, open_mixture
 from mixle.train._sources import make_source
+from tests.train._helpers import write_mixture
 
 
 def test_best_fit_rows_keep_their_sequence_ids_into_the_model(text_corpus: Path) -> None:
@@ -76,3 +78,27 @@ def test_bad_packing_settings_are_refused_by_name(
 ) -> None:
     with pytest.raises(ArgumentError, match=re.escape(message)):
         TrainConfig(corpus=str(text_corpus), **changes)  # type: ignore[arg-type]
+
+
+def test_cli_trains_a_mixture_with_best_fit_and_document_mask(tmp_path: Path) -> None:
+    mix = write_mixture(tmp_path, documents=(24, 6), seed=3)
+    run = str(tmp_path / "run")
+    base = ["train", "--mixture", str(mix), "--d-model", "16"]
+    base += ["--n-layer", "1", "--n-head", "2", "--block", "64", "--batch-size", "2"]
+    base += ["--threads", "1", "--log-every", "0", "--checkpoint-dir", run]
+    best_fit = [*base, "--packing", "best_fit", "--document-mask"]
+    assert main([*best_fit, "--steps", "3"]) == 0
+    assert main([*best_fit, "--steps", "5", "--resume"]) == 0
+    # The mixture's state names its packing: concatenate does not resume it.
+    assert main([*base, "--steps", "6", "--resume"]) == 2
+
+
+def test_mixture_batches_carry_sequence_ids_into_the_model(tmp_path: Path) -> None:
+    mix = write_mixture(tmp_path, documents=(24, 6), seed=4)
+    mixture, _ = open_mixture(
+        str(mix), block=64, batch_size=4, packing="best_fit", attention_boundaries=True
+    )
+    batch, _ = next(iter(MixtureBatches(mixture)))
+    parsed = parse_batch(batch, 256, 64)
+    assert parsed.sequence_ids is not None
+    assert np.array_equal(parsed.sequence_ids, batch.sequence_ids)
