@@ -64,6 +64,10 @@ class InputFormat(ABC):
     record_kind
         What a record is for :class:`RecordOrigins` (``"line"``, ``"row"``, ``"document"``,
         ``"file"``).
+    named_fields
+        Records have named fields (JSON keys, columns), so ``--id-field`` can name one:
+        the reader then gives every document its id (:attr:`InputBatch.ids`; a record
+        without a usable id is a bad record) and :meth:`origins` passes them on.
     """
 
     name: ClassVar[str]
@@ -71,6 +75,7 @@ class InputFormat(ABC):
     doc: ClassVar[FormatDoc]
     groups_files: ClassVar[bool] = False
     record_kind: ClassVar[str]
+    named_fields: ClassVar[bool] = False
 
     def named_by(self, spec: str) -> str | None:
         """The input file that ``spec``, which names no existing file, stands for, or
