@@ -743,7 +743,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
             position += self._n
         if not 0 <= position < self._n:
             raise IndexError(f"document index {index} out of range for {self._n} documents.")
-        table = self._origins_table()
+        table = self.origins_table()
         return None if table is None else table.origin(position)
 
     def find_id(self, value: str) -> np.ndarray | None:
@@ -760,11 +760,18 @@ class ShardedDocuments(Sequence[np.ndarray]):
         """
         if not isinstance(value, str):
             raise ArgumentTypeError(f"`value` must be a str. Got {type(value).__name__} instead.")
-        table = self._origins_table()
+        table = self.origins_table()
         return None if table is None else table.find_id(value)
 
-    def _origins_table(self) -> OriginsTable | None:
-        """The origins sidecar, read and checked on the first call; ``None`` without one."""
+    def origins_table(self) -> OriginsTable | None:
+        """The parsed origins sidecar (for tools that carry origins along: export,
+        ``mixle show``), read and checked on the first call; ``None`` without one.
+
+        Raises
+        ------
+        CorpusFormatError
+            The sidecar is missing, truncated or forged (names the file).
+        """
         if self._origins is None:
             self._origins = read_origins(self._store, self._manifest.metadata, self._n)
         return self._origins

@@ -288,6 +288,20 @@ class OriginsTable:
             raise CorpusFormatError(f"{where}: no runs for {documents} documents.")
         self.documents = documents
 
+    @classmethod
+    def of_file(cls, data: bytes, where: str) -> OriginsTable:
+        """Parse a sidecar that no manifest names (an export's ``PREFIX.origins``), for
+        the document count its own header gives.
+
+        Raises
+        ------
+        CorpusFormatError
+            As :class:`OriginsTable` (names ``where``).
+        """
+        if len(data) < _HEADER.size:
+            raise CorpusFormatError(f"{where}: {len(data)} bytes, shorter than its header.")
+        return cls(data, int(_HEADER.unpack_from(data)[3]), where)
+
     def origin(self, index: int) -> Origin:
         """The origin of document ``index`` (``0 <= index < documents``, checked by the caller)."""
         run = int(np.searchsorted(self.runs.first, index, side="right")) - 1
@@ -295,6 +309,36 @@ class OriginsTable:
         record = int(self.runs.record[run]) + index - int(self.runs.first[run])
         name = None if self.ids is None else self.ids.get(index, self._where)
         return Origin(path, kind, record, name)
+
+    def section(
+        self, start: int, stop: int
+    ) -> tuple[list[tuple[str, str]], OriginRuns, OriginIds | None]:
+        """The origins of documents ``start .. stop - 1`` (``0 <= start <= stop <=
+        documents``) as a sidecar of their own: the inputs they name, their runs
+        (documents from 0, inputs indexing that list) and their ids."""
+        first = self.runs.first
+        low = int(np.searchsorted(first, start, side="right")) - 1
+        high = int(np.searchsorted(first, stop, side="left"))
+        if stop <= start:
+            low = high = 0
+        firsts = first[low:high].copy()
+        records = self.runs.record[low:high].copy()
+        if firsts.shape[0]:
+            records[0] += start - firsts[0]
+            firsts[0] = start
+        used, inputs = np.unique(self.runs.input[low:high], return_inverse=True)
+        ids = None
+        if self.ids is not None:
+            offsets = self.ids.offsets[start : stop + 1]
+            data = self.ids.data[int(offsets[0]) : int(offsets[-1])]
+            ids = OriginIds(offsets - offsets[0], data)
+        runs = OriginRuns(firsts - start, inputs.astype(np.int64), records)
+        return [self.inputs[int(k)] for k in used], runs, ids
+
+    def section_bytes(self, start: int, stop: int) -> bytes:
+        """The sidecar of documents ``start .. stop - 1`` (:meth:`section`), encoded."""
+        inputs, runs, ids = self.section(start, stop)
+        return encode_origins(inputs, runs, max(stop - start, 0), ids)
 
     def find_id(self, value: str) -> np.ndarray | None:
         """The documents (ascending indices) whose id is ``value``, by one scan of the id

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from mixle.corpus.format.origins import OriginsTable
 from mixle.corpus.ingestion.formats.reading import InputBatch, ReadOptions, RecordOrigins
 from mixle.corpus.ingestion.work import InputFile, WorkUnit
 
@@ -112,6 +113,18 @@ class InputFormat(ABC):
     def origins(self, unit: WorkUnit, batch: InputBatch) -> RecordOrigins:
         """Where each document of ``batch`` (read from ``unit``) came from: O(documents
         in the batch) array work, no I/O."""
+
+    def carried_origins(self, item: InputFile | WorkUnit) -> OriginsTable | None:
+        """The origins that came with the input file (an export's sidecar), indexed by
+        the file's records, or ``None`` (default): the commit step then records those
+        origins (the documents' first inputs and ids) instead of the file's records.
+
+        Raises
+        ------
+        IngestError
+            The sidecar is there but is not one (names it).
+        """
+        return None
 
     def lines_before(self, unit: WorkUnit) -> int:
         """Lines of ``unit``'s file before the unit (read from the file; only asked to
