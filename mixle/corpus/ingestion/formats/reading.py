@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import gzip
 import io
+import itertools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -112,8 +113,16 @@ class RecordOrigins:
         )
 
 
-#: A batch tokenizer: texts in, one id array per text out (in order).
-Tokenize = Callable[[list[str]], list[np.ndarray]]
+#: A batch tokenizer: texts in; out, every text's ids back to back (one flat array)
+#: and the number of ids of each text (``int64``, in order).
+Tokenize = Callable[[list[str]], tuple[np.ndarray, np.ndarray]]
+
+
+def _utf8_bytes(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The ``"bytes"`` tokenizer: each text's UTF-8 bytes as its ids."""
+    encoded = [text.encode("utf-8") for text in texts]
+    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), lengths
 
 
 def make_tokenizer(spec: str | None) -> Tokenize | None:
@@ -121,20 +130,26 @@ def make_tokenizer(spec: str | None) -> Tokenize | None:
     ``tokenizer.json`` path (Hugging Face ``tokenizers``), or ``None``.
 
     A file is loaded once per process while its size and modification time stay the
-    same (every work unit a worker reads shares it)."""
+    same (every work unit a worker reads shares it). Texts are encoded with the
+    tokenizer's ``encode_batch_fast`` where it has one (``tokenizers`` >= 0.20: the same
+    ids as ``encode_batch``, without computing the character offsets nothing here
+    reads), and the ids go straight into one flat array: no array per document."""
     if spec is None:
         return None
     if spec == "bytes":
-        return lambda texts: [np.frombuffer(text.encode("utf-8"), dtype=np.uint8) for text in texts]
+        return _utf8_bytes
     try:
         status = os.stat(spec)
     except OSError as exc:
         raise IngestError(f"cannot load tokenizer {spec} ({exc}).") from exc
     tokenizer = _load_tokenizer(spec, status.st_size, status.st_mtime_ns)
 
-    def encode(texts: list[str]) -> list[np.ndarray]:
-        encodings = tokenizer.encode_batch(texts, add_special_tokens=False)
-        return [np.asarray(item.ids, dtype=np.int64) for item in encodings]
+    batch = getattr(tokenizer, "encode_batch_fast", None) or tokenizer.encode_batch
+
+    def encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        ids = [item.ids for item in batch(texts, add_special_tokens=False)]
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        return np.array(list(itertools.chain.from_iterable(ids)), dtype=np.int64), lengths
 
     return encode
 
@@ -232,10 +247,13 @@ class Collector:
         """Return the batch gathered so far (its texts tokenized) and start an empty one."""
         if self._texts:
             assert self._tokenize is not None, "add_text needs a collector with a tokenizer"
-            self.docs.extend(self._tokenize(self._texts))
+            assert not self.docs, "a reader adds texts or id arrays, never both"
+            tokens, lengths = self._tokenize(self._texts)
             self._texts = []
-        lengths = np.fromiter((d.shape[0] for d in self.docs), dtype=np.int64, count=len(self.docs))
-        tokens = np.concatenate(self.docs) if len(self.docs) > 1 else (self.docs or [EMPTY_IDS])[0]
+        else:
+            docs = self.docs
+            lengths = np.fromiter((d.shape[0] for d in docs), dtype=np.int64, count=len(docs))
+            tokens = np.concatenate(docs) if len(docs) > 1 else (docs or [EMPTY_IDS])[0]
         batch = InputBatch(
             tokens,
             lengths,
