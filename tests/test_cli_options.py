@@ -146,9 +146,8 @@ def test_flat_keywords_and_sections_build_the_same_ingest_options() -> None:
 
 
 def test_the_id_field_flag_reaches_the_options_and_an_empty_name_is_refused() -> None:
-    with _cli_snapshot._captured() as seen:
-        with pytest.raises(SystemExit):
-            main(["ingest", "in.jsonl", "out", "--id-field", "doc_id"])
+    with _cli_snapshot._captured() as seen, pytest.raises(SystemExit):
+        main(["ingest", "in.jsonl", "out", "--id-field", "doc_id"])
     assert seen["options"].id_field == "doc_id" and seen["options"].shape.id_field == "doc_id"
     with pytest.raises(ArgumentError, match="id_field"):
         IngestOptions(id_field="")

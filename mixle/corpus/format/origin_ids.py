@@ -82,7 +82,11 @@ class OriginIds:
                 "documents (truncated)."
             )
         offsets = np.frombuffer(data, dtype="<i8", count=documents + 1).astype(np.int64)
-        if offsets[0] != 0 or np.any(offsets[1:] < offsets[:-1]) or table + offsets[-1] != len(data):
+        if (
+            offsets[0] != 0
+            or np.any(offsets[1:] < offsets[:-1])
+            or table + offsets[-1] != len(data)
+        ):
             raise CorpusFormatError(
                 f"{where}: its id offsets are not in order or do not end with the file."
             )

@@ -42,10 +42,10 @@ if TYPE_CHECKING:
 __all__ = [
     "FLAG_IDS",
     "METADATA_KEY",
-    "ORIGINS_VERSIONS",
     "ORIGINS_MAGIC",
     "ORIGINS_NAME",
     "ORIGINS_VERSION",
+    "ORIGINS_VERSIONS",
     "Origin",
     "OriginRuns",
     "OriginsTable",
@@ -174,9 +174,7 @@ def encode_origins(
     table = json.dumps([{"path": path, "kind": kind} for path, kind in inputs]).encode()
     padding = b"\0" * (-(_HEADER.size + len(table)) % 8)
     version, flags = (1, 0) if ids is None else (2, FLAG_IDS)
-    header = _HEADER.pack(
-        ORIGINS_MAGIC, version, flags, documents, runs.first.shape[0], len(table)
-    )
+    header = _HEADER.pack(ORIGINS_MAGIC, version, flags, documents, runs.first.shape[0], len(table))
     column = b"" if ids is None else ids.to_bytes()
     return header + table + padding + runs.to_bytes() + column
 

@@ -127,7 +127,9 @@ def _through(
             return None
         names, section, ids = table.section(int(record), stop)
         mapping = np.array([inputs.setdefault(name, len(inputs)) for name in names], dtype=np.int64)
-        pieces.append(OriginRuns(section.first + documents + first, mapping[section.input], section.record))
+        pieces.append(
+            OriginRuns(section.first + documents + first, mapping[section.input], section.record)
+        )
         columns.append(ids)
     present = [column for column in columns if column is not None]
     ids = OriginIds.joined(present) if len(present) == len(columns) else None

@@ -141,9 +141,7 @@ class IngestPlan:
         """The :class:`UnitJob` every unit of this plan is converted with."""
         job = self.job
         return UnitJob(
-            ReadOptions(
-                tuple(job["fields"]), job["tokenizer"], job["split"], job.get("id_field")
-            ),
+            ReadOptions(tuple(job["fields"]), job["tokenizer"], job["split"], job.get("id_field")),
             job["append_eos"],
             job["vocab_size"],
             job["dtype"],

@@ -105,7 +105,9 @@ def _list(where: str, what: str, value: Any) -> list[Any]:
 
 def _options(where: str, options: Any) -> Mapping[str, Any]:
     """Check the recorded options (``source.options``) and return them."""
-    keys = _OPTION_KEYS + (("id_field",) if isinstance(options, dict) and "id_field" in options else ())
+    keys = _OPTION_KEYS + (
+        ("id_field",) if isinstance(options, dict) and "id_field" in options else ()
+    )
     options = _object(where, "source.options", options, keys)
     name = "source.options"
     if "id_field" in options:

@@ -52,11 +52,11 @@ def test_local_cluster_equals_the_local_run(tmp_path: Path, cluster: Any) -> Non
     assert not (out / WORK).exists()
 
 
-def test_dask_units_give_the_origins_and_ids_of_the_local_run(
-    tmp_path: Path, cluster: Any
-) -> None:
+def test_dask_units_give_the_origins_and_ids_of_the_local_run(tmp_path: Path, cluster: Any) -> None:
     path = tmp_path / "ids.jsonl"
-    path.write_text("".join(json.dumps({"input_ids": [n], "key": f"k{n}"}) + "\n" for n in range(200)))
+    path.write_text(
+        "".join(json.dumps({"input_ids": [n], "key": f"k{n}"}) + "\n" for n in range(200))
+    )
     options = dict(OPTIONS, unit_size=600, id_field="key")
     ingest([str(path)], tmp_path / "local", **options)
     out = tmp_path / "dask"

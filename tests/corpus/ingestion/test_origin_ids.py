@@ -92,7 +92,9 @@ def test_a_record_without_an_id_is_a_bad_record_naming_file_line_and_field(
 def test_an_id_of_another_type_is_refused_by_name(tmp_path: Path) -> None:
     path = tmp_path / "a.jsonl"
     path.write_text('{"input_ids": [1], "doc_id": 1.5}\n{"input_ids": [2], "doc_id": true}\n')
-    with pytest.raises(IngestError, match=r"line 1: id field 'doc_id' must be a string or an integer, got float"):
+    with pytest.raises(
+        IngestError, match=r"line 1: id field 'doc_id' must be a string or an integer, got float"
+    ):
         ingest([str(path)], tmp_path / "out", id_field="doc_id", vocab_size=10)
     ingest([str(path)], tmp_path / "skip", id_field="doc_id", vocab_size=10, on_error="skip")
     assert "got bool" in (tmp_path / "skip" / "rejects.jsonl").read_text()
@@ -179,7 +181,7 @@ def test_damaged_id_columns_are_refused_by_name() -> None:
     data = encode_origins([("f", "line")], runs, 3, ids)
     assert OriginsTable(data, 3, "w").origin(2).id == "yz"
     assert OriginsTable(data, 3, "w").origin(1).id == ""
-    with pytest.raises(CorpusFormatError, match="w: .*truncated"):
+    with pytest.raises(CorpusFormatError, match=r"w: .*truncated"):
         OriginsTable(data[: len(data) - 40], 3, "w")
     with pytest.raises(CorpusFormatError, match="w: its id offsets"):
         OriginsTable(data[:-1], 3, "w")
@@ -200,6 +202,7 @@ def test_find_scans_only_ids_of_the_same_length() -> None:
     joined = OriginIds.joined([column, OriginIds.of_strings(["id1"])])
     assert joined.find("id1")[-1] == len(values)
     keep = np.arange(len(values)) % 2 == 0
-    assert joined.select(np.append(keep, True)).find("id1").shape[0] == sum(
-        1 for n, v in enumerate(values) if v == "id1" and n % 2 == 0
-    ) + 1
+    assert (
+        joined.select(np.append(keep, True)).find("id1").shape[0]
+        == sum(1 for n, v in enumerate(values) if v == "id1" and n % 2 == 0) + 1
+    )

@@ -141,9 +141,7 @@ class JsonlFormat(InputFormat):
 
     def origins(self, unit: WorkUnit, batch: InputBatch) -> RecordOrigins:
         """Lines counted from the unit's first line (add the unit's line base)."""
-        return RecordOrigins.from_locations(
-            self.record_kind, batch.locations, None, 0, batch.ids
-        )
+        return RecordOrigins.from_locations(self.record_kind, batch.locations, None, 0, batch.ids)
 
     def lines_before(self, unit: WorkUnit) -> int:
         """The line starting at 0 plus one per newline before ``start - 1`` (a unit

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from mixle.corpus.format.origins import OriginsTable
 from mixle.corpus.ingestion.flat import FlatSource, open_megatron
 from mixle.corpus.ingestion.formats.base import FormatDoc
-from mixle.corpus.ingestion.formats.token_arrays import TokenArrayFormat
 from mixle.corpus.ingestion.formats.reading import InputBatch, ReadOptions
+from mixle.corpus.ingestion.formats.token_arrays import TokenArrayFormat
 from mixle.corpus.ingestion.work import InputFile, WorkUnit, open_binary
 from mixle.errors import CorpusFormatError, IngestError
 

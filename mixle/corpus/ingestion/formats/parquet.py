@@ -12,10 +12,10 @@ import numpy as np
 from mixle._optional import import_optional
 from mixle.corpus.ingestion.formats.base import FormatDoc, InputFormat, UnitSizes
 from mixle.corpus.ingestion.formats.reading import (
+    BadRecord,
     Collector,
     InputBatch,
     ReadOptions,
-    BadRecord,
     RecordOrigins,
     document_id,
     make_tokenizer,
@@ -158,6 +158,4 @@ class ParquetFormat(InputFormat):
 
     def origins(self, unit: WorkUnit, batch: InputBatch) -> RecordOrigins:
         """The row in the file."""
-        return RecordOrigins.from_locations(
-            self.record_kind, batch.locations, None, 0, batch.ids
-        )
+        return RecordOrigins.from_locations(self.record_kind, batch.locations, None, 0, batch.ids)
