@@ -206,3 +206,21 @@ def test_find_scans_only_ids_of_the_same_length() -> None:
         joined.select(np.append(keep, True)).find("id1").shape[0]
         == sum(1 for n, v in enumerate(values) if v == "id1" and n % 2 == 0) + 1
     )
+
+
+def test_a_plan_file_with_a_bad_id_field_is_refused(tmp_path: Path) -> None:
+    path = _records(tmp_path / "a.jsonl", 10)
+    value = plan_ingest([path], IngestOptions(id_field="doc_id", vocab_size=100)).to_dict()
+    assert value["source"]["options"]["id_field"] == value["job"]["id_field"] == "doc_id"
+    wrong_type = json.loads(json.dumps(value))
+    wrong_type["source"]["options"]["id_field"] = 5
+    with pytest.raises(IngestError, match=r"source\.options\.id_field is 5"):
+        IngestPlan.from_dict(wrong_type)
+    other_job = json.loads(json.dumps(value))
+    other_job["job"]["id_field"] = "other"
+    with pytest.raises(IngestError, match=r"job\.id_field is 'other'"):
+        IngestPlan.from_dict(other_job)
+    no_job_key = json.loads(json.dumps(value))
+    del no_job_key["job"]["id_field"]
+    with pytest.raises(IngestError, match="missing \\['id_field'\\]"):
+        IngestPlan.from_dict(no_job_key)
