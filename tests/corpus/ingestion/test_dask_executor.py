@@ -52,6 +52,7 @@ def test_local_cluster_equals_the_local_run(tmp_path: Path, cluster: Any) -> Non
     assert not (out / WORK).exists()
 
 
+@pytest.mark.slow  # short form: test_origin_ids.py's task-array test (the same unit files)
 def test_dask_units_give_the_origins_and_ids_of_the_local_run(tmp_path: Path, cluster: Any) -> None:
     path = tmp_path / "ids.jsonl"
     path.write_text(
