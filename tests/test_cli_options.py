@@ -66,6 +66,8 @@ ADDED_TRAIN_FLAGS = {
     "--vsl-buckets",
     "--vsl-curriculum",
 }
+# Ingest flags added after the snapshot was recorded (issue #29: document ids in the origins).
+ADDED_INGEST_FLAGS = {"--id-field"}
 
 
 def _without_added_defaults(config: dict[str, Any]) -> dict[str, Any]:
@@ -102,7 +104,7 @@ def test_a_train_command_line_gives_the_config_and_errors_it_gave(line: str) -> 
 def test_help_lists_every_flag_with_its_help_choices_and_default(command: str) -> None:
     key = f"{command} --help"
     now, then = _cli_snapshot.help_flags(command), SNAPSHOT[key]
-    added = ADDED_TRAIN_FLAGS if command == "train" else set()
+    added = ADDED_TRAIN_FLAGS if command == "train" else ADDED_INGEST_FLAGS
     assert added <= set(now)
     assert sorted(set(now) - added) == sorted(then)
     for flag, spec in then.items():
@@ -153,6 +155,14 @@ def test_flat_keywords_and_sections_build_the_same_ingest_options() -> None:
     assert IngestOptions(**flat.flat()) == flat
     assert flat.replace(workers=2).run == dataclasses.replace(flat.run, workers=2)
     assert IngestOptions("jsonl").input_format == "jsonl"  # the first flat field, as before
+
+
+def test_the_id_field_flag_reaches_the_options_and_an_empty_name_is_refused() -> None:
+    with _cli_snapshot._captured() as seen, pytest.raises(SystemExit):
+        main(["ingest", "in.jsonl", "out", "--id-field", "doc_id"])
+    assert seen["options"].id_field == "doc_id" and seen["options"].shape.id_field == "doc_id"
+    with pytest.raises(ArgumentError, match="id_field"):
+        IngestOptions(id_field="")
 
 
 def test_flat_fields_and_sections_build_the_same_train_config() -> None:

@@ -24,14 +24,18 @@ import numpy as np
 from mixle._file_checks import contained_shard, open_regular
 from mixle._io import naming_file
 from mixle.corpus.format.documents import ShardedDocuments
+from mixle.corpus.format.origins import ORIGINS_NAME
 from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.ingestion.flat import MEGATRON_DTYPES, MEGATRON_MAGIC
+from mixle.corpus.ingestion.formats.megatron import ORIGINS_SUFFIX
 from mixle.corpus.storage.open import open_corpus
 from mixle.errors import ArgumentTypeError, ExportError
 
 __all__ = [
     "MEGATRON_DTYPES",
     "MEGATRON_MAGIC",
+    "ORIGINS_NAME",
+    "ORIGINS_SUFFIX",
     "CorpusSource",
     "Shard",
     "ShardedDocuments",
@@ -122,6 +126,18 @@ class CorpusSource:
             first_token += entry["num_tokens"]
         self.shards: tuple[Shard, ...] = tuple(shards)
         self._token_starts = [shard.first_token for shard in shards]
+
+    def origins(self, first_document: int, stop_document: int) -> bytes | None:
+        """The origins sidecar of documents ``first_document .. stop_document - 1``
+        (``docs/format.md`` section 15), or ``None`` for a corpus without one.
+
+        Raises
+        ------
+        CorpusFormatError
+            The corpus's sidecar is missing, truncated or forged (names the file).
+        """
+        table = self.documents.origins_table()
+        return None if table is None else table.section_bytes(first_document, stop_document)
 
     def lengths(self, first_document: int, stop_document: int) -> np.ndarray:
         """Int64 lengths of documents ``first_document .. stop_document - 1``."""

@@ -24,6 +24,10 @@ chunk and the config LitData's writer produces for 1-D NumPy items under
 ``uint16``, ``uint32`` or ``int64``). ``updated_at``, which LitData uses only to name
 its cache directory for a remote dataset, is derived from the corpus fingerprint and
 the chunking, so an export is bitwise deterministic.
+
+A corpus with an origins sidecar also gets ``origins.bin`` (``docs/format.md`` section
+15): the corpus's documents in order, document ``d`` being the ``d``-th document of the
+token stream (LitData items are pieces of documents; ``TokensLoader`` ignores them).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from mixle.corpus.export._output import write_file
-from mixle.corpus.export._source import CorpusSource, new_file, write_all
+from mixle.corpus.export._source import ORIGINS_NAME, CorpusSource, new_file, write_all
 from mixle.errors import ArgumentError
 
 __all__ = ["DEFAULT_CHUNK_BYTES", "MAX_CHUNK_BYTES", "chunk_tokens", "write_litdata"]
@@ -124,4 +128,8 @@ def write_litdata(source: CorpusSource, directory: str, tokens_per_chunk: int) -
     data = json.dumps(index, sort_keys=True).encode("utf-8")
     write_file(os.path.join(directory, INDEX_NAME), data)
     written["index"] += len(data)
+    origins = source.origins(0, source.num_documents)
+    if origins is not None:
+        write_file(os.path.join(directory, ORIGINS_NAME), origins)
+        written["index"] += len(origins)
     return written

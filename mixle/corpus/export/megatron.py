@@ -17,7 +17,10 @@ mixle writes one sequence per document, so the document indices are ``0..S``, th
 pointers are the exclusive prefix sums of the lengths times the id size, and the
 ``.bin`` is the documents' ids back to back: exactly a mixle ``.tokens`` file.
 So a shard's ``.bin`` is its tokens file, hard-linked (or reflinked, or copied
-where neither is possible), and only the small ``.idx`` is written.
+where neither is possible), and only the small ``.idx`` is written. A corpus with an
+origins sidecar also gets ``PREFIX.origins``: the sidecar of the prefix's documents
+(``docs/format.md`` section 15, documents counted from the prefix's first), which
+``mixle ingest`` of the pair picks up, so the documents keep their origins.
 
 Dtypes: ``uint16`` stays ``uint16`` (code 8) and ``int64`` stays ``int64`` (code 5).
 Megatron has no uint32 code, so a ``uint32`` corpus becomes ``int32`` (code 4, what
@@ -38,9 +41,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mixle.corpus.export._output import write_file
 from mixle.corpus.export._source import (
     MEGATRON_DTYPES,
     MEGATRON_MAGIC,
+    ORIGINS_SUFFIX,
     CorpusSource,
     Shard,
     new_file,
@@ -150,6 +155,10 @@ def write_megatron(
         placed["index"] += _write_index(
             source, index_path, first, first + prefix.num_documents, dtype
         )
+        origins = source.origins(first, first + prefix.num_documents)
+        if origins is not None:
+            write_file(os.path.join(directory, prefix.name + ORIGINS_SUFFIX), origins)
+            placed["index"] += len(origins)
     return placed
 
 

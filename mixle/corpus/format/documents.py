@@ -743,12 +743,38 @@ class ShardedDocuments(Sequence[np.ndarray]):
             position += self._n
         if not 0 <= position < self._n:
             raise IndexError(f"document index {index} out of range for {self._n} documents.")
+        table = self.origins_table()
+        return None if table is None else table.origin(position)
+
+    def find_id(self, value: str) -> np.ndarray | None:
+        """The indices (ascending) of the documents whose ``--id-field`` value is
+        ``value``, or ``None`` for a corpus whose origins sidecar holds no ids (or that
+        has none). One scan of the sidecar's id column: no document's tokens are read.
+
+        Raises
+        ------
+        ArgumentTypeError
+            ``value`` is not a string.
+        CorpusFormatError
+            The sidecar is missing, truncated or forged (names the file).
+        """
+        if not isinstance(value, str):
+            raise ArgumentTypeError(f"`value` must be a str. Got {type(value).__name__} instead.")
+        table = self.origins_table()
+        return None if table is None else table.find_id(value)
+
+    def origins_table(self) -> OriginsTable | None:
+        """The parsed origins sidecar (for tools that carry origins along: export,
+        ``mixle show``), read and checked on the first call; ``None`` without one.
+
+        Raises
+        ------
+        CorpusFormatError
+            The sidecar is missing, truncated or forged (names the file).
+        """
         if self._origins is None:
-            table = read_origins(self._store, self._manifest.metadata, self._n)
-            if table is None:
-                return None
-            self._origins = table
-        return self._origins.origin(position)
+            self._origins = read_origins(self._store, self._manifest.metadata, self._n)
+        return self._origins
 
     def _normalize(self, indices: Any) -> np.ndarray:
         array = np.asarray(indices)

@@ -10,12 +10,16 @@ one run (24 bytes) per input file, however many documents it holds. The manifest
 sealed by the manifest's own checksum; a reader that does not want origins never
 opens it, and a corpus without one is an ordinary corpus.
 
-Layout (little-endian): ``MAGIC`` (8 bytes), ``u32`` version (1), ``u32`` flags (0),
+Layout (little-endian): ``MAGIC`` (8 bytes), ``u32`` version (1 or 2), ``u32`` flags,
 ``u64`` documents, ``u64`` runs, ``u64`` input-table bytes, the input table (UTF-8
 JSON: a list of ``{"path", "kind"}``), zero padding to a multiple of 8, then three
 ``int64`` columns of ``runs`` entries each: the run's first document (0 first, strictly
 increasing, below the document count), its input (an index into the table), and its
 first record. Document ``d`` of run ``k`` has record ``record[k] + d - first[k]``.
+Version 2 adds flag bit 0 (:data:`FLAG_IDS`): an id column follows the runs
+(:class:`~.origin_ids.OriginIds`, one string per document, from ``--id-field``).
+Writers write version 1 when there are no ids (readable by mixle before ids) and 2
+with them; readers read both.
 """
 
 from __future__ import annotations
@@ -29,16 +33,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mixle.corpus.format.origin_ids import OriginIds
 from mixle.errors import CorpusFormatError
 
 if TYPE_CHECKING:
     from mixle.corpus.format.store import ShardStore
 
 __all__ = [
+    "FLAG_IDS",
     "METADATA_KEY",
     "ORIGINS_MAGIC",
     "ORIGINS_NAME",
     "ORIGINS_VERSION",
+    "ORIGINS_VERSIONS",
     "Origin",
     "OriginRuns",
     "OriginsTable",
@@ -52,7 +59,11 @@ __all__ = [
 
 ORIGINS_NAME = "origins.bin"
 ORIGINS_MAGIC = b"MXORIGIN"
-ORIGINS_VERSION = 1
+#: The newest version written (2: with an id column); :data:`ORIGINS_VERSIONS` are read.
+ORIGINS_VERSION = 2
+ORIGINS_VERSIONS = (1, 2)
+#: Flag bit: an id column follows the runs (version 2).
+FLAG_IDS = 1
 _HEADER = struct.Struct("<8sIIQQQ")
 #: The manifest metadata key that names the sidecar.
 METADATA_KEY = "origins"
@@ -61,15 +72,17 @@ METADATA_KEY = "origins"
 @dataclass(frozen=True, slots=True)
 class Origin:
     """Where one document came from: ``record`` (0-based) of kind ``kind`` (``"line"``,
-    ``"row"``, ``"document"``, ``"file"``) in the input file ``path``."""
+    ``"row"``, ``"document"``, ``"file"``) in the input file ``path``, and the value of
+    its ``--id-field`` (``id``; ``None`` when the corpus was ingested without one)."""
 
     path: str
     kind: str
     record: int
+    id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form."""
-        return {"path": self.path, "kind": self.kind, "record": self.record}
+        return {"path": self.path, "kind": self.kind, "record": self.record, "id": self.id}
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,20 +161,28 @@ def coalesce_runs(runs: OriginRuns) -> OriginRuns:
     return OriginRuns(runs.first[keep], runs.input[keep], runs.record[keep])
 
 
-def encode_origins(inputs: Sequence[tuple[str, str]], runs: OriginRuns, documents: int) -> bytes:
+def encode_origins(
+    inputs: Sequence[tuple[str, str]],
+    runs: OriginRuns,
+    documents: int,
+    ids: OriginIds | None = None,
+) -> bytes:
     """The sidecar's bytes for ``documents`` documents read from ``inputs`` (``(path,
-    kind)`` pairs) as ``runs``."""
+    kind)`` pairs) as ``runs``, with their ``ids`` (version 2) or without (version 1)."""
+    if ids is not None and ids.documents != documents:
+        raise ValueError(f"{ids.documents} ids for {documents} documents")
     table = json.dumps([{"path": path, "kind": kind} for path, kind in inputs]).encode()
     padding = b"\0" * (-(_HEADER.size + len(table)) % 8)
-    header = _HEADER.pack(
-        ORIGINS_MAGIC, ORIGINS_VERSION, 0, documents, runs.first.shape[0], len(table)
-    )
-    return header + table + padding + runs.to_bytes()
+    version, flags = (1, 0) if ids is None else (2, FLAG_IDS)
+    header = _HEADER.pack(ORIGINS_MAGIC, version, flags, documents, runs.first.shape[0], len(table))
+    column = b"" if ids is None else ids.to_bytes()
+    return header + table + padding + runs.to_bytes() + column
 
 
 def concatenate_origins(tables: Sequence[OriginsTable]) -> bytes:
     """The sidecar of the concatenation of the corpora whose sidecars are ``tables``
-    (in order): one input table, documents counted on."""
+    (in order): one input table, documents counted on; the ids kept when every table
+    has them (dropped otherwise: a document never has a made-up id)."""
     inputs: dict[tuple[str, str], int] = {}
     parts = []
     documents = 0
@@ -170,14 +191,19 @@ def concatenate_origins(tables: Sequence[OriginsTable]) -> bytes:
         zero = np.zeros(len(table.inputs), dtype=np.int64)
         parts.append(table.runs.shifted(documents, mapping.astype(np.int64), zero))
         documents += table.documents
-    return encode_origins(list(inputs), coalesce_runs(OriginRuns.joined(parts)), documents)
+    columns = [table.ids for table in tables]
+    ids = None
+    if tables and all(column is not None for column in columns):
+        ids = OriginIds.joined([column for column in columns if column is not None])
+    return encode_origins(list(inputs), coalesce_runs(OriginRuns.joined(parts)), documents, ids)
 
 
 def origins_reference(data: bytes) -> dict[str, Any]:
-    """The manifest metadata entry that names a sidecar of bytes ``data``."""
+    """The manifest metadata entry that names a sidecar of bytes ``data`` (its version
+    is the file's own)."""
     return {
         "file": ORIGINS_NAME,
-        "version": ORIGINS_VERSION,
+        "version": struct.unpack_from("<I", data, 8)[0],
         "bytes": len(data),
         "sha256": hashlib.sha256(data).hexdigest(),
     }
@@ -197,13 +223,14 @@ def sidecar_reference(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
     if (
         not isinstance(reference, dict)
         or reference.get("file") != ORIGINS_NAME
-        or reference.get("version") != ORIGINS_VERSION
+        or reference.get("version") not in ORIGINS_VERSIONS
+        or isinstance(reference.get("version"), bool)
         or not isinstance(reference.get("bytes"), int)
         or not isinstance(reference.get("sha256"), str)
     ):
         raise CorpusFormatError(
-            f"manifest metadata 'origins' is {reference!r}, not a version-{ORIGINS_VERSION} "
-            f"reference to {ORIGINS_NAME}."
+            f"manifest metadata 'origins' is {reference!r}, not a version "
+            f"{' or '.join(map(str, ORIGINS_VERSIONS))} reference to {ORIGINS_NAME}."
         )
     return reference
 
@@ -221,11 +248,18 @@ class OriginsTable:
         """
         if len(data) < _HEADER.size:
             raise CorpusFormatError(f"{where}: {len(data)} bytes, shorter than its header.")
-        magic, version, _, count, runs, table_bytes = _HEADER.unpack_from(data)
-        if magic != ORIGINS_MAGIC or version != ORIGINS_VERSION:
-            raise CorpusFormatError(f"{where}: not a version-{ORIGINS_VERSION} origins sidecar.")
+        magic, version, flags, count, runs, table_bytes = _HEADER.unpack_from(data)
+        if magic != ORIGINS_MAGIC or version not in ORIGINS_VERSIONS:
+            raise CorpusFormatError(
+                f"{where}: not an origins sidecar of version "
+                f"{' or '.join(map(str, ORIGINS_VERSIONS))}."
+            )
+        if flags & ~FLAG_IDS or (version == 1 and flags):
+            raise CorpusFormatError(f"{where}: unknown flags {flags:#x} for version {version}.")
         start = _HEADER.size + table_bytes + (-(_HEADER.size + table_bytes) % 8)
-        if count != documents or len(data) != start + 24 * runs:
+        end = start + 24 * runs
+        with_ids = bool(flags & FLAG_IDS)
+        if count != documents or len(data) < end or (not with_ids and len(data) != end):
             raise CorpusFormatError(
                 f"{where}: {len(data)} bytes for {runs} runs of {count} documents; the corpus "
                 f"has {documents} (truncated or from another corpus)."
@@ -235,7 +269,10 @@ class OriginsTable:
             self.inputs = [(str(item["path"]), str(item["kind"])) for item in table]
         except (ValueError, TypeError, KeyError) as exc:
             raise CorpusFormatError(f"{where}: its input table is not valid ({exc}).") from exc
-        self.runs = OriginRuns.from_bytes(data[start:], where)
+        self.runs = OriginRuns.from_bytes(data[start:end], where)
+        #: The id column (``--id-field``), or ``None``.
+        self.ids = OriginIds.from_bytes(data[end:], documents, where) if with_ids else None
+        self._where = where
         first, inputs = self.runs.first, self.runs.input
         if runs and (
             first[0] != 0
@@ -249,11 +286,62 @@ class OriginsTable:
             raise CorpusFormatError(f"{where}: no runs for {documents} documents.")
         self.documents = documents
 
+    @classmethod
+    def of_file(cls, data: bytes, where: str) -> OriginsTable:
+        """Parse a sidecar that no manifest names (an export's ``PREFIX.origins``), for
+        the document count its own header gives.
+
+        Raises
+        ------
+        CorpusFormatError
+            As :class:`OriginsTable` (names ``where``).
+        """
+        if len(data) < _HEADER.size:
+            raise CorpusFormatError(f"{where}: {len(data)} bytes, shorter than its header.")
+        return cls(data, int(_HEADER.unpack_from(data)[3]), where)
+
     def origin(self, index: int) -> Origin:
         """The origin of document ``index`` (``0 <= index < documents``, checked by the caller)."""
         run = int(np.searchsorted(self.runs.first, index, side="right")) - 1
         path, kind = self.inputs[int(self.runs.input[run])]
-        return Origin(path, kind, int(self.runs.record[run]) + index - int(self.runs.first[run]))
+        record = int(self.runs.record[run]) + index - int(self.runs.first[run])
+        name = None if self.ids is None else self.ids.get(index, self._where)
+        return Origin(path, kind, record, name)
+
+    def section(
+        self, start: int, stop: int
+    ) -> tuple[list[tuple[str, str]], OriginRuns, OriginIds | None]:
+        """The origins of documents ``start .. stop - 1`` (``0 <= start <= stop <=
+        documents``) as a sidecar of their own: the inputs they name, their runs
+        (documents from 0, inputs indexing that list) and their ids."""
+        first = self.runs.first
+        low = int(np.searchsorted(first, start, side="right")) - 1
+        high = int(np.searchsorted(first, stop, side="left"))
+        if stop <= start:
+            low = high = 0
+        firsts = first[low:high].copy()
+        records = self.runs.record[low:high].copy()
+        if firsts.shape[0]:
+            records[0] += start - firsts[0]
+            firsts[0] = start
+        used, inputs = np.unique(self.runs.input[low:high], return_inverse=True)
+        ids = None
+        if self.ids is not None:
+            offsets = self.ids.offsets[start : stop + 1]
+            data = self.ids.data[int(offsets[0]) : int(offsets[-1])]
+            ids = OriginIds(offsets - offsets[0], data)
+        runs = OriginRuns(firsts - start, inputs.astype(np.int64), records)
+        return [self.inputs[int(k)] for k in used], runs, ids
+
+    def section_bytes(self, start: int, stop: int) -> bytes:
+        """The sidecar of documents ``start .. stop - 1`` (:meth:`section`), encoded."""
+        inputs, runs, ids = self.section(start, stop)
+        return encode_origins(inputs, runs, max(stop - start, 0), ids)
+
+    def find_id(self, value: str) -> np.ndarray | None:
+        """The documents (ascending indices) whose id is ``value``, by one scan of the id
+        column; ``None`` when the sidecar has no ids."""
+        return None if self.ids is None else self.ids.find(value)
 
 
 def read_origins(

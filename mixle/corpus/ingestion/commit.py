@@ -249,6 +249,7 @@ def plan_publish(
         lambda unit, name, limit: area.read_bytes(f"{unit_name(unit.index)}/{name}", limit),
         lambda data: atomic_write_bytes(os.path.join(work, ORIGINS_NAME), data),
         metadata,
+        plan.job.get("id_field") is not None,
     )
     summary = {"skipped": skipped, "rejects": rejects}
     publish_plan = build_publish_plan(
@@ -269,11 +270,12 @@ def _publish_origins(
     read: Callable[[WorkUnit, str, int], bytes | None],
     write: Callable[[bytes], None],
     metadata: dict[str, Any],
+    with_ids: bool,
 ) -> list[str]:
-    """Join the units' origin runs (:func:`join_unit_origins`), ``write`` the sidecar
-    into the work directory and name it in ``metadata``; return the files to publish
-    beside the shards (none when a unit left no runs)."""
-    data = join_unit_origins(units, results, read)
+    """Join the units' origin runs (and their ids, ``with_ids``: :func:`join_unit_origins`),
+    ``write`` the sidecar into the work directory and name it in ``metadata``; return
+    the files to publish beside the shards (none when a unit left no runs)."""
+    data = join_unit_origins(units, results, read, with_ids)
     if data is None:
         return []
     write(data)
@@ -488,6 +490,7 @@ def _commit(
         ),
         lambda data: area.write_bytes(f"{WORK_DIR_NAME}/{ORIGINS_NAME}", data),
         metadata,
+        plan.job.get("id_field") is not None,
     )
     publish_plan = build_publish_plan(
         shards,

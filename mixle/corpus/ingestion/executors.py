@@ -75,7 +75,7 @@ def load_plan(inputs: Any, options: IngestOptions) -> IngestPlan:
     defaults = recorded_options(IngestOptions())
     planned = plan.source["options"]
     for key, value in recorded_options(options).items():
-        if value != defaults[key] and value != planned.get(key):
+        if value != defaults.get(key) and value != planned.get(key):
             problems.append(f"{key} in {name}: {planned.get(key)!r} / given: {value!r}")
     if problems:
         raise ArgumentError(

@@ -127,6 +127,13 @@ class CorpusShape:
         help="JSONL key / Parquet column with the ids (default: input_ids, then tokens) or, "
         "with --tokenizer, the text (default: text); e.g. --field ids",
     )
+    id_field: str | None = option(
+        None,
+        metavar="NAME",
+        help="JSONL key / Parquet column whose value (a string, or an integer written in "
+        "decimal) is each document's id, kept in the origins sidecar (origin(i).id, "
+        "find_id); a record without one is a bad record (e.g. --id-field doc_id)",
+    )
     tokenizer: str | None = option(
         None,
         help="tokenize text: 'bytes' (UTF-8 bytes, built in) or PATH/tokenizer.json "
@@ -187,6 +194,10 @@ class CorpusShape:
         if eos is not None and vocab is not None and eos >= vocab:
             raise ArgumentError(
                 f"`append_eos` must be below `vocab_size` {vocab}. Got {eos} instead."
+            )
+        if self.id_field is not None and (not isinstance(self.id_field, str) or not self.id_field):
+            raise ArgumentError(
+                f"`id_field` must be a non-empty field name. Got {self.id_field!r} instead."
             )
         if eos is not None and fixed is not None and eos >= dtype_limit(fixed):
             raise ArgumentError(f"`append_eos` {eos} does not fit the dtype {fixed}.")

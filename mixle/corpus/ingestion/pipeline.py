@@ -248,6 +248,11 @@ def ingest(
     field
         JSONL key / Parquet column holding the ids (default ``input_ids``, then
         ``tokens``) or, with ``tokenizer``, the text (default ``text``).
+    id_field
+        JSONL key / Parquet column whose value is each document's id, kept in the
+        origins sidecar (``origin(i).id``, ``find_id``): a string as it is, an integer
+        in decimal; a record without one (or with another type) is a bad record.
+        ``None`` (default): no ids.
     tokenizer
         ``"bytes"`` (UTF-8 bytes, ids 0..255) or a Hugging Face ``tokenizer.json``
         path (needs ``tokenizers``). Text files default to ``"bytes"``.

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,7 @@ from mixle._safe_json import loads_bounded
 from mixle._version import __version__
 from mixle.corpus.format.manifest import canonical_json
 from mixle.corpus.format.spec import resolve_dtype
+from mixle.corpus.ingestion.formats import get_format, input_formats
 from mixle.corpus.ingestion.input_readers import ReadOptions, make_tokenizer
 from mixle.corpus.ingestion.inputs import InputFile, WorkUnit, plan_units, resolve_inputs
 from mixle.corpus.ingestion.options import IngestOptions
@@ -58,7 +59,7 @@ def recorded_options(options: IngestOptions) -> dict[str, Any]:
             )
         make_tokenizer(tokenizer)  # fail fast: missing package or unreadable file
         tokenizer_id = {"file": os.path.basename(tokenizer), "sha256": file_sha256(tokenizer)}
-    return {
+    recorded = {
         "input_format": options.input_format,
         "field": list(options.fields),
         "tokenizer": tokenizer_id,
@@ -70,6 +71,9 @@ def recorded_options(options: IngestOptions) -> dict[str, Any]:
         "on_error": options.on_error,
         "unit_size": options.unit_size,
     }
+    if options.id_field is not None:  # only when given: older plans and manifests keep their bytes
+        recorded["id_field"] = options.id_field
+    return recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +141,7 @@ class IngestPlan:
         """The :class:`UnitJob` every unit of this plan is converted with."""
         job = self.job
         return UnitJob(
-            ReadOptions(tuple(job["fields"]), job["tokenizer"], job["split"]),
+            ReadOptions(tuple(job["fields"]), job["tokenizer"], job["split"], job.get("id_field")),
             job["append_eos"],
             job["vocab_size"],
             job["dtype"],
@@ -285,6 +289,8 @@ def plan_ingest(inputs: Any, options: IngestOptions) -> IngestPlan:
         "options": recorded_options(options),
     }
     files = resolve_inputs(input_list, options.input_format)
+    if options.id_field is not None:
+        _check_named_fields(files)
     # Ids of flat inputs go to disk as they are, so a unit of one shard's worth of ids
     # yields one full shard (fewer, larger shards; fewer fsyncs).
     units = plan_units(files, options.unit_size, max(options.unit_size, options.shard_size))
@@ -300,7 +306,27 @@ def plan_ingest(inputs: Any, options: IngestOptions) -> IngestPlan:
         "shard_size": options.shard_size,
         "on_error": options.on_error,
     }
+    if options.id_field is not None:
+        job["id_field"] = options.id_field
     return IngestPlan(source, tuple(files), tuple(units), job)
+
+
+def _check_named_fields(files: Sequence[InputFile]) -> None:
+    """Refuse ``--id-field`` for inputs whose records have no named fields.
+
+    Raises
+    ------
+    ArgumentError
+        An input's format has no fields to name (names the file and the formats that do).
+    """
+    for item in files:
+        if not get_format(item.format).named_fields:
+            named = [form.name for form in input_formats() if form.named_fields]
+            raise ArgumentError(
+                f"`id_field` (--id-field) names a field of each record, but {item.path} is "
+                f"{item.format} input, whose records have none (formats with fields: "
+                f"{', '.join(named)})."
+            )
 
 
 def plan_differences(
@@ -311,8 +337,9 @@ def plan_differences(
     ``label`` names ``previous`` in the lines (``"<key> in <label>: old / now: new"``).
     """
     differences = []
-    for key, value in plan["source"]["options"].items():
-        old = previous["source"]["options"].get(key)
+    options, before = plan["source"]["options"], previous["source"]["options"]
+    for key in [*options, *(key for key in before if key not in options)]:
+        old, value = before.get(key), options.get(key)
         if old != value:
             differences.append(f"{key} in {label}: {old!r} / now: {value!r}")
     if previous["source"]["inputs"] != plan["source"]["inputs"]:

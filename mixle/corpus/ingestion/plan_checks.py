@@ -105,8 +105,13 @@ def _list(where: str, what: str, value: Any) -> list[Any]:
 
 def _options(where: str, options: Any) -> Mapping[str, Any]:
     """Check the recorded options (``source.options``) and return them."""
-    options = _object(where, "source.options", options, _OPTION_KEYS)
+    keys = _OPTION_KEYS + (
+        ("id_field",) if isinstance(options, dict) and "id_field" in options else ()
+    )
+    options = _object(where, "source.options", options, keys)
     name = "source.options"
+    if "id_field" in options:
+        _str(where, f"{name}.id_field", options["id_field"])
     if options["input_format"] is not None:
         _str(where, f"{name}.input_format", options["input_format"], format_names())
     names = _list(where, f"{name}.field", options["field"])
@@ -134,7 +139,7 @@ def _options(where: str, options: Any) -> Mapping[str, Any]:
 def implied_job(options: Mapping[str, Any], tokenizer_path: Any) -> dict[str, Any]:
     """The worker ``job`` that the recorded ``options`` imply (``tokenizer_path`` is the
     one thing the options do not fix: where the tokenizer file is on this machine)."""
-    return {
+    job = {
         "fields": list(options["field"]),
         "tokenizer": tokenizer_path,
         "split": options["split"],
@@ -146,11 +151,15 @@ def implied_job(options: Mapping[str, Any], tokenizer_path: Any) -> dict[str, An
         "shard_size": options["shard_size"],
         "on_error": options["on_error"],
     }
+    if "id_field" in options:  # recorded only when given (older plans have no such key)
+        job["id_field"] = options["id_field"]
+    return job
 
 
 def _job(where: str, job: Any, options: Mapping[str, Any]) -> dict[str, Any]:
     """Check that ``job`` is the one ``options`` imply (field by field) and return it."""
-    job = _object(where, "job", job, _JOB_KEYS)
+    keys = _JOB_KEYS + (("id_field",) if "id_field" in options else ())
+    job = _object(where, "job", job, keys)
     recorded = options["tokenizer"]
     tokenizer = job["tokenizer"]
     if isinstance(recorded, dict):
@@ -158,7 +167,7 @@ def _job(where: str, job: Any, options: Mapping[str, Any]) -> dict[str, Any]:
     elif tokenizer != recorded:
         raise _fail(where, "job.tokenizer", tokenizer, f"{recorded!r} (source.options.tokenizer)")
     expected = implied_job(options, tokenizer)
-    for key in _JOB_KEYS:
+    for key in keys:
         if job[key] != expected[key] or type(job[key]) is not type(expected[key]):
             raise _fail(
                 where, f"job.{key}", job[key], f"{expected[key]!r} (implied by source.options)"

@@ -26,6 +26,7 @@ import numpy as np
 from mixle._io import fsync_file, naming_file, write_json_atomic
 from mixle.corpus.format.encode import narrow, needed_dtype
 from mixle.corpus.format.manifest import Manifest, write_manifest
+from mixle.corpus.format.origin_ids import OriginIds
 from mixle.corpus.format.origins import OriginRuns, coalesce_runs
 from mixle.corpus.format.shard import ShardWriter, rewrite_shard_dtype
 from mixle.corpus.format.spec import MANIFEST_NAME, dtype_limit
@@ -39,6 +40,7 @@ from mixle.corpus.ingestion.inputs import WorkUnit
 from mixle.errors import IngestError
 
 __all__ = [
+    "UNIT_IDS_NAME",
     "UNIT_ORIGINS_NAME",
     "UNIT_RECORDS",
     "UnitJob",
@@ -54,8 +56,11 @@ REJECTS_NAME = "rejects.jsonl"
 #: (JSONL lines from the unit's first line); the commit step joins them into the
 #: corpus's ``origins.bin``.
 UNIT_ORIGINS_NAME = "origins.runs"
+#: With ``--id-field``: the unit's document ids (:meth:`OriginIds.to_bytes`, in
+#: document order), joined at commit into the sidecar's id column.
+UNIT_IDS_NAME = "origins.ids"
 #: A finished unit's small files (not its shards): record, manifest, rejects, origins.
-UNIT_RECORDS = (DONE_NAME, MANIFEST_NAME, REJECTS_NAME, UNIT_ORIGINS_NAME)
+UNIT_RECORDS = (DONE_NAME, MANIFEST_NAME, REJECTS_NAME, UNIT_ORIGINS_NAME, UNIT_IDS_NAME)
 
 # Progress counters shared with the coordinating process: documents, tokens, input
 # bytes. Set by :func:`init_worker` (pool) or directly (in-process run).
@@ -258,10 +263,12 @@ def convert_unit(unit: WorkUnit, job: UnitJob, unit_dir: str) -> dict[str, Any]:
     rejects: list[tuple[tuple[int, int], str]] = []
     stats = {"documents": 0, "tokens": 0, "lines": 0, "input_bytes": 0}
     runs: list[OriginRuns] = []
+    ids: list[OriginIds] = []
     try:
         for batch in read_unit(unit, job.read):
             origins = record_origins(unit, batch)
             inputs, records = origins.file, origins.record
+            names = None if origins.ids is None else OriginIds.of_strings(origins.ids)
             # A plain ndarray view (np.memmap slicing is slow) of the batch's ids.
             tokens, lengths = np.asarray(batch.tokens), batch.lengths
             if job.append_eos is not None:
@@ -278,7 +285,10 @@ def convert_unit(unit: WorkUnit, job: UnitJob, unit_dir: str) -> dict[str, Any]:
                 tokens = tokens[np.repeat(keep, lengths)]
                 lengths = lengths[keep]
                 inputs, records = inputs[keep], records[keep]
+                names = None if names is None else names.select(keep)
             runs.append(OriginRuns.of_documents(inputs, records, stats["documents"]))
+            if names is not None:
+                ids.append(names)
             writer.write(tokens, lengths, limit)
             rejects.extend(sorted(problems))
             stats["documents"] += int(lengths.shape[0])
@@ -299,10 +309,17 @@ def convert_unit(unit: WorkUnit, job: UnitJob, unit_dir: str) -> dict[str, Any]:
             for location, reason in rejects:
                 handle.write(json.dumps({"location": list(location), "reason": reason}) + "\n")
             fsync_file(handle)
-    path = os.path.join(unit_dir, UNIT_ORIGINS_NAME)
-    with naming_file(path), open(path, "wb") as handle:
-        handle.write(coalesce_runs(OriginRuns.joined(runs)).to_bytes())
-        fsync_file(handle)
+    _write_unit_file(unit_dir, UNIT_ORIGINS_NAME, coalesce_runs(OriginRuns.joined(runs)).to_bytes())
+    if job.read.id_field is not None:
+        _write_unit_file(unit_dir, UNIT_IDS_NAME, OriginIds.joined(ids).to_bytes())
     result = dict(stats, skipped=len(rejects), dtype=manifest.dtype)
     write_json_atomic(os.path.join(unit_dir, DONE_NAME), result)
     return result
+
+
+def _write_unit_file(unit_dir: str, name: str, data: bytes) -> None:
+    """Write ``data`` to ``unit_dir/name`` and fsync it (before ``done.json``)."""
+    path = os.path.join(unit_dir, name)
+    with naming_file(path), open(path, "wb") as handle:
+        handle.write(data)
+        fsync_file(handle)

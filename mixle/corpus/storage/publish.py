@@ -323,13 +323,16 @@ def _copy_raw(documents: Any, directory: str) -> dict[str, Any]:
     manifest there."""
     store = documents.store
     manifest: Manifest = documents.parsed_manifest
-    names = [name for entry in manifest.shards for name in entry.files] + _sidecars(manifest)
-    for name in names:
+    for name in [name for entry in manifest.shards for name in entry.files]:
         path = store.local_path(name)
         try:
             shutil.copyfile(path, os.path.join(directory, name))
         finally:
             store.release(name)
+    reference = sidecar_reference(manifest.metadata)
+    if reference is not None:  # a file of any store (a zarr corpus keeps it as an array)
+        with open(os.path.join(directory, ORIGINS_NAME), "wb") as handle:
+            handle.write(store.read_file(ORIGINS_NAME, reference["bytes"]))
     write_manifest(directory, manifest)
     return manifest.to_dict()
 

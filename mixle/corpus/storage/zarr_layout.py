@@ -6,6 +6,8 @@ A zarr corpus is a zarr v3 group::
     shard-00000.tokens/            1-D array of the corpus dtype (the .tokens file's ids)
     shard-00000.offsets/           1-D int64 array: the offsets (without the 32-byte header)
     ...
+    origins.bin/                   1-D uint8 array: the origins sidecar's bytes, when the
+                                   manifest names one (checked against its SHA-256)
 
 Each array uses the sharding codec (inner chunks of :data:`CHUNK_ELEMENTS` ids,
 :data:`SHARD_CHUNKS` chunks per stored object) with zstd. The manifest is the raw
@@ -33,6 +35,7 @@ import numpy as np
 
 from mixle._safe_json import loads_bounded
 from mixle.corpus.format.manifest import Manifest
+from mixle.corpus.format.origins import ORIGINS_NAME, sidecar_reference
 from mixle.corpus.format.spec import HEADER_SIZE, OffsetsHeader
 from mixle.corpus.storage.fs import BadResult
 from mixle.corpus.storage.remote import RemoteStore
@@ -79,6 +82,15 @@ def write_zarr_group(
     store = documents.store
     group = zarr.open_group(LocalStore(directory), mode="w", zarr_format=3)
     dtype = np.dtype(parsed.dtype).newbyteorder("<")
+    arrays: list[tuple[str, np.ndarray]] = []
+    reference = sidecar_reference(parsed.metadata)
+    if reference is not None:  # checked as read_origins checks it: never copy a forged one
+        data = bytes(store.read_file(ORIGINS_NAME, reference["bytes"]))
+        if hashlib.sha256(data).hexdigest() != reference["sha256"]:
+            raise CorpusFormatError(
+                f"{store.location}/{ORIGINS_NAME}: its SHA-256 is not the manifest's."
+            )
+        arrays.append((ORIGINS_NAME, np.frombuffer(data, dtype=np.uint8)))
     for entry in parsed.shards:
         tokens_path = store.local_path(entry.tokens)
         offsets_path = store.local_path(entry.offsets)
@@ -90,7 +102,8 @@ def write_zarr_group(
         finally:
             store.release(entry.tokens)
             store.release(entry.offsets)
-        for name, values in ((entry.tokens, tokens), (entry.offsets, offsets)):
+        arrays += [(entry.tokens, tokens), (entry.offsets, offsets)]
+        for name, values in arrays:
             chunk, shard = _array_geometry(values.shape[0])
             array = group.create_array(
                 name,
@@ -105,6 +118,7 @@ def write_zarr_group(
             )
             if values.shape[0]:
                 array[:] = values
+        arrays = []
     if parsed.shard_table is not None:
         # The group attributes carry the manifest itself: as the version-1 list of the
         # same shards (same fingerprint), since there is no file beside it for a table.
@@ -181,28 +195,54 @@ class ZarrStore(RemoteStore):
         _, key, entry = self._entry(name)
         return entry.file_bytes(key)
 
+    def read_file(self, name: str, size: int) -> bytes:
+        """The origins sidecar, decoded from its ``uint8`` array (``size`` elements); any
+        other file as :meth:`RemoteStore.read_file` reads it."""
+        if name != ORIGINS_NAME:
+            return super().read_file(name, size)
+        data = self._files.get(name)
+        if data is None:
+            try:
+                objects = self._retry(lambda: self._array_objects(name, size, "uint8"), name)
+            except FileNotFoundError as exc:
+                raise CorpusFormatError(
+                    f"{self.url_of(name)}: missing (the manifest names it; {exc})."
+                ) from exc
+            try:
+                data = _decode_array(objects)
+            except Exception as exc:  # the codec's own errors: a damaged object
+                raise CorpusFormatError(
+                    f"{self.url_of(name)}: does not decode ({type(exc).__name__}: {exc})."
+                ) from exc
+            self._files[name] = data
+        return data
+
+    def _array_objects(self, name: str, length: int, dtype: str) -> dict[str, bytes]:
+        """The stored objects of array ``name`` (``length`` elements of ``dtype``): its
+        metadata (checked before any decode allocates) and every shard object."""
+        _, shard = _array_geometry(length)
+        keys = [GROUP_META] + [f"c/{i}" for i in range(math.ceil(length / shard))]
+        urls = [f"{self.url_of(name)}/{k}" for k in keys]
+        nones: list[Any] = [None] * len(urls)
+        results = self.fs.cat_ranges(urls, nones, list(nones), on_error="return")
+        out = {}
+        for url, k, body in zip(urls, keys, results, strict=True):
+            if isinstance(body, FileNotFoundError):
+                raise FileNotFoundError(url)
+            if isinstance(body, BaseException):
+                raise body
+            out[k] = bytes(body)
+        check_array_metadata(out[GROUP_META], urls[0], length, dtype)
+        return out
+
     def _download(self, name: str, temporary: str, size: int, digest: str) -> None:
         """Fetch array ``name``'s objects, decode it whole and write its raw file bytes."""
         _, key, entry = self._entry(name)
         length = entry.num_tokens if key == "tokens" else entry.num_documents + 1
-        _, shard = _array_geometry(length)
-        keys = [GROUP_META] + [f"c/{i}" for i in range(math.ceil(length / shard))]
-        urls = [f"{self.url_of(name)}/{k}" for k in keys]
+        dtype = "int64" if key == "offsets" else self._dtype
 
         def fetch() -> dict[str, bytes]:
-            nones: list[Any] = [None] * len(urls)
-            results = self.fs.cat_ranges(urls, nones, list(nones), on_error="return")
-            out = {}
-            for url, k, body in zip(urls, keys, results, strict=True):
-                if isinstance(body, FileNotFoundError):
-                    raise FileNotFoundError(url)
-                if isinstance(body, BaseException):
-                    raise body
-                out[k] = bytes(body)
-            # Before any decode allocates: the array must be exactly what the manifest says.
-            dtype = "int64" if key == "offsets" else self._dtype
-            check_array_metadata(out[GROUP_META], urls[0], length, dtype)
-            return out
+            return self._array_objects(name, length, dtype)
 
         def decode(objects: dict[str, bytes]) -> BadResult | None:
             try:

@@ -7,6 +7,7 @@ that cannot be reached fails fast with a clear error.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from mixle.corpus import ingest
+from mixle.corpus import ORIGINS_NAME, Origin, ingest, open_corpus
 from mixle.errors import IngestError
 from tests.corpus.ingest_helpers import random_docs, write_jsonl
 from tests.corpus.ingestion.distributed_helpers import OPTIONS, make_inputs, run_cli, tree
@@ -49,6 +50,22 @@ def test_local_cluster_equals_the_local_run(tmp_path: Path, cluster: Any) -> Non
     assert tree(out) == tree(local)
     assert summary.documents == 300
     assert not (out / WORK).exists()
+
+
+@pytest.mark.slow  # short form: test_origin_ids.py's task-array test (the same unit files)
+def test_dask_units_give_the_origins_and_ids_of_the_local_run(tmp_path: Path, cluster: Any) -> None:
+    path = tmp_path / "ids.jsonl"
+    path.write_text(
+        "".join(json.dumps({"input_ids": [n], "key": f"k{n}"}) + "\n" for n in range(200))
+    )
+    options = dict(OPTIONS, unit_size=600, id_field="key")
+    ingest([str(path)], tmp_path / "local", **options)
+    out = tmp_path / "dask"
+    ingest([str(path)], out, executor="dask", scheduler=cluster.scheduler_address, **options)
+    local, dask = open_corpus(tmp_path / "local"), open_corpus(out)
+    assert [dask.origin(i) for i in range(200)] == [local.origin(i) for i in range(200)]
+    assert dask.origin(150) == Origin(str(path), "line", 150, "k150")
+    assert (out / ORIGINS_NAME).read_bytes() == (tmp_path / "local" / ORIGINS_NAME).read_bytes()
 
 
 def test_the_dask_cli_with_its_own_local_cluster_equals_the_local_run(tmp_path: Path) -> None:

@@ -73,3 +73,18 @@ def test_merge_on_s3_copies_server_side(tmp_path: Path, s3: dict[str, Any]) -> N
     assert [doc.tolist() for doc in merged] == expected
     with pytest.raises(ArgumentError, match="different stores"):
         merge_corpora([urls[0], str(tmp_path / "local")], tmp_path / "m", storage_options=s3)
+
+
+def test_ids_reach_an_s3_corpus_through_the_remote_commit(
+    tmp_path: Path, s3: dict[str, Any]
+) -> None:
+    path = tmp_path / "ids.jsonl"
+    path.write_text("".join(f'{{"input_ids": [{n}], "key": "k{n}"}}\n' for n in range(120)))
+    options = dict(OPTIONS, unit_size=500, id_field="key")
+    ingest([str(path)], tmp_path / "local", **options)
+    url = f"s3://corpora/{uuid.uuid4().hex}"
+    ingest([str(path)], url, storage_options=s3, **options)
+    remote = open_corpus(url, storage_options=s3, cache_dir=str(tmp_path / "cache"))
+    local = open_corpus(tmp_path / "local")
+    assert [remote.origin(i) for i in range(120)] == [local.origin(i) for i in range(120)]
+    assert remote.origin(77).id == "k77" and remote.find_id("k5").tolist() == [5]

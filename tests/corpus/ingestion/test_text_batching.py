@@ -20,15 +20,19 @@ _WORDS = ["the", "cat", "sat", "on", "a", "mat", "while", "dog", "and", "log", "
 
 
 class _CountingTokenizer:
-    """A ``tokenizers.Tokenizer`` that counts its ``encode_batch`` calls and texts."""
+    """A ``tokenizers.Tokenizer`` that counts its ``encode_batch_fast`` calls and texts
+    (and refuses ``encode_batch``: the reader uses the fast one, which computes no offsets)."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.calls: list[int] = []
 
-    def encode_batch(self, texts: list[str], add_special_tokens: bool) -> Any:
+    def encode_batch_fast(self, texts: list[str], add_special_tokens: bool) -> Any:
         self.calls.append(len(texts))
-        return self.inner.encode_batch(texts, add_special_tokens=add_special_tokens)
+        return self.inner.encode_batch_fast(texts, add_special_tokens=add_special_tokens)
+
+    def encode_batch(self, texts: list[str], add_special_tokens: bool) -> Any:
+        raise AssertionError("encode_batch computes offsets that ingest never reads")
 
 
 @pytest.fixture
@@ -135,11 +139,34 @@ def test_jsonl_text_field_is_tokenized_in_batches(
 def test_a_replaced_tokenizer_file_is_loaded_again(tmp_path: Path, tokenizer_file: Path) -> None:
     first = reading.make_tokenizer(str(tokenizer_file))
     assert first is not None
-    before = [ids.tolist() for ids in first(["cat dog"])]
+    before = first(["cat dog"])[0].tolist()
     vocab = {"[UNK]": 0, "dog": 1, "cat": 2}
     other = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="[UNK]"))
     other.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
     other.save(str(tokenizer_file))
     second = reading.make_tokenizer(str(tokenizer_file))
     assert second is not None
-    assert [ids.tolist() for ids in second(["cat dog"])] == [[2, 1]] != before
+    tokens, lengths = second(["cat dog", "", "dog"])
+    assert (tokens.tolist(), lengths.tolist()) == ([2, 1, 1], [2, 0, 1])
+    assert tokens.tolist()[:2] != before
+
+
+def test_a_byte_level_bpe_gives_the_ids_of_encode_batch(tmp_path: Path) -> None:
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    texts = [f"def f{n}(x):\n    return x * {n} + 'é€{n}'\n" for n in range(200)] + ["", " "]
+    bpe = tokenizers.Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
+    bpe.train_from_iterator(texts, trainer=trainer)
+    bpe.save(str(tmp_path / "bpe.json"))
+    encode = reading.make_tokenizer(str(tmp_path / "bpe.json"))
+    assert encode is not None
+    tokens, lengths = encode(texts)
+    expected = [item.ids for item in bpe.encode_batch(texts, add_special_tokens=False)]
+    assert lengths.tolist() == [len(ids) for ids in expected] and lengths[-2] == 0
+    assert tokens.tolist() == [token for ids in expected for token in ids]
+    assert tokens.dtype == "int64"

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from mixle.corpus.format.origins import OriginsTable
 from mixle.corpus.ingestion.formats.reading import InputBatch, ReadOptions, RecordOrigins
 from mixle.corpus.ingestion.work import InputFile, WorkUnit
 
@@ -64,6 +65,10 @@ class InputFormat(ABC):
     record_kind
         What a record is for :class:`RecordOrigins` (``"line"``, ``"row"``, ``"document"``,
         ``"file"``).
+    named_fields
+        Records have named fields (JSON keys, columns), so ``--id-field`` can name one:
+        the reader then gives every document its id (:attr:`InputBatch.ids`; a record
+        without a usable id is a bad record) and :meth:`origins` passes them on.
     """
 
     name: ClassVar[str]
@@ -71,6 +76,7 @@ class InputFormat(ABC):
     doc: ClassVar[FormatDoc]
     groups_files: ClassVar[bool] = False
     record_kind: ClassVar[str]
+    named_fields: ClassVar[bool] = False
 
     def named_by(self, spec: str) -> str | None:
         """The input file that ``spec``, which names no existing file, stands for, or
@@ -107,6 +113,18 @@ class InputFormat(ABC):
     def origins(self, unit: WorkUnit, batch: InputBatch) -> RecordOrigins:
         """Where each document of ``batch`` (read from ``unit``) came from: O(documents
         in the batch) array work, no I/O."""
+
+    def carried_origins(self, item: InputFile | WorkUnit) -> OriginsTable | None:
+        """The origins that came with the input file (an export's sidecar), indexed by
+        the file's records, or ``None`` (default): the commit step then records those
+        origins (the documents' first inputs and ids) instead of the file's records.
+
+        Raises
+        ------
+        IngestError
+            The sidecar is there but is not one (names it).
+        """
+        return None
 
     def lines_before(self, unit: WorkUnit) -> int:
         """Lines of ``unit``'s file before the unit (read from the file; only asked to

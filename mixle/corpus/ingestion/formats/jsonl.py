@@ -21,6 +21,7 @@ from mixle.corpus.ingestion.formats.reading import (
     InputBatch,
     ReadOptions,
     RecordOrigins,
+    document_id,
     is_compressed,
     iter_lines,
     make_tokenizer,
@@ -52,14 +53,14 @@ def _ids_from_list(value: Any, line: bytes) -> np.ndarray:
     return array
 
 
-def _field(record: Any, fields: tuple[str, ...]) -> Any:
+def _field(record: Any, fields: tuple[str, ...], what: str = "field") -> Any:
     if not isinstance(record, dict):
         raise BadRecord(f"expected a JSON object, got {type(record).__name__}")
     for name in fields:
         if name in record:
             return record[name]
     tried = " or ".join(repr(name) for name in fields)
-    raise BadRecord(f"missing field {tried} (keys: {sorted(record)[:8]})")
+    raise BadRecord(f"missing {what} {tried} (keys: {sorted(record)[:8]})")
 
 
 def _parse_record(line: bytes) -> Any:
@@ -82,6 +83,7 @@ class JsonlFormat(InputFormat):
     name = "jsonl"
     extensions = (".jsonl", ".ndjson", ".jsonl.gz", ".jsonl.zst", ".ndjson.gz")
     record_kind = "line"
+    named_fields = True
     doc = FormatDoc(
         files="`.jsonl`, `.ndjson`, `.jsonl.gz`, `.ndjson.gz`, `.jsonl.zst`",
         document="one line; ids in `--field` (default `input_ids`, else `tokens`), or text "
@@ -99,7 +101,8 @@ class JsonlFormat(InputFormat):
     def read(self, unit: WorkUnit, options: ReadOptions) -> Iterator[InputBatch]:
         """The documents of the lines whose first byte is in the unit's range."""
         tokenize = make_tokenizer(options.tokenizer)
-        collector = Collector(tokenize)
+        id_field = options.id_field
+        collector = Collector(tokenize, with_ids=id_field is not None)
         cursor = ReadCursor()
         with guard(cursor, collector.reject):
             lines = iter_lines(unit.path, cursor, unit.start, unit.stop)
@@ -110,18 +113,20 @@ class JsonlFormat(InputFormat):
                 if not line.strip():
                     continue
                 try:
-                    value = _field(_parse_record(line), options.fields)
+                    record = _parse_record(line)
+                    value = _field(record, options.fields)
+                    name = ""
+                    if id_field is not None:
+                        found = _field(record, (id_field,), "id field")
+                        name = document_id(found, id_field)
                     if tokenize is not None:
                         if not isinstance(value, str):
                             raise BadRecord(
                                 f"field to tokenize must be a string, got {type(value).__name__}"
                             )
-                        collector.add_text(value, cursor.location, len(value))
+                        collector.add_text(value, cursor.location, len(value), name)
                     else:
-                        ids = _ids_from_list(value, line)
-                        collector.docs.append(ids)
-                        collector.locations.append(cursor.location)
-                        collector.tokens += ids.shape[0]
+                        collector.add_document(_ids_from_list(value, line), cursor.location, name)
                 except BadRecord as bad:
                     collector.rejects.append(((line_number, bad.column), str(bad)))
                 if collector.full():
@@ -136,7 +141,7 @@ class JsonlFormat(InputFormat):
 
     def origins(self, unit: WorkUnit, batch: InputBatch) -> RecordOrigins:
         """Lines counted from the unit's first line (add the unit's line base)."""
-        return RecordOrigins.from_locations(self.record_kind, batch.locations, None, 0)
+        return RecordOrigins.from_locations(self.record_kind, batch.locations, None, 0, batch.ids)
 
     def lines_before(self, unit: WorkUnit) -> int:
         """The line starting at 0 plus one per newline before ``start - 1`` (a unit

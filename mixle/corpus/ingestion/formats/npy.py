@@ -80,9 +80,7 @@ class NpyFormat(InputFormat):
                 except BadRecord as bad:
                     collector.rejects.append(((position, 0), str(bad)))
                     continue
-                collector.docs.append(array)
-                collector.locations.append((position, 0))
-                collector.tokens += array.shape[0]
+                collector.add_document(array, (position, 0))
                 collector.input_bytes += array.nbytes
             if collector.full():
                 yield collector.take()

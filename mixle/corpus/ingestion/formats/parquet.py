@@ -12,10 +12,12 @@ import numpy as np
 from mixle._optional import import_optional
 from mixle.corpus.ingestion.formats.base import FormatDoc, InputFormat, UnitSizes
 from mixle.corpus.ingestion.formats.reading import (
+    BadRecord,
     Collector,
     InputBatch,
     ReadOptions,
     RecordOrigins,
+    document_id,
     make_tokenizer,
 )
 from mixle.corpus.ingestion.input_guard import ReadCursor, guard
@@ -49,17 +51,34 @@ def _rows(
             raise IngestError(
                 f"{unit.path}: no column {' or '.join(map(repr, options.fields))} (columns: {names})."
             )
+        id_field = options.id_field
+        if id_field is not None and id_field not in names:
+            raise IngestError(
+                f"{unit.path}: no id column {id_field!r} (--id-field; columns: {names})."
+            )
         metadata = reader.metadata
         first_row = sum(metadata.row_group(g).num_rows for g in range(unit.start))
         cursor.location = (first_row, 0)
-        column = reader.read_row_group(unit.start, columns=[name]).column(name).combine_chunks()
+        wanted = [name] if id_field is None or id_field == name else [name, id_field]
+        group = reader.read_row_group(unit.start, columns=wanted)
+        column = group.column(name).combine_chunks()
+        id_values = None if id_field is None else group.column(id_field).to_pylist()
     collector.input_bytes = metadata.row_group(unit.start).total_byte_size
+
+    def row_id(row: int) -> str:
+        """The id of ``row`` of the group (``""`` without ``--id-field``)."""
+        return "" if id_values is None else document_id(id_values[row], str(id_field))
+
     if options.tokenizer is not None:
         for row, text in enumerate(column.to_pylist()):
+            location = (first_row + row, 0)
             if not isinstance(text, str):
-                collector.rejects.append(((first_row + row, 0), f"column {name!r} is not a string"))
+                collector.rejects.append((location, f"column {name!r} is not a string"))
                 continue
-            collector.add_text(text, (first_row + row, 0), len(text))
+            try:
+                collector.add_text(text, location, len(text), row_id(row))
+            except BadRecord as bad:
+                collector.rejects.append((location, str(bad)))
         return
     import pyarrow
 
@@ -95,10 +114,13 @@ def _rows(
             )
             collector.rejects.append((location, f"token id at position {position} is null"))
             continue
+        try:
+            name_of_row = row_id(row)
+        except BadRecord as bad:
+            collector.rejects.append((location, str(bad)))
+            continue
         piece = flat[starts[row] : ends[row]]
-        collector.docs.append(piece.astype(np.int64, copy=False))
-        collector.locations.append(location)
-        collector.tokens += piece.shape[0]
+        collector.add_document(piece.astype(np.int64, copy=False), location, name_of_row)
         if collector.full():
             yield collector.take()
 
@@ -109,6 +131,7 @@ class ParquetFormat(InputFormat):
     name = "parquet"
     extensions = (".parquet",)
     record_kind = "row"
+    named_fields = True
     doc = FormatDoc(
         files="`.parquet`",
         document="one row of a list-of-integers column (or a string column with `--tokenizer`)",
@@ -121,7 +144,9 @@ class ParquetFormat(InputFormat):
 
     def read(self, unit: WorkUnit, options: ReadOptions) -> Iterator[InputBatch]:
         """The rows of row group ``unit.start``."""
-        collector = Collector(make_tokenizer(options.tokenizer))
+        collector = Collector(
+            make_tokenizer(options.tokenizer), with_ids=options.id_field is not None
+        )
         cursor = ReadCursor()
         with guard(cursor, collector.reject):
             yield from _rows(unit, options, collector, cursor)
@@ -133,4 +158,4 @@ class ParquetFormat(InputFormat):
 
     def origins(self, unit: WorkUnit, batch: InputBatch) -> RecordOrigins:
         """The row in the file."""
-        return RecordOrigins.from_locations(self.record_kind, batch.locations, None, 0)
+        return RecordOrigins.from_locations(self.record_kind, batch.locations, None, 0, batch.ids)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import gzip
 import io
+import itertools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ __all__ = [
     "ReadOptions",
     "RecordOrigins",
     "Tokenize",
+    "document_id",
     "is_compressed",
     "iter_lines",
     "make_tokenizer",
@@ -49,16 +51,19 @@ EMPTY_IDS = np.empty(0, dtype=np.int64)
 
 @dataclass(frozen=True, slots=True)
 class ReadOptions:
-    """How records become token ids (picklable; sent to every worker)."""
+    """How records become token ids (picklable; sent to every worker); ``id_field``:
+    the field whose value is each document's id (``--id-field``), or ``None``."""
 
     fields: tuple[str, ...]
     tokenizer: str | None
     split: str
+    id_field: str | None = None
 
 
 @dataclass
 class InputBatch:
-    """Documents read from a unit: ``tokens`` concatenated, ``lengths``, ``locations``."""
+    """Documents read from a unit: ``tokens`` concatenated, ``lengths``, ``locations``,
+    and with ``--id-field`` their ``ids`` (one string per document; else ``None``)."""
 
     tokens: np.ndarray
     lengths: np.ndarray
@@ -66,6 +71,7 @@ class InputBatch:
     rejects: list[tuple[tuple[int, int], str]] = field(default_factory=list)
     input_bytes: int = 0
     lines: int = 0
+    ids: list[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,12 +82,14 @@ class RecordOrigins:
     ``record[d]`` is the record's index in that file, counting from 0 in the format's
     record (a line, row, document or file: ``kind``). JSONL lines count from the
     unit's first line: add the unit's line base (the lines of the earlier units of the
-    same file, known once their records are) for the line in the file.
+    same file, known once their records are) for the line in the file. ``ids`` are
+    the documents' ``--id-field`` values (``None`` without one).
     """
 
     kind: str
     file: np.ndarray
     record: np.ndarray
+    ids: list[str] | None = None
 
     @classmethod
     def from_locations(
@@ -90,21 +98,31 @@ class RecordOrigins:
         locations: Sequence[tuple[int, int]],
         file_axis: int | None,
         record_axis: int | None,
+        ids: list[str] | None = None,
     ) -> RecordOrigins:
         """Origins from a list of locations: ``file`` is location entry ``file_axis``
         (0 when ``None``: a one-file unit), ``record`` entry ``record_axis`` (0 when
-        ``None``: one record per file)."""
+        ``None``: one record per file); ``ids`` as given."""
         table = np.array(locations, dtype=np.int64).reshape(-1, 2)
         zeros = np.zeros(table.shape[0], dtype=np.int64)
         return cls(
             kind,
             zeros if file_axis is None else table[:, file_axis],
             zeros if record_axis is None else table[:, record_axis],
+            ids,
         )
 
 
-#: A batch tokenizer: texts in, one id array per text out (in order).
-Tokenize = Callable[[list[str]], list[np.ndarray]]
+#: A batch tokenizer: texts in; out, every text's ids back to back (one flat array)
+#: and the number of ids of each text (``int64``, in order).
+Tokenize = Callable[[list[str]], tuple[np.ndarray, np.ndarray]]
+
+
+def _utf8_bytes(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The ``"bytes"`` tokenizer: each text's UTF-8 bytes as its ids."""
+    encoded = [text.encode("utf-8") for text in texts]
+    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), lengths
 
 
 def make_tokenizer(spec: str | None) -> Tokenize | None:
@@ -112,20 +130,26 @@ def make_tokenizer(spec: str | None) -> Tokenize | None:
     ``tokenizer.json`` path (Hugging Face ``tokenizers``), or ``None``.
 
     A file is loaded once per process while its size and modification time stay the
-    same (every work unit a worker reads shares it)."""
+    same (every work unit a worker reads shares it). Texts are encoded with the
+    tokenizer's ``encode_batch_fast`` where it has one (``tokenizers`` >= 0.20: the same
+    ids as ``encode_batch``, without computing the character offsets nothing here
+    reads), and the ids go straight into one flat array: no array per document."""
     if spec is None:
         return None
     if spec == "bytes":
-        return lambda texts: [np.frombuffer(text.encode("utf-8"), dtype=np.uint8) for text in texts]
+        return _utf8_bytes
     try:
         status = os.stat(spec)
     except OSError as exc:
         raise IngestError(f"cannot load tokenizer {spec} ({exc}).") from exc
     tokenizer = _load_tokenizer(spec, status.st_size, status.st_mtime_ns)
 
-    def encode(texts: list[str]) -> list[np.ndarray]:
-        encodings = tokenizer.encode_batch(texts, add_special_tokens=False)
-        return [np.asarray(item.ids, dtype=np.int64) for item in encodings]
+    batch = getattr(tokenizer, "encode_batch_fast", None) or tokenizer.encode_batch
+
+    def encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        ids = [item.ids for item in batch(texts, add_special_tokens=False)]
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        return np.array(list(itertools.chain.from_iterable(ids)), dtype=np.int64), lengths
 
     return encode
 
@@ -149,34 +173,65 @@ class BadRecord(Exception):
         self.column = column
 
 
+def document_id(value: Any, name: str) -> str:
+    """A record's ``--id-field`` value ``value`` (of field ``name``) as the document's id:
+    a string as it is, an integer (not a boolean) in decimal.
+
+    Raises
+    ------
+    BadRecord
+        Any other value (a float, a boolean, null, a list or an object).
+    """
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    shown = "null" if value is None else type(value).__name__
+    raise BadRecord(f"id field {name!r} must be a string or an integer, got {shown}")
+
+
 class Collector:
     """Gather documents into batches of about ``BATCH_TOKENS`` ids.
 
-    Documents arrive as id arrays (appended to ``docs`` with their ``locations``) or, with
-    the ``tokenize`` the collector was made with, as texts (:meth:`add_text`): those are
-    tokenized together, one call per batch, when the batch is taken."""
+    Documents arrive as id arrays (:meth:`add_document`) or, with the ``tokenize`` the
+    collector was made with, as texts (:meth:`add_text`): those are tokenized together,
+    one call per batch, when the batch is taken. ``with_ids``: each document comes
+    with its ``--id-field`` value, and batches carry them (:attr:`InputBatch.ids`)."""
 
-    def __init__(self, tokenize: Tokenize | None = None) -> None:
+    def __init__(self, tokenize: Tokenize | None = None, with_ids: bool = False) -> None:
         self._tokenize = tokenize
+        self._with_ids = with_ids
         self._texts: list[str] = []
-        self._text_locations: list[tuple[int, int]] = []
         self._start()
 
     def _start(self) -> None:
         """Begin an empty batch."""
         self.docs: list[np.ndarray] = []
         self.locations: list[tuple[int, int]] = []
+        self.ids: list[str] = []
         self.rejects: list[tuple[tuple[int, int], str]] = []
         self.tokens = 0
         self.input_bytes = 0
         self.lines = 0
 
-    def add_text(self, text: str, location: tuple[int, int], size: int) -> None:
+    def add_document(self, ids: np.ndarray, location: tuple[int, int], name: str = "") -> None:
+        """Add the document of token ids ``ids`` read at ``location``, whose id (with
+        ``with_ids``) is ``name``."""
+        self.docs.append(ids)
+        self.locations.append(location)
+        if self._with_ids:
+            self.ids.append(name)
+        self.tokens += ids.shape[0]
+
+    def add_text(self, text: str, location: tuple[int, int], size: int, name: str = "") -> None:
         """Add the document ``text`` read at ``location`` (``size``: its length in
-        characters or bytes, an estimate of its ids), to be tokenized with the rest of
-        the batch. Texts and id arrays are not mixed in one reader."""
+        characters or bytes, an estimate of its ids), whose id (with ``with_ids``) is
+        ``name``, to be tokenized with the rest of the batch. Texts and id arrays are
+        not mixed in one reader."""
         self._texts.append(text)
-        self._text_locations.append(location)
+        self.locations.append(location)
+        if self._with_ids:
+            self.ids.append(name)
         self.tokens += size
 
     def reject(self, location: tuple[int, int], reason: str) -> None:
@@ -192,13 +247,21 @@ class Collector:
         """Return the batch gathered so far (its texts tokenized) and start an empty one."""
         if self._texts:
             assert self._tokenize is not None, "add_text needs a collector with a tokenizer"
-            self.docs.extend(self._tokenize(self._texts))
-            self.locations.extend(self._text_locations)
-            self._texts, self._text_locations = [], []
-        lengths = np.fromiter((d.shape[0] for d in self.docs), dtype=np.int64, count=len(self.docs))
-        tokens = np.concatenate(self.docs) if len(self.docs) > 1 else (self.docs or [EMPTY_IDS])[0]
+            assert not self.docs, "a reader adds texts or id arrays, never both"
+            tokens, lengths = self._tokenize(self._texts)
+            self._texts = []
+        else:
+            docs = self.docs
+            lengths = np.fromiter((d.shape[0] for d in docs), dtype=np.int64, count=len(docs))
+            tokens = np.concatenate(docs) if len(docs) > 1 else (docs or [EMPTY_IDS])[0]
         batch = InputBatch(
-            tokens, lengths, self.locations, self.rejects, self.input_bytes, self.lines
+            tokens,
+            lengths,
+            self.locations,
+            self.rejects,
+            self.input_bytes,
+            self.lines,
+            self.ids if self._with_ids else None,
         )
         self._start()
         return batch

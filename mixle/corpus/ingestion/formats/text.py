@@ -19,9 +19,25 @@ from mixle.corpus.ingestion.formats.reading import (
     make_tokenizer,
 )
 from mixle.corpus.ingestion.input_guard import ReadCursor, guard
-from mixle.corpus.ingestion.work import WorkUnit
+from mixle.corpus.ingestion.work import WorkUnit, open_binary
+from mixle.errors import IngestError
 
 __all__ = ["TextFormat"]
+
+
+def _read_whole(path: str) -> bytes:
+    """The bytes of the file ``path``.
+
+    Raises
+    ------
+    IngestError
+        It cannot be read (names it).
+    """
+    try:
+        with open_binary(path) as handle:
+            return bytes(handle.read())
+    except OSError as exc:
+        raise IngestError(f"{path}: cannot read ({exc}).") from exc
 
 
 class TextFormat(InputFormat):
@@ -60,15 +76,23 @@ class TextFormat(InputFormat):
         cursor = ReadCursor()
         for file_index, path in enumerate(unit.paths):
             cursor.location, cursor.offset = (file_index, 0), -1
+            if options.split != "paragraphs":  # the whole file: one read, no line loop
+                with guard(cursor, collector.reject):
+                    data = _read_whole(path)
+                    collector.input_bytes += len(data)
+                    collector.lines += data.count(b"\n") + (not data.endswith(b"\n") and bool(data))
+                    emit([data], file_index, 0)
+                if collector.full():
+                    yield collector.take()
+                continue
             with guard(cursor, collector.reject):
                 block: list[bytes] = []
                 block_line = 0
-                line_number = -1
                 for line_number, (_, line) in enumerate(iter_lines(path, cursor)):
                     cursor.location = (file_index, line_number)
                     collector.input_bytes += len(line)
                     collector.lines += 1
-                    if options.split == "paragraphs" and not line.strip():
+                    if not line.strip():
                         if block:
                             emit(block, file_index, block_line)
                             block = []
@@ -78,7 +102,7 @@ class TextFormat(InputFormat):
                     if not block:
                         block_line = line_number
                     block.append(line)
-                if block or (options.split != "paragraphs" and line_number < 0):
+                if block:
                     emit(block, file_index, block_line)
             if collector.full():
                 yield collector.take()
