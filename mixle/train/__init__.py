@@ -6,9 +6,16 @@ streaming transformer leaf of :mod:`mixle.models`, single-process or under ``tor
 writes atomic checkpoints (:mod:`mixle.train.checkpoint`) and a JSONL metrics log
 (:mod:`mixle.train.metrics`), and resumes bitwise-exactly on CPU. See
 ``docs/training.md``.
+
+Importing this package does not import torch: :func:`train` (the only name that needs
+it) is loaded from :mod:`mixle.train._trainer` on first access, so torch-free readers
+of runs (``mixle show``: configs, checkpoint metadata, batch sources) start fast.
 """
 
 from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from mixle.train._config import (
     OBJECTIVES,
@@ -22,7 +29,6 @@ from mixle.train._config import (
 from mixle.train._mixture import MixtureBatches, budget_table, open_mixture
 from mixle.train._sources import PackedBatches, WindowBatches, batch_digest, split_holdout
 from mixle.train._summary import TrainSummary
-from mixle.train._trainer import train
 from mixle.train.checkpoint import (
     Checkpoint,
     latest_checkpoint,
@@ -31,6 +37,9 @@ from mixle.train.checkpoint import (
     write_checkpoint,
 )
 from mixle.train.metrics import MetricsLog, plot_losses, read_metrics
+
+if TYPE_CHECKING:
+    from mixle.train._trainer import train
 
 __all__ = [
     "OBJECTIVES",
@@ -58,3 +67,12 @@ __all__ = [
     "train",
     "write_checkpoint",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load :func:`train` (and torch with it) on first access."""
+    if name == "train":
+        value = importlib.import_module("mixle.train._trainer").train
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

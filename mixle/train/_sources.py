@@ -220,6 +220,9 @@ class PackedBatches(StreamSource):
     sequence_selector
         A :class:`~mixle.data.LengthBandit` rationing documents by length (``None``:
         none); the rows then carry document ids, from which the trainer rewards it.
+    document_ids
+        The rows carry ``(document_ids, position_ids)`` (what ``mixle show`` reads);
+        the other fields are unchanged.
     **args
         ``rank, world_size, block, batch_size, seed, boundary_id`` (:class:`SourceArgs`),
         as for :class:`StreamingCorpus`; ``even_batches`` is always on (per-rank layout)
@@ -237,6 +240,7 @@ class PackedBatches(StreamSource):
         packing: str = "concatenate",
         attention_boundaries: bool = False,
         sequence_selector: LengthBandit | None = None,
+        document_ids: bool = False,
         **args: Unpack[SourceArgs],
     ) -> None:
         _check_names("PackedBatches", args, SourceArgs)
@@ -250,7 +254,8 @@ class PackedBatches(StreamSource):
             packing=packing,
             attention_boundaries=attention_boundaries,
             sequence_selector=sequence_selector,
-            document_ids=sequence_selector is not None,  # the rewards count tokens per bucket
+            # The rewards count tokens per bucket.
+            document_ids=document_ids or sequence_selector is not None,
             **args,
         )
         self.corpus = self._corpus(order=order)
@@ -387,13 +392,15 @@ def make_source(
     packing: str = "concatenate",
     document_mask: bool = False,
     length_bandit: LengthBandit | None = None,
+    document_ids: bool = False,
     **args: Unpack[SourceArgs],
 ) -> PackedBatches | WindowBatches | GlobalWindowBatches:
     """The batch source for ``objective`` (``"packed"`` or ``"windows"``) and ``layout``;
     ``plan_store`` keeps the packed objective's epoch plans (windows plan in O(1)),
     ``order`` is its epoch order (:class:`PackedBatches`; windows have their own), and
     ``packing``, ``document_mask`` (attention boundaries) and ``length_bandit`` (the
-    ``sequence_selector``; the rows then carry document ids) apply to packed rows."""
+    ``sequence_selector``; the rows then carry document ids) and ``document_ids`` (rows
+    with document ids and positions) apply to packed rows."""
     if objective == "packed":
         return PackedBatches(
             documents,
@@ -403,6 +410,7 @@ def make_source(
             packing=packing,
             attention_boundaries=document_mask,
             sequence_selector=length_bandit,
+            document_ids=document_ids,
             **args,
         )
     cls = GlobalWindowBatches if layout == "global" else WindowBatches
