@@ -18,7 +18,7 @@ its metrics log (read from the end of the file, never the whole log).
 
 API (stable; ``mixle show`` and ``mixle where`` build on it): :func:`resolve_run`,
 :class:`RunSpec` (``data``, ``seed``, ``world_size``, ``record``, ``last_step``,
-``source_names``, ``corpora``, ``source``, ``cursor_at``, ``batch``, ``check_step``,
+``source_names``, ``corpora``, ``order``, ``source``, ``cursor_at``, ``batch``, ``check_step``,
 ``check_rank``) and :class:`RunRecord`.
 """
 
@@ -38,6 +38,7 @@ from mixle.train._config import DataConfig, TrainConfig
 from mixle.train._mixture import MixtureBatches, open_mixture
 from mixle.train._sources import (
     BatchSource,
+    PackedBatches,
     StreamSource,
     WindowBatches,
     make_source,
@@ -157,6 +158,19 @@ class RunSpec:
         source = self.source(0)
         assert isinstance(source, MixtureBatches)
         return tuple(s.documents for s in source.mixture.sources)
+
+    @property
+    def order(self) -> str | None:
+        """The epoch order the packed rows follow (``"blocks"`` or ``"permutation"``:
+        the configured one, or the one the checkpoint was saved with), ``None`` for
+        windows (shuffled by their own bijection)."""
+        if self.data.objective != "packed":
+            return None
+        source = self.source(0)
+        if isinstance(source, MixtureBatches):
+            return source.mixture.order.name
+        assert isinstance(source, PackedBatches)
+        return source.corpus.order.name
 
     def _corpus(self) -> Sequence[Any]:
         if self._documents is None:
@@ -319,8 +333,8 @@ def resolve_run(
     location: str | None,
     *,
     data: DataConfig | None = None,
-    seed: int = 0,
-    world_size: int = 1,
+    seed: int | None = None,
+    world_size: int | None = None,
 ) -> RunSpec:
     """The :class:`RunSpec` of what ``location`` names.
 
@@ -334,8 +348,8 @@ def resolve_run(
     data, seed, world_size
         The stream of a corpus or mixture given this way: ``data`` (its ``corpus`` is
         ``location``; default: ``DataConfig(corpus=location)``, the defaults of
-        ``mixle train``), the shuffle seed and the number of ranks. A run brings its
-        own: ``data`` must then be ``None``.
+        ``mixle train``), the shuffle seed (default 0) and the number of ranks (default
+        1). A run brings its own: each must then be ``None``.
 
     Raises
     ------
@@ -348,10 +362,19 @@ def resolve_run(
     if location is not None and os.path.isdir(location):
         checkpoint = _checkpoint_in(location)
         if checkpoint is not None:
-            if data is not None:
+            given = [
+                f"{name}={value!r}"
+                for name, value in (
+                    *(_changed(data) if data is not None else []),
+                    ("seed", seed),
+                    ("world_size", world_size),
+                )
+                if value is not None
+            ]
+            if given:
                 raise ArgumentError(
                     f"{location} is a mixle train run: its stream options come from its "
-                    "checkpoint; give none."
+                    f"checkpoint; give none. Got {', '.join(given)}."
                 )
             return _from_checkpoint(*checkpoint)
     if location is None and (data is None or data.mixture is None):
@@ -362,11 +385,21 @@ def resolve_run(
         if data.corpus != location:
             data = DataConfig(**{**_fields(data), "corpus": location})
         _check_corpus(location)
-    return RunSpec(data, seed=seed, world_size=world_size)
+    return RunSpec(
+        data, seed=0 if seed is None else seed, world_size=1 if world_size is None else world_size
+    )
 
 
 def _fields(data: DataConfig) -> dict[str, Any]:
     return {name: getattr(data, name) for name in DataConfig.__dataclass_fields__}
+
+
+def _changed(data: DataConfig) -> list[tuple[str, Any]]:
+    """``data``'s options that differ from the defaults (``corpus`` included), or
+    ``("data", data)`` when all are defaults: what was given that a run does not take."""
+    defaults = _fields(DataConfig(corpus=data.corpus))
+    changed = [(name, value) for name, value in _fields(data).items() if value != defaults[name]]
+    return changed or [("data", data)]
 
 
 def _checkpoint_in(directory: str) -> tuple[str, str, bool] | None:
