@@ -46,6 +46,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
         "mixle.cli._verify",
         "Check every header, offset and SHA-256 checksum of a corpus (exit 0 or 1).",
     ),
+    "where": (
+        "mixle.cli._where",
+        "List every step, rank and row in which a mixle train run trained on a document.",
+    ),
 }
 
 

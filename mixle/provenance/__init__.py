@@ -4,7 +4,8 @@
 its stream options, into a :class:`RunSpec` that rebuilds the run's batch source for
 any rank without torch and without replaying the run; :func:`show_step` lists the
 rows of one step, document by document (source, token range, targets, origin, id and,
-with a :func:`load_decoder` decoder, text). See ``docs/provenance.md``.
+with a :func:`load_decoder` decoder, text); :func:`where` lists every step, rank and
+row in which one document was trained on. See ``docs/provenance.md``.
 """
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ from mixle.provenance._render import render_step
 from mixle.provenance._run import BatchId, RunRecord, RunSpec, resolve_run
 from mixle.provenance._show import DocumentSpan, RankRows, RowReport, StepReport, show_step
 from mixle.provenance._text import BYTES, Decoder, load_decoder
+from mixle.provenance._where import DocumentSightings, WhereReport, render_where, where
+from mixle.provenance._where_options import WhereOptions
 
 __all__ = [
     "BYTES",
     "BatchId",
     "Decoder",
+    "DocumentSightings",
     "DocumentSpan",
     "RankRows",
     "RowReport",
@@ -26,8 +30,12 @@ __all__ = [
     "RunSpec",
     "ShowOptions",
     "StepReport",
+    "WhereOptions",
+    "WhereReport",
     "load_decoder",
     "render_step",
+    "render_where",
     "resolve_run",
     "show_step",
+    "where",
 ]
