@@ -118,3 +118,50 @@ def test_cli_refuses_a_directory_that_is_not_a_run(
     assert main(["where", str(tmp_path), "0"]) == 2
     err = capsys.readouterr().err.strip()
     assert "neither a mixle train run" in err and len(err.splitlines()) == 1
+
+
+def _run(tmp_path: Path, corpus: Path | None = None, **changes: object) -> Path:
+    """A tiny ``mixle train`` run of 12 steps (checkpoint at the end; trains with torch,
+    hence the slow mark: the default suite covers ``where`` on corpora above)."""
+    from mixle.train import train
+    from tests.train._helpers import tiny_config, write_text_corpus
+
+    corpus = corpus or write_text_corpus(tmp_path / "text", documents=40)
+    run = tmp_path / "run"
+    config = tiny_config(corpus, steps=12, checkpoint_dir=str(run), block=16, **changes)
+    train(config, log=lambda line: None)
+    return run
+
+
+def _trained_rows(spec: object, sighting: object) -> np.ndarray:
+    """The document ids of the targets of the sighting's row, as `mixle show` rebuilds it."""
+    batch = spec.batch(sighting.step, sighting.rank)  # type: ignore[attr-defined]
+    row = sighting.row  # type: ignore[attr-defined]
+    return batch.document_ids[row][batch.loss_mask[row]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mixture", [False, True])
+def test_a_run_bounds_the_answer_by_its_last_step(tmp_path: Path, mixture: bool) -> None:
+    from tests.train._helpers import write_mixture
+
+    if mixture:
+        mix = write_mixture(tmp_path, documents=(30, 12), seed=1)
+        run = _run(tmp_path, corpus=mix, mixture=str(mix))
+    else:
+        run = _run(tmp_path)
+    spec = resolve_run(str(run))
+    assert spec.last_step == 12
+    names = spec.source_names
+    seen = 0
+    for source in names:
+        for document in range(len(spec.corpora[names.index(source)])):
+            report = where(spec, document, source=source if mixture else None)
+            assert report.last_step == 12
+            for sighting in report.documents[0].sightings:
+                assert 1 <= sighting.step <= 12
+                assert document in _trained_rows(spec, sighting)
+                seen += 1
+            longer = where(spec, document, epochs=50, source=source if mixture else None)
+            assert longer.documents[0].sightings == report.documents[0].sightings
+    assert seen >= 12 * 4  # every row of the 12 steps trains some document
