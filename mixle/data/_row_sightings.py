@@ -32,7 +32,7 @@ from mixle.data._plan_best_fit import BestFitRows
 from mixle.data._plan_global_best_fit import LayoutWindows
 from mixle.data._windowed_layout import WindowedLayout
 
-__all__ = ["RowSpan", "best_fit_spans", "inverts", "layout_spans", "stream_spans"]
+__all__ = ["RowSpan", "best_fit_spans", "best_fit_windows", "layout_spans", "stream_spans"]
 
 
 class RowSpan(NamedTuple):
@@ -63,12 +63,6 @@ def stream_spans(begin: int, length: int, block: int, rows: int) -> list[RowSpan
     return spans
 
 
-def inverts(layout: RowLayout) -> bool:
-    """Whether ``layout``'s order is inverted in closed form (the ``"blocks"`` order)
-    rather than searched with one pass over the epoch's order."""
-    return isinstance(layout, WindowedLayout) and isinstance(layout.windows, BlockOrder)
-
-
 def _positions(layout: StreamLayout, document: int) -> np.ndarray:
     """Positions of ``document`` in ``layout`` (one pass; several with a selector that
     repeats documents)."""
@@ -78,12 +72,11 @@ def _positions(layout: StreamLayout, document: int) -> np.ndarray:
 def layout_spans(layout: RowLayout, document: int, block: int, rows: int) -> list[RowSpan]:
     """The rows among the first ``rows`` of the concatenated stream of ``layout`` that
     train ``document``, in row order (see the module docstring for the cost)."""
+    if isinstance(layout, WindowedLayout) and isinstance(layout.windows, BlockOrder):
+        begin, length = _located(layout, layout.windows, document)
+        return stream_spans(begin, length, block, rows)
     found: list[tuple[StreamLayout, int]]
-    if inverts(layout):
-        assert isinstance(layout, WindowedLayout) and isinstance(layout.windows, BlockOrder)
-        windows, places = layout.windows.locate([document])
-        found = [(layout.window(int(windows[0])), int(places[0]))]
-    elif isinstance(layout, WindowedLayout):
+    if isinstance(layout, WindowedLayout):
         found = [
             (window, int(place))
             for k in range(layout.num_windows)
@@ -98,6 +91,31 @@ def layout_spans(layout: RowLayout, document: int, block: int, rows: int) -> lis
         begin, length = int(part.starts[place]), int(part.lengths[place])
         spans.extend(stream_spans(begin, length, block, rows))
     return sorted(spans)
+
+
+def _located(layout: WindowedLayout, order: BlockOrder, document: int) -> tuple[int, int]:
+    """``(stream start, length)`` of ``document`` in a ``"blocks"`` layout, in closed
+    form: its window and position from :meth:`BlockOrder.locate`, then the pieces of
+    the documents before it in the window, or after it (whichever side is shorter:
+    at most half a window of documents and lengths read)."""
+    windows, places = order.locate([document])
+    k, place = int(windows[0]), int(places[0])
+    size = int(layout.document_starts[k + 1] - layout.document_starts[k])
+    length = int(np.diff(order.offsets(np.array([document, document + 1])))[0])
+    before = place <= size - place
+    side = np.arange(0, place) if before else np.arange(place + 1, size)
+    ids = order.documents_at(k, side.astype(np.int64))
+    edges = order.offsets(np.concatenate([ids, ids + 1]))
+    pieces = int((edges[len(ids) :] - edges[: len(ids)]).sum()) + (
+        len(ids) if layout.has_boundary else 0
+    )
+    if before:
+        return int(layout.window_starts[k]) + pieces, length
+    # From the window's end: its pieces total the next window's start less its own,
+    # plus the boundary the stream's last document does not have.
+    boundary = 1 if layout.has_boundary else 0
+    last = boundary if k == layout.num_windows - 1 else 0
+    return int(layout.window_starts[k + 1]) + last - pieces - (length + boundary), length
 
 
 def best_fit_windows(best_fit: BestFitRows, document: int) -> list[int]:
