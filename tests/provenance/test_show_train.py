@@ -175,9 +175,13 @@ def test_a_run_resumed_with_another_batch_size_shows_the_steps_after_its_checkpo
     assert spec.record is not None and spec.record.step == STEPS
     with pytest.raises(ArgumentError, match="resumed with another world size or batch size"):
         show_step(spec, 2)
-    # The checkpoint after the resume is where the placement starts again.
-    _train(corpus, run, steps=STEPS + 2, batch_size=5, resume=True)
+    # A run that went on past its newest checkpoint (a crash): the steps after it are
+    # placed from it, the last one named by the metrics log.
+    _train(corpus, run, steps=STEPS + 2, batch_size=5, resume=True, keep_last=2)
+    shutil.rmtree(run / f"step-{STEPS + 2:08d}")
     spec = resolve_run(str(run))
+    assert spec.record is not None and spec.record.step == STEPS
+    assert spec.last_step == STEPS + 2
     for step in (STEPS + 1, STEPS + 2):
         assert [r.digest for r in show_step(spec, step).ranks] == _recorded(run)[step]
     assert recorded[STEPS] == _recorded(run)[STEPS]
