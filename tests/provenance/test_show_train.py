@@ -173,8 +173,16 @@ def test_a_run_resumed_with_another_batch_size_shows_the_steps_after_its_checkpo
     spec = resolve_run(str(run))
     recorded = _recorded(run)
     assert spec.record is not None and spec.record.step == STEPS
+    # Every step, before and after the resume, with the shape that trained it.
+    for step, digests in recorded.items():
+        report = show_step(spec, step)
+        assert [r.digest for r in report.ranks] == digests, step
+        assert report.stream["batch_size"] == (3 if step <= 3 else 5)
+    # Without the metrics log, only the newest checkpoint anchors: the steps after it.
+    (run / "metrics.jsonl").rename(run / "moved.jsonl")
     with pytest.raises(ArgumentError, match="resumed with another world size or batch size"):
-        show_step(spec, 2)
+        show_step(resolve_run(str(run)), 2)
+    (run / "moved.jsonl").rename(run / "metrics.jsonl")
     # A run that went on past its newest checkpoint (a crash): the steps after it are
     # placed from it, the last one named by the metrics log.
     _train(corpus, run, steps=STEPS + 2, batch_size=5, resume=True, keep_last=2)
