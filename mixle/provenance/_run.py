@@ -18,12 +18,13 @@ its metrics log (read from the end of the file, never the whole log).
 
 API (stable; ``mixle show`` and ``mixle where`` build on it): :func:`resolve_run`,
 :class:`RunSpec` (``data``, ``seed``, ``world_size``, ``record``, ``last_step``,
-``source_names``, ``corpora``, ``order``, ``source``, ``cursor_at``, ``batch``, ``check_step``,
-``check_rank``) and :class:`RunRecord`.
+``source_names``, ``corpora``, ``order``, ``source``, ``at_step``, ``cursor_at``, ``batch``,
+``check_step``, ``check_rank``) and :class:`RunRecord`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Sequence
@@ -53,6 +54,8 @@ BatchId = tuple[int, int]
 windows in the global layout; ``(0, row)`` for a mixture)."""
 
 _METRICS_TAIL_BYTES = 1 << 16
+# A run segment: (steps taken before it, its first cursor, world_size, batch_size).
+_Segment = tuple[int, BatchId, int, int]
 _META_FILE = "meta.json"
 
 
@@ -130,6 +133,9 @@ class RunSpec:
         self.record = record
         self._sources: dict[int, BatchSource] = {}
         self._documents: Sequence[Any] | None = None
+        self._consistent_from_start: bool | None = None
+        self._log: list[_Segment] | None = None  # the metrics log's segments, once read
+        self._segments: dict[_Segment, RunSpec] = {}
 
     # ------------------------------------------------------------------ what it reads
     @property
@@ -271,32 +277,97 @@ class RunSpec:
                 f"changed since?): {exc}"
             ) from exc
 
-    def cursor_at(self, step: int) -> BatchId:
-        """The cursor ``(epoch, index)`` from which step ``step`` read its batch (the
-        same on every rank), in closed form: from the run's checkpoint when the step
-        comes after it, else from the start.
+    def at_step(self, step: int) -> RunSpec:
+        """The spec of the segment of the run that trained ``step``.
+
+        A run resumed with another world size or batch size (the global layout allows
+        it) is several segments; each resume writes a ``start`` record (its step,
+        cursor and configuration) to the run's metrics log. The log is scanned once
+        (only those records are parsed) and the step is placed from its segment's
+        start, with that segment's shape. Without a log, the newest checkpoint
+        anchors the steps after it, and the steps before it are placed from the start
+        when the checkpoint's cursor is where this shape leads. ``self`` when the
+        step's segment is the whole run so far (or for a corpus given with options).
 
         Raises
         ------
         ArgumentError
-            ``step`` is past the run's last step or the stream's end, or it precedes
-            the newest checkpoint of a run resumed with another world size or batch
-            size (the checkpoint's cursor is not where the configuration leads; the
-            steps before the resume cannot be placed from the newest checkpoint).
+            Without a metrics log, a step before the newest checkpoint of a run whose
+            shape changed (the checkpoint's cursor is not where this shape leads).
         """
         step = self.check_step(step)
         record = self.record
+        if record is None:
+            return self
+        segment = self._segment(step)
+        if segment is None:
+            if step > record.step or self._consistent():
+                return self
+            raise ArgumentError(
+                f"step {step} cannot be placed: {record.checkpoint} records the cursor "
+                f"{list(record.cursor)} after step {record.step}, where the run's current "
+                "shape leads elsewhere (it was resumed with another world size or batch "
+                f"size) and no metrics log says where. Steps after {record.step} can be shown."
+            )
+        begin, cursor, world_size, batch_size = segment
+        shape = (self.world_size, self.data.batch_size)
+        same_shape = (world_size, batch_size) == shape
+        assert self._log is not None
+        if all((s[2], s[3]) == shape for s in self._log):
+            return self  # one shape throughout: placed from the start or the checkpoint
+        if segment not in self._segments:
+            data = self.data
+            if not same_shape:
+                data = dataclasses.replace(data, batch_size=batch_size)
+            anchor = RunRecord(
+                record.directory, record.checkpoint, begin, cursor, record.last_step, record.meta
+            )
+            spec = RunSpec(data, seed=self.seed, world_size=world_size, record=anchor)
+            spec._log = []  # placed from its own start: its steps all follow it
+            self._segments[segment] = spec
+        return self._segments[segment]
+
+    def _segment(self, step: int) -> _Segment | None:
+        """The metrics log's segment of ``step``, or ``None`` without a log."""
+        if self._log is None:
+            assert self.record is not None
+            self._log = _read_segments(self.record)
+        if not self._log:
+            return None
+        found = None
+        for segment in self._log:
+            if segment[0] < step:
+                found = segment  # the last start before the step (a retry supersedes)
+        return found
+
+    def _consistent(self) -> bool:
+        """Whether this shape, from the start, reaches the newest checkpoint's cursor."""
+        if self._consistent_from_start is None:
+            record = self.record
+            assert record is not None
+            self._consistent_from_start = (
+                self._advance((0, 0), record.step, record.step + 1) == record.cursor
+            )
+        return self._consistent_from_start
+
+    def cursor_at(self, step: int) -> BatchId:
+        """The cursor ``(epoch, index)`` from which step ``step`` read its batch (the
+        same on every rank), in closed form: from the run's checkpoint (or its metrics
+        log's segment, see :meth:`at_step`) when the step comes after it, else from the
+        start.
+
+        Raises
+        ------
+        ArgumentError
+            ``step`` is past the run's last step or the stream's end, or it cannot be
+            placed (see :meth:`at_step`).
+        """
+        spec = self.at_step(step)
+        if spec is not self:
+            return spec.cursor_at(step)
+        record = self.record
         if record is not None and step > record.step:
             return self._advance(record.cursor, step - 1 - record.step, step)
-        if record is not None:
-            reached = self._advance((0, 0), record.step, record.step + 1)
-            if reached != record.cursor:
-                raise ArgumentError(
-                    f"step {step} cannot be placed: {record.checkpoint} records the cursor "
-                    f"{list(record.cursor)} after step {record.step}, where the run's current "
-                    f"shape leads to {list(reached)} (it was resumed with another world size "
-                    f"or batch size). Steps after {record.step} can be shown."
-                )
         return self._advance((0, 0), step - 1, step)
 
     def _advance(self, cursor: BatchId, steps: int, step: int) -> BatchId:
@@ -318,7 +389,11 @@ class RunSpec:
     def batch(self, step: int, rank: int) -> Batch:
         """The rows ``rank`` took at step ``step``, as the trainer's source read them
         (plus ``document_ids``/``position_ids`` on packed rows, and the rows' source ids
-        in a mixture)."""
+        in a mixture). ``rank`` is of the world that trained the step (see
+        :meth:`at_step`)."""
+        spec = self.at_step(step)
+        if spec is not self:
+            return spec.batch(step, rank)
         rank = self.check_rank(rank)
         epoch, index = self.cursor_at(step)
         source = self.source(rank)
@@ -469,3 +544,44 @@ def _last_logged_step(config: TrainConfig, directory: str) -> int:
             if isinstance(value, int) and not isinstance(value, bool):
                 return value
     return 0
+
+
+def _read_segments(record: RunRecord) -> list[_Segment]:
+    """Every ``start`` record of the run's metrics log, in file order, as
+    ``(steps before it, cursor, world_size, batch_size)``; empty without a log. Only
+    the lines that hold ``"start"`` are parsed as JSON."""
+    config = record.meta.get("config", {})
+    metrics = config.get("metrics") if isinstance(config, dict) else None
+    path = metrics if isinstance(metrics, str) else os.path.join(record.directory, "metrics.jsonl")
+    segments = []
+    try:
+        with open(path, "rb") as handle:
+            for line in handle:
+                if b'"start"' in line:
+                    start = _start_record(line)
+                    if start is not None:
+                        segments.append(start)
+    except OSError:
+        return []
+    return segments
+
+
+def _start_record(line: bytes) -> _Segment | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or record.get("type") != "start":
+        return None
+    step, cursor, world = record.get("step"), record.get("cursor"), record.get("world_size")
+    config = record.get("config")
+    batch = config.get("batch_size") if isinstance(config, dict) else None
+    values = [step, world, batch, *(cursor if isinstance(cursor, list) else [None])]
+    if not (
+        isinstance(cursor, list)
+        and len(cursor) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values)
+    ):
+        return None
+    assert isinstance(step, int) and isinstance(world, int) and isinstance(batch, int)
+    return step, (cursor[0], cursor[1]), world, batch

@@ -238,6 +238,7 @@ def show_step(
         :meth:`RunSpec.cursor_at`).
     """
     step = spec.check_step(step)
+    spec = spec.at_step(step)  # the shape (world size, batch size) that trained the step
     ranks = range(spec.world_size) if rank is None else [spec.check_rank(rank)]
     cursor = spec.cursor_at(step)
     names = spec.source_names
