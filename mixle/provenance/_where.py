@@ -317,16 +317,24 @@ def _epochs(
 
 
 def _check_placeable(spec: RunSpec) -> None:
-    """Refuse a run resumed with another world size or batch size: its steps before the
-    newest checkpoint were taken with a shape the checkpoint does not record."""
+    """Refuse a run resumed with another world size or batch size: its steps are placed
+    with one shape from the start (``mixle show`` places such a run's steps one by one,
+    :meth:`RunSpec.at_step`)."""
     record = spec.record
-    if record is not None and record.step >= 1:
-        try:
-            spec.cursor_at(1)
-        except ArgumentError as exc:
-            raise ArgumentError(
-                f"the steps of {record.directory} cannot be placed from its configuration: {exc}"
-            ) from None
+    if record is None or record.last_step < 1:
+        return
+    try:
+        shapes = {id(spec.at_step(step)) for step in (1, record.last_step)}
+    except ArgumentError as exc:
+        raise ArgumentError(
+            f"the steps of {record.directory} cannot be placed from its configuration: {exc}"
+        ) from None
+    if shapes != {id(spec)}:
+        raise ArgumentError(
+            f"{record.directory} was resumed with another world size or batch size: `where` "
+            "places a run's steps with one shape from its start (`mixle show --step N` "
+            "places each step of such a run)."
+        )
 
 
 def render_where(report: WhereReport) -> str:

@@ -82,7 +82,9 @@ class DocumentsView(Sequence[np.ndarray]):
         bad = (array < 0) | (array > count)
         if bad.any():
             position = int(np.flatnonzero(bad)[0])
-            raise IndexError(f"`indices[{position}]` is outside [0, {count}] for a view of {count}.")
+            raise IndexError(
+                f"`indices[{position}]` is outside [0, {count}] for a view of {count}."
+            )
         selection = self._range
         if selection.step == 1:
             offsets = self._base.token_offsets(np.append(array + selection.start, selection.start))
