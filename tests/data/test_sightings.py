@@ -60,8 +60,10 @@ def _brute_streaming(options: dict, world: int, epochs: int, offsets: np.ndarray
         before = 0
         for epoch in range(epochs):
             for index, batch in enumerate(stream.iter_epoch(epoch)):
+                mask = batch.loss_mask
+                assert mask is not None
                 for row in range(batch.targets.shape[0]):
-                    decoded = _decoded(batch.targets[row], batch.loss_mask[row], offsets)
+                    decoded = _decoded(batch.targets[row], mask[row], offsets)
                     for document, positions in decoded.items():
                         found[(epoch, before + index + 1, rank, row, document)] += positions
             before += stream.num_batches(epoch)
@@ -194,17 +196,19 @@ def _mixture_matches_brute_force(
     ):
         total += mixture.global_batch_size
     batch = mixture.read_rows(0, total)
+    mask, source_ids = batch.loss_mask, batch.source_ids
+    assert mask is not None and source_ids is not None
     owners, local = mixture.schedule.lookup(np.arange(total, dtype=np.int64))
     expected: list[dict[Key, list[int]]] = [defaultdict(list), defaultdict(list)]
     group = mixture.global_batch_size
     for k in range(total):
-        source = int(batch.source_ids[k])
+        source = int(source_ids[k])
         assert source == owners[k]
         epoch = int(local[k]) // per_epoch[source]
         if epoch >= epochs:
             continue
         step, (rank, row) = k // group + 1, divmod(k % group, batch_size)
-        decoded = _decoded(batch.targets[k], batch.loss_mask[k], corpora[source][1])
+        decoded = _decoded(batch.targets[k], mask[k], corpora[source][1])
         for document, positions in decoded.items():
             expected[source][(epoch, step, rank, row, document)] += positions
     for source, name in enumerate(["a", "b"]):
