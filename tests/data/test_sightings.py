@@ -258,3 +258,23 @@ def test_bad_input_is_named() -> None:
         sightings(mixture, 0, source="b")
     with pytest.raises(ArgumentTypeError, match="`stream` must be"):
         sightings(docs, 0)  # type: ignore[arg-type]
+
+
+def _repeat_some(order: np.ndarray, seed: int, epoch: int) -> np.ndarray:
+    """A curriculum that trains the first three documents of the order twice."""
+    return np.concatenate([order, order[:3]])
+
+
+@pytest.mark.parametrize("layout", ["per-rank", "global"])
+def test_a_selector_that_repeats_documents_is_seen_each_time(layout: str) -> None:
+    lengths = [5, 9, 4, 7, 3, 8, 6, 2]
+    docs, offsets = _corpus(lengths)
+    options: dict = dict(
+        documents=docs, block=4, batch_size=2, layout=layout, sequence_selector=_repeat_some
+    )
+    expected = _brute_streaming(options, 2, 2, offsets)
+    stream = StreamingCorpus(rank=0, world_size=2, **options)
+    found: dict[Key, tuple[int, int]] = {}
+    for document in range(len(docs)):
+        found.update(_as_table(sightings(stream, document, epochs=2)))
+    assert found == expected

@@ -165,3 +165,22 @@ def test_a_run_bounds_the_answer_by_its_last_step(tmp_path: Path, mixture: bool)
             longer = where(spec, document, epochs=50, source=source if mixture else None)
             assert longer.documents[0].sightings == report.documents[0].sightings
     assert seen >= 12 * 4  # every row of the 12 steps trains some document
+
+
+def test_a_mixture_needs_the_source_of_an_index(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.train._helpers import write_mixture
+
+    mix = write_mixture(tmp_path, documents=(30, 12), seed=1)
+    spec = resolve_run(None, data=DataConfig(corpus=str(mix), mixture=str(mix), block=16))
+    with pytest.raises(ArgumentError, match="a document index needs its source"):
+        where(spec, 3)
+    report = where(spec, 3, source="small", epochs=2)
+    (found,) = report.documents
+    assert found.source == "small" and {s.epoch for s in found.sightings} == {0, 1}
+    assert all(s.source == "small" for s in found.sightings)
+    assert main(["where", "--mixture", str(mix), "3", "--source", "small", "--block", "16"]) == 0
+    assert "document 3 of small" in capsys.readouterr().out
+    assert main(["where", "--mixture", str(mix), "3", "--source", "nope", "--block", "16"]) == 2
+    assert "`source` must be one of ['big', 'small']" in capsys.readouterr().err
