@@ -452,10 +452,12 @@ def resolve_run(
                     f"checkpoint; give none. Got {', '.join(given)}."
                 )
             return _from_checkpoint(*checkpoint)
-    if location is None and (data is None or data.mixture is None):
-        raise ArgumentError("give a run, a corpus, or a mixture file (`data.mixture`).")
     if data is None:
+        if location is None:
+            raise ArgumentError("give a run, a corpus, or a mixture file (`data.mixture`).")
         data = DataConfig(corpus=location)
+    elif location is None and data.mixture is None:
+        raise ArgumentError("give a run, a corpus, or a mixture file (`data.mixture`).")
     if location is not None and data.mixture is None:
         if data.corpus != location:
             data = DataConfig(**{**_fields(data), "corpus": location})
