@@ -132,6 +132,7 @@ class RunSpec:
         self.world_size = positive_int("world_size", world_size)
         self.record = record
         self._sources: dict[int, BatchSource] = {}
+        self._whole_source: BatchSource | None = None
         self._documents: Sequence[Any] | None = None
         self._consistent_from_start: bool | None = None
         self._log: list[_Segment] | None = None  # the metrics log's segments, once read
@@ -150,7 +151,7 @@ class RunSpec:
         source names, or the corpus location alone."""
         if self.data.mixture is None:
             return (self.data.corpus,)
-        source = self.source(0)
+        source = self._whole()
         assert isinstance(source, MixtureBatches)
         return tuple(source.mixture.names)
 
@@ -161,7 +162,7 @@ class RunSpec:
         indices), or each mixture source's corpus."""
         if self.data.mixture is None:
             return (self._corpus(),)
-        source = self.source(0)
+        source = self._whole()
         assert isinstance(source, MixtureBatches)
         return tuple(s.documents for s in source.mixture.sources)
 
@@ -172,7 +173,7 @@ class RunSpec:
         windows (shuffled by their own bijection)."""
         if self.data.objective != "packed":
             return None
-        source = self.source(0)
+        source = self._whole()
         if isinstance(source, MixtureBatches):
             return source.mixture.order.name
         assert isinstance(source, PackedBatches)
@@ -221,7 +222,24 @@ class RunSpec:
         plans = os.path.join(self.record.directory, "plans")
         return PlanFiles(plans) if os.path.isdir(plans) else None
 
-    def _build(self, rank: int) -> BatchSource:
+    def _whole(self) -> BatchSource:
+        """The source that reads whole steps: in a global layout (and a mixture) rank 0
+        of a world of one with ``world_size * batch_size`` rows per batch, whose batch
+        at a cursor is every rank's part end to end (rank ``r``'s part is rows ``[r *
+        batch_size, (r + 1) * batch_size)``), so a step is read and planned once; in
+        the per-rank layout rank 0's own source."""
+        if self.data.layout != "global" and self.data.mixture is None:
+            return self.source(0)
+        if self._whole_source is None:
+            size = self.world_size * self.data.batch_size
+            self._whole_source = self._build(0, world_size=1, batch_size=size)
+        return self._whole_source
+
+    def _build(
+        self, rank: int, *, world_size: int | None = None, batch_size: int | None = None
+    ) -> BatchSource:
+        world_size = self.world_size if world_size is None else world_size
+        batch_size = self.data.batch_size if batch_size is None else batch_size
         data = self.data
         packed = data.objective == "packed"
         source: BatchSource
@@ -229,9 +247,9 @@ class RunSpec:
             mixture, _ = open_mixture(
                 data.mixture,
                 block=data.block,
-                batch_size=data.batch_size,
+                batch_size=batch_size,
                 rank=rank,
-                world_size=self.world_size,
+                world_size=world_size,
                 seed=self.seed,
                 boundary_id=data.boundary_id,
                 objective=data.objective,
@@ -246,7 +264,7 @@ class RunSpec:
                 data.objective,
                 train_docs,
                 rank=rank,
-                world_size=self.world_size,
+                world_size=world_size,
                 layout=data.layout,
                 plan_store=self._plan_store(),
                 order=data.order,
@@ -254,7 +272,7 @@ class RunSpec:
                 document_mask=data.document_mask,
                 document_ids=packed,
                 block=data.block,
-                batch_size=data.batch_size,
+                batch_size=batch_size,
                 seed=self.seed,
                 boundary_id=data.boundary_id,
             )
@@ -396,12 +414,19 @@ class RunSpec:
             return spec.batch(step, rank)
         rank = self.check_rank(rank)
         epoch, index = self.cursor_at(step)
-        source = self.source(rank)
+        source = self._whole()
         if isinstance(source, WindowBatches):
+            source = self.source(rank)
             position = (index * self.world_size + rank) * self.data.batch_size
             return source.stream.read(epoch, position)
         assert isinstance(source, StreamSource)
-        return source.stream.read(epoch, index)
+        if source is not self._whole_source:  # per-rank layout: the rank's own stream
+            source = self.source(rank)
+            assert isinstance(source, StreamSource)
+            return source.stream.read(epoch, index)
+        size = self.data.batch_size
+        whole = source.stream.read(epoch, index)
+        return whole.rows(slice(rank * size, (rank + 1) * size))
 
 
 def resolve_run(
@@ -452,10 +477,12 @@ def resolve_run(
                     f"checkpoint; give none. Got {', '.join(given)}."
                 )
             return _from_checkpoint(*checkpoint)
-    if location is None and (data is None or data.mixture is None):
-        raise ArgumentError("give a run, a corpus, or a mixture file (`data.mixture`).")
     if data is None:
+        if location is None:
+            raise ArgumentError("give a run, a corpus, or a mixture file (`data.mixture`).")
         data = DataConfig(corpus=location)
+    elif location is None and data.mixture is None:
+        raise ArgumentError("give a run, a corpus, or a mixture file (`data.mixture`).")
     if location is not None and data.mixture is None:
         if data.corpus != location:
             data = DataConfig(**{**_fields(data), "corpus": location})
