@@ -65,34 +65,6 @@ class DocumentsView(Sequence[np.ndarray]):
         """Int64 lengths of the selected documents."""
         return self._base.lengths[self._indices()]
 
-    def token_offsets(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
-        """The cumulative token offset of each view position in ``indices`` (``0 <= i <=
-        len(view)``), counted from the view's first document: int64, from the base
-        corpus's offsets (:meth:`ShardedDocuments.token_offsets`, O(len(indices))) for a
-        contiguous view, so a plan over a slice (the training documents less a held-out
-        tail) never reads every length; a strided view sums its lengths (O(view)).
-
-        Raises
-        ------
-        IndexError
-            An index is outside ``[0, len(view)]`` (names its position).
-        """
-        array = np.asarray(indices, dtype=np.int64).reshape(-1)
-        count = len(self._range)
-        bad = (array < 0) | (array > count)
-        if bad.any():
-            position = int(np.flatnonzero(bad)[0])
-            raise IndexError(
-                f"`indices[{position}]` is outside [0, {count}] for a view of {count}."
-            )
-        selection = self._range
-        if selection.step == 1:
-            offsets = self._base.token_offsets(np.append(array + selection.start, selection.start))
-            return np.asarray(offsets[:-1] - offsets[-1], dtype=np.int64)
-        table = np.zeros(count + 1, dtype=np.int64)
-        np.cumsum(self.lengths, out=table[1:])
-        return table[array]
-
     @property
     def fingerprint(self) -> str:
         """Fingerprint of the base corpus combined with the selection."""

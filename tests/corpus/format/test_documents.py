@@ -78,21 +78,6 @@ def test_slices_are_lazy_views_with_sequence_semantics(
     ]
 
 
-def test_view_token_offsets_count_from_the_views_first_document(
-    corpus: tuple[ShardedDocuments, list[np.ndarray]],
-) -> None:
-    """A contiguous view (``split_holdout``'s training documents) answers offsets from
-    the base corpus's, so a blocks-order plan over it reads no length table."""
-    documents, expected = corpus
-    for selection in (slice(0, 120), slice(13, 97), slice(5, 100, 7), slice(None, None, -3)):
-        view = documents[selection]
-        table = np.concatenate([[0], np.cumsum([len(d) for d in expected[selection]])])
-        ask = np.arange(len(view) + 1)[::-1]
-        np.testing.assert_array_equal(view.token_offsets(ask), table[ask])
-        with pytest.raises(IndexError, match=r"indices\[0\]"):
-            view.token_offsets([len(view) + 1])
-
-
 def test_take_returns_documents_in_request_order(
     corpus: tuple[ShardedDocuments, list[np.ndarray]],
 ) -> None:
