@@ -34,6 +34,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
         "mixle.cli._merge",
         "Combine corpora into one (hard links / server-side copies, no token bytes read).",
     ),
+    "show": (
+        "mixle.cli._show",
+        "Show the rows a mixle train run trained on at step N: documents, origins, text.",
+    ),
     "train": (
         "mixle.cli._train",
         "Train the streaming transformer on a corpus; crash-safe checkpoints, exact resume.",
@@ -41,6 +45,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "verify": (
         "mixle.cli._verify",
         "Check every header, offset and SHA-256 checksum of a corpus (exit 0 or 1).",
+    ),
+    "where": (
+        "mixle.cli._where",
+        "List every step, rank and row in which a mixle train run trained on a document.",
     ),
 }
 

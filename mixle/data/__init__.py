@@ -36,6 +36,7 @@ from mixle.data._packing_report import PackingSummary, compare_packings
 from mixle.data._plan_store import PlanStore
 from mixle.data._resumable import ResumableStream
 from mixle.data._row_plan import RowPlan, register_layout
+from mixle.data._sightings import Sighting, sightings
 from mixle.data._temperature_schedule import TemperatureSchedule
 from mixle.data._vsl_stream import VariableLengthStream
 from mixle.data.stream_token_source import TokenStream, stream_token_source
@@ -68,6 +69,7 @@ __all__ = [
     "RowPlan",
     "RowSchedule",
     "ShardOptions",
+    "Sighting",
     "SourceAccount",
     "SourceBudget",
     "StreamingCorpus",
@@ -86,5 +88,6 @@ __all__ = [
     "register_layout",
     "set_gather_backend",
     "shard_documents_for_rank",
+    "sightings",
     "stream_token_source",
 ]

@@ -276,6 +276,13 @@ class BlockOrder:
         natural = self._natural(k)
         return natural[self._shuffle(k, len(natural))]
 
+    def documents_at(self, k: int, positions: np.ndarray) -> np.ndarray:
+        """Window ``k``'s document ids at ``positions`` (int64 positions in the window,
+        in epoch order): ``window_documents(k)[positions]`` in O(len(positions)) work
+        besides the window's block ids, without shuffling the whole window."""
+        natural = self._natural(k)
+        return natural[self._window_permutation(k, len(natural))(positions)]
+
     def block_order(self) -> np.ndarray:
         """Every block id, in the epoch's block order (int64, ``num_blocks``; kept)."""
         if self._block_order is None:

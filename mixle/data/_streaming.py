@@ -363,6 +363,12 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
     def _plan(self, epoch: int) -> EpochPlan:
         return self._plans.get(epoch, self.stream_identity)
 
+    def epoch_plan(self, epoch: int) -> EpochPlan:
+        """Epoch ``epoch``'s plan for this rank (its row layout, rows and batches; the
+        two most recent are kept), as the batches are cut from it: for inspection
+        (:func:`~mixle.data.sightings` inverts it)."""
+        return self._plan(nonnegative_int("epoch", epoch))
+
     def num_rows(self, epoch: int) -> int:
         """Rows of the epoch's row stream (the rank's stream in the per-rank layout)."""
         return self._plan(nonnegative_int("epoch", epoch)).rows

@@ -8,7 +8,9 @@ writes atomic checkpoints (:mod:`mixle.train.checkpoint`) and a JSONL metrics lo
 ``docs/training.md``.
 
 The names load on first use, so importing :mod:`mixle.train` (for its configuration,
-as ``mixle train --help`` does) costs no ``torch`` import.
+as ``mixle train --help`` does) costs no ``torch`` import; only :func:`train` needs
+torch, so torch-free readers of runs (``mixle show``, ``mixle where``: configs,
+checkpoint metadata, batch sources) start fast.
 """
 
 from __future__ import annotations

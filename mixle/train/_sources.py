@@ -224,6 +224,9 @@ class PackedBatches(StreamSource):
         none); the rows then carry document ids, from which the trainer rewards it.
     block_schedule
         Context length per phase (global layout), as for :class:`StreamingCorpus`.
+    document_ids
+        The rows carry ``(document_ids, position_ids)`` (what ``mixle show`` reads);
+        the other fields are unchanged.
     **args
         ``rank, world_size, block, batch_size, seed, boundary_id`` (:class:`SourceArgs`),
         as for :class:`StreamingCorpus`; ``even_batches`` is always on (per-rank layout)
@@ -242,6 +245,7 @@ class PackedBatches(StreamSource):
         attention_boundaries: bool = False,
         sequence_selector: LengthBandit | None = None,
         block_schedule: BlockSchedule | None = None,
+        document_ids: bool = False,
         **args: Unpack[SourceArgs],
     ) -> None:
         _check_names("PackedBatches", args, SourceArgs)
@@ -255,7 +259,8 @@ class PackedBatches(StreamSource):
             packing=packing,
             attention_boundaries=attention_boundaries,
             sequence_selector=sequence_selector,
-            document_ids=sequence_selector is not None,  # the rewards count tokens per bucket
+            # The rewards count tokens per bucket.
+            document_ids=document_ids or sequence_selector is not None,
             block_schedule=block_schedule,
             **args,
         )
@@ -401,14 +406,15 @@ def make_source(
     block_schedule: BlockSchedule | None = None,
     vsl_buckets: int | None = None,
     vsl_curriculum: str = "natural",
+    document_ids: bool = False,
     **args: Unpack[SourceArgs],
 ) -> StreamSource | WindowBatches:
     """The batch source for ``objective`` (``"packed"`` or ``"windows"``) and ``layout``;
     ``plan_store`` keeps the packed objective's epoch plans (windows plan in O(1)),
     ``order`` is its epoch order (:class:`PackedBatches`; windows have their own), and
     ``packing``, ``document_mask`` (attention boundaries) and ``length_bandit`` (the
-    ``sequence_selector``; the rows then carry document ids) and ``block_schedule``
-    apply to packed rows.
+    ``sequence_selector``; the rows then carry document ids), ``block_schedule`` and
+    ``document_ids`` (rows with document ids and positions) apply to packed rows.
     ``vsl_buckets`` (the shortest bucket) makes the packed source a
     :class:`~mixle.data.VariableLengthStream` of ``vsl_curriculum`` whose global batch
     holds ``world_size * batch_size * block`` tokens (``layout``, ``order``, ``packing``
@@ -436,6 +442,7 @@ def make_source(
             attention_boundaries=document_mask,
             sequence_selector=length_bandit,
             block_schedule=block_schedule,
+            document_ids=document_ids,
             **args,
         )
     cls = GlobalWindowBatches if layout == "global" else WindowBatches

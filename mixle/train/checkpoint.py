@@ -43,8 +43,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
 from mixle._checks import nonnegative_int, positive_int
 from mixle._io import file_sha256, fsync_directory, fsync_file, rename_atomically, rename_durably
 from mixle.errors import CheckpointError
@@ -67,6 +65,8 @@ __all__ = [
     "misnamed_checkpoints",
     "prune_checkpoints",
     "read_checkpoint",
+    "read_meta",
+    "read_rank_state",
     "remove_partial_checkpoints",
     "write_checkpoint",
 ]
@@ -225,6 +225,8 @@ def write_checkpoint(
     if rank == 0 and not exists:
         if tensors is None or meta is None:
             raise CheckpointError("rank 0 must pass `tensors` and `meta` to write_checkpoint.")
+        import torch  # here, not at the top: listing and reading metadata need no torch
+
         model_path = os.path.join(temporary, MODEL_FILE)
         with open(model_path, "wb") as handle:
             torch.save(dict(tensors), handle)
@@ -315,6 +317,61 @@ def _read_meta(path: str) -> dict[str, Any]:
     return meta
 
 
+def read_meta(path: str) -> dict[str, Any]:
+    """The verified ``meta.json`` of checkpoint directory ``path`` (no tensor is read,
+    torch is not imported): format, version, fields and ``meta_sha256`` checked.
+
+    Raises
+    ------
+    CheckpointError
+        No ``meta.json``, another format or version, a malformed or edited field, or a
+        directory named for another step than the one its metadata records.
+    """
+    meta = _read_meta(path)
+    named = _NAME.match(os.path.basename(os.path.normpath(path)))
+    if named and int(named.group(1)) != meta["step"]:
+        raise CheckpointError(
+            f"{path}: its {META_FILE} records step {meta['step']}, its name step "
+            f"{int(named.group(1))}; a renamed checkpoint is not resumed from."
+        )
+    return meta
+
+
+def _check_file(path: str, meta: Mapping[str, Any], name: str) -> None:
+    """Raise :class:`CheckpointError` unless file ``name`` of checkpoint ``path`` is
+    listed in its ``meta`` and has the SHA-256 recorded there."""
+    files: dict[str, Any] = meta["files"]
+    file_path = os.path.join(path, name)
+    if name not in files:
+        raise CheckpointError(f"{path}/{META_FILE} does not list {name}.")
+    if not os.path.lexists(file_path):
+        raise CheckpointError(f"{file_path} is missing.")
+    actual = file_sha256(file_path, CheckpointError)
+    if actual != files[name]:
+        raise CheckpointError(
+            f"{file_path} is corrupt: SHA-256 {actual}, the metadata records {files[name]}."
+        )
+
+
+def read_rank_state(path: str, meta: Mapping[str, Any], rank: int) -> dict[str, Any]:
+    """Rank ``rank``'s saved state (its data cursor and RNG states) in checkpoint
+    ``path`` whose verified metadata is ``meta`` (:func:`read_meta`); torch-free.
+
+    Raises
+    ------
+    CheckpointError
+        The rank file is not listed, missing, of another SHA-256 than the metadata
+        records, or not a JSON object.
+    """
+    name = _rank_file(rank)
+    _check_file(path, meta, name)
+    rank_path = os.path.join(path, name)
+    rank_state = read_json(rank_path)
+    if not isinstance(rank_state, dict):
+        raise CheckpointError(f"{rank_path} must hold a JSON object.")
+    return rank_state
+
+
 def read_checkpoint(
     path: str,
     *,
@@ -345,13 +402,7 @@ def read_checkpoint(
         another run identity (each difference named), a missing file or a SHA-256
         mismatch (file named), or a tensor file that is not weights-only loadable.
     """
-    meta = _read_meta(path)
-    named = _NAME.match(os.path.basename(os.path.normpath(path)))
-    if named and int(named.group(1)) != meta["step"]:
-        raise CheckpointError(
-            f"{path}: its {META_FILE} records step {meta['step']}, its name step "
-            f"{int(named.group(1))}; a renamed checkpoint is not resumed from."
-        )
+    meta = read_meta(path)
     if elastic and meta["world_size"] != world_size:
         rank = 0
     elif meta["world_size"] != world_size:
@@ -361,22 +412,10 @@ def read_checkpoint(
         )
     if identity is not None:
         check_identity(meta.get("identity"), identity, path)
-    files: dict[str, Any] = meta["files"]
-    for name in (MODEL_FILE, _rank_file(rank)):
-        file_path = os.path.join(path, name)
-        if name not in files:
-            raise CheckpointError(f"{path}/{META_FILE} does not list {name}.")
-        if not os.path.lexists(file_path):
-            raise CheckpointError(f"{file_path} is missing.")
-        actual = file_sha256(file_path, CheckpointError)
-        if actual != files[name]:
-            raise CheckpointError(
-                f"{file_path} is corrupt: SHA-256 {actual}, the metadata records {files[name]}."
-            )
-    rank_path = os.path.join(path, _rank_file(rank))
-    rank_state = read_json(rank_path)
-    if not isinstance(rank_state, dict):
-        raise CheckpointError(f"{rank_path} must hold a JSON object.")
+    _check_file(path, meta, MODEL_FILE)
+    rank_state = read_rank_state(path, meta, rank)
+    import torch
+
     try:
         tensors = torch.load(
             os.path.join(path, MODEL_FILE), map_location=map_location, weights_only=True

@@ -18,8 +18,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import torch
-
 from mixle._file_checks import read_regular
 from mixle._safe_json import loads_bounded
 from mixle.errors import CheckpointError
@@ -124,6 +122,8 @@ def validate_tensors(tensors: Any, where: str) -> dict[str, Any]:
     """
     if not isinstance(tensors, dict) or not {"model", "optimizer"} <= set(tensors):
         raise CheckpointError(f"{where} must hold 'model' and 'optimizer' state dicts.")
+    import torch  # here, not at the top: reading metadata (``mixle show``) needs no torch
+
     model = tensors["model"]
     if not isinstance(model, dict):
         raise CheckpointError(f"{where}: 'model' must be a state dict. Got {type(model).__name__}.")

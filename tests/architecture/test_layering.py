@@ -11,7 +11,7 @@ Layers, bottom to top (a module may import its own layer and the layers below):
 5. ``mixle.corpus.ingestion`` and ``mixle.corpus.export`` - build corpora;
 6. ``mixle.corpus`` (the facade), ``mixle.stats``, ``mixle.models``, ``mixle.hf``,
    ``mixle.lightning``, ``mixle.olmo``;
-7. ``mixle.train``;
+7. ``mixle.train``, ``mixle.provenance``;
 8. ``mixle.cli``.
 
 Subpackages import their siblings' modules directly, never the ``mixle.corpus``
@@ -58,7 +58,7 @@ LAYERS: list[tuple[str, ...]] = [
         "mixle.olmo",
         "mixle.testing",
     ),
-    ("mixle.train",),
+    ("mixle.train", "mixle.provenance"),
     ("mixle.cli", "mixle"),
 ]
 LAZY_IMPORTS_ALLOWED = ("mixle.cli",)

@@ -77,6 +77,41 @@ class DocumentsView(Sequence[np.ndarray]):
         """Total tokens of the selected documents."""
         return int(self.lengths.sum())
 
+    def token_offsets(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The position of each view document's first token in the view's token order
+        (index ``len(view)`` gives its ``num_tokens``), as
+        :meth:`ShardedDocuments.token_offsets` for the corpus. A contiguous view (a
+        slice without a step, as ``split_holdout`` takes) asks the corpus for those
+        offsets, so a plan over it stays O(indices), never O(documents); a strided view
+        sums its lengths.
+
+        Raises
+        ------
+        IndexError
+            An index is outside ``[0, len(view)]`` (names its position).
+        ArgumentTypeError
+            ``indices`` is not a 1-D integer sequence.
+        """
+        array = np.asarray(indices)
+        if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
+            raise ArgumentTypeError("`indices` must be a 1-D sequence of integers.")
+        array = array.astype(np.int64)
+        count = len(self._range)
+        bad = (array < 0) | (array > count)
+        if bad.any():
+            position = int(np.flatnonzero(bad)[0])
+            raise IndexError(
+                f"`indices[{position}]` is {int(array[position])}, outside [0, {count}] "
+                f"for a view of {count} documents."
+            )
+        if self._range.step == 1:
+            start = self._range.start
+            offsets = self._base.token_offsets(np.concatenate([[start], start + array]))
+            return np.asarray(offsets[1:] - offsets[0], dtype=np.int64)
+        ends = np.zeros(count + 1, dtype=np.int64)
+        np.cumsum(self.lengths, out=ends[1:])
+        return ends[array]
+
     @property
     def dtype(self) -> np.dtype[Any]:
         return self._base.dtype

@@ -1,0 +1,219 @@
+"""When was document X trained on: every ``(epoch, step, rank, row)`` of a stream's plan.
+
+:func:`sightings` inverts a stream's plan for one document. For each epoch asked, the
+document's rows in the epoch's row stream come from :mod:`~mixle.data._row_sightings`
+(closed form with the ``"blocks"`` order: O(window) per epoch; one pass over the
+epoch's order with the seed's permutation); a row is placed on a step, a rank and a
+row of that rank's batch as the stream hands rows out:
+
+- global layout (:class:`~mixle.data.StreamingCorpus` ``layout="global"``, either
+  packing): global row ``g`` of epoch ``e`` is taken at step ``S(e) + g // G + 1``
+  (``G = world_size * batch_size``) by rank ``(g % G) // batch_size`` as its row
+  ``g % batch_size``, where ``S(e)`` is the steps of the epochs before ``e``;
+- per-rank layout: the epoch's order is dealt round robin, so order position ``p``
+  is rank ``p % world_size``'s document ``p // world_size``; that rank's row ``r`` is
+  row ``r % batch_size`` of its batch ``r // batch_size`` (rows past ``num_batches``
+  are never read: ``even_batches``);
+- a :class:`~mixle.data.Mixture`: :mod:`~mixle.data._mixture_sightings`.
+
+Steps are numbered as ``mixle train`` numbers them: step 1 is the first batch of a run
+that starts at epoch 0 (``S(0) = 0``), each epoch taking ``num_batches(epoch)`` steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from mixle._checks import exact_int, nonnegative_int, positive_int
+from mixle.data._mixture import Mixture
+from mixle.data._mixture_sightings import mixture_spans, source_index
+from mixle.data._options import ShardOptions
+from mixle.data._order import global_document_order
+from mixle.data._plan_global_best_fit import BestFitEpochPlan
+from mixle.data._row_sightings import RowSpan, best_fit_spans, layout_spans
+from mixle.data._streaming import StreamingCorpus
+from mixle.errors import ArgumentError, ArgumentTypeError
+
+__all__ = ["Sighting", "closed_form", "epoch_numbers", "sightings"]
+
+
+@dataclass(frozen=True, slots=True)
+class Sighting:
+    """One row in which a document was trained on (any of its tokens a target).
+
+    Attributes
+    ----------
+    epoch
+        The epoch (of the stream; of the document's source in a mixture).
+    step
+        The training step, numbered as ``mixle train`` does (1: the run's first batch).
+    rank
+        The data-parallel rank whose batch held the row.
+    row
+        The row's place in that rank's batch (``0 <= row < batch_size``).
+    document
+        The document index (in the stream's documents; the source's in a mixture).
+    start, stop
+        The document's tokens ``[start, stop)`` that are targets in the row.
+    source
+        The mixture source's name (``None`` for a single corpus).
+    """
+
+    epoch: int
+    step: int
+    rank: int
+    row: int
+    document: int
+    start: int
+    stop: int
+    source: str | None = None
+
+
+def epoch_numbers(epochs: int | Iterable[int]) -> list[int]:
+    """``range(epochs)`` for a count, or the given epoch numbers, sorted and unique.
+
+    Raises
+    ------
+    ArgumentTypeError, ArgumentError
+        A count that is not a positive integer, or an epoch that is not a nonnegative
+        one (an empty collection included).
+    """
+    if isinstance(epochs, Iterable) and not isinstance(epochs, str | bytes):
+        chosen = sorted({nonnegative_int("epochs", e) for e in epochs})
+        if not chosen:
+            raise ArgumentError("`epochs` must name at least one epoch. Got none.")
+        return chosen
+    return list(range(positive_int("epochs", epochs)))
+
+
+def closed_form(stream: StreamingCorpus | Mixture) -> bool:
+    """Whether :func:`sightings` inverts ``stream``'s order in closed form (the
+    ``"blocks"`` order, O(window) per epoch) rather than with one pass over each epoch's
+    order (the seed's permutation, which every per-rank stream uses)."""
+    return stream.order.name == "blocks"
+
+
+def sightings(
+    stream: StreamingCorpus | Mixture,
+    document: int,
+    *,
+    epochs: int | Iterable[int] = 1,
+    source: int | str | None = None,
+) -> list[Sighting]:
+    """Every row in which ``document`` is trained on in ``epochs``, in step order.
+
+    Parameters
+    ----------
+    stream
+        A :class:`StreamingCorpus` (any rank of the run: the answer covers every rank)
+        or a packed :class:`Mixture`.
+    document
+        A document index of the stream's documents (of the source's, in a mixture).
+    epochs
+        How many epochs from epoch 0 (a positive count), or which epochs (numbers).
+    source
+        The mixture source (its name or index); ``None`` for a ``StreamingCorpus``.
+
+    Returns
+    -------
+    list[Sighting]
+        Sorted by ``(step, rank, row, start)``. Cost: O(window) per epoch with the
+        ``"blocks"`` order (see :func:`closed_form`), else one pass per epoch.
+
+    Raises
+    ------
+    ArgumentTypeError, ArgumentError
+        ``stream`` is neither, ``document`` is out of range, ``epochs`` is not a positive
+        count or epoch numbers, ``source`` is missing, unknown or given for a corpus, or
+        the mixture is of windows.
+    """
+    chosen = epoch_numbers(epochs)
+    if isinstance(stream, Mixture):
+        index = source_index(stream, source)
+        name = stream.names[index]
+        found = [
+            Sighting(epoch, step, rank, row, document, start, stop, name)
+            for epoch, (step, rank, row), start, stop in mixture_spans(
+                stream, index, _document(document, stream.rows[index].num_documents), chosen
+            )
+        ]
+    elif isinstance(stream, StreamingCorpus):
+        if source is not None:
+            raise ArgumentError(
+                f"`source` names a mixture source; a StreamingCorpus has none. Got {source!r}."
+            )
+        document = _document(document, len(stream.documents))
+        if stream.layout == "per-rank":
+            found = _per_rank(stream, document, chosen)
+        else:
+            found = _global(stream, document, chosen)
+    else:
+        raise ArgumentTypeError(
+            f"`stream` must be a StreamingCorpus or a Mixture. Got {type(stream).__name__}."
+        )
+    return sorted(found, key=lambda s: (s.step, s.rank, s.row, s.start))
+
+
+def _document(document: int, count: int) -> int:
+    value = exact_int("document", document)
+    if not 0 <= value < count:
+        bound = f"0 to {count - 1}" if count else "none: there are no documents"
+        raise ArgumentError(f"`document` must be a document index ({bound}). Got {value} instead.")
+    return value
+
+
+def _epoch_spans(stream: StreamingCorpus, document: int, epoch: int) -> list[RowSpan]:
+    """``document``'s rows in ``epoch``'s rows of ``stream`` (global or one rank's)."""
+    plan = stream.epoch_plan(epoch)
+    if isinstance(plan, BestFitEpochPlan):
+        return best_fit_spans(plan.best_fit, document)
+    return layout_spans(plan.layout, document, stream.block, plan.rows)
+
+
+def _global(stream: StreamingCorpus, document: int, epochs: list[int]) -> list[Sighting]:
+    size, group = stream.batch_size, stream.global_batch_size
+    found: list[Sighting] = []
+    before = 0  # steps of the epochs before `epoch`
+    for epoch in range(epochs[-1] + 1):
+        if epoch in epochs:
+            for span in _epoch_spans(stream, document, epoch):
+                rank, row = divmod(span.row % group, size)
+                step = before + span.row // group + 1
+                found.append(Sighting(epoch, step, rank, row, document, span.start, span.stop))
+        before += stream.num_batches(epoch)
+    return found
+
+
+def _per_rank(stream: StreamingCorpus, document: int, epochs: list[int]) -> list[Sighting]:
+    world, size = stream.world_size, stream.batch_size
+    views = {
+        rank: stream.reshaped(ShardOptions(rank, world, size, stream.layout))
+        for rank in range(world)
+    }
+    before = dict.fromkeys(views, 0)
+    # With even batches every rank takes the epoch's smallest count: one plan tells.
+    counters = dict.fromkeys(views, stream) if stream.even_batches else views
+    found: list[Sighting] = []
+    for epoch in range(epochs[-1] + 1):
+        if epoch in epochs:
+            order = global_document_order(
+                len(stream.documents),
+                seed=stream.seed,
+                epoch=epoch,
+                sequence_selector=stream.sequence_selector,
+            )
+            for rank in sorted({int(p) % world for p in np.flatnonzero(order == document)}):
+                view = views[rank]
+                for span in _epoch_spans(view, document, epoch):
+                    batch, row = divmod(span.row, size)
+                    if batch < view.num_batches(epoch):
+                        step = before[rank] + batch + 1
+                        found.append(
+                            Sighting(epoch, step, rank, row, document, span.start, span.stop)
+                        )
+        for rank, counter in counters.items():
+            before[rank] += counter.num_batches(epoch)
+    return found

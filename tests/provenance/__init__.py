@@ -1,0 +1,1 @@
+"""Tests of mixle.provenance (mixle show)."""
