@@ -567,7 +567,10 @@ class ShardedDocuments(Sequence[np.ndarray]):
         are checked when their documents are read): O(len(indices) log len(indices))
         and a page per index, never O(documents). A shard of a remote store that is not
         open has its offsets file read (and checked) whole instead, one range request;
-        many small shards of a local store are read in one lean pass.
+        many small shards of a local store are read in one lean pass. When every index
+        is a multiple of the corpus's block-offsets sidecar stride (or ``len(docs)``),
+        the answer comes from that sidecar (``docs/format.md`` section 16; read and
+        checked on first use) and no offsets file is touched.
 
         Raises
         ------
