@@ -104,6 +104,8 @@ class CorpusWriter:
         sidecar": the cumulative token offset at every 4096th document, which a
         ``"blocks"`` epoch order reads instead of the offsets files); ``False``: none;
         ``None`` (default): one from ``BLOCK_OFFSETS_MIN_DOCUMENTS`` (2^24) documents on.
+        The writer owns ``metadata["block_offsets"]``: a value passed in is replaced
+        (or dropped, without a sidecar).
 
     Raises
     ------

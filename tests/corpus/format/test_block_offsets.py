@@ -76,9 +76,11 @@ def test_the_writer_writes_it_on_request_and_the_reader_answers_from_it(tmp_path
 
 def test_small_corpora_get_none_by_default_and_the_fallback_agrees(tmp_path: Path) -> None:
     lengths = np.random.default_rng(2).integers(0, 9, 2 * BLOCK_OFFSETS_STRIDE + 1)
-    _write(tmp_path / "plain", lengths)
+    # The writer owns the metadata key: a stale one passed in is dropped.
+    _write(tmp_path / "plain", lengths, metadata={BLOCK_OFFSETS_KEY: {"file": "x"}, "a": 1})
     _write(tmp_path / "sidecar", lengths, block_offsets=True)
     assert not (tmp_path / "plain" / BLOCK_OFFSETS_NAME).exists()
+    assert open_corpus(tmp_path / "plain").parsed_manifest.metadata == {"a": 1}
     plain, sidecar = open_corpus(tmp_path / "plain"), open_corpus(tmp_path / "sidecar")
     assert plain.fingerprint == sidecar.fingerprint  # the sidecar is not part of the identity
     indices = np.arange(0, len(lengths) + 1, BLOCK_OFFSETS_STRIDE)
