@@ -23,6 +23,8 @@ from mixle.corpus.format.block_offsets import (
     BLOCK_OFFSETS_KEY,
     BLOCK_OFFSETS_STRIDE,
     BlockOffsetsRecorder,
+    block_offsets_reference,
+    encode_block_offsets,
 )
 from mixle.corpus.format.manifest import Manifest, write_manifest
 from mixle.errors import ArgumentError, CorpusFormatError
@@ -176,3 +178,27 @@ def test_bad_arguments_are_refused_by_name(tmp_path: Path) -> None:
     path, _ = _with_sidecar(tmp_path)
     with pytest.raises(ArgumentError, match="stride"):
         add_block_offsets(path, stride=0)
+
+
+def test_verify_compares_every_value_with_the_offsets_files(tmp_path: Path) -> None:
+    path, _ = _with_sidecar(tmp_path)
+    documents = open_corpus(path)
+    values = documents.token_offsets(np.append(np.arange(0, 40, 4), 40)).copy()
+    # One value off but still between its neighbours (documents of 1..4 tokens: the
+    # true value is at least 4 above the one before): well formed, digest resealed.
+    values[5] = values[4] + 1
+    data = encode_block_offsets(values, 40, 4)
+    (path / BLOCK_OFFSETS_NAME).write_bytes(data)
+    manifest = documents.parsed_manifest
+    write_manifest(
+        path,
+        Manifest.build(
+            manifest.shards,
+            dtype=manifest.dtype,
+            vocab_size=manifest.vocab_size,
+            metadata={**manifest.metadata, BLOCK_OFFSETS_KEY: block_offsets_reference(data)},
+        ),
+    )
+    report = verify_corpus(path, raise_errors=False)
+    assert not report.ok
+    assert any("differ from the shard's offsets file" in str(e) for e in report.errors)
