@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mixle._gather import gather_backend
 from mixle.corpus import CorpusWriter, open_corpus
 from mixle.data import Mixture, MixtureSource, StreamingCorpus, TokenStream
 from tools._memory import peak_rss_mb, rss_anon_mb
@@ -68,6 +69,9 @@ def throughput(paths: list[Path], union: Path, args: argparse.Namespace) -> dict
             layout="global",
         ),
         "mixture": Mixture(sources(paths), block=block, batch_size=batch_size, boundary_id=0),
+        "mixture, permutation": Mixture(
+            sources(paths), block=block, batch_size=batch_size, boundary_id=0, order="permutation"
+        ),
         # The windows objective: one TokenStream over the union against a windows mixture.
         "windows_single": TokenStream(
             open_corpus(union), block, batch_size, epochs=1, boundary_id=0, world_size=1
@@ -94,6 +98,9 @@ def throughput(paths: list[Path], union: Path, args: argparse.Namespace) -> dict
         medians = {name: statistics.median(values) for name, values in rates.items()}
         out[clock] = {name: f"{value / 1e6:.2f}M tok/s" for name, value in medians.items()}
         out[clock]["ratio packed"] = round(medians["mixture"] / medians["single"], 3)
+        out[clock]["ratio order (blocks / permutation)"] = round(
+            medians["mixture"] / medians["mixture, permutation"], 3
+        )
         out[clock]["ratio windows"] = round(
             medians["windows_mixture"] / medians["windows_single"], 3
         )
@@ -163,7 +170,10 @@ def main() -> None:
             generate(path, int(args.tokens * share), 600.0, seed=index)
         union = args.workdir / "union"
         write_union(paths, union)
-        print(f"throughput ({args.tokens:,} tokens, block {args.block}, batch {args.batch_size}):")
+        print(
+            f"throughput ({args.tokens:,} tokens, block {args.block}, batch {args.batch_size}, "
+            f"gather {gather_backend()}; MIXLE_GATHER selects it):"
+        )
         print(f"  {throughput(paths, union, args)}")
         if args.throughput_only:
             return

@@ -35,6 +35,12 @@ Then, for the largest disk corpus (``blocks`` order):
   ``state_dict`` after 10 batches, streams 10 more and kills itself (SIGKILL); a fresh
   process B loads A's state and hashes its next 20 batches: B's digest must equal U's;
 
+with ``--sidecar-rounds R``, **open + first batch with and without the block-offsets
+sidecar** (``docs/format.md`` section 16; corpora of 2^24 documents or more are built
+with one): the same shard files hard-linked beside a manifest that names none, each at
+the default window and at ``window_blocks=16``, R interleaved rounds of fresh
+processes after one warm-up round (``--only-sidecar``: just this);
+
 for the largest virtual corpus, the **plan memory of the epoch** (``RssAnon`` growth from
 the open stream to after the first batch, which holds the epoch's block order and
 totals and one window); and with ``--mixture N`` a two-source ``Mixture`` (weights 0.5
@@ -47,6 +53,8 @@ Usage::
     python -m tools.bench_plan_scale --workdir /work/scratch/plan-scale \\
         --disk 10000000,100000000,1000000000 --virtual 10000000000,100000000000 \\
         --mixture 500000000
+    python -m tools.bench_plan_scale --workdir /tmp/scale --disk 1000000000 --keep \\
+        --only-sidecar --sidecar-rounds 5
 """
 
 from __future__ import annotations
@@ -57,6 +65,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -66,6 +75,8 @@ from typing import Any
 import numpy as np
 
 from mixle.corpus import CorpusWriter, open_corpus
+from mixle.corpus.format.block_offsets import BLOCK_OFFSETS_KEY
+from mixle.corpus.format.manifest import Manifest, write_manifest
 from mixle.data import Mixture, MixtureSource, StreamingCorpus
 from mixle.testing import VirtualDocuments
 from tools._memory import peak_rss_mb, rss_anon_mb
@@ -247,6 +258,14 @@ def main() -> int:
     parser.add_argument(
         "--window-blocks", type=int, help="blocks order: blocks per window (default: the stream's)"
     )
+    parser.add_argument(
+        "--sidecar-rounds",
+        type=int,
+        default=0,
+        help="largest disk corpus: rounds of open + first batch with and without its "
+        "block-offsets sidecar (0: skip)",
+    )
+    parser.add_argument("--only-sidecar", action="store_true", help="just that comparison")
     parser.add_argument("--keep", action="store_true", help="keep the built corpora")
     parser.add_argument("--json", type=Path, help="also write every figure here")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -258,6 +277,8 @@ def main() -> int:
         return 0
     disk = [int(n) for n in args.disk.split(",") if n]
     virtual = [int(n) for n in args.virtual.split(",") if n]
+    if args.only_sidecar:
+        args.sidecar_rounds, virtual = max(args.sidecar_rounds, 1), []
     report: dict[str, Any] = {}
     print(
         f"global layout, rank 3 of 8, rows of {args.block} tokens, {args.batch_size} row(s) per "
@@ -309,6 +330,10 @@ def main() -> int:
             )
         source = {"kind": "disk", "path": str(path)}
         try:
+            if args.only_sidecar:
+                if count == disk[-1]:
+                    report["sidecar"] = sidecar_check(args, path)
+                continue
             measure(f"{_label(count)} disk", count, source)
             memory[_label(count)] = (
                 _fresh(
@@ -326,6 +351,8 @@ def main() -> int:
             )
             if count == disk[-1]:
                 report["resume"] = resume_check(args, source, args.workdir / "state.json")
+                if args.sidecar_rounds:
+                    report["sidecar"] = sidecar_check(args, path)
         finally:
             if not args.keep:
                 shutil.rmtree(path, ignore_errors=True)
@@ -355,6 +382,83 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     return 0
+
+
+def without_sidecar(path: Path, copy: Path) -> None:
+    """``copy``: the corpus at ``path`` (shard files hard-linked) with a manifest that
+    names no block-offsets sidecar (same fingerprint): today's readers' gather."""
+    shutil.rmtree(copy, ignore_errors=True)
+    copy.mkdir(parents=True)
+    for name in os.listdir(path):
+        if name.startswith("shard-"):
+            os.link(path / name, copy / name)
+    manifest = open_corpus(path).parsed_manifest
+    metadata = {k: v for k, v in manifest.metadata.items() if k != BLOCK_OFFSETS_KEY}
+    write_manifest(
+        copy,
+        Manifest.build(
+            manifest.shards,
+            dtype=manifest.dtype,
+            vocab_size=manifest.vocab_size,
+            metadata=metadata,
+            shard_table=manifest.shard_table is not None,
+        ),
+    )
+
+
+def sidecar_check(args: argparse.Namespace, path: Path) -> dict[str, Any]:
+    """Open + first batch of the blocks order with and without the block-offsets sidecar,
+    at the default window and at ``window_blocks=16``, fresh processes, interleaved rounds
+    (medians; the first round of each warms the page cache and is not counted)."""
+    copy = path.with_name(path.name + "-no-sidecar")
+    without_sidecar(path, copy)
+    variants = {
+        f"{label} W={window or 'default'}": (corpus, window)
+        for label, corpus in (("sidecar", path), ("offsets files", copy))
+        for window in (None, 16)
+    }
+    figures: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
+    try:
+        names = list(variants)
+        for round_number in range(args.sidecar_rounds + 1):
+            for name in names if round_number % 2 else names[::-1]:
+                corpus, window = variants[name]
+                spec = _spec(
+                    args,
+                    kind="stream",
+                    order="blocks",
+                    source={"kind": "disk", "path": str(corpus)},
+                    seek=True,
+                    window_blocks=window,
+                )
+                result = _fresh("child", spec)
+                assert result is not None
+                if round_number:
+                    figures[name].append(result)
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+    print(
+        "| blocks order | open + first batch ms (wall / CPU) | seek + batch ms | RssAnon MiB | "
+        "peak RSS MiB |"
+    )
+    print("|---|---|---|---|---|")
+    out: dict[str, Any] = {}
+    for name, results in figures.items():
+
+        def median(key: str, clock: int, results: list[dict[str, Any]] = results) -> float:
+            values = [r[key][clock] if clock >= 0 else r[key] for r in results]
+            return float(statistics.median(values))
+
+        wall = statistics.median(r["open"][0] + r["first"][0] for r in results)
+        cpu = statistics.median(r["open"][1] + r["first"][1] for r in results)
+        out[name] = {"wall": wall, "cpu": cpu, "runs": results}
+        print(
+            f"| {name} | {wall:.0f} / {cpu:.0f} | {median('seek_batch', 0):.0f} / "
+            f"{median('seek_batch', 1):.0f} | {median('anon_first', -1):.0f} | "
+            f"{median('peak_rss', -1):.0f} |",
+            flush=True,
+        )
+    return out
 
 
 def resume_check(args: argparse.Namespace, source: dict[str, Any], state: Path) -> dict[str, Any]:

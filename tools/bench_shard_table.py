@@ -43,15 +43,15 @@ def _child(path: str, block: int, batch_size: int) -> None:
 
     np.zeros(1)  # numpy and mixle imported and warmed before the baseline
     before = rss_anon_mb()
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     documents = open_corpus(path)
-    opened = time.perf_counter()
+    opened, opened_cpu = time.perf_counter(), time.process_time()
     open_mb = rss_anon_mb() - before
     stream = StreamingCorpus(
         documents, rank=0, world_size=1, block=block, batch_size=batch_size, layout="global"
     )
     batch = next(iter(stream))
-    done = time.perf_counter()
+    done, done_cpu = time.perf_counter(), time.process_time()
     assert batch[0].shape[0] == batch_size
     print(
         json.dumps(
@@ -59,6 +59,8 @@ def _child(path: str, block: int, batch_size: int) -> None:
                 "open_s": opened - start,
                 "open_rss_anon_mb": open_mb,
                 "first_batch_s": done - opened,
+                "open_cpu_s": opened_cpu - start_cpu,
+                "first_batch_cpu_s": done_cpu - opened_cpu,
                 "rss_anon_mb": rss_anon_mb(),
             }
         )
@@ -99,15 +101,21 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--work", default="/dev/shm/mixle-bench-shard-table")
+    parser.add_argument(
+        "--forms", default=",".join(FORMS), help="manifests to measure: list, table or both"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    forms = tuple(form for form in args.forms.split(",") if form)
+    if not forms or not set(forms) <= set(FORMS):
+        parser.error(f"--forms must name some of {', '.join(FORMS)}. Got {args.forms!r}.")
     if args.child:
         _child(args.child, args.block, args.batch_size)
         return 0
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    samples: dict[str, list[dict[str, float]]] = {form: [] for form in FORMS}
+    samples: dict[str, list[dict[str, float]]] = {form: [] for form in forms}
     try:
         start = time.perf_counter()
         _build(work, args.shards, args.docs, args.tokens)
@@ -118,7 +126,7 @@ def main() -> int:
             + (work / "table" / "shards.table").stat().st_size,
         }
         for round_ in range(args.rounds):
-            for form in FORMS if round_ % 2 == 0 else tuple(reversed(FORMS)):
+            for form in forms if round_ % 2 == 0 else tuple(reversed(forms)):
                 command = [
                     sys.executable,
                     "-m",
@@ -138,16 +146,20 @@ def main() -> int:
         f"{args.shards:,} shards x {args.docs} documents x {args.tokens} uint16 tokens "
         f"(built in {built:.0f} s), fresh process per figure, median of {args.rounds}"
     )
-    print("| manifest | metadata bytes | open_corpus | RssAnon of open | first batch (global) |")
+    print(
+        "| manifest | metadata bytes | open_corpus wall / CPU | RssAnon of open | "
+        "first batch (global) wall / CPU |"
+    )
     print("|---|---|---|---|---|")
-    for form in FORMS:
+    for form in forms:
 
         def median(key: str, form: str = form) -> float:
             return statistics.median(sample[key] for sample in samples[form])
 
         print(
-            f"| {form} | {sizes[form] / 1e6:.1f} MB | {median('open_s'):.3f} s | "
-            f"{median('open_rss_anon_mb'):.1f} MB | {median('first_batch_s'):.3f} s |"
+            f"| {form} | {sizes[form] / 1e6:.1f} MB | {median('open_s'):.3f} / "
+            f"{median('open_cpu_s'):.3f} s | {median('open_rss_anon_mb'):.1f} MB | "
+            f"{median('first_batch_s'):.3f} / {median('first_batch_cpu_s'):.3f} s |"
         )
     return 0
 

@@ -182,6 +182,7 @@ def throughput(path: Path, args: argparse.Namespace) -> dict[str, float]:
     )
     variants = {
         "ours global": {"layout": "global"},
+        "ours global, permutation": {"layout": "global", "order": "permutation"},
         "ours document_ids": {"document_ids": True},
         "ours global, ids": {"layout": "global", "document_ids": True},
     }
@@ -211,6 +212,7 @@ def throughput(path: Path, args: argparse.Namespace) -> dict[str, float]:
         for name, stream in (
             ("ours epoch_batches", corpus),
             ("ours global", streams["ours global"]),
+            ("ours global, permutation", streams["ours global, permutation"]),
         ):
             candidates[f"{name} [numpy]"] = with_backend(
                 "numpy", lambda s=stream: s.epoch_batches(0)
@@ -249,6 +251,13 @@ def throughput(path: Path, args: argparse.Namespace) -> dict[str, float]:
                 f"{clock} / (a) = {ratio_a:.2f}x, / (a2) = {ratio_a2:.2f}x, / (b) = {ratio_b:.2f}x;"
             )
         print(" ".join(line))
+    for suffix in ("", " [numpy]") if compiled else ("",):
+        blocks, permutation = f"ours global{suffix}", f"ours global, permutation{suffix}"
+        print(
+            f"order{suffix or f' [{gather_backend()}]'}: blocks / permutation = "
+            f"{cpu_median[blocks] / cpu_median[permutation]:.3f}x CPU, "
+            f"{median[blocks] / median[permutation]:.3f}x wall (target >= 1)"
+        )
 
     before = rss_anon_mb()
     start = time.perf_counter()

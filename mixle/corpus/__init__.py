@@ -11,6 +11,9 @@ open_corpus, ShardedDocuments, DocumentsView
     Lazy, memory-mapped, picklable ``Sequence`` of read-only token arrays.
 verify_corpus, VerifyReport, ShardReport
     Full checksum verification.
+add_block_offsets, BLOCK_OFFSETS_NAME
+    Give a corpus the block-offsets sidecar ``block_offsets.bin`` (``docs/format.md``,
+    "Block-offsets sidecar"; ``CorpusWriter`` writes it from 2^24 documents on).
 Origin, ORIGINS_NAME
     Where a document was read (``ShardedDocuments.origin(i)``), from the optional
     origins sidecar ``origins.bin`` (``docs/format.md`` section 15).
@@ -46,6 +49,7 @@ ShardStore, ShardLoader, ShardArrays, register_backend
 from __future__ import annotations
 
 from mixle.corpus.export import DEFAULT_CHUNK_BYTES, EXPORT_FORMATS, ExportSummary, export_corpus
+from mixle.corpus.format.block_offsets import BLOCK_OFFSETS_NAME
 from mixle.corpus.format.documents import DEFAULT_MAX_OPEN_SHARDS, ShardedDocuments
 from mixle.corpus.format.manifest import Manifest, ShardEntry, commit_manifest
 from mixle.corpus.format.origins import ORIGINS_NAME, Origin
@@ -69,6 +73,7 @@ from mixle.corpus.ingestion.options import CorpusShape, IngestOptions, IngestOut
 from mixle.corpus.ingestion.pipeline import DEFAULT_UNIT_BYTES, IngestSummary, ingest
 from mixle.corpus.ingestion.plan import IngestPlan, plan_ingest
 from mixle.corpus.ingestion.units import run_unit
+from mixle.corpus.storage.block_offsets_index import add_block_offsets
 from mixle.corpus.storage.cache import ShardCache
 from mixle.corpus.storage.cached_documents import CachedDocuments
 from mixle.corpus.storage.inspect import describe_corpus, plot_lengths
@@ -122,3 +127,4 @@ __all__ += ["InputFormat", "format_names", "input_formats", "register_format"]
 __all__ += ["DEFAULT_CHUNK_BYTES", "EXPORT_FORMATS", "ExportSummary", "export_corpus"]
 __all__ += ["IngestPlan", "commit_ingest", "merge_corpora", "plan_ingest", "run_unit"]
 __all__ += ["ORIGINS_NAME", "Origin"]
+__all__ += ["BLOCK_OFFSETS_NAME", "add_block_offsets"]

@@ -262,15 +262,20 @@ class BlockOrder:
         blocks = self._window_blocks(k)
         sizes = self._block_sizes(blocks)
         natural = index_ranges(blocks * self.block_documents, sizes)
-        # Documents of a block are consecutive: each length is the next document's
-        # offset minus its own, and a block's last document ends at the block's end.
-        starts = self.offsets(natural)
-        following = np.empty_like(starts)
-        following[:-1] = starts[1:]
-        last = np.cumsum(sizes) - 1
-        following[last] = self.offsets(blocks * self.block_documents + sizes)
+        # Documents of a block are consecutive: its lengths are the differences of the
+        # offsets of its documents and of its end. Those are read in one call, the
+        # blocks in ascending id (the reader then walks each shard's offsets forward,
+        # with no sort), and their lengths put back in block order.
+        ascending = np.argsort(blocks, kind="stable")
+        read_sizes = sizes[ascending] + 1
+        values = self.offsets(index_ranges(blocks[ascending] * self.block_documents, read_sizes))
+        differences = np.diff(values)  # position i: values[i + 1] - values[i]
+        # Where each block's lengths begin in `differences` (a block's last value is
+        # its end; the difference from it to the next block's first is skipped).
+        begins = np.empty_like(read_sizes)
+        begins[ascending] = np.cumsum(read_sizes) - read_sizes
         shuffle = self._shuffle(k, len(natural))
-        return natural[shuffle], (following - starts)[shuffle]
+        return natural[shuffle], differences[index_ranges(begins, sizes)[shuffle]]
 
     def window_documents(self, k: int) -> np.ndarray:
         natural = self._natural(k)

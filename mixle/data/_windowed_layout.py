@@ -53,6 +53,10 @@ class WindowedLayout:
         if has_boundary and self.document_starts[-1]:
             self.window_starts[-1] -= 1  # no boundary after the stream's last document
         self._kept: dict[int, StreamLayout] = {}
+        # The window segment() returned last, with its stream range ``[first, stop)``:
+        # the batches and hints of a window ask for it thousands of times in a row
+        # (one tuple, replaced whole, so a prefetch thread sees a consistent one).
+        self._last: tuple[int, int, StreamLayout] | None = None
 
     @property
     def stream_tokens(self) -> int:
@@ -89,11 +93,16 @@ class WindowedLayout:
         if not self.num_windows:
             empty = np.empty(0, dtype=np.int64)
             return StreamLayout(empty, empty, np.zeros(1, dtype=np.int64), self.has_boundary)
+        last = self._last
+        if last is not None and last[0] <= begin < last[1] and end <= last[1]:
+            return last[2]
         starts = self.window_starts
         low = min(max(int(starts.searchsorted(begin, side="right")) - 1, 0), self.num_windows - 1)
         high = max(min(int(starts.searchsorted(end, side="left")), self.num_windows), low + 1)
         if high == low + 1:
-            return self.window(low)
+            layout = self.window(low)
+            self._last = (int(starts[low]), int(starts[low + 1]), layout)
+            return layout
         parts = [self.window(k) for k in range(low, high)]
         return StreamLayout(
             np.concatenate([p.indices for p in parts]),

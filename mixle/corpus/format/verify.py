@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mixle._file_checks import open_regular
+from mixle.corpus.format.block_offsets import BLOCK_OFFSETS_NAME, BlockOffsets, read_block_offsets
 from mixle.corpus.format.origins import ORIGINS_NAME, read_origins, sidecar_reference
 from mixle.corpus.format.spec import HEADER_SIZE, OffsetsHeader, check_offsets
 from mixle.errors import ChecksumError, CorpusError, CorpusFormatError
@@ -164,7 +165,8 @@ def _verify_shard(
     number: int,
     entry: ShardEntry,
     first_document: int,
-) -> None:
+) -> np.ndarray:
+    """Verify one shard; return its offsets (int64, ``num_documents + 1``)."""
     check_shard_files(store, dtype, number, entry)
     offsets_path = store.local_path(entry.offsets)
     tokens_path = store.local_path(entry.tokens)
@@ -191,16 +193,31 @@ def _verify_shard(
             f"{number}), position {position} is not below the manifest's vocab_size "
             f"{vocab_size}; the corpus was written with a wrong vocab_size."
         )
+    return offsets
 
 
 def verify_store(store: ShardStore, manifest: Manifest) -> VerifyReport:
     """Verify every shard of an already parsed manifest; collect, do not raise."""
     reports = []
-    first_document = 0
+    first_document = first_token = 0
+    errors: list[CorpusError] = []
+    sidecar = _block_offsets(store, manifest, errors)
     for number, entry in enumerate(manifest.shards):
         error: CorpusError | None = None
         try:
-            _verify_shard(store, manifest.dtype, manifest.vocab_size, number, entry, first_document)
+            offsets = _verify_shard(
+                store, manifest.dtype, manifest.vocab_size, number, entry, first_document
+            )
+            if sidecar is not None and not _block_offsets_agree(
+                sidecar, offsets, first_document, first_token
+            ):
+                errors.append(
+                    CorpusFormatError(
+                        f"{store.location}/{BLOCK_OFFSETS_NAME}: its offsets in shard {number} "
+                        "differ from the shard's offsets file."
+                    )
+                )
+                sidecar = None  # one report is enough
         except CorpusError as exc:
             error = exc
         except OSError as exc:
@@ -216,10 +233,43 @@ def verify_store(store: ShardStore, manifest: Manifest) -> VerifyReport:
             )
         )
         first_document += entry.num_documents
+        first_token += entry.num_tokens
     has_origins, origins_error = _verify_origins(store, manifest)
     return VerifyReport(
-        store.location, manifest.fingerprint, tuple(reports), (), has_origins, origins_error
+        store.location,
+        manifest.fingerprint,
+        tuple(reports),
+        tuple(errors),
+        has_origins,
+        origins_error,
     )
+
+
+def _block_offsets(
+    store: ShardStore, manifest: Manifest, errors: list[CorpusError]
+) -> BlockOffsets | None:
+    """The block-offsets sidecar the manifest names (``None``: none, or a problem
+    appended to ``errors``)."""
+    try:
+        return read_block_offsets(
+            store, manifest.metadata, manifest.num_documents, manifest.num_tokens
+        )
+    except CorpusError as exc:
+        errors.append(exc)
+    except OSError as exc:
+        errors.append(
+            CorpusFormatError(f"{store.location}/{BLOCK_OFFSETS_NAME}: unreadable ({exc}).")
+        )
+    return None
+
+
+def _block_offsets_agree(
+    sidecar: BlockOffsets, offsets: np.ndarray, first_document: int, first_token: int
+) -> bool:
+    """Whether the sidecar's entries inside one shard equal the shard's own offsets."""
+    local = np.arange(-first_document % sidecar.stride, offsets.shape[0] - 1, sidecar.stride)
+    expected = offsets[local] + first_token
+    return bool(np.array_equal(sidecar.at(local + first_document), expected))
 
 
 def _verify_origins(store: ShardStore, manifest: Manifest) -> tuple[bool, CorpusError | None]:

@@ -20,7 +20,14 @@ from typing import Any
 import numpy as np
 
 from mixle._checks import positive_int
-from mixle._io import fsync_directory
+from mixle._io import atomic_write_bytes, fsync_directory
+from mixle.corpus.format.block_offsets import (
+    BLOCK_OFFSETS_KEY,
+    BLOCK_OFFSETS_MIN_DOCUMENTS,
+    BLOCK_OFFSETS_NAME,
+    BlockOffsetsRecorder,
+    block_offsets_reference,
+)
 from mixle.corpus.format.encode import (
     EncodedBatch,
     as_integer_document,
@@ -92,6 +99,13 @@ class CorpusWriter:
         ``docs/format.md`` section 14); ``False``: in ``manifest.json`` (version 1,
         readable by every mixle release); ``None`` (default): a table from
         :data:`SHARD_TABLE_MIN_SHARDS` shards on.
+    block_offsets
+        ``True``: write the block-offsets sidecar (``docs/format.md``, "Block-offsets
+        sidecar": the cumulative token offset at every 4096th document, which a
+        ``"blocks"`` epoch order reads instead of the offsets files); ``False``: none;
+        ``None`` (default): one from ``BLOCK_OFFSETS_MIN_DOCUMENTS`` (2^24) documents on.
+        The writer owns ``metadata["block_offsets"]``: a value passed in is replaced
+        (or dropped, without a sidecar).
 
     Raises
     ------
@@ -125,8 +139,15 @@ class CorpusWriter:
         metadata: Mapping[str, Any] | None = None,
         durable: bool = True,
         shard_table: bool | None = None,
+        block_offsets: bool | None = None,
     ) -> None:
         self.path = os.fspath(path)
+        if block_offsets is not None and not isinstance(block_offsets, bool):
+            raise ArgumentError(
+                f"`block_offsets` must be True, False or None. Got {block_offsets!r} instead."
+            )
+        self._block_offsets = block_offsets
+        self._recorder = BlockOffsetsRecorder()
         if not isinstance(durable, bool):
             raise ArgumentError(f"`durable` must be a bool. Got {durable!r} instead.")
         if shard_table is not None and not isinstance(shard_table, bool):
@@ -272,6 +293,7 @@ class CorpusWriter:
                 self._shard = None
             if self._replace_existing:
                 self._drop_old_manifest()
+            self._write_block_offsets()
             manifest = Manifest.build(
                 self._entries,
                 dtype=self._dtype,
@@ -427,6 +449,19 @@ class CorpusWriter:
         if self._pending_tokens >= _BATCH_TOKENS:
             self._flush()
 
+    def _write_block_offsets(self) -> None:
+        """Write the block-offsets sidecar and name it in the metadata, when enabled."""
+        wanted = self._block_offsets
+        if wanted is None:
+            wanted = self._num_documents >= BLOCK_OFFSETS_MIN_DOCUMENTS
+        if not wanted:
+            self._metadata.pop(BLOCK_OFFSETS_KEY, None)
+            return
+        data = self._recorder.encode()
+        self._created.append(BLOCK_OFFSETS_NAME)
+        atomic_write_bytes(os.path.join(self.path, BLOCK_OFFSETS_NAME), data)
+        self._metadata[BLOCK_OFFSETS_KEY] = block_offsets_reference(data)
+
     def _write(self, tokens: np.ndarray, lengths: np.ndarray, *, owned: bool = True) -> None:
         """Split a validated batch at shard boundaries and stream it out.
 
@@ -435,6 +470,7 @@ class CorpusWriter:
         """
         itemsize = tokens.dtype.itemsize
         ends = np.cumsum(lengths, dtype=np.int64)
+        self._recorder.record(lengths, ends)
         first, token_start, count = 0, 0, lengths.shape[0]
         while first < count:
             shard = self._shard or self._open_shard()
@@ -510,9 +546,10 @@ class CorpusWriter:
             )
             temporary = any(
                 fnmatch.fnmatch(name, f".{pattern}.tmp-*")
-                for pattern in ("shard-*", MANIFEST_NAME, SHARD_TABLE_NAME)
+                for pattern in ("shard-*", MANIFEST_NAME, SHARD_TABLE_NAME, BLOCK_OFFSETS_NAME)
             )
             stale_table = name == SHARD_TABLE_NAME and manifest.shard_table is None
+            stale_table |= name == BLOCK_OFFSETS_NAME and BLOCK_OFFSETS_KEY not in manifest.metadata
             if (shard_file and name not in keep) or temporary or stale_table:
                 with contextlib.suppress(OSError):
                     os.unlink(os.path.join(self.path, name))

@@ -52,6 +52,8 @@ from mixle._io import (
     swap_directory,
     write_json_atomic,
 )
+from mixle.corpus.format.block_offsets import BLOCK_OFFSETS_NAME
+from mixle.corpus.format.block_offsets import sidecar_reference as block_offsets_reference_of
 from mixle.corpus.format.manifest import (
     Manifest,
     ShardEntry,
@@ -314,8 +316,12 @@ def _is_local_raw(documents: Any) -> bool:
 
 
 def _sidecars(manifest: Manifest) -> list[str]:
-    """The optional files the manifest names beside the shards (the origins sidecar)."""
-    return [ORIGINS_NAME] if sidecar_reference(manifest.metadata) is not None else []
+    """The optional files the manifest names beside the shards (the origins and the
+    block-offsets sidecars)."""
+    names = [ORIGINS_NAME] if sidecar_reference(manifest.metadata) is not None else []
+    if block_offsets_reference_of(manifest.metadata) is not None:
+        names.append(BLOCK_OFFSETS_NAME)
+    return names
 
 
 def _copy_raw(documents: Any, directory: str) -> dict[str, Any]:

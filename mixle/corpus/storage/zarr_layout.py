@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from mixle._safe_json import loads_bounded
+from mixle.corpus.format.block_offsets import BLOCK_OFFSETS_KEY
 from mixle.corpus.format.manifest import Manifest
 from mixle.corpus.format.origins import ORIGINS_NAME, sidecar_reference
 from mixle.corpus.format.spec import HEADER_SIZE, OffsetsHeader
@@ -123,6 +124,13 @@ def write_zarr_group(
         # The group attributes carry the manifest itself: as the version-1 list of the
         # same shards (same fingerprint), since there is no file beside it for a table.
         parsed = parsed.with_shard_table(False)
+    if BLOCK_OFFSETS_KEY in parsed.metadata:
+        # No file beside the group for the block-offsets sidecar either: the zarr
+        # corpus reads its block boundaries from its offsets arrays.
+        metadata = {k: v for k, v in parsed.metadata.items() if k != BLOCK_OFFSETS_KEY}
+        parsed = Manifest.build(
+            parsed.shards, dtype=parsed.dtype, vocab_size=parsed.vocab_size, metadata=metadata
+        )
     manifest = parsed.to_dict()
     group.attrs["mixle"] = {
         "layout": LAYOUT_NAME,
