@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from typing import Any
 
 from mixle.cli._flags import add_section_flags, section_defaults, section_values
@@ -18,7 +19,7 @@ from mixle.cli._flags import add_section_flags, section_defaults, section_values
 __all__ = ["register"]
 
 _SEED = ("seed",)
-_DESCRIPTION = (
+_DESCRIPTION = textwrap.fill(
     "Rebuild exactly the rows a `mixle train` run trained on at step N, without replaying "
     "the run: per rank and row, the documents it holds (source, corpus index, token range "
     "[start, end), length, targets trained), each document's origin (input file and "
@@ -28,7 +29,8 @@ _DESCRIPTION = (
     "checkpoint in it, or a corpus directory/URL with the stream options given here "
     "(mixle train's flags and defaults; --mixture MIX.toml instead of a corpus). Steps "
     "count as in metrics.jsonl: step 1 is the first batch; each rank's digest is the "
-    "one metrics.jsonl records for that step."
+    "one metrics.jsonl records for that step.",
+    88,
 )
 _EXAMPLE = (
     "examples:\n"

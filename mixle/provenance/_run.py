@@ -416,9 +416,10 @@ class RunSpec:
         epoch, index = self.cursor_at(step)
         source = self._whole()
         if isinstance(source, WindowBatches):
-            source = self.source(rank)
+            windows = self.source(rank)
+            assert isinstance(windows, WindowBatches)
             position = (index * self.world_size + rank) * self.data.batch_size
-            return source.stream.read(epoch, position)
+            return windows.stream.read(epoch, position)
         assert isinstance(source, StreamSource)
         if source is not self._whole_source:  # per-rank layout: the rank's own stream
             source = self.source(rank)
