@@ -14,11 +14,11 @@ import sys
 import textwrap
 from typing import Any
 
-from mixle.cli._flags import add_section_flags, section_defaults, section_values
+from mixle.cli._flags import add_section_flags, section_values
+from mixle.cli._run_args import add_run_arguments, add_stream_flags, run_spec
 
 __all__ = ["register"]
 
-_SEED = ("seed",)
 _DESCRIPTION = textwrap.fill(
     "Rebuild exactly the rows a `mixle train` run trained on at step N, without replaying "
     "the run: per rank and row, the documents it holds (source, corpus index, token range "
@@ -46,7 +46,6 @@ _EXAMPLE = (
 def register(subparsers: Any) -> None:
     """Add the ``show`` command: RUN_OR_CORPUS, show's flags, train's stream flags."""
     from mixle.provenance import ShowOptions
-    from mixle.train import DataConfig, RuntimeConfig
 
     parser = subparsers.add_parser(
         "show",
@@ -55,59 +54,25 @@ def register(subparsers: Any) -> None:
         epilog=_EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "location",
-        nargs="?",
-        default=None,
-        metavar="RUN_OR_CORPUS",
-        help="a mixle train --checkpoint-dir (or one checkpoint in it), or a corpus",
-    )
+    add_run_arguments(parser)
     add_section_flags(parser.add_argument_group("show"), ShowOptions)
-    stream = parser.add_argument_group(
-        "stream of a CORPUS (mixle train's flags and defaults; a run records its own)"
-    )
-    add_section_flags(stream, DataConfig)
-    add_section_flags(stream, RuntimeConfig, _SEED)
+    add_stream_flags(parser)
     parser.set_defaults(func=run)
-
-
-def _given(values: dict[str, Any], defaults: dict[str, Any]) -> list[str]:
-    """The options whose value is not their flag's default (typed by the user)."""
-    return [name for name, value in values.items() if value != defaults[name]]
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the step's rows (text or ``--json``); 2 on bad input, one line."""
     from mixle.cli._errors import echo, report
     from mixle.errors import MixleError
-    from mixle.provenance import ShowOptions, load_decoder, render_step, resolve_run, show_step
-    from mixle.train import DataConfig, RuntimeConfig
+    from mixle.provenance import ShowOptions, load_decoder, render_step, show_step
 
     try:
         options = ShowOptions(**section_values(args, ShowOptions))
         if options.step is None:
             print("mixle show: error: --step N is required (1: the first step).", file=sys.stderr)
             return 2
-        if (args.location is None) == (args.mixture is None):
-            print(
-                "mixle show: error: give either RUN_OR_CORPUS or --mixture MIX.toml (exactly one).",
-                file=sys.stderr,
-            )
-            return 2
-        stream = section_values(args, DataConfig)
-        seed = section_values(args, RuntimeConfig, _SEED)
-        given = _given(stream, section_defaults(DataConfig))
-        given += _given(seed, section_defaults(RuntimeConfig, _SEED))
-        data = None
-        if given and given != ["seed"]:
-            data = DataConfig(**{**stream, "corpus": args.location or args.mixture})
         decoder = None if options.tokenizer is None else load_decoder(options.tokenizer)
-        spec = resolve_run(
-            args.location,
-            data=data,
-            seed=seed["seed"] if "seed" in given else None,
-            world_size=options.world_size,
-        )
+        spec = run_spec(args, world_size=options.world_size)
         step = show_step(spec, options.step, rank=options.rank, decoder=decoder)
     except MixleError as exc:
         return report("show", exc)

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
-from mixle.cli._flags import add_section_flags, section_defaults, section_values
+from mixle.cli._flags import add_section_flags, section_values
+from mixle.cli._run_args import add_run_arguments, add_stream_flags, run_spec
 
 __all__ = ["register"]
 
-_SEED = ("seed",)
 _WORLD = ("world_size",)
 _DESCRIPTION = (
     "List every (epoch, step, rank, row) in which a `mixle train` run trained on one "
@@ -50,7 +49,6 @@ _EXAMPLE = (
 def register(subparsers: Any) -> None:
     """Add the ``where`` command: RUN_OR_CORPUS DOCUMENT, where's flags, the stream flags."""
     from mixle.provenance import ShowOptions, WhereOptions
-    from mixle.train import DataConfig, RuntimeConfig
 
     parser = subparsers.add_parser(
         "where",
@@ -59,62 +57,27 @@ def register(subparsers: Any) -> None:
         epilog=_EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "location",
-        nargs="?",
-        default=None,
-        metavar="RUN_OR_CORPUS",
-        help="a mixle train --checkpoint-dir (or one checkpoint in it), or a corpus",
-    )
+    add_run_arguments(parser)
     parser.add_argument(
         "document", metavar="DOCUMENT", help="a document index, an origin PATH:RECORD, or an id"
     )
     group = parser.add_argument_group("where")
     add_section_flags(group, WhereOptions)
     add_section_flags(group, ShowOptions, _WORLD)
-    stream = parser.add_argument_group(
-        "stream of a CORPUS (mixle train's flags and defaults; a run records its own)"
-    )
-    add_section_flags(stream, DataConfig)
-    add_section_flags(stream, RuntimeConfig, _SEED)
+    add_stream_flags(parser)
     parser.set_defaults(func=run)
-
-
-def _given(values: dict[str, Any], defaults: dict[str, Any]) -> list[str]:
-    """The options whose value is not their flag's default (typed by the user)."""
-    return [name for name, value in values.items() if value != defaults[name]]
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the document's sightings (text or ``--json``); 2 on bad input, one line."""
     from mixle.cli._errors import echo, report
     from mixle.errors import MixleError
-    from mixle.provenance import ShowOptions, WhereOptions, render_where, resolve_run, where
-    from mixle.train import DataConfig, RuntimeConfig
+    from mixle.provenance import ShowOptions, WhereOptions, render_where, where
 
     try:
         options = WhereOptions(**section_values(args, WhereOptions))
         world = ShowOptions(**section_values(args, ShowOptions, _WORLD))
-        if (args.location is None) == (args.mixture is None):
-            print(
-                "mixle where: error: give either RUN_OR_CORPUS or --mixture MIX.toml "
-                "(exactly one).",
-                file=sys.stderr,
-            )
-            return 2
-        stream = section_values(args, DataConfig)
-        seed = section_values(args, RuntimeConfig, _SEED)
-        given = _given(stream, section_defaults(DataConfig))
-        given += _given(seed, section_defaults(RuntimeConfig, _SEED))
-        data = None
-        if given and given != ["seed"]:
-            data = DataConfig(**{**stream, "corpus": args.location or args.mixture})
-        spec = resolve_run(
-            args.location,
-            data=data,
-            seed=seed["seed"] if "seed" in given else None,
-            world_size=world.world_size,
-        )
+        spec = run_spec(args, world_size=world.world_size)
         found = where(spec, args.document, epochs=options.epochs, source=options.source)
     except MixleError as exc:
         return report("where", exc)

@@ -94,15 +94,17 @@ class RunSpec:
     Build it with :func:`resolve_run`. ``data`` is the stream's configuration (the
     data section of ``mixle train``'s :class:`~mixle.train.TrainConfig`), ``seed`` the
     shuffle seed, ``world_size`` the number of ranks, ``record`` what the run's
-    checkpoint records (``None`` for a corpus given with options). Steps are numbered
+    checkpoint records (``None`` for a corpus given with options), ``steps`` the run's
+    ``--steps`` (what a ``block_schedule``'s fractions are of). Steps are numbered
     as ``mixle train`` counts them (``metrics.jsonl`` ``step``): step 1 is the first
     batch of the run.
 
     Raises
     ------
     ArgumentError
-        ``length_buckets`` is set (the bandit's order depends on the training losses,
-        so its batches cannot be rebuilt from the configuration), or a mixture with
+        ``length_buckets`` is set or ``vsl_curriculum`` is ``"bandit"`` (the bandit's
+        order depends on the training losses, so its batches cannot be rebuilt from the
+        configuration), or a mixture with
         ``layout="per-rank"`` or held-out documents (``mixle train`` refuses those too).
     """
 
@@ -113,14 +115,19 @@ class RunSpec:
         seed: int,
         world_size: int,
         record: RunRecord | None = None,
+        steps: int | None = None,
     ) -> None:
         if not isinstance(data, DataConfig):
             raise ArgumentError(f"`data` must be a DataConfig. Got {type(data).__name__}.")
-        if data.length_buckets is not None:
-            raise ArgumentError(
-                f"length_buckets={data.length_buckets!r}: the length bandit picks documents "
-                "from the training losses, so its batches cannot be rebuilt without them."
-            )
+        for name, value in (
+            ("length_buckets", data.length_buckets),
+            ("vsl_curriculum", "bandit" if data.vsl_curriculum == "bandit" else None),
+        ):
+            if value is not None:
+                raise ArgumentError(
+                    f"{name}={value!r}: the length bandit picks documents from the training "
+                    "losses, so its batches cannot be rebuilt without them."
+                )
         if data.mixture is not None and (data.layout != "global" or data.holdout_documents):
             raise ArgumentError(
                 f"the mixture {data.mixture} needs layout='global' and holdout_documents=0 "
@@ -131,6 +138,7 @@ class RunSpec:
         self.seed = nonnegative_int("seed", seed)
         self.world_size = positive_int("world_size", world_size)
         self.record = record
+        self.steps = steps
         self._sources: dict[int, BatchSource] = {}
         self._whole_source: BatchSource | None = None
         self._documents: Sequence[Any] | None = None
@@ -170,14 +178,13 @@ class RunSpec:
     def order(self) -> str | None:
         """The epoch order the packed rows follow (``"blocks"`` or ``"permutation"``:
         the configured one, or the one the checkpoint was saved with), ``None`` for
-        windows (shuffled by their own bijection)."""
-        if self.data.objective != "packed":
-            return None
+        windows and VSL buckets (each shuffled by its own bijection)."""
         source = self._whole()
-        if isinstance(source, MixtureBatches):
+        if isinstance(source, MixtureBatches) and self.data.objective == "packed":
             return source.mixture.order.name
-        assert isinstance(source, PackedBatches)
-        return source.corpus.order.name
+        if isinstance(source, PackedBatches):
+            return source.corpus.order.name
+        return None
 
     def _corpus(self) -> Sequence[Any]:
         if self._documents is None:
@@ -255,6 +262,8 @@ class RunSpec:
                 objective=data.objective,
                 plan_store=self._plan_store(),
                 document_ids=packed,
+                packing=data.packing,
+                attention_boundaries=data.document_mask,
                 **({} if data.order is None else {"order": data.order}),
             )
             source = MixtureBatches(mixture, follow_saved_order=data.order is None)
@@ -271,6 +280,9 @@ class RunSpec:
                 packing=data.packing,
                 document_mask=data.document_mask,
                 document_ids=packed,
+                block_schedule=data.block_schedule_for(world_size, self.steps),
+                vsl_buckets=data.vsl_buckets,
+                vsl_curriculum=data.vsl_curriculum,
                 block=data.block,
                 batch_size=batch_size,
                 seed=self.seed,
@@ -340,7 +352,9 @@ class RunSpec:
             anchor = RunRecord(
                 record.directory, record.checkpoint, begin, cursor, record.last_step, record.meta
             )
-            spec = RunSpec(data, seed=self.seed, world_size=world_size, record=anchor)
+            spec = RunSpec(
+                data, seed=self.seed, world_size=world_size, record=anchor, steps=self.steps
+            )
             spec._log = []  # placed from its own start: its steps all follow it
             self._segments[segment] = spec
         return self._segments[segment]
@@ -425,8 +439,10 @@ class RunSpec:
             source = self.source(rank)
             assert isinstance(source, StreamSource)
             return source.stream.read(epoch, index)
-        size = self.data.batch_size
         whole = source.stream.read(epoch, index)
+        # Each rank's share of a global batch is one contiguous run of its rows; a block
+        # schedule or VSL buckets change the rows per batch, never the split.
+        size = len(whole.context) // self.world_size
         return whole.rows(slice(rank * size, (rank + 1) * size))
 
 
@@ -547,7 +563,13 @@ def _from_checkpoint(directory: str, checkpoint: str, named: bool) -> RunSpec:
     # the run as far as its metrics log goes.
     last = step if named else max(step, _last_logged_step(config, directory))
     record = RunRecord(directory, checkpoint, step, (cursor[0], cursor[1]), last, meta)
-    return RunSpec(config.data, seed=config.seed, world_size=int(meta["world_size"]), record=record)
+    return RunSpec(
+        config.data,
+        seed=config.seed,
+        world_size=int(meta["world_size"]),
+        record=record,
+        steps=config.runtime.steps,
+    )
 
 
 def _last_logged_step(config: TrainConfig, directory: str) -> int:

@@ -188,8 +188,9 @@ class _Origins:
 
 def _trained(batch: Batch, spec: RunSpec) -> Batch:
     """The batch as the trainer took it: without the document ids ``mixle show`` asked
-    for (kept under ``document_mask``, whose rows carry them) and the source ids."""
-    if spec.data.document_mask:
+    for (kept under ``document_mask`` and in VSL buckets, whose rows carry them) and the
+    source ids."""
+    if spec.data.document_mask or spec.data.vsl_buckets is not None:
         return batch.replace(source_ids=None)
     return batch.replace(document_ids=None, position_ids=None, source_ids=None)
 

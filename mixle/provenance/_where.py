@@ -151,8 +151,9 @@ def where(
     ------
     ArgumentError
         A document index out of range, an origin or id that matches no document, an
-        ``epochs`` that is not positive, an unknown ``source``, or a run of windows
-        (``objective="windows"``: its rows hold no documents).
+        ``epochs`` that is not positive, an unknown ``source``, a run of windows
+        (``objective="windows"``: its rows hold no documents) or of VSL buckets
+        (``vsl_buckets``: not inverted yet).
     CorpusError
         The origins sidecar of a corpus is missing, truncated or forged.
     """
@@ -193,6 +194,11 @@ def _stream(spec: RunSpec) -> StreamingCorpus | Mixture:
         isinstance(stream, Mixture) and stream.objective == "packed"
     ):
         return stream
+    if spec.data.vsl_buckets is not None:
+        raise ArgumentError(
+            f"vsl_buckets={spec.data.vsl_buckets}: `where` does not invert the buckets' "
+            "piece order yet; `mixle show RUN --step N` lists any step's documents."
+        )
     raise ArgumentError(
         f"objective={spec.data.objective!r} trains on windows of the token stream, not packed "
         "rows of documents: `where` needs objective='packed'."

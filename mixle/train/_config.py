@@ -323,6 +323,15 @@ class DataConfig:
                 f"block_schedule={self.block_schedule!r} needs: {'; '.join(wrong)}."
             )
 
+    def block_schedule_for(self, world_size: int, steps: int | None) -> BlockSchedule | None:
+        """The :class:`~mixle.data.BlockSchedule` of ``block_schedule`` for a run of
+        ``steps`` steps on ``world_size`` ranks: its fractions are of ``steps x
+        world_size x batch_size x block`` tokens (``None`` without a schedule)."""
+        if self.block_schedule is None:
+            return None
+        total = None if steps is None else steps * world_size * self.batch_size * self.block
+        return BlockSchedule.parse(self.block_schedule, total_tokens=total)
+
     @property
     def model_block(self) -> int:
         """The block the model is built for: the largest of the schedule, else ``block``."""
@@ -558,13 +567,9 @@ class TrainConfig(Sectioned):
                 )
 
     def block_schedule_for(self, world_size: int) -> BlockSchedule | None:
-        """The run's :class:`~mixle.data.BlockSchedule` on ``world_size`` ranks: its
-        fractions are of ``steps x world_size x batch_size x block`` tokens."""
-        if self.data.block_schedule is None:
-            return None
-        steps = self.runtime.steps
-        total = None if steps is None else steps * world_size * self.data.batch_size * self.block
-        return BlockSchedule.parse(self.data.block_schedule, total_tokens=total)
+        """The run's :class:`~mixle.data.BlockSchedule` on ``world_size`` ranks
+        (:meth:`DataConfig.block_schedule_for` over the run's ``steps``)."""
+        return self.data.block_schedule_for(world_size, self.runtime.steps)
 
     def _check_length_buckets(self) -> None:
         wrong = [

@@ -1,0 +1,96 @@
+"""``mixle show`` and ``mixle where`` of runs whose batches change shape: a block
+schedule (rows per global batch change at the phase switch), variable-sequence-length
+buckets (one bucket per step) and a best-fit mixture: every rebuilt batch has the
+digest the run's ``metrics.jsonl`` recorded, and every sighting lies in its step's rows.
+A run whose batches follow the training losses (a VSL bandit) is refused by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mixle.errors import ArgumentError
+from mixle.provenance import resolve_run, show_step, where
+from mixle.train import read_metrics, train
+from tests.provenance._helpers import write_jsonl_corpus
+from tests.train._helpers import tiny_config, write_mixture
+
+STEPS = 6
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_jsonl_corpus(tmp_path_factory.mktemp("show-curricula"), (24, 16))
+
+
+def _train(config_of: Path, run: Path, **changes: object) -> Path:
+    options: dict[str, object] = {
+        "steps": STEPS,
+        "checkpoint_dir": str(run),
+        "checkpoint_every": 4,
+        "keep_last": 1,
+        "block": 16,
+        "batch_size": 4,
+        **changes,
+    }
+    train(tiny_config(config_of, **options), log=lambda _: None)
+    return run
+
+
+def _assert_shown_as_trained(run: Path) -> None:
+    spec = resolve_run(str(run))
+    recorded = {
+        r["step"]: [digest for _, _, digest in r["batches"]]
+        for r in read_metrics(str(run / "metrics.jsonl"))
+        if r["type"] == "step"
+    }
+    assert recorded and spec.last_step == max(recorded)
+    for step, digests in recorded.items():
+        assert [r.digest for r in show_step(spec, step).ranks] == digests, step
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"block_schedule": "16:0.5,32"},
+        {"vsl_buckets": 4},
+        {"vsl_buckets": 4, "vsl_curriculum": "grow_p2"},
+    ],
+    ids=lambda changes: ",".join(f"{k}={v}" for k, v in changes.items()),
+)
+def test_runs_whose_batches_change_shape_are_shown_as_they_trained(
+    corpus: Path, tmp_path: Path, changes: dict[str, object]
+) -> None:
+    run = _train(corpus, tmp_path / "run", **changes)
+    _assert_shown_as_trained(run)
+    spec = resolve_run(str(run))
+    if "vsl_buckets" in changes:
+        with pytest.raises(ArgumentError, match="does not invert the buckets"):
+            where(spec, 0)
+        return
+    # Every sighting of a document is in the rows its step shows.
+    for document in (0, 7):
+        for sighting in where(spec, document).documents[0].sightings:
+            rows = show_step(spec, sighting.step).ranks[sighting.rank].rows
+            held = [s for s in rows[sighting.row].documents if s.document == document]
+            assert held, (document, sighting)
+
+
+def test_a_best_fit_mixture_run_is_shown_as_it_trained(tmp_path: Path) -> None:
+    mix = write_mixture(tmp_path / "mix", documents=(30, 8), seed=3)
+    run = tmp_path / "run"
+    config = tiny_config(
+        mix, mixture=str(mix), packing="best_fit", steps=STEPS, checkpoint_dir=str(run)
+    )
+    train(config, log=lambda _: None)
+    _assert_shown_as_trained(run)
+    rows = show_step(resolve_run(str(run)), 2).ranks[0].rows
+    assert rows and all(np.all([s.source == row.source for s in row.documents]) for row in rows)
+
+
+def test_a_vsl_bandit_run_is_refused_by_name(corpus: Path, tmp_path: Path) -> None:
+    run = _train(corpus, tmp_path / "run", vsl_buckets=4, vsl_curriculum="bandit")
+    with pytest.raises(ArgumentError, match="vsl_curriculum='bandit'"):
+        resolve_run(str(run))
