@@ -14,7 +14,10 @@ row of that rank's batch as the stream hands rows out:
   is rank ``p % world_size``'s document ``p // world_size``; that rank's row ``r`` is
   row ``r % batch_size`` of its batch ``r // batch_size`` (rows past ``num_batches``
   are never read: ``even_batches``);
-- a :class:`~mixle.data.Mixture`: :mod:`~mixle.data._mixture_sightings`.
+- a :class:`~mixle.data.Mixture`: :mod:`~mixle.data._mixture_sightings`;
+- a :class:`~mixle.data.VariableLengthStream` (``"natural"`` or ``"grow_p2"``): its
+  pieces, piece orders and curriculum inverted in closed form,
+  :mod:`~mixle.data._vsl_sightings`.
 
 Steps are numbered as ``mixle train`` numbers them: step 1 is the first batch of a run
 that starts at epoch 0 (``S(0) = 0``), each epoch taking ``num_batches(epoch)`` steps.
@@ -35,6 +38,8 @@ from mixle.data._order import global_document_order
 from mixle.data._plan_global_best_fit import BestFitEpochPlan
 from mixle.data._row_sightings import RowSpan, best_fit_spans, layout_spans
 from mixle.data._streaming import StreamingCorpus
+from mixle.data._vsl_sightings import vsl_spans
+from mixle.data._vsl_stream import VariableLengthStream
 from mixle.errors import ArgumentError, ArgumentTypeError
 
 __all__ = ["Sighting", "closed_form", "epoch_numbers", "sightings"]
@@ -53,7 +58,8 @@ class Sighting:
     rank
         The data-parallel rank whose batch held the row.
     row
-        The row's place in that rank's batch (``0 <= row < batch_size``).
+        The row's place in that rank's batch (``0 <= row < batch_size``; in a
+        variable-length stream, below the rows per rank of the step's bucket).
     document
         The document index (in the stream's documents; the source's in a mixture).
     start, stop
@@ -89,15 +95,18 @@ def epoch_numbers(epochs: int | Iterable[int]) -> list[int]:
     return list(range(positive_int("epochs", epochs)))
 
 
-def closed_form(stream: StreamingCorpus | Mixture) -> bool:
+def closed_form(stream: StreamingCorpus | Mixture | VariableLengthStream) -> bool:
     """Whether :func:`sightings` inverts ``stream``'s order in closed form (the
-    ``"blocks"`` order, O(window) per epoch) rather than with one pass over each epoch's
-    order (the seed's permutation, which every per-rank stream uses)."""
+    ``"blocks"`` order, O(window) per epoch; a variable-length stream's pieces and
+    curriculum, O(the document's pieces) per epoch) rather than with one pass over each
+    epoch's order (the seed's permutation, which every per-rank stream uses)."""
+    if isinstance(stream, VariableLengthStream):
+        return True
     return stream.order.name == "blocks"
 
 
 def sightings(
-    stream: StreamingCorpus | Mixture,
+    stream: StreamingCorpus | Mixture | VariableLengthStream,
     document: int,
     *,
     epochs: int | Iterable[int] = 1,
@@ -108,8 +117,8 @@ def sightings(
     Parameters
     ----------
     stream
-        A :class:`StreamingCorpus` (any rank of the run: the answer covers every rank)
-        or a packed :class:`Mixture`.
+        A :class:`StreamingCorpus` or a :class:`VariableLengthStream` (any rank of the
+        run: the answer covers every rank) or a packed :class:`Mixture`.
     document
         A document index of the stream's documents (of the source's, in a mixture).
     epochs
@@ -121,14 +130,16 @@ def sightings(
     -------
     list[Sighting]
         Sorted by ``(step, rank, row, start)``. Cost: O(window) per epoch with the
-        ``"blocks"`` order (see :func:`closed_form`), else one pass per epoch.
+        ``"blocks"`` order (see :func:`closed_form`), O(the document's pieces) for a
+        variable-length stream, else one pass per epoch.
 
     Raises
     ------
     ArgumentTypeError, ArgumentError
         ``stream`` is neither, ``document`` is out of range, ``epochs`` is not a positive
-        count or epoch numbers, ``source`` is missing, unknown or given for a corpus, or
-        the mixture is of windows.
+        count or epoch numbers, ``source`` is missing, unknown or given for a corpus or
+        a variable-length stream, the mixture is of windows, or the variable-length
+        stream's curriculum is ``"bandit"``.
     """
     chosen = epoch_numbers(epochs)
     if isinstance(stream, Mixture):
@@ -140,19 +151,26 @@ def sightings(
                 stream, index, _document(document, stream.rows[index].num_documents), chosen
             )
         ]
-    elif isinstance(stream, StreamingCorpus):
+    elif isinstance(stream, StreamingCorpus | VariableLengthStream):
         if source is not None:
             raise ArgumentError(
-                f"`source` names a mixture source; a StreamingCorpus has none. Got {source!r}."
+                f"`source` names a mixture source; a {type(stream).__name__} has none. "
+                f"Got {source!r}."
             )
         document = _document(document, len(stream.documents))
-        if stream.layout == "per-rank":
+        if isinstance(stream, VariableLengthStream):
+            found = [
+                Sighting(epoch, step, rank, row, document, start, stop)
+                for epoch, (step, rank, row), start, stop in vsl_spans(stream, document, chosen)
+            ]
+        elif stream.layout == "per-rank":
             found = _per_rank(stream, document, chosen)
         else:
             found = _global(stream, document, chosen)
     else:
         raise ArgumentTypeError(
-            f"`stream` must be a StreamingCorpus or a Mixture. Got {type(stream).__name__}."
+            "`stream` must be a StreamingCorpus, a Mixture or a VariableLengthStream. Got "
+            f"{type(stream).__name__}."
         )
     return sorted(found, key=lambda s: (s.step, s.rank, s.row, s.start))
 
