@@ -111,7 +111,9 @@ def test_a_long_document_is_seen_once_per_piece_per_epoch() -> None:
 
 def test_what_cannot_be_inverted_is_named() -> None:
     docs = _documents([5, 9, 4])
-    dropped = VariableLengthStream(docs, block=4, min_length=4, tokens_per_batch=8, remainder="drop")
+    dropped = VariableLengthStream(
+        docs, block=4, min_length=4, tokens_per_batch=8, remainder="drop"
+    )
     assert sightings(dropped, 2) == []  # 3 targets below the smallest bucket: dropped
     with pytest.raises(ArgumentError, match="a VariableLengthStream has none"):
         sightings(dropped, 0, source="a")
