@@ -10,6 +10,11 @@ row of that rank's batch as the stream hands rows out:
   packing): global row ``g`` of epoch ``e`` is taken at step ``S(e) + g // G + 1``
   (``G = world_size * batch_size``) by rank ``(g % G) // batch_size`` as its row
   ``g % batch_size``, where ``S(e)`` is the steps of the epochs before ``e``;
+- a ``block_schedule`` (the global layout in phases): global batch ``k`` of the epoch
+  holds the stream's targets ``k K + 1 .. (k + 1) K`` (``K`` tokens per global batch),
+  in rows of the block ``b`` of the phase that rules them; the row that starts at stream
+  token ``t = k K + o`` is taken at step ``S(e) + k + 1`` by rank ``o // (K / W)`` as
+  its row ``(o % (K / W)) // b``;
 - per-rank layout: the epoch's order is dealt round robin, so order position ``p``
   is rank ``p % world_size``'s document ``p // world_size``; that rank's row ``r`` is
   row ``r % batch_size`` of its batch ``r // batch_size`` (rows past ``num_batches``
@@ -36,7 +41,14 @@ from mixle.data._mixture_sightings import mixture_spans, source_index
 from mixle.data._options import ShardOptions
 from mixle.data._order import global_document_order
 from mixle.data._plan_global_best_fit import BestFitEpochPlan
-from mixle.data._row_sightings import RowSpan, best_fit_spans, layout_spans
+from mixle.data._plan_phased import PhasedEpochPlan
+from mixle.data._row_sightings import (
+    RowSpan,
+    best_fit_spans,
+    document_ranges,
+    layout_spans,
+    stream_spans,
+)
 from mixle.data._streaming import StreamingCorpus
 from mixle.data._vsl_sightings import vsl_spans
 from mixle.data._vsl_stream import VariableLengthStream
@@ -197,11 +209,41 @@ def _global(stream: StreamingCorpus, document: int, epochs: list[int]) -> list[S
     before = 0  # steps of the epochs before `epoch`
     for epoch in range(epochs[-1] + 1):
         if epoch in epochs:
-            for span in _epoch_spans(stream, document, epoch):
-                rank, row = divmod(span.row % group, size)
-                step = before + span.row // group + 1
-                found.append(Sighting(epoch, step, rank, row, document, span.start, span.stop))
+            plan = stream.epoch_plan(epoch)
+            if isinstance(plan, PhasedEpochPlan):
+                places = _phased(plan, document, stream.world_size)
+            else:
+                places = [
+                    (span.row // group, *divmod(span.row % group, size), span.start, span.stop)
+                    for span in _epoch_spans(stream, document, epoch)
+                ]
+            for batch, rank, row, start, stop in places:
+                found.append(Sighting(epoch, before + batch + 1, rank, row, document, start, stop))
         before += stream.num_batches(epoch)
+    return found
+
+
+def _phased(
+    plan: PhasedEpochPlan, document: int, world_size: int
+) -> list[tuple[int, int, int, int, int]]:
+    """``(batch of the epoch, rank, row, start, stop)`` of every row of a block-schedule
+    epoch that trains ``document``: its stream ranges cut at the phases (the rows of a
+    phase start at the phase's tokens ``[first, stop)``, so they train its targets
+    ``first + 1 .. stop``), each phase's part cut into that phase's rows."""
+    phases, tokens = plan.phases, plan.tokens_per_batch
+    share = tokens // world_size  # tokens of one rank's rows in a global batch
+    found = []
+    for begin, length in document_ranges(plan.layout, document):
+        for position, block in enumerate(phases.blocks):
+            first, stop = phases.starts[position], phases.stop(position)
+            low, high = max(begin, first + 1), min(begin + length, stop + 1)
+            if high <= low:
+                continue
+            for span in stream_spans(low, high - low, block, stop // block):
+                batch, offset = divmod(span.row * block, tokens)
+                rank, within = divmod(offset, share)
+                shift = low - begin
+                found.append((batch, rank, within // block, shift + span.start, shift + span.stop))
     return found
 
 

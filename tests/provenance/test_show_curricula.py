@@ -124,11 +124,6 @@ def test_vsl_sightings_lie_in_the_rows_shown(
     assert report["closed_form"] is True and report["documents"][0]["sightings"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sightings place a block_schedule run's later phases with the first phase's "
-    "block and batch size (mixle/data/_sightings.py _global): their rows are misplaced",
-)
 def test_block_schedule_sightings_lie_in_the_rows_shown(runs: dict[str, Path]) -> None:
     _assert_sightings_are_shown(runs[_named(SHAPES[0])], vsl=False)
 
