@@ -32,7 +32,14 @@ from mixle.data._plan_best_fit import BestFitRows
 from mixle.data._plan_global_best_fit import LayoutWindows
 from mixle.data._windowed_layout import WindowedLayout
 
-__all__ = ["RowSpan", "best_fit_spans", "best_fit_windows", "layout_spans", "stream_spans"]
+__all__ = [
+    "RowSpan",
+    "best_fit_spans",
+    "best_fit_windows",
+    "document_ranges",
+    "layout_spans",
+    "stream_spans",
+]
 
 
 class RowSpan(NamedTuple):
@@ -69,12 +76,11 @@ def _positions(layout: StreamLayout, document: int) -> np.ndarray:
     return np.flatnonzero(layout.indices == document)
 
 
-def layout_spans(layout: RowLayout, document: int, block: int, rows: int) -> list[RowSpan]:
-    """The rows among the first ``rows`` of the concatenated stream of ``layout`` that
-    train ``document``, in row order (see the module docstring for the cost)."""
+def document_ranges(layout: RowLayout, document: int) -> list[tuple[int, int]]:
+    """``(stream start, length)`` of every place of ``document`` in the concatenated
+    stream of ``layout``, in stream order (see the module docstring for the cost)."""
     if isinstance(layout, WindowedLayout) and isinstance(layout.windows, BlockOrder):
-        begin, length = _located(layout, layout.windows, document)
-        return stream_spans(begin, length, block, rows)
+        return [_located(layout, layout.windows, document)]
     found: list[tuple[StreamLayout, int]]
     if isinstance(layout, WindowedLayout):
         found = [
@@ -86,9 +92,14 @@ def layout_spans(layout: RowLayout, document: int, block: int, rows: int) -> lis
     else:
         whole = layout.segment(0, layout.stream_tokens)
         found = [(whole, int(place)) for place in _positions(whole, document)]
+    return sorted((int(part.starts[place]), int(part.lengths[place])) for part, place in found)
+
+
+def layout_spans(layout: RowLayout, document: int, block: int, rows: int) -> list[RowSpan]:
+    """The rows among the first ``rows`` of the concatenated stream of ``layout`` that
+    train ``document``, in row order (see the module docstring for the cost)."""
     spans: list[RowSpan] = []
-    for part, place in found:
-        begin, length = int(part.starts[place]), int(part.lengths[place])
+    for begin, length in document_ranges(layout, document):
         spans.extend(stream_spans(begin, length, block, rows))
     return sorted(spans)
 

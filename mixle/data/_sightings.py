@@ -10,11 +10,19 @@ row of that rank's batch as the stream hands rows out:
   packing): global row ``g`` of epoch ``e`` is taken at step ``S(e) + g // G + 1``
   (``G = world_size * batch_size``) by rank ``(g % G) // batch_size`` as its row
   ``g % batch_size``, where ``S(e)`` is the steps of the epochs before ``e``;
+- a ``block_schedule`` (the global layout in phases): global batch ``k`` of the epoch
+  holds the stream's targets ``k K + 1 .. (k + 1) K`` (``K`` tokens per global batch),
+  in rows of the block ``b`` of the phase that rules them; the row that starts at stream
+  token ``t = k K + o`` is taken at step ``S(e) + k + 1`` by rank ``o // (K / W)`` as
+  its row ``(o % (K / W)) // b``;
 - per-rank layout: the epoch's order is dealt round robin, so order position ``p``
   is rank ``p % world_size``'s document ``p // world_size``; that rank's row ``r`` is
   row ``r % batch_size`` of its batch ``r // batch_size`` (rows past ``num_batches``
   are never read: ``even_batches``);
-- a :class:`~mixle.data.Mixture`: :mod:`~mixle.data._mixture_sightings`.
+- a :class:`~mixle.data.Mixture`: :mod:`~mixle.data._mixture_sightings`;
+- a :class:`~mixle.data.VariableLengthStream` (``"natural"`` or ``"grow_p2"``): its
+  pieces, piece orders and curriculum inverted in closed form,
+  :mod:`~mixle.data._vsl_sightings`.
 
 Steps are numbered as ``mixle train`` numbers them: step 1 is the first batch of a run
 that starts at epoch 0 (``S(0) = 0``), each epoch taking ``num_batches(epoch)`` steps.
@@ -33,8 +41,17 @@ from mixle.data._mixture_sightings import mixture_spans, source_index
 from mixle.data._options import ShardOptions
 from mixle.data._order import global_document_order
 from mixle.data._plan_global_best_fit import BestFitEpochPlan
-from mixle.data._row_sightings import RowSpan, best_fit_spans, layout_spans
+from mixle.data._plan_phased import PhasedEpochPlan
+from mixle.data._row_sightings import (
+    RowSpan,
+    best_fit_spans,
+    document_ranges,
+    layout_spans,
+    stream_spans,
+)
 from mixle.data._streaming import StreamingCorpus
+from mixle.data._vsl_sightings import vsl_spans
+from mixle.data._vsl_stream import VariableLengthStream
 from mixle.errors import ArgumentError, ArgumentTypeError
 
 __all__ = ["Sighting", "closed_form", "epoch_numbers", "sightings"]
@@ -53,7 +70,8 @@ class Sighting:
     rank
         The data-parallel rank whose batch held the row.
     row
-        The row's place in that rank's batch (``0 <= row < batch_size``).
+        The row's place in that rank's batch (``0 <= row < batch_size``; in a
+        variable-length stream, below the rows per rank of the step's bucket).
     document
         The document index (in the stream's documents; the source's in a mixture).
     start, stop
@@ -89,15 +107,18 @@ def epoch_numbers(epochs: int | Iterable[int]) -> list[int]:
     return list(range(positive_int("epochs", epochs)))
 
 
-def closed_form(stream: StreamingCorpus | Mixture) -> bool:
+def closed_form(stream: StreamingCorpus | Mixture | VariableLengthStream) -> bool:
     """Whether :func:`sightings` inverts ``stream``'s order in closed form (the
-    ``"blocks"`` order, O(window) per epoch) rather than with one pass over each epoch's
-    order (the seed's permutation, which every per-rank stream uses)."""
+    ``"blocks"`` order, O(window) per epoch; a variable-length stream's pieces and
+    curriculum, O(the document's pieces) per epoch) rather than with one pass over each
+    epoch's order (the seed's permutation, which every per-rank stream uses)."""
+    if isinstance(stream, VariableLengthStream):
+        return True
     return stream.order.name == "blocks"
 
 
 def sightings(
-    stream: StreamingCorpus | Mixture,
+    stream: StreamingCorpus | Mixture | VariableLengthStream,
     document: int,
     *,
     epochs: int | Iterable[int] = 1,
@@ -108,8 +129,8 @@ def sightings(
     Parameters
     ----------
     stream
-        A :class:`StreamingCorpus` (any rank of the run: the answer covers every rank)
-        or a packed :class:`Mixture`.
+        A :class:`StreamingCorpus` or a :class:`VariableLengthStream` (any rank of the
+        run: the answer covers every rank) or a packed :class:`Mixture`.
     document
         A document index of the stream's documents (of the source's, in a mixture).
     epochs
@@ -121,14 +142,16 @@ def sightings(
     -------
     list[Sighting]
         Sorted by ``(step, rank, row, start)``. Cost: O(window) per epoch with the
-        ``"blocks"`` order (see :func:`closed_form`), else one pass per epoch.
+        ``"blocks"`` order (see :func:`closed_form`), O(the document's pieces) for a
+        variable-length stream, else one pass per epoch.
 
     Raises
     ------
     ArgumentTypeError, ArgumentError
         ``stream`` is neither, ``document`` is out of range, ``epochs`` is not a positive
-        count or epoch numbers, ``source`` is missing, unknown or given for a corpus, or
-        the mixture is of windows.
+        count or epoch numbers, ``source`` is missing, unknown or given for a corpus or
+        a variable-length stream, the mixture is of windows, or the variable-length
+        stream's curriculum is ``"bandit"``.
     """
     chosen = epoch_numbers(epochs)
     if isinstance(stream, Mixture):
@@ -140,19 +163,26 @@ def sightings(
                 stream, index, _document(document, stream.rows[index].num_documents), chosen
             )
         ]
-    elif isinstance(stream, StreamingCorpus):
+    elif isinstance(stream, StreamingCorpus | VariableLengthStream):
         if source is not None:
             raise ArgumentError(
-                f"`source` names a mixture source; a StreamingCorpus has none. Got {source!r}."
+                f"`source` names a mixture source; a {type(stream).__name__} has none. "
+                f"Got {source!r}."
             )
         document = _document(document, len(stream.documents))
-        if stream.layout == "per-rank":
+        if isinstance(stream, VariableLengthStream):
+            found = [
+                Sighting(epoch, step, rank, row, document, start, stop)
+                for epoch, (step, rank, row), start, stop in vsl_spans(stream, document, chosen)
+            ]
+        elif stream.layout == "per-rank":
             found = _per_rank(stream, document, chosen)
         else:
             found = _global(stream, document, chosen)
     else:
         raise ArgumentTypeError(
-            f"`stream` must be a StreamingCorpus or a Mixture. Got {type(stream).__name__}."
+            "`stream` must be a StreamingCorpus, a Mixture or a VariableLengthStream. Got "
+            f"{type(stream).__name__}."
         )
     return sorted(found, key=lambda s: (s.step, s.rank, s.row, s.start))
 
@@ -179,11 +209,41 @@ def _global(stream: StreamingCorpus, document: int, epochs: list[int]) -> list[S
     before = 0  # steps of the epochs before `epoch`
     for epoch in range(epochs[-1] + 1):
         if epoch in epochs:
-            for span in _epoch_spans(stream, document, epoch):
-                rank, row = divmod(span.row % group, size)
-                step = before + span.row // group + 1
-                found.append(Sighting(epoch, step, rank, row, document, span.start, span.stop))
+            plan = stream.epoch_plan(epoch)
+            if isinstance(plan, PhasedEpochPlan):
+                places = _phased(plan, document, stream.world_size)
+            else:
+                places = [
+                    (span.row // group, *divmod(span.row % group, size), span.start, span.stop)
+                    for span in _epoch_spans(stream, document, epoch)
+                ]
+            for batch, rank, row, start, stop in places:
+                found.append(Sighting(epoch, before + batch + 1, rank, row, document, start, stop))
         before += stream.num_batches(epoch)
+    return found
+
+
+def _phased(
+    plan: PhasedEpochPlan, document: int, world_size: int
+) -> list[tuple[int, int, int, int, int]]:
+    """``(batch of the epoch, rank, row, start, stop)`` of every row of a block-schedule
+    epoch that trains ``document``: its stream ranges cut at the phases (the rows of a
+    phase start at the phase's tokens ``[first, stop)``, so they train its targets
+    ``first + 1 .. stop``), each phase's part cut into that phase's rows."""
+    phases, tokens = plan.phases, plan.tokens_per_batch
+    share = tokens // world_size  # tokens of one rank's rows in a global batch
+    found = []
+    for begin, length in document_ranges(plan.layout, document):
+        for position, block in enumerate(phases.blocks):
+            first, stop = phases.starts[position], phases.stop(position)
+            low, high = max(begin, first + 1), min(begin + length, stop + 1)
+            if high <= low:
+                continue
+            for span in stream_spans(low, high - low, block, stop // block):
+                batch, offset = divmod(span.row * block, tokens)
+                rank, within = divmod(offset, share)
+                shift = low - begin
+                found.append((batch, rank, within // block, shift + span.start, shift + span.stop))
     return found
 
 

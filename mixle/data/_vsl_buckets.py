@@ -28,7 +28,8 @@ document indices; the longest bucket also the cumulative piece counts), built on
 vectorised numpy over ``lengths`` — O(documents) time and memory, the only
 O(documents) work of the stream. A piece is then found from its ordinal in its bucket
 in O(log documents) (:meth:`BucketPieces.pieces`), and its start follows from the
-document's length in closed form.
+document's length in closed form; the inverse, a document's pieces with their
+ordinals (:meth:`BucketPieces.of_document`), is as cheap: O(log documents) per bucket.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import numpy as np
 from mixle._checks import one_of, positive_int
 from mixle.errors import ArgumentError
 
-__all__ = ["REMAINDERS", "BucketPieces", "PieceRows", "bucket_lengths"]
+__all__ = ["REMAINDERS", "BucketPieces", "DocumentPieces", "PieceRows", "bucket_lengths"]
 
 REMAINDERS = ("pad", "drop")
 
@@ -76,6 +77,18 @@ class PieceRows:
     """Pieces of one bucket: per row the document, its first token and its real targets."""
 
     documents: np.ndarray
+    starts: np.ndarray
+    targets: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentPieces:
+    """One document's pieces, in document order: per piece its bucket, its ordinal among
+    the bucket's pieces (as :meth:`BucketPieces.pieces` counts them), its first token
+    and its real targets (int64 arrays of one length)."""
+
+    buckets: np.ndarray
+    ordinals: np.ndarray
     starts: np.ndarray
     targets: np.ndarray
 
@@ -160,6 +173,37 @@ class BucketPieces:
             starts[is_tail] = self._prefix(docs, self.min_length)
             targets[is_tail] = (self._lengths[docs] - 1) % self.min_length
         return PieceRows(documents, starts, targets)
+
+    def of_document(self, document: int) -> DocumentPieces:
+        """The pieces of ``document`` (a valid index), in document order: the inverse of
+        :meth:`pieces`, O(log documents) per bucket plus one entry per piece."""
+        targets = max(int(self._lengths[document]) - 1, 0)
+        found: list[tuple[int, np.ndarray, np.ndarray, int]] = []
+        full = targets // self.block
+        if full:
+            slot = int(np.searchsorted(self._full_documents, document))
+            before = int(self._full_ends[slot - 1]) if slot else 0
+            inside = np.arange(full, dtype=np.int64)
+            found.append((self.num_buckets - 1, before + inside, inside * self.block, self.block))
+        rest = targets % self.block
+        for bucket in reversed(range(self.num_buckets - 1)):  # longest first, as cut
+            length = self.lengths_of_buckets[bucket]
+            if rest & length:
+                ordinal = int(np.searchsorted(self._bit_documents[bucket], document))
+                start = targets - targets % (2 * length)
+                found.append((bucket, np.array([ordinal]), np.array([start]), length))
+        tail = rest & (self.min_length - 1)
+        if tail and self.remainder == "pad":
+            ordinal = self._regular(0) + int(np.searchsorted(self._tail_documents, document))
+            found.append((0, np.array([ordinal]), np.array([targets - tail]), tail))
+        if not found:
+            return DocumentPieces(_EMPTY, _EMPTY, _EMPTY, _EMPTY)
+        return DocumentPieces(
+            np.concatenate([np.full(len(o), b, dtype=np.int64) for b, o, _, _ in found]),
+            np.concatenate([o for _, o, _, _ in found]).astype(np.int64),
+            np.concatenate([s for _, _, s, _ in found]).astype(np.int64),
+            np.concatenate([np.full(len(o), t, dtype=np.int64) for _, o, _, t in found]),
+        )
 
     def _prefix(self, documents: np.ndarray, granule: int) -> np.ndarray:
         """Targets of ``documents`` before their pieces shorter than ``granule``: the full

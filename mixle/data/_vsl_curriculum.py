@@ -10,7 +10,9 @@ Batch ``i`` of the epoch is found without building the order: a binary search ov
 the segment ends, one permutation lookup, a binary search over the segment's bucket
 counts. The batches of a bucket are numbered (its *ordinals*) segment by segment: those
 of a segment all come after those of the segments before it (in a segment they are
-placed in the keyed order).
+placed in the keyed order). The inverse, the batch index of a bucket's ordinal
+(:meth:`CurriculumPlan.indices`), is as cheap: a binary search over the bucket's
+segment counts, one inverse permutation lookup.
 
 Curricula (:data:`CURRICULA`):
 
@@ -104,6 +106,22 @@ class CurriculumPlan:
         bucket = int(np.searchsorted(ends, position, side="right"))
         offset = int(ends[bucket - 1]) if bucket else 0
         return bucket, int(self._before[segment, bucket]) + position - offset
+
+    def indices(self, epoch: int, bucket: int, ordinals: np.ndarray) -> np.ndarray:
+        """Batch indices in ``epoch`` of ``bucket``'s batches ``ordinals`` (each in
+        ``[0, batches_per_bucket[bucket])``): :meth:`locate` inverted, in closed form."""
+        ordinals = np.asarray(ordinals, dtype=np.int64)
+        bucket_ends = self._before[:, bucket] + self.counts[:, bucket]
+        segments = np.searchsorted(bucket_ends, ordinals, side="right")
+        found = np.empty_like(ordinals)
+        for segment in np.unique(segments).tolist():
+            chosen = segments == segment
+            first = int(self._ends[segment - 1]) if segment else 0
+            size = int(self._ends[segment]) - first
+            offset = int(self._inner_ends[segment, bucket - 1]) if bucket else 0
+            positions = offset + ordinals[chosen] - int(self._before[segment, bucket])
+            found[chosen] = first + self._order(epoch, segment, size).inverse(positions)
+        return found
 
     def _order(self, epoch: int, segment: int, size: int) -> FeistelPermutation:
         """The keyed order of ``segment`` in ``epoch`` (kept for the latest epoch only)."""

@@ -336,8 +336,10 @@ class VariableLengthStream:
             )
         return self._bandit.peek(epoch, index)
 
-    def _piece_order(self, epoch: int, bucket: int) -> FeistelPermutation:
-        """The keyed order of ``bucket``'s pieces in ``epoch`` (kept for the latest epoch)."""
+    def piece_order(self, epoch: int, bucket: int) -> FeistelPermutation:
+        """The keyed order of ``bucket``'s pieces in ``epoch``: the ``p``-th row of the
+        bucket's rows in the epoch (batch ``p // rows_per_batch(bucket)``) holds piece
+        ``order(p)`` (its ordinal, :meth:`BucketPieces.pieces`). Kept for the latest epoch."""
         order = self._piece_orders.get((epoch, bucket))
         if order is None:
             if any(seen != epoch for seen, _ in self._piece_orders):
@@ -359,7 +361,7 @@ class VariableLengthStream:
         rows = ordinal * global_rows + self.rank * count + np.arange(count, dtype=np.int64)
         pieces_here = self.pieces.counts[bucket]
         real = np.flatnonzero(rows < pieces_here)
-        order = self._piece_order(epoch, bucket)
+        order = self.piece_order(epoch, bucket)
         pieces = self.pieces.pieces(bucket, order(rows[real]) if real.size else real)
         width = length + 1
         buffer = np.full((count, width), self.pad_id, dtype=np.int64)

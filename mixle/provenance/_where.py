@@ -5,9 +5,10 @@
 prints it) or an id (``--id-field`` at ingest) — to documents of the run's corpus (or
 of its mixture's sources) and inverts the run's plan for each
 (:func:`mixle.data.sightings`): no pass over an epoch with the ``"blocks"`` order
-(the global layout's default), one pass over each epoch's order with the seed's
-permutation (and with every per-rank stream), which the report says
-(:attr:`WhereReport.closed_form`).
+(the global layout's default) nor with variable-length buckets (``vsl_buckets``: the
+document's pieces, the piece orders and the curriculum inverted), one pass over each
+epoch's order with the seed's permutation (and with every per-rank stream), which the
+report says (:attr:`WhereReport.closed_form`, :attr:`WhereReport.inversion`).
 
 A run's checkpoint bounds the answer: by default the epochs its steps reached, and
 only the steps up to its last step; a corpus given with stream options answers for
@@ -32,6 +33,7 @@ from mixle.corpus import Origin
 from mixle.data._mixture import Mixture
 from mixle.data._sightings import Sighting, closed_form, epoch_numbers, sightings
 from mixle.data._streaming import StreamingCorpus
+from mixle.data._vsl_stream import VariableLengthStream
 from mixle.errors import ArgumentError, CorpusError
 from mixle.provenance._run import RunSpec
 from mixle.train._sources import StreamSource
@@ -100,10 +102,12 @@ class WhereReport:
     last_step
         The run's last step (sightings after it are left out), or ``None`` for a corpus.
     closed_form
-        True: the order was inverted (O(window) per epoch); False: one pass over each
-        epoch's order (the seed's permutation).
+        True: the order was inverted (O(window) per epoch; O(the document's pieces) with
+        VSL buckets); False: one pass over each epoch's order (the seed's permutation).
     documents
         Every document the query names, with its sightings.
+    inversion
+        How the plan was inverted, in words (as :func:`render_where` prints it).
     """
 
     query: str
@@ -111,6 +115,7 @@ class WhereReport:
     last_step: int | None
     closed_form: bool
     documents: tuple[DocumentSightings, ...]
+    inversion: str
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (stable for tools)."""
@@ -119,6 +124,7 @@ class WhereReport:
             "epochs": list(self.epochs),
             "last_step": self.last_step,
             "closed_form": self.closed_form,
+            "inversion": self.inversion,
             "documents": [d.to_dict() for d in self.documents],
         }
 
@@ -151,9 +157,8 @@ def where(
     ------
     ArgumentError
         A document index out of range, an origin or id that matches no document, an
-        ``epochs`` that is not positive, an unknown ``source``, a run of windows
-        (``objective="windows"``: its rows hold no documents) or of VSL buckets
-        (``vsl_buckets``: not inverted yet).
+        ``epochs`` that is not positive, an unknown ``source`` or a run of windows
+        (``objective="windows"``: its rows hold no documents).
     CorpusError
         The origins sidecar of a corpus is missing, truncated or forged.
     """
@@ -184,21 +189,39 @@ def where(
             )
         )
     searched = epoch_numbers(_epochs(spec, stream, matches[0][0], epochs))
-    return WhereReport(str(document), tuple(searched), last, closed_form(stream), tuple(found))
+    return WhereReport(
+        str(document),
+        tuple(searched),
+        last,
+        closed_form(stream),
+        tuple(found),
+        _inversion(stream),
+    )
 
 
-def _stream(spec: RunSpec) -> StreamingCorpus | Mixture:
+Stream = StreamingCorpus | Mixture | VariableLengthStream
+"""The streams whose plans :func:`~mixle.data.sightings` inverts."""
+
+
+def _inversion(stream: Stream) -> str:
+    """How :func:`~mixle.data.sightings` inverts ``stream``'s plan, in words."""
+    if isinstance(stream, VariableLengthStream):
+        return (
+            f"the {stream.curriculum} curriculum and the buckets' piece orders inverted: "
+            "no pass over an epoch"
+        )
+    if closed_form(stream):
+        return "the blocks order inverted: no pass over an epoch"
+    return "the permutation order: one pass over each epoch's order"
+
+
+def _stream(spec: RunSpec) -> Stream:
     source = spec.source(0)
     stream = source.stream if isinstance(source, StreamSource) else None
-    if isinstance(stream, StreamingCorpus) or (
+    if isinstance(stream, StreamingCorpus | VariableLengthStream) or (
         isinstance(stream, Mixture) and stream.objective == "packed"
     ):
         return stream
-    if spec.data.vsl_buckets is not None:
-        raise ArgumentError(
-            f"vsl_buckets={spec.data.vsl_buckets}: `where` does not invert the buckets' "
-            "piece order yet; `mixle show RUN --step N` lists any step's documents."
-        )
     raise ArgumentError(
         f"objective={spec.data.objective!r} trains on windows of the token stream, not packed "
         "rows of documents: `where` needs objective='packed'."
@@ -299,16 +322,14 @@ def _origin(corpus: Sequence[Any], document: int) -> Origin | None:
         return None
 
 
-def _trained_count(stream: StreamingCorpus | Mixture, source: int) -> int:
+def _trained_count(stream: Stream, source: int) -> int:
     """Documents of ``source`` the stream trains on (the corpus less its held-out tail)."""
     if isinstance(stream, Mixture):
         return stream.rows[source].num_documents
     return len(stream.documents)
 
 
-def _epochs(
-    spec: RunSpec, stream: StreamingCorpus | Mixture, source: int, epochs: int | None
-) -> int:
+def _epochs(spec: RunSpec, stream: Stream, source: int, epochs: int | None) -> int:
     """``epochs``, or the epochs a run's steps reached (of the source, in a mixture)."""
     if epochs is not None:
         return epochs
@@ -348,13 +369,8 @@ def render_where(report: WhereReport) -> str:
     per sighting (epoch, step, rank, row, the document's trained tokens)."""
     epochs = report.epochs
     searched = f"epoch {epochs[0]}" if len(epochs) == 1 else f"epochs {epochs[0]}-{epochs[-1]}"
-    how = (
-        "the blocks order inverted: no pass over an epoch"
-        if report.closed_form
-        else "the permutation order: one pass over each epoch's order"
-    )
     until = "" if report.last_step is None else f", up to the run's last step {report.last_step}"
-    lines = [f"{report.query}: {searched} searched ({how}{until})"]
+    lines = [f"{report.query}: {searched} searched ({report.inversion}{until})"]
     for found in report.documents:
         origin = found.origin
         where = "" if origin is None else f"  origin {origin.path} {origin.kind} {origin.record}"

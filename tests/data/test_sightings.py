@@ -15,7 +15,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mixle.data import Mixture, MixturePhase, MixtureSource, Sighting, StreamingCorpus, sightings
+from mixle.data import (
+    BlockSchedule,
+    Mixture,
+    MixturePhase,
+    MixtureSource,
+    Sighting,
+    StreamingCorpus,
+    sightings,
+)
 from mixle.data._mixture_sightings import global_row
 from mixle.data._schedule import MixtureSchedule
 from mixle.data._sightings import closed_form
@@ -274,6 +282,42 @@ def test_a_selector_that_repeats_documents_is_seen_each_time(layout: str) -> Non
     )
     expected = _brute_streaming(options, 2, 2, offsets)
     stream = StreamingCorpus(rank=0, world_size=2, **options)
+    found: dict[Key, tuple[int, int]] = {}
+    for document in range(len(docs)):
+        found.update(_as_table(sightings(stream, document, epochs=2)))
+    assert found == expected
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 30), min_size=1, max_size=12),
+    world=st.integers(1, 3),
+    batch_size=st.sampled_from([2, 4]),
+    block=st.sampled_from([2, 4]),
+    batches=st.integers(1, 3),
+    order=st.sampled_from(["permutation", "blocks"]),
+    seed=st.integers(0, 3),
+)
+def test_a_block_schedule_matches_brute_force(
+    lengths: list[int], world: int, batch_size: int, block: int, batches: int, order: str, seed: int
+) -> None:
+    # The first `batches` global batches of the run in rows of `block`, then of 2 x block.
+    docs, offsets = _corpus(lengths)
+    until = batches * world * batch_size * block
+    options: dict = dict(
+        documents=docs,
+        block=block,
+        batch_size=batch_size,
+        seed=seed,
+        boundary_id=0,
+        layout="global",
+        order=order,
+        block_schedule=BlockSchedule.parse(f"{block}:{until},{2 * block}"),
+    )
+    if order == "blocks":
+        options.update(block_documents=min(3, len(docs)), window_blocks=min(2, -(-len(docs) // 3)))
+    expected = _brute_streaming(options, world, 2, offsets)
+    stream = StreamingCorpus(rank=0, world_size=world, **options)
     found: dict[Key, tuple[int, int]] = {}
     for document in range(len(docs)):
         found.update(_as_table(sightings(stream, document, epochs=2)))

@@ -6,13 +6,15 @@ A run whose batches follow the training losses (a VSL bandit) is refused by name
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from mixle.cli import main
 from mixle.errors import ArgumentError
-from mixle.provenance import resolve_run, show_step, where
+from mixle.provenance import render_where, resolve_run, show_step, where
 from mixle.train import read_metrics, train
 from tests.provenance._helpers import write_jsonl_corpus
 from tests.train._helpers import tiny_config, write_mixture
@@ -51,31 +53,79 @@ def _assert_shown_as_trained(run: Path) -> None:
         assert [r.digest for r in show_step(spec, step).ranks] == digests, step
 
 
-@pytest.mark.parametrize(
-    "changes",
-    [
-        {"block_schedule": "16:0.5,32"},
-        {"vsl_buckets": 4},
-        {"vsl_buckets": 4, "vsl_curriculum": "grow_p2"},
-    ],
-    ids=lambda changes: ",".join(f"{k}={v}" for k, v in changes.items()),
-)
+SHAPES = [
+    {"block_schedule": "16:0.5,32"},
+    {"vsl_buckets": 4},
+    {"vsl_buckets": 4, "vsl_curriculum": "grow_p2"},
+]
+
+
+def _named(changes: dict[str, object]) -> str:
+    return ",".join(f"{k}={v}" for k, v in changes.items())
+
+
+@pytest.fixture(scope="module")
+def runs(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One trained run per shape, by :func:`_named`."""
+    return {
+        _named(changes): _train(corpus, tmp_path_factory.mktemp("run"), **changes)
+        for changes in SHAPES
+    }
+
+
+@pytest.mark.parametrize("changes", SHAPES, ids=_named)
 def test_runs_whose_batches_change_shape_are_shown_as_they_trained(
-    corpus: Path, tmp_path: Path, changes: dict[str, object]
+    runs: dict[str, Path], changes: dict[str, object]
 ) -> None:
-    run = _train(corpus, tmp_path / "run", **changes)
-    _assert_shown_as_trained(run)
+    _assert_shown_as_trained(runs[_named(changes)])
+
+
+def _assert_sightings_are_shown(run: Path, vsl: bool) -> None:
+    """Every sighting of a document (those the first and last steps show) is in the
+    rows its step shows and, with VSL buckets (one piece a row, its inputs its
+    targets), every shown piece is a sighting with the piece's target count."""
     spec = resolve_run(str(run))
-    if "vsl_buckets" in changes:
-        with pytest.raises(ArgumentError, match="does not invert the buckets"):
-            where(spec, 0)
-        return
-    # Every sighting of a document is in the rows its step shows.
-    for document in (0, 7):
-        for sighting in where(spec, document).documents[0].sightings:
+    shown = {
+        (step, rank, row, span.document): span.targets
+        for step in (1, STEPS)
+        for rank, rows in enumerate(show_step(spec, step).ranks)
+        for row, report in enumerate(rows.rows)
+        for span in report.documents
+    }
+    for document in sorted({document for *_, document in shown})[:4]:
+        report = where(spec, document)
+        if vsl:
+            assert report.closed_form and "piece orders inverted" in render_where(report)
+        sighted = {}
+        for sighting in report.documents[0].sightings:
             rows = show_step(spec, sighting.step).ranks[sighting.rank].rows
+            assert sighting.row < len(rows), (document, sighting)
             held = [s for s in rows[sighting.row].documents if s.document == document]
             assert held, (document, sighting)
+            sighted[sighting.step, sighting.rank, sighting.row] = sighting.stop - sighting.start
+        assert sighted, document
+        if vsl:
+            pieces = {
+                (step, rank, row): targets
+                for (step, rank, row, d), targets in shown.items()
+                if d == document and targets
+            }
+            assert pieces.items() <= sighted.items(), document
+
+
+@pytest.mark.parametrize("changes", SHAPES[1:], ids=_named)
+def test_vsl_sightings_lie_in_the_rows_shown(
+    runs: dict[str, Path], changes: dict[str, object], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = runs[_named(changes)]
+    _assert_sightings_are_shown(run, vsl=True)
+    assert main(["where", str(run), "3", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["closed_form"] is True and report["documents"][0]["sightings"]
+
+
+def test_block_schedule_sightings_lie_in_the_rows_shown(runs: dict[str, Path]) -> None:
+    _assert_sightings_are_shown(runs[_named(SHAPES[0])], vsl=False)
 
 
 def test_a_best_fit_mixture_run_is_shown_as_it_trained(tmp_path: Path) -> None:
