@@ -244,3 +244,9 @@ def test_a_planted_violation_is_caught(tmp_path: Path) -> None:
     finally:
         MODULES, GRAPH = saved
     assert not fake.exists()
+
+
+def test_lazy_facade_tables_are_import_edges() -> None:
+    """``mixle.corpus`` loads ``ingest`` lazily, yet the graph sees the edge to its module."""
+    assert "mixle.corpus.ingestion.pipeline" in GRAPH["mixle.corpus"]
+    assert "mixle.train._trainer" in GRAPH["mixle.train"]
