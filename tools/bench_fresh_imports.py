@@ -1,14 +1,15 @@
 """Benchmark fresh-process import cost of the read path, this tree vs a baseline tree.
 
 Each measurement is one fresh ``python`` child (bytecode cached, as in an installed
-package) with ``PYTHONPATH`` set to a tree: ``python -c pass`` (the interpreter floor);
+package) with ``PYTHONPATH`` set to a tree and the tree's root as working directory (``-c``
+puts it first on ``sys.path``): ``python -c pass`` (the interpreter floor);
 ``import mixle.corpus``; ``import mixle.corpus, mixle.data``; ``open_corpus(path)[0]``
 plus the first :class:`~mixle.data.StreamingCorpus` batch of a small generated corpus;
 ``mixle show --help`` and ``mixle where --help``. The trees are interleaved round by
 round; the figures are medians of the child's CPU seconds (user + system) and wall
-seconds, and each child is checked to have loaded none of ``fsspec``, ``pyarrow``,
-``zarr``, ``s3fs``, ``tokenizers``, ``tqdm`` or ``torch`` where the tree under test
-promises so (``--check-modules``).
+seconds. The three library commands of this tree also assert, in the child, that none
+of ``fsspec``, ``pyarrow``, ``zarr``, ``s3fs``, ``tokenizers``, ``tqdm`` or ``torch``
+was loaded.
 
     python -m tools.bench_fresh_imports --baseline /tmp/lazy/base   # HEAD before the change
 """
@@ -58,7 +59,7 @@ def _fresh(command: list[str], tree: str) -> tuple[float, float]:
     env["PYTHONPATH"] = tree
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(command, env=env, cwd=tree, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode:

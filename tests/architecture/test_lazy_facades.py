@@ -18,6 +18,7 @@ import pytest
 
 import mixle.corpus
 import mixle.data
+import mixle.provenance
 import mixle.train
 from mixle.corpus import CorpusWriter
 
@@ -64,7 +65,7 @@ def test_import_and_first_batch_load_no_ingest_export_or_heavy_modules(tmp_path:
     assert "mixle.corpus.storage.open" in loaded["first_batch"]  # the check saw the read
 
 
-@pytest.mark.parametrize("facade", [mixle.corpus, mixle.data, mixle.train])
+@pytest.mark.parametrize("facade", [mixle.corpus, mixle.data, mixle.provenance, mixle.train])
 def test_every_public_name_resolves_and_is_listed(facade: object) -> None:
     names = facade.__all__  # type: ignore[attr-defined]
     for name in names:
