@@ -17,6 +17,7 @@ was loaded.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import statistics
@@ -82,6 +83,7 @@ def main() -> int:
     parser.add_argument("--baseline", required=True, help="a tree to compare with (PYTHONPATH)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--work", default="/tmp/lazy/bench")
+    parser.add_argument("--json", help="also write the medians here")
     args = parser.parse_args()
     corpus = _corpus(Path(args.work) / "corpus")
     trees = {"baseline": args.baseline, "this tree": ROOT}
@@ -92,14 +94,18 @@ def main() -> int:
             for label, command in _commands(corpus, check=kind == "this tree").items():
                 samples.setdefault((label, kind), []).append(_fresh(command, trees[kind]))
     print(f"medians of {args.rounds} fresh processes; CPU = user + system of the child")
+    figures: dict[str, dict[str, float]] = {}
     print(f"{'command':38} {'baseline CPU':>12} {'this CPU':>9} {'ratio':>6} {'this wall':>9}")
     for label in _commands(corpus, check=False):
         base = statistics.median(cpu for _, cpu in samples[(label, "baseline")])
         this = statistics.median(cpu for _, cpu in samples[(label, "this tree")])
         wall = statistics.median(wall for wall, _ in samples[(label, "this tree")])
+        figures[label] = {"baseline_cpu_s": base, "cpu_s": this, "wall_s": wall}
         print(
             f"{label:38} {base * 1e3:9.0f} ms {this * 1e3:6.0f} ms {this / base:6.2f} {wall:8.3f}s"
         )
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
     return 0
 
 
