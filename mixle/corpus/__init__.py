@@ -48,41 +48,117 @@ ShardStore, ShardLoader, ShardArrays, register_backend
 
 from __future__ import annotations
 
-from mixle.corpus.export import DEFAULT_CHUNK_BYTES, EXPORT_FORMATS, ExportSummary, export_corpus
-from mixle.corpus.format.block_offsets import BLOCK_OFFSETS_NAME
-from mixle.corpus.format.documents import DEFAULT_MAX_OPEN_SHARDS, ShardedDocuments
-from mixle.corpus.format.manifest import Manifest, ShardEntry, commit_manifest
-from mixle.corpus.format.origins import ORIGINS_NAME, Origin
-from mixle.corpus.format.shard import ShardWriter, write_shard
-from mixle.corpus.format.shard_loader import ShardArrays, ShardLoader
-from mixle.corpus.format.spec import FORMAT_VERSION, MANIFEST_NAME
-from mixle.corpus.format.store import ShardStore
-from mixle.corpus.format.verify import ShardReport, VerifyReport
-from mixle.corpus.format.view import DocumentsView
-from mixle.corpus.format.writer import DEFAULT_SHARD_MAX_BYTES, CorpusWriter
-from mixle.corpus.ingestion.commit import commit_ingest
-from mixle.corpus.ingestion.formats import (
-    InputFormat,
-    format_names,
-    input_formats,
-    register_format,
-)
-from mixle.corpus.ingestion.inputs import INPUT_FORMATS
-from mixle.corpus.ingestion.merge import merge_corpora
-from mixle.corpus.ingestion.options import CorpusShape, IngestOptions, IngestOutput, IngestRun
-from mixle.corpus.ingestion.pipeline import DEFAULT_UNIT_BYTES, IngestSummary, ingest
-from mixle.corpus.ingestion.plan import IngestPlan, plan_ingest
-from mixle.corpus.ingestion.units import run_unit
-from mixle.corpus.storage.block_offsets_index import add_block_offsets
-from mixle.corpus.storage.cache import ShardCache
-from mixle.corpus.storage.cached_documents import CachedDocuments
-from mixle.corpus.storage.inspect import describe_corpus, plot_lengths
-from mixle.corpus.storage.open import open_corpus, register_backend, verify_corpus
-from mixle.corpus.storage.plan_cache import PlanFiles
-from mixle.corpus.storage.publish import convert_corpus, publish_corpus, stored_bytes, upload_corpus
-from mixle.corpus.storage.range_documents import RangeDocuments
-from mixle.corpus.storage.remote import RemoteStore
+from typing import TYPE_CHECKING
+
+from mixle._lazy import attribute_names, load_attribute
 from mixle.errors import CorpusError, RemoteError
+
+if TYPE_CHECKING:
+    from mixle.corpus.export import (
+        DEFAULT_CHUNK_BYTES,
+        EXPORT_FORMATS,
+        ExportSummary,
+        export_corpus,
+    )
+    from mixle.corpus.format.block_offsets import BLOCK_OFFSETS_NAME
+    from mixle.corpus.format.documents import DEFAULT_MAX_OPEN_SHARDS, ShardedDocuments
+    from mixle.corpus.format.manifest import Manifest, ShardEntry, commit_manifest
+    from mixle.corpus.format.origins import ORIGINS_NAME, Origin
+    from mixle.corpus.format.shard import ShardWriter, write_shard
+    from mixle.corpus.format.shard_loader import ShardArrays, ShardLoader
+    from mixle.corpus.format.spec import FORMAT_VERSION, MANIFEST_NAME
+    from mixle.corpus.format.store import ShardStore
+    from mixle.corpus.format.verify import ShardReport, VerifyReport
+    from mixle.corpus.format.view import DocumentsView
+    from mixle.corpus.format.writer import DEFAULT_SHARD_MAX_BYTES, CorpusWriter
+    from mixle.corpus.ingestion.commit import commit_ingest
+    from mixle.corpus.ingestion.formats import (
+        InputFormat,
+        format_names,
+        input_formats,
+        register_format,
+    )
+    from mixle.corpus.ingestion.inputs import INPUT_FORMATS
+    from mixle.corpus.ingestion.merge import merge_corpora
+    from mixle.corpus.ingestion.options import CorpusShape, IngestOptions, IngestOutput, IngestRun
+    from mixle.corpus.ingestion.pipeline import DEFAULT_UNIT_BYTES, IngestSummary, ingest
+    from mixle.corpus.ingestion.plan import IngestPlan, plan_ingest
+    from mixle.corpus.ingestion.units import run_unit
+    from mixle.corpus.storage.block_offsets_index import add_block_offsets
+    from mixle.corpus.storage.cache import ShardCache
+    from mixle.corpus.storage.cached_documents import CachedDocuments
+    from mixle.corpus.storage.inspect import describe_corpus, plot_lengths
+    from mixle.corpus.storage.open import open_corpus, register_backend, verify_corpus
+    from mixle.corpus.storage.plan_cache import PlanFiles
+    from mixle.corpus.storage.publish import (
+        convert_corpus,
+        publish_corpus,
+        stored_bytes,
+        upload_corpus,
+    )
+    from mixle.corpus.storage.range_documents import RangeDocuments
+    from mixle.corpus.storage.remote import RemoteStore
+
+# Each public name and the module that defines it; loaded by ``__getattr__`` on first use,
+# so ``import mixle.corpus`` loads no ingest, export or remote-storage code.
+_HOMES: dict[str, str] = {
+    "DEFAULT_CHUNK_BYTES": "mixle.corpus.export",
+    "EXPORT_FORMATS": "mixle.corpus.export",
+    "ExportSummary": "mixle.corpus.export",
+    "export_corpus": "mixle.corpus.export",
+    "BLOCK_OFFSETS_NAME": "mixle.corpus.format.block_offsets",
+    "DEFAULT_MAX_OPEN_SHARDS": "mixle.corpus.format.documents",
+    "ShardedDocuments": "mixle.corpus.format.documents",
+    "Manifest": "mixle.corpus.format.manifest",
+    "ShardEntry": "mixle.corpus.format.manifest",
+    "commit_manifest": "mixle.corpus.format.manifest",
+    "ORIGINS_NAME": "mixle.corpus.format.origins",
+    "Origin": "mixle.corpus.format.origins",
+    "ShardWriter": "mixle.corpus.format.shard",
+    "write_shard": "mixle.corpus.format.shard",
+    "ShardArrays": "mixle.corpus.format.shard_loader",
+    "ShardLoader": "mixle.corpus.format.shard_loader",
+    "FORMAT_VERSION": "mixle.corpus.format.spec",
+    "MANIFEST_NAME": "mixle.corpus.format.spec",
+    "ShardStore": "mixle.corpus.format.store",
+    "ShardReport": "mixle.corpus.format.verify",
+    "VerifyReport": "mixle.corpus.format.verify",
+    "DocumentsView": "mixle.corpus.format.view",
+    "DEFAULT_SHARD_MAX_BYTES": "mixle.corpus.format.writer",
+    "CorpusWriter": "mixle.corpus.format.writer",
+    "commit_ingest": "mixle.corpus.ingestion.commit",
+    "InputFormat": "mixle.corpus.ingestion.formats",
+    "format_names": "mixle.corpus.ingestion.formats",
+    "input_formats": "mixle.corpus.ingestion.formats",
+    "register_format": "mixle.corpus.ingestion.formats",
+    "INPUT_FORMATS": "mixle.corpus.ingestion.inputs",
+    "merge_corpora": "mixle.corpus.ingestion.merge",
+    "CorpusShape": "mixle.corpus.ingestion.options",
+    "IngestOptions": "mixle.corpus.ingestion.options",
+    "IngestOutput": "mixle.corpus.ingestion.options",
+    "IngestRun": "mixle.corpus.ingestion.options",
+    "DEFAULT_UNIT_BYTES": "mixle.corpus.ingestion.pipeline",
+    "IngestSummary": "mixle.corpus.ingestion.pipeline",
+    "ingest": "mixle.corpus.ingestion.pipeline",
+    "IngestPlan": "mixle.corpus.ingestion.plan",
+    "plan_ingest": "mixle.corpus.ingestion.plan",
+    "run_unit": "mixle.corpus.ingestion.units",
+    "add_block_offsets": "mixle.corpus.storage.block_offsets_index",
+    "ShardCache": "mixle.corpus.storage.cache",
+    "CachedDocuments": "mixle.corpus.storage.cached_documents",
+    "describe_corpus": "mixle.corpus.storage.inspect",
+    "plot_lengths": "mixle.corpus.storage.inspect",
+    "open_corpus": "mixle.corpus.storage.open",
+    "register_backend": "mixle.corpus.storage.open",
+    "verify_corpus": "mixle.corpus.storage.open",
+    "PlanFiles": "mixle.corpus.storage.plan_cache",
+    "convert_corpus": "mixle.corpus.storage.publish",
+    "publish_corpus": "mixle.corpus.storage.publish",
+    "stored_bytes": "mixle.corpus.storage.publish",
+    "upload_corpus": "mixle.corpus.storage.publish",
+    "RangeDocuments": "mixle.corpus.storage.range_documents",
+    "RemoteStore": "mixle.corpus.storage.remote",
+}
 
 __all__ = [
     "DEFAULT_MAX_OPEN_SHARDS",
@@ -128,3 +204,12 @@ __all__ += ["DEFAULT_CHUNK_BYTES", "EXPORT_FORMATS", "ExportSummary", "export_co
 __all__ += ["IngestPlan", "commit_ingest", "merge_corpora", "plan_ingest", "run_unit"]
 __all__ += ["ORIGINS_NAME", "Origin"]
 __all__ += ["BLOCK_OFFSETS_NAME", "add_block_offsets"]
+
+
+def __getattr__(name: str) -> object:
+    """Import the module that defines ``name`` on first use and cache the attribute."""
+    return load_attribute(globals(), _HOMES, name)
+
+
+def __dir__() -> list[str]:
+    return attribute_names(globals(), __all__)

@@ -15,8 +15,9 @@ checkpoint metadata, batch sources) start fast.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from mixle._lazy import attribute_names, load_attribute
 
 if TYPE_CHECKING:
     from mixle.train._config import (
@@ -99,13 +100,8 @@ __all__ = [
 
 def __getattr__(name: str) -> object:
     """Import the module that defines ``name`` on first use and cache the attribute."""
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+    return load_attribute(globals(), _HOMES, name)
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return attribute_names(globals(), __all__)

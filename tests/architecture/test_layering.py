@@ -17,7 +17,8 @@ Layers, bottom to top (a module may import its own layer and the layers below):
 Subpackages import their siblings' modules directly, never the ``mixle.corpus``
 facade. No import cycles between modules, and no imports of mixle modules inside
 functions (the way cycles get hidden). Type-only imports under ``TYPE_CHECKING``
-are not runtime edges and are exempt. The CLI is exempt from the function-local rule
+are not runtime edges and are exempt; a facade's lazy ``_HOMES`` table (name -> module,
+:mod:`mixle._lazy`) is read as import edges, since ``__getattr__`` imports those modules. The CLI is exempt from the function-local rule
 only: it defers loading a subcommand's library (torch for ``train``) until that
 subcommand runs, so ``mixle --help`` stays fast.
 """
@@ -38,6 +39,7 @@ LAYERS: list[tuple[str, ...]] = [
         "mixle._arrays",
         "mixle._gather",
         "mixle._checks",
+        "mixle._lazy",
         "mixle._file_checks",
         "mixle._options",
         "mixle._safe_json",
@@ -81,8 +83,22 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
+def _lazy_homes(node: ast.AST) -> list[str]:
+    """The modules a facade's ``_HOMES: dict[str, str] = {name: module}`` table names."""
+    if isinstance(node, ast.AnnAssign | ast.Assign):
+        targets = [node.target] if isinstance(node, ast.AnnAssign) else node.targets
+        if any(isinstance(t, ast.Name) and t.id == "_HOMES" for t in targets):
+            assert isinstance(node.value, ast.Dict), "_HOMES must be a dict literal"
+            return [v.value for v in node.value.values if isinstance(v, ast.Constant)]
+    return []
+
+
 def _imports(module: str) -> Iterator[tuple[str, int, bool]]:
-    """``(imported mixle module, line, inside a function)`` for each runtime import."""
+    """``(imported mixle module, line, inside a function)`` for each runtime import.
+
+    A module-level ``_HOMES`` table counts: each module it names is imported on first
+    use of its name (:mod:`mixle._lazy`).
+    """
     tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
     package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
 
@@ -92,6 +108,8 @@ def _imports(module: str) -> Iterator[tuple[str, int, bool]]:
                 for other in child.orelse:
                     yield from visit(other, in_function)
                 continue
+            for home in _lazy_homes(child):
+                yield home, child.lineno, in_function
             if isinstance(child, ast.Import):
                 for alias in child.names:
                     yield alias.name, child.lineno, in_function
@@ -226,3 +244,9 @@ def test_a_planted_violation_is_caught(tmp_path: Path) -> None:
     finally:
         MODULES, GRAPH = saved
     assert not fake.exists()
+
+
+def test_lazy_facade_tables_are_import_edges() -> None:
+    """``mixle.corpus`` loads ``ingest`` lazily, yet the graph sees the edge to its module."""
+    assert "mixle.corpus.ingestion.pipeline" in GRAPH["mixle.corpus"]
+    assert "mixle.train._trainer" in GRAPH["mixle.train"]

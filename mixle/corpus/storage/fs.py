@@ -12,7 +12,6 @@ connection resets, timeouts, HTTP 5xx, 408, 429/throttling) and bad bodies (a
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import random
@@ -129,6 +128,8 @@ def get_files(fs: Any, urls: Sequence[str], paths: Sequence[str]) -> list[BaseEx
     returned (``None`` or the exception it raised) so the caller retries only the
     failed ones. No retries and no checks here.
     """
+    import asyncio
+
     from fsspec.asyn import sync
 
     async def run() -> list[Any]:
@@ -157,7 +158,7 @@ def is_transient(exc: BaseException) -> bool:
         status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         if isinstance(status, int):
             return status >= 500 or status in (408, 429)
-    if isinstance(exc, OSError | TimeoutError | asyncio.TimeoutError | EOFError):
+    if isinstance(exc, OSError | TimeoutError | EOFError):
         return True
     module = type(exc).__module__.split(".", 1)[0]
     return module in ("aiohttp", "botocore", "urllib3", "requests", "aiobotocore")
