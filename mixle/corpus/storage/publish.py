@@ -329,7 +329,10 @@ def _copy_raw(documents: Any, directory: str) -> dict[str, Any]:
     manifest there."""
     store = documents.store
     manifest: Manifest = documents.parsed_manifest
-    for name in [name for entry in manifest.shards for name in entry.files]:
+    names = [name for entry in manifest.shards for name in entry.files]
+    if block_offsets_reference_of(manifest.metadata) is not None:  # raw stores only
+        names.append(BLOCK_OFFSETS_NAME)
+    for name in names:
         path = store.local_path(name)
         try:
             shutil.copyfile(path, os.path.join(directory, name))
