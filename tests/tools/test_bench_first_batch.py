@@ -63,7 +63,8 @@ def test_flat_source_returns_each_document(tmp_path: Path) -> None:
         np.testing.assert_array_equal(source[index], tokens[offsets[index] : offsets[index + 1]])
 
 
-def test_small_run_measures_mixle_and_every_installed_peer(tmp_path: Path) -> None:
+def _small_run(tmp_path: Path, peers: dict[str, str]) -> None:
+    """One round at 20,000 documents with ``peers`` (name: module), checked whole."""
     figures, png = tmp_path / "fb.json", tmp_path / "fb.png"
     result = run_tool(
         "bench_first_batch.py",
@@ -73,6 +74,8 @@ def test_small_run_measures_mixle_and_every_installed_peer(tmp_path: Path) -> No
         "64",
         "--rounds",
         "1",
+        "--peers",
+        ",".join(peers),
         "--workdir",
         str(tmp_path / "work"),
         "--json",
@@ -81,9 +84,8 @@ def test_small_run_measures_mixle_and_every_installed_peer(tmp_path: Path) -> No
         str(png),
     )
     rows = json.loads(figures.read_text())["rows"]
-    modules = {"megatron": "megatron", "litdata": "litdata", "grain": "grain", "olmo": "olmo_core"}
     expected = {LABELS["mixle"]} | {
-        LABELS[peer] for peer, module in modules.items() if importlib.util.find_spec(module)
+        LABELS[peer] for peer, module in peers.items() if importlib.util.find_spec(module)
     }
     assert {row["library"] for row in rows} == expected
     for row in rows:
@@ -92,3 +94,17 @@ def test_small_run_measures_mixle_and_every_installed_peer(tmp_path: Path) -> No
     assert "| 20,000 | **mixle StreamingCorpus** |" in result.stdout
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not (tmp_path / "work").exists(), "the corpora are deleted after each size"
+
+
+def test_small_run_measures_mixle_and_megatron(tmp_path: Path) -> None:
+    """The default suite's short form: mixle and one peer (each peer is a fresh process
+    importing its library: the full set costs a minute)."""
+    _small_run(tmp_path, {"megatron": "megatron"})
+
+
+@pytest.mark.slow
+def test_small_run_measures_mixle_and_every_installed_peer(tmp_path: Path) -> None:
+    _small_run(
+        tmp_path,
+        {"megatron": "megatron", "litdata": "litdata", "grain": "grain", "olmo": "olmo_core"},
+    )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -97,25 +98,45 @@ def test_meta_json_is_covered_by_its_digest(tmp_path: Path) -> None:
     assert read_checkpoint(str(path), rank=0, world_size=1).meta["progress"]["total_tokens"] == 12
 
 
+def _cli(corpus: Path, run: Path) -> list[str]:
+    base = [sys.executable, "-m", "mixle.cli", "train", str(corpus), "--n-layer", "1"]
+    base += ["--d-model", "16", "--block", "16", "--batch-size", "2", "--threads", "1"]
+    return [*base, "--checkpoint-dir", str(run), "--log-every", "0"]
+
+
+@pytest.fixture(scope="module")
+def trained_run(text_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2-step CLI run with its checkpoint: each case below tampers with a copy."""
+    run = tmp_path_factory.mktemp("hostile") / "run"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    first = subprocess.run(
+        [*_cli(text_corpus, run), "--steps", "2"], env=env, capture_output=True, text=True
+    )
+    assert first.returncode == 0, first.stderr
+    return run
+
+
 @pytest.mark.parametrize(
     "case", ["model-is-a-bare-tensor", "progress-is-a-list", "deeply-nested-meta"]
 )
 def test_cli_resume_from_a_malformed_checkpoint_exits_2(
-    text_corpus: Path, tmp_path: Path, case: str
+    text_corpus: Path, trained_run: Path, tmp_path: Path, case: str
 ) -> None:
     run = tmp_path / "run"
-    base = [sys.executable, "-m", "mixle.cli", "train", str(text_corpus), "--n-layer", "1"]
-    base += ["--d-model", "16", "--block", "16", "--batch-size", "2", "--threads", "1"]
-    base += ["--checkpoint-dir", str(run), "--log-every", "0"]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    first = subprocess.run([*base, "--steps", "2"], env=env, capture_output=True, text=True)
-    assert first.returncode == 0, first.stderr
+    shutil.copytree(trained_run, run)
     latest = latest_checkpoint(str(run))
     assert latest is not None
-    _bare_tensor_model(Path(latest))
+    tamper, message = CASES[case]
+    tamper(Path(latest))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
     result = subprocess.run(
-        [*base, "--steps", "4", "--resume"], env=env, capture_output=True, text=True, timeout=300
+        [*_cli(text_corpus, run), "--steps", "4", "--resume"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr and "CheckpointError" in result.stderr
+    assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
