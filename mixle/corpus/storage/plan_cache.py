@@ -225,9 +225,7 @@ def _chunk_crcs(array: np.ndarray) -> np.ndarray:
     """The CRC-32 of each ``_CHUNK_BYTES`` chunk of a C-contiguous array (uint32, LE)."""
     data = array.data.cast("B") if array.nbytes else memoryview(b"")
     starts = range(0, array.nbytes, _CHUNK_BYTES)
-    return np.array(
-        [zlib.crc32(data[at : at + _CHUNK_BYTES]) for at in starts], dtype="<u4"
-    )
+    return np.array([zlib.crc32(data[at : at + _CHUNK_BYTES]) for at in starts], dtype="<u4")
 
 
 def _whole_checked_arrays(
@@ -276,7 +274,9 @@ def _stored_plan(
     return StoredPlan(path, arrays, _CHUNK_BYTES, firsts, crcs) if expected == count else None
 
 
-def _mapped_array(mapping: mmap.mmap, entry: dict[str, Any], body: int, end: int) -> np.ndarray | None:
+def _mapped_array(
+    mapping: mmap.mmap, entry: dict[str, Any], body: int, end: int
+) -> np.ndarray | None:
     """The read-only array a header ``entry`` describes (unchecked), or ``None`` when
     the entry is malformed (dtype, shape, offset) or runs past file offset ``end``."""
     kind, shape, offset = entry["dtype"], entry["shape"], entry["offset"]

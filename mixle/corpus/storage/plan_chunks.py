@@ -66,6 +66,11 @@ class StoredPlan(Mapping[str, np.ndarray]):
     def __len__(self) -> int:
         return len(self._arrays)
 
+    @property
+    def verified_chunks(self) -> int:
+        """How many chunks have been verified so far (of ``len(crcs)``)."""
+        return int(np.count_nonzero(self._verified))
+
     def check(self, name: str, start: int, stop: int) -> None:
         """Verify the chunks that hold elements ``[start, stop)`` (flat, clipped to the
         array) of array ``name``, each once per :class:`StoredPlan`.
