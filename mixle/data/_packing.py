@@ -151,17 +151,22 @@ class StreamLayout:
         count = len(self.indices)
         first, stop = min(max(first, 0), count), min(max(stop, 0), count)
         stop = max(first, stop)
-        if self.check is not None:
-            self.check("indices", first, stop)
-            self.check("lengths", first, stop)
-            self.check("starts", first, stop + 1)
         return StreamLayout(
-            self.indices[first:stop],
-            self.lengths[first:stop],
-            self.starts[first : stop + 1],
+            self.column("indices", first, stop),
+            self.column("lengths", first, stop),
+            self.column("starts", first, stop + 1),
             self.has_boundary,
             self.first + first,
         )
+
+    def column(
+        self, name: Literal["indices", "lengths", "starts"], first: int, stop: int
+    ) -> np.ndarray:
+        """``getattr(self, name)[first:stop]``, verified first when checked."""
+        if self.check is not None:
+            self.check(name, first, stop)
+        array: np.ndarray = getattr(self, name)
+        return array[first:stop]
 
     def document_order(self) -> np.ndarray:
         if self.check is not None:

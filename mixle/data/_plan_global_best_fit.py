@@ -82,7 +82,7 @@ class LayoutWindows:
         if not count:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
         firsts = np.arange(0, count, self.size)
-        lengths = self.layout.positions(0, count).lengths
+        lengths = self.layout.column("lengths", 0, count)
         tokens = np.add.reduceat(lengths, firsts).astype(np.int64)
         return tokens, np.diff(np.append(firsts, count)).astype(np.int64)
 

@@ -21,6 +21,7 @@ from mixle.corpus import open_corpus
 from mixle.corpus.storage.plan_cache import PlanFiles
 from mixle.corpus.storage.plan_chunks import StoredPlan
 from mixle.data._packing import StreamLayout
+from mixle.data._packing_options import PackingOptions
 from mixle.data._plan_store import plan_from_arrays
 from mixle.data.streaming_corpus import StreamingCorpus
 from mixle.errors import CorpusFormatError
@@ -37,9 +38,11 @@ def corpus_path(make_corpus: Callable[..., Path]) -> Path:
     return make_corpus([np.array([i % 97, 5]) for i in range(DOCUMENTS)], vocab_size=100)
 
 
-def _stream(path: Path, store: PlanFiles) -> StreamingCorpus:
+def _stream(path: Path, store: PlanFiles, packing: str = "concatenate") -> StreamingCorpus:
+    # Best-fit windows of 1,024 documents: the first batch reads the first window only.
     return StreamingCorpus(
         open_corpus(path),
+        packing=PackingOptions(packing, window_documents=1024),
         rank=0,
         world_size=1,
         block=8,
@@ -55,16 +58,17 @@ def _plan_file(store: PlanFiles) -> Path:
     return path
 
 
+@pytest.mark.parametrize("packing", ["concatenate", "best_fit"])
 def test_a_changed_chunk_the_first_batch_does_not_read_is_refused_when_read(
-    corpus_path: Path, tmp_path: Path
+    corpus_path: Path, tmp_path: Path, packing: str
 ) -> None:
     store = PlanFiles(tmp_path / "plans")
-    expected = [np.array(b[0]) for b in _stream(corpus_path, store).epoch_batches(0)]
+    expected = [np.array(b[0]) for b in _stream(corpus_path, store, packing).epoch_batches(0)]
     plan = _plan_file(store)
     # Element 2 * PER_CHUNK + 50 of `indices`: chunk 2, which the first batch never reads.
     damaged = _edit_element(plan.read_bytes(), "indices", 2 * PER_CHUNK + 50, lambda v: v ^ 1)
     plan.write_bytes(damaged)
-    resumed = _stream(corpus_path, store)
+    resumed = _stream(corpus_path, store, packing)
     np.testing.assert_array_equal(next(iter(resumed))[0], expected[0])  # no error yet
     with pytest.raises(CorpusFormatError, match=f"{plan}: chunk 2 of array `indices`"):
         list(resumed.epoch_batches(0))
