@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mixle.corpus.format.sidecar import read_sealed_sidecar
 from mixle.errors import CorpusFormatError
 
 if TYPE_CHECKING:
@@ -254,8 +255,5 @@ def read_block_offsets(
     reference = sidecar_reference(metadata)
     if reference is None:
         return None
-    where = f"{store.location}/{BLOCK_OFFSETS_NAME}"
-    data = bytes(store.read_file(BLOCK_OFFSETS_NAME, reference["bytes"]))
-    if hashlib.sha256(data).hexdigest() != reference["sha256"]:
-        raise CorpusFormatError(f"{where}: its SHA-256 is not the manifest's (replaced or forged).")
+    data, where = read_sealed_sidecar(store, BLOCK_OFFSETS_NAME, reference)
     return BlockOffsets(data, num_documents, num_tokens, reference["stride"], where)

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mixle.corpus.format.origin_ids import OriginIds
+from mixle.corpus.format.sidecar import read_sealed_sidecar
 from mixle.errors import CorpusFormatError
 
 if TYPE_CHECKING:
@@ -359,8 +360,5 @@ def read_origins(
     reference = sidecar_reference(metadata)
     if reference is None:
         return None
-    where = f"{store.location}/{ORIGINS_NAME}"
-    data = bytes(store.read_file(ORIGINS_NAME, reference["bytes"]))
-    if hashlib.sha256(data).hexdigest() != reference["sha256"]:
-        raise CorpusFormatError(f"{where}: its SHA-256 is not the manifest's (replaced or forged).")
+    data, where = read_sealed_sidecar(store, ORIGINS_NAME, reference)
     return OriginsTable(data, documents, where)

@@ -1,0 +1,33 @@
+"""Reading an optional sidecar file that the manifest seals (origins, block offsets)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from mixle.errors import CorpusFormatError
+
+if TYPE_CHECKING:
+    from mixle.corpus.format.store import ShardStore
+
+__all__ = ["read_sealed_sidecar"]
+
+
+def read_sealed_sidecar(
+    store: ShardStore, name: str, reference: Mapping[str, Any]
+) -> tuple[bytes, str]:
+    """The bytes of sidecar ``name`` in ``store`` and where it lives (for messages),
+    checked against the manifest ``reference``'s ``bytes`` and ``sha256``.
+
+    Raises
+    ------
+    CorpusFormatError
+        The file is missing or of another size (by the store's sized read), or its
+        SHA-256 is not the manifest's (replaced or forged); the message names the file.
+    """
+    where = f"{store.location}/{name}"
+    data = bytes(store.read_file(name, reference["bytes"]))
+    if hashlib.sha256(data).hexdigest() != reference["sha256"]:
+        raise CorpusFormatError(f"{where}: its SHA-256 is not the manifest's (replaced or forged).")
+    return data, where
