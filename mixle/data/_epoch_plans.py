@@ -26,6 +26,7 @@ from mixle.data._options import OrderOptions
 from mixle.data._order import SequenceSelector, global_document_order, length_table
 from mixle.data._order_windows import CumulativeOffsets
 from mixle.data._packing import StreamLayout, rows_for_stream
+from mixle.data._plan_per_rank_phased import RunPlacedRowPlan
 from mixle.data._plan_store import (
     PLAN_FORMAT,
     PlanStore,
@@ -84,6 +85,7 @@ class EpochPlans:
         self.num_documents = len(documents)
         self._lengths_array: np.ndarray | None = None
         self._plans: dict[int, EpochPlan] = {}
+        self._batch_counts: dict[int, int] = {}  # of epochs a RunPlacedRowPlan counted
 
     def __getstate__(self) -> dict[str, Any]:
         # Epoch plans are O(documents) and cheap to rebuild: never ship them to workers.
@@ -97,6 +99,7 @@ class EpochPlans:
         plans = EpochPlans.__new__(EpochPlans)
         plans.__setstate__(self.__getstate__())
         plans.row_plan = row_plan
+        plans._batch_counts = {}  # another shape (or selector state) counts otherwise
         return plans
 
     def get(self, epoch: int, identity: Callable[[], dict[str, Any]]) -> EpochPlan:
@@ -107,7 +110,7 @@ class EpochPlans:
             return plan
         store = self.plan_store
         if store is None or self.order.name == "blocks":
-            return self._keep(epoch, self._build(epoch))
+            return self._keep(epoch, self._placed(epoch, self._build(epoch)))
         key = {**identity(), "epoch": epoch, "plan_format": PLAN_FORMAT}
 
         def build() -> tuple[EpochPlan, dict[str, np.ndarray]]:
@@ -116,7 +119,33 @@ class EpochPlans:
             layout = cast(StreamLayout, built.layout)
             return built, plan_arrays(layout, built.rows, built.num_batches)
 
-        return self._keep(epoch, stored_or_built(store, key, partial(self._stored, epoch), build))
+        built = stored_or_built(store, key, partial(self._stored, epoch), build)
+        return self._keep(epoch, self._placed(epoch, built))
+
+    def _placed(self, epoch: int, plan: EpochPlan) -> EpochPlan:
+        """``plan`` placed in the run by a :class:`RunPlacedRowPlan` (the stored and
+        built plan is the unplaced one), else ``plan``."""
+        row_plan = self.row_plan
+        if not isinstance(row_plan, RunPlacedRowPlan):
+            return plan
+        self._batch_counts[epoch] = plan.num_batches
+        return row_plan.place(plan, epoch, self.batches_of)
+
+    def batches_of(self, epoch: int) -> int:
+        """The batches every rank takes in ``epoch`` (a :class:`RunPlacedRowPlan`'s
+        count from the epoch's order, without building this rank's plan; kept)."""
+        count = self._batch_counts.get(epoch)
+        if count is None:
+            row_plan = cast(RunPlacedRowPlan, self.row_plan)
+            order = global_document_order(
+                self.num_documents,
+                seed=self.seed,
+                epoch=epoch,
+                sequence_selector=self.sequence_selector,
+            )
+            count = row_plan.count_batches(order, self.lengths(), self.has_boundary, self.block)
+            self._batch_counts[epoch] = count
+        return count
 
     def lengths(self) -> np.ndarray:
         """Every document's length (a :func:`length_table`), read on first use."""

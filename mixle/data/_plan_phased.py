@@ -171,7 +171,8 @@ def phased_row_plan(
     if shard.layout != "global":
         raise ArgumentError(
             "`block_schedule` needs layout='global' (its phases cut the one row stream of "
-            f"all ranks). Got layout={shard.layout!r} instead."
+            "all ranks) or 'per-rank' (each rank's own stream, mixle.data."
+            f"_plan_per_rank_phased). Got layout={shard.layout!r} instead."
         )
     if packing.is_best_fit:
         raise ArgumentError(

@@ -46,7 +46,12 @@ from mixle.errors import ArgumentError, StateMismatchError
 # Identity fields that tie a state to its shape (the global layout's identity has none).
 _SHAPE_FIELDS = ("rank", "world_size", "batch_size")
 # The layout each built-in cursor version belongs to, for the message that refuses one.
-_VERSION_LAYOUTS = {1: "per-rank", 2: "global", 3: "global (block_schedule)"}
+_VERSION_LAYOUTS = {
+    1: "per-rank",
+    2: "global",
+    3: "global (block_schedule)",
+    4: "per-rank (block_schedule)",
+}
 
 __all__ = [
     "EpochPlan",

@@ -18,7 +18,10 @@ row of that rank's batch as the stream hands rows out:
 - per-rank layout: the epoch's order is dealt round robin, so order position ``p``
   is rank ``p % world_size``'s document ``p // world_size``; that rank's row ``r`` is
   row ``r % batch_size`` of its batch ``r // batch_size`` (rows past ``num_batches``
-  are never read: ``even_batches``);
+  are never read: ``even_batches``); with a ``block_schedule`` the rank's batch ``k``
+  holds its stream's targets ``k R + 1 .. (k + 1) R`` (``R = batch_size x block``) in
+  rows of the phase's block ``b``, the row that starts at token ``k R + o`` being its
+  row ``o // b``;
 - a :class:`~mixle.data.Mixture`: :mod:`~mixle.data._mixture_sightings`;
 - a :class:`~mixle.data.VariableLengthStream` (``"natural"`` or ``"grow_p2"``): its
   pieces, piece orders and curriculum inverted in closed form,
@@ -267,13 +270,22 @@ def _per_rank(stream: StreamingCorpus, document: int, epochs: list[int]) -> list
             )
             for rank in sorted({int(p) % world for p in np.flatnonzero(order == document)}):
                 view = views[rank]
-                for span in _epoch_spans(view, document, epoch):
-                    batch, row = divmod(span.row, size)
+                plan = view.epoch_plan(epoch)
+                if isinstance(plan, PhasedEpochPlan):
+                    # The rank's own stream in phases: its steps of R tokens each.
+                    places = [
+                        (batch, row, start, stop)
+                        for batch, _, row, start, stop in _phased(plan, document, 1)
+                    ]
+                else:
+                    places = [
+                        (*divmod(span.row, size), span.start, span.stop)
+                        for span in _epoch_spans(view, document, epoch)
+                    ]
+                for batch, row, start, stop in places:
                     if batch < view.num_batches(epoch):
                         step = before[rank] + batch + 1
-                        found.append(
-                            Sighting(epoch, step, rank, row, document, span.start, span.stop)
-                        )
+                        found.append(Sighting(epoch, step, rank, row, document, start, stop))
         for rank, counter in counters.items():
             before[rank] += counter.num_batches(epoch)
     return found

@@ -37,6 +37,7 @@ from mixle.data._order import SequenceSelector
 from mixle.data._order_state import check_saved_order
 from mixle.data._packing_options import PackingOptions, as_packing
 from mixle.data._plan_global_best_fit import packed_row_plan
+from mixle.data._plan_per_rank_phased import PhasedPerRankPlan, per_rank_phased_plan
 from mixle.data._plan_phased import PhasedGlobalPlan, phased_row_plan
 from mixle.data._plan_store import (
     PlanStore,
@@ -172,14 +173,18 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         (:mod:`~mixle.data._attention`), for either packing, and the ``document_ids`` and
         ``position_ids`` they are computed from (as with ``document_ids=True``).
     block_schedule
-        Optional :class:`~mixle.data.BlockSchedule` (``layout="global"``, concatenate
-        packing): context length per phase. ``block`` and ``batch_size`` are phase 0's;
-        a later phase cuts the same token stream, from the token where the previous
-        phase stopped, into rows of its own block, as many per global batch as keep
-        the tokens per global batch constant (:mod:`~mixle.data._plan_phased`). The
-        cursor then counts tokens (state version 3, ``{"epoch", "token", "stream"}``)
-        and resumes with any world size and batch size of the same tokens per global
-        batch; the schedule is part of the stream identity.
+        Optional :class:`~mixle.data.BlockSchedule` (concatenate packing): context
+        length per phase. ``block`` and ``batch_size`` are phase 0's; a later phase
+        cuts the same token stream, from the token where the previous phase stopped,
+        into rows of its own block, as many per global batch as keep the tokens per
+        global batch constant, and every rank switches at the same step. The cursor
+        then counts tokens; the schedule is part of the stream identity. Global layout
+        (:mod:`~mixle.data._plan_phased`): state version 3, ``{"epoch", "token",
+        "stream"}`` (tokens of the one row stream), resumes with any world size and
+        batch size of the same tokens per global batch. Per-rank layout
+        (:mod:`~mixle.data._plan_per_rank_phased`): state version 4 (tokens of the
+        rank's own stream), resumes on the same shape only; needs ``even_batches``
+        on more than one rank and no stateful ``sequence_selector``.
 
     Raises
     ------
@@ -307,6 +312,15 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
             self._row_plan = packed_row_plan(
                 shard, self.even_batches, self.packing, block=self.block, seed=self.seed
             )
+        elif shard.layout == "per-rank":
+            self._row_plan = per_rank_phased_plan(
+                shard,
+                self.block_schedule,
+                self.packing,
+                self.block,
+                even_batches=self.even_batches,
+                stateful_selector=isinstance(self.sequence_selector, StatefulSelector),
+            )
         else:
             self._row_plan = phased_row_plan(shard, self.block_schedule, self.packing, self.block)
         plan = self._row_plan
@@ -426,7 +440,7 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         ``block_schedule`` phase (0 without a schedule) and its rows' block."""
         epoch = nonnegative_int("epoch", epoch)
         index = nonnegative_int(self._row_plan.index_name, index)
-        if isinstance(self._row_plan, PhasedGlobalPlan):
+        if isinstance(self._row_plan, PhasedGlobalPlan | PhasedPerRankPlan):
             return self._row_plan.phase_at(self._plan(epoch), index)
         return 0, self.block
 
@@ -601,7 +615,7 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
             differing field named with both values), or points past the epoch's end.
         """
         identity = self.stream_identity()
-        layout = self.layout if self.block_schedule is None else "global (block_schedule)"
+        layout = self.layout if self.block_schedule is None else f"{self.layout} (block_schedule)"
         check_plan_state(state, identity, layout=layout, version=self._cursor.version)
         check_saved_order(state, identity, "StreamingCorpus")
         if isinstance(self.sequence_selector, StatefulSelector):

@@ -188,9 +188,11 @@ class DataConfig:
         Context length per phase (:meth:`~mixle.data.BlockSchedule.parse` syntax,
         ``[BATCHx]BLOCK[:UNTIL],...``, e.g. ``"64:0.9,256"``: block 64 for the first
         90% of the run's tokens, then 256, with the rows per step that keep the tokens
-        per global batch): packed objective, global layout, concatenate packing, no
-        mixture; its first block is ``block``, a fraction needs ``steps``. The model is
-        built for the largest block.
+        per global batch; every rank switches at the same step): packed objective,
+        either layout, concatenate packing, no mixture; its first block is ``block``, a
+        fraction needs ``steps``. The model is built for the largest block. With the
+        per-rank layout each rank's cursor counts tokens of its own stream (resume on
+        the same shape; no ``length_buckets``).
     boundary_id
         Token inserted between documents in the stream (``None``: none).
     vsl_buckets, vsl_curriculum
@@ -259,7 +261,7 @@ class DataConfig:
         metavar="BLOCK:UNTIL,...,BLOCK",
         help="context length per phase, e.g. 64:0.9,256 (block 64 for 90%% of the run's "
         "tokens, then 256; rows per step keep the tokens per step; UNTIL a fraction or a "
-        "token count; [BATCHx]BLOCK sets a phase's rows); packed, --layout global",
+        "token count; [BATCHx]BLOCK sets a phase's rows); packed, concatenate",
     )
     boundary_id: int | None = option(
         None, check=_token_id, parse=int, help="token between documents"
@@ -311,13 +313,18 @@ class DataConfig:
     def _check_block_schedule(self) -> None:
         wrong = _unmet(
             ("objective", self.objective, "packed"),
-            ("layout", self.layout, "global"),
             ("packing", self.packing, "concatenate"),
             ("mixture", self.mixture, None),
         )
         first = BlockSchedule.parse(self.block_schedule or "").first_block
         if self.block != first:
             wrong.append(f"block={self.block} (needs the schedule's first block, {first})")
+        if self.layout == "per-rank" and self.length_buckets is not None:
+            # The per-rank phases count the steps of past epochs, whose orders a
+            # length bandit (a stateful selector) does not rebuild.
+            wrong.append(
+                f"length_buckets={self.length_buckets!r} (needs None with layout='per-rank')"
+            )
         if wrong:
             raise ArgumentError(
                 f"block_schedule={self.block_schedule!r} needs: {'; '.join(wrong)}."

@@ -488,7 +488,8 @@ class _Trainer:
             unit = "batch"
             if self.layout == "global" and config.vsl_buckets is None:
                 unit = "row" if self.config.objective == "packed" else "window"
-                unit = "token" if self.config.block_schedule is not None else unit
+            if self.config.block_schedule is not None:
+                unit = "token"
             epoch, index = self.source.cursor
             self.log(
                 f"resumed from {self.resumed_from} at step {self.step} "

@@ -295,22 +295,25 @@ def test_a_selector_that_repeats_documents_is_seen_each_time(layout: str) -> Non
     batch_size=st.sampled_from([2, 4]),
     block=st.sampled_from([2, 4]),
     batches=st.integers(1, 3),
-    order=st.sampled_from(["permutation", "blocks"]),
+    order=st.sampled_from(["permutation", "blocks", "per-rank"]),
     seed=st.integers(0, 3),
 )
 def test_a_block_schedule_matches_brute_force(
     lengths: list[int], world: int, batch_size: int, block: int, batches: int, order: str, seed: int
 ) -> None:
-    # The first `batches` global batches of the run in rows of `block`, then of 2 x block.
+    # The first `batches` global batches of the run in rows of `block`, then of 2 x block
+    # (order "per-rank": the per-rank layout, each rank's own stream in phases).
     docs, offsets = _corpus(lengths)
     until = batches * world * batch_size * block
+    layout = "per-rank" if order == "per-rank" else "global"
+    order = "permutation" if order == "per-rank" else order
     options: dict = dict(
         documents=docs,
         block=block,
         batch_size=batch_size,
         seed=seed,
         boundary_id=0,
-        layout="global",
+        layout=layout,
         order=order,
         block_schedule=BlockSchedule.parse(f"{block}:{until},{2 * block}"),
     )
