@@ -55,6 +55,7 @@ def _assert_shown_as_trained(run: Path) -> None:
 
 SHAPES = [
     {"block_schedule": "16:0.5,32"},
+    {"block_schedule": "16:0.5,32", "layout": "per-rank"},
     {"vsl_buckets": 4},
     {"vsl_buckets": 4, "vsl_curriculum": "grow_p2"},
 ]
@@ -113,7 +114,7 @@ def _assert_sightings_are_shown(run: Path, vsl: bool) -> None:
             assert pieces.items() <= sighted.items(), document
 
 
-@pytest.mark.parametrize("changes", SHAPES[1:], ids=_named)
+@pytest.mark.parametrize("changes", SHAPES[2:], ids=_named)
 def test_vsl_sightings_lie_in_the_rows_shown(
     runs: dict[str, Path], changes: dict[str, object], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -124,8 +125,11 @@ def test_vsl_sightings_lie_in_the_rows_shown(
     assert report["closed_form"] is True and report["documents"][0]["sightings"]
 
 
-def test_block_schedule_sightings_lie_in_the_rows_shown(runs: dict[str, Path]) -> None:
-    _assert_sightings_are_shown(runs[_named(SHAPES[0])], vsl=False)
+@pytest.mark.parametrize("changes", SHAPES[:2], ids=_named)
+def test_block_schedule_sightings_lie_in_the_rows_shown(
+    runs: dict[str, Path], changes: dict[str, object]
+) -> None:
+    _assert_sightings_are_shown(runs[_named(changes)], vsl=False)
 
 
 def test_a_best_fit_mixture_run_is_shown_as_it_trained(tmp_path: Path) -> None:

@@ -82,7 +82,10 @@ def test_resume_with_another_schedule_is_refused_by_field(
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"layout": "per-rank"}, r"layout='per-rank' \(needs 'global'\)"),
+        (
+            {"layout": "per-rank", "length_buckets": "100"},
+            r"length_buckets='100' \(needs None with layout='per-rank'\)",
+        ),
         ({"objective": "windows"}, r"objective='windows' \(needs 'packed'\)"),
         ({"packing": "best_fit"}, r"packing='best_fit' \(needs 'concatenate'\)"),
         ({"block": 32}, r"block=32 \(needs the schedule's first block, 16\)"),
