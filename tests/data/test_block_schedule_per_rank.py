@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -304,3 +305,24 @@ def test_for_current_rank_reads_the_place_from_the_environment(
     expected = _ranks(documents, schedule, 2, 8)[1]
     assert corpus.rank == 1 and corpus.stream_identity() == expected.stream_identity()
     _assert_same([[b] for b in corpus.iter_epoch(0)], [[b] for b in expected.iter_epoch(0)])
+
+
+def test_a_plan_store_keeps_the_unplaced_plans_and_resumes_the_same(tmp_path: Path) -> None:
+    from mixle.corpus.storage.plan_cache import PlanFiles
+
+    documents = _documents(np.random.default_rng(8).integers(1, 40, size=40).tolist())
+    schedule = BlockSchedule.parse("4:1280,8")  # 10 steps of 2 x 64 tokens
+    plain = _ranks(documents, schedule, 2, 16)
+    total = sum(plain[0].num_batches(e) for e in range(3))
+    reference = _steps(plain, total)
+    stored = _ranks(documents, schedule, 2, 16, plan_store=PlanFiles(str(tmp_path)))
+    _assert_same(_steps(stored, total), reference)
+    assert any(tmp_path.iterdir())
+    assert {corpus.state_dict()["version"] for corpus in stored} == {4}
+    # A restarted process loads the plans (epoch 2's start counts epochs 0 and 1).
+    again = _ranks(documents, schedule, 2, 16, plan_store=PlanFiles(str(tmp_path)))
+    first = _ranks(documents, schedule, 2, 16)
+    _steps(first, 12)
+    for corpus, state in zip(again, [c.state_dict() for c in first], strict=True):
+        corpus.load_state_dict(state)
+    _assert_same(_steps(again, total - 12), reference[12:])
