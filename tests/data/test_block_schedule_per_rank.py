@@ -20,11 +20,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.data import DataLoader
+from torchdata.stateful_dataloader import StatefulDataLoader
 
 from mixle.data import Batch, BlockSchedule, LengthBandit, StreamingCorpus, global_document_order
 from mixle.data.torch import StreamingDataset
 from mixle.errors import ArgumentError, StateMismatchError
 from tests.data._reference import reference_stream
+from tests.data.resume_helpers import assert_items_equal
 
 
 def _documents(lengths: Sequence[int], seed: int = 0) -> list[np.ndarray]:
@@ -290,6 +292,37 @@ def test_the_torch_dataset_serves_each_ranks_phases(num_workers: int) -> None:
         for items, expected in zip(got, reference, strict=True):
             for item, array in zip(items, expected, strict=True):
                 np.testing.assert_array_equal(item.numpy(), array)
+
+
+@pytest.mark.filterwarnings("ignore:'set_vital' is deprecated:UserWarning")
+@pytest.mark.parametrize(("before", "after"), [(2, 0), (0, 2)])
+def test_a_stateful_loader_resumes_across_the_switch_with_other_workers(
+    before: int, after: int
+) -> None:
+    documents = _documents(np.random.default_rng(9).integers(1, 40, size=50).tolist())
+    schedule = BlockSchedule.parse("4:0.5,16")
+
+    def loader(dataset: StreamingDataset, workers: int) -> StatefulDataLoader:
+        return StatefulDataLoader(
+            dataset,
+            batch_size=None,
+            num_workers=workers,
+            multiprocessing_context="fork" if workers else None,
+        )
+
+    corpus = _ranks(documents, schedule, 2, 8)[1]
+    expected = [b.as_tuple() for e in range(2) for b in corpus.iter_epoch(e)]
+    taken = corpus.num_batches(0) // 2 + 1  # past the switch
+    first = loader(StreamingDataset(_ranks(documents, schedule, 2, 8)[1], num_epochs=2), before)
+    iterator = iter(first)
+    head = [tuple(t.numpy() for t in next(iterator)) for _ in range(taken)]
+    state = first.state_dict()
+    del iterator
+    assert_items_equal(head, expected[:taken])
+    dataset = StreamingDataset(_ranks(documents, schedule, 2, 8)[1], num_epochs=2)
+    resumed = loader(dataset, after)
+    resumed.load_state_dict(dataset.loader_state_for(state, num_workers=after))
+    assert_items_equal([tuple(t.numpy() for t in item) for item in resumed], expected[taken:])
 
 
 def test_for_current_rank_reads_the_place_from_the_environment(
