@@ -87,6 +87,7 @@ def _epoch_steps(documents: Sequence[np.ndarray], world: int, tokens: int, epoch
     lengths=st.lists(st.integers(1, 60), min_size=1, max_size=30),
     blocks=st.lists(st.sampled_from([2, 4, 8, 16]), min_size=1, max_size=3),
     cuts=st.lists(st.integers(1, 12), min_size=2, max_size=2, unique=True),
+    slack=st.integers(0, 10**6),
     world=st.integers(1, 4),
     seed=st.integers(0, 3),
     boundary=st.booleans(),
@@ -95,6 +96,7 @@ def test_every_rank_pair_is_a_target_exactly_once_across_boundaries(
     lengths: list[int],
     blocks: list[int],
     cuts: list[int],
+    slack: int,
     world: int,
     seed: int,
     boundary: bool,
@@ -102,29 +104,35 @@ def test_every_rank_pair_is_a_target_exactly_once_across_boundaries(
     documents = _documents(lengths, seed)
     rank_tokens = 16 * blocks[0]  # R: tokens per rank per step; every block divides it
     tokens = world * rank_tokens  # K
-    # Boundaries as whole steps of the run (the rounding is the global layout's, tested there).
-    until = [c * tokens for c in sorted(cuts)[: len(blocks) - 1]]
+    # Token counts of the run, `slack` past whole steps: rounded down to whole steps.
+    steps_until = sorted(cuts)[: len(blocks) - 1]
+    until = [c * tokens + slack % tokens for c in steps_until]
     schedule = BlockSchedule([*zip(until, blocks, strict=False), (None, blocks[-1])])
     boundary_id = 0 if boundary else None
     ranks = _ranks(documents, schedule, world, 16, seed=seed, boundary_id=boundary_id)
-    steps = ranks[0].num_batches(0)
-    assert all(corpus.num_batches(0) == steps for corpus in ranks)
-    order = global_document_order(len(documents), seed=seed, epoch=0)
-    per_rank = [list(corpus.iter_epoch(0)) for corpus in ranks]
-    for rank, batches in enumerate(per_rank):
-        stream = np.array(reference_stream(documents, order[rank::world].tolist(), boundary_id))
-        covered = stream[: steps * rank_tokens + 1]  # even batches: the epoch's first steps
-        none = np.empty(0, dtype=np.int64)
-        got = np.concatenate([none, *(b.targets[b.loss_mask] for b in batches)])
-        np.testing.assert_array_equal(got, covered[1:])
-        contexts = np.concatenate([none, *(b.context[b.loss_mask] for b in batches)])
-        np.testing.assert_array_equal(contexts, covered[:-1])
-    for step, parts in enumerate(zip(*per_rank, strict=True)):
-        # Every rank in the same phase at every step, R tokens each.
-        phase = sum(step * tokens >= u for u in until)
-        assert {b.block for b in parts} == {blocks[phase]}, step
-        assert all(b.num_rows * b.block == rank_tokens for b in parts)
-        assert ranks[0].phase_at(0, step * rank_tokens) == (phase, blocks[phase])
+    before = 0  # steps of the epochs before
+    for epoch in (0, 1):  # the boundaries fall in either
+        steps = ranks[0].num_batches(epoch)
+        assert all(corpus.num_batches(epoch) == steps for corpus in ranks)
+        order = global_document_order(len(documents), seed=seed, epoch=epoch)
+        per_rank = [list(corpus.iter_epoch(epoch)) for corpus in ranks]
+        for rank, batches in enumerate(per_rank):
+            share = order[rank::world].tolist()
+            stream = np.array(reference_stream(documents, share, boundary_id))
+            covered = stream[: steps * rank_tokens + 1]  # even batches: the first steps
+            none = np.empty(0, dtype=np.int64)
+            got = np.concatenate([none, *(b.targets[b.loss_mask] for b in batches)])
+            np.testing.assert_array_equal(got, covered[1:])
+            contexts = np.concatenate([none, *(b.context[b.loss_mask] for b in batches)])
+            np.testing.assert_array_equal(contexts, covered[:-1])
+        for step, parts in enumerate(zip(*per_rank, strict=True)):
+            # Every rank in the same phase at every step of the run, R tokens each.
+            phase = sum(before + step >= c for c in steps_until)
+            assert {b.block for b in parts} == {blocks[phase]}, (epoch, step)
+            assert all(b.num_rows * b.block == rank_tokens for b in parts)
+            expected = (phase, blocks[phase])
+            assert ranks[-1].phase_at(epoch, step * rank_tokens) == expected
+        before += steps
 
 
 def test_phases_count_run_tokens_over_epochs_of_different_steps() -> None:
