@@ -1,6 +1,6 @@
 """One resumable contract: every stream answers the same verbs the same way.
 
-``StreamingCorpus`` (both layouts), ``TokenStream`` (with and without ``world_size``)
+``StreamingCorpus`` (both layouts, the per-rank one also in phases), ``TokenStream`` (with and without ``world_size``)
 and ``Mixture`` (both objectives) are checked by one conformance suite: what
 ``batches()`` yields at a cursor is what ``read`` returns there, ``next_cursor`` is
 where the cursor moves, a state saved at any step resumes the rest of the stream
@@ -17,7 +17,15 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from mixle.data import Batch, Mixture, MixtureSource, ResumableStream, StreamingCorpus, TokenStream
+from mixle.data import (
+    Batch,
+    BlockSchedule,
+    Mixture,
+    MixtureSource,
+    ResumableStream,
+    StreamingCorpus,
+    TokenStream,
+)
 from mixle.data.torch import StreamDataset
 
 
@@ -33,6 +41,15 @@ STREAMS: dict[str, Callable[[], ResumableStream]] = {
     ),
     "corpus global": lambda: StreamingCorpus(
         DOCS, rank=1, world_size=2, block=8, batch_size=3, seed=1, layout="global"
+    ),
+    "corpus per-rank phases": lambda: StreamingCorpus(
+        DOCS,
+        rank=1,
+        world_size=2,
+        block=4,
+        batch_size=4,
+        seed=1,
+        block_schedule=BlockSchedule.parse("4:800,16"),  # step 25: in epoch 1
     ),
     "token stream": lambda: TokenStream(DOCS, 6, 5, epochs=3, seed=2),
     "token stream global": lambda: TokenStream(DOCS, 6, 5, epochs=3, rank=1, world_size=2),
