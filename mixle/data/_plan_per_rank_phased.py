@@ -118,7 +118,6 @@ class PhasedPerRankPlan(PerRankPlan):
         super().__init__(shard, even_batches=True)
         schedule.check_block(block)
         self.schedule = schedule
-        self.block = block
         self.batch_sizes = schedule.batch_sizes(shard.world_size, shard.batch_size)
         self.blocks = tuple(p.block for p in schedule.phases)
         self.rank_tokens = shard.batch_size * block
@@ -172,9 +171,6 @@ class PhasedPerRankPlan(PerRankPlan):
             stop = min(phases.stop(i), targets)
             rows += rows_for_stream(max(stop - begin, 0) + 1, phases.blocks[i])
         return PhasedRankEpochPlan(plan.layout, rows, plan.num_batches, phases, self.rank_tokens)
-
-    def restore(self, layout: Any, rows: int, num_batches: int, *, epoch: int) -> EpochPlan:
-        return EpochPlan(layout, rows, num_batches)
 
     def epoch_size(self, plan: EpochPlan) -> int:
         return plan.num_batches * self.rank_tokens

@@ -236,6 +236,9 @@ def test_a_token_off_a_step_is_refused() -> None:
         corpus.read(0, 8)
     corpus.seek(0, 64)
     assert corpus.cursor == (0, 64)
+    # The seed's views count steps: batch k is the batch at token k x R.
+    np.testing.assert_array_equal(corpus.batch_at(0, 3)[0], corpus.read(0, 96).context)
+    assert corpus.advance(0, 0, 2) == (0, 64)
 
 
 def test_arguments_that_do_not_fit_are_refused_by_name() -> None:
