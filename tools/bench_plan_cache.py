@@ -86,7 +86,14 @@ print((time.perf_counter() - start) * 1e3, (time.process_time() - cpu) * 1e3)
 
 
 def _options(layout: str, block: int, batch_size: int) -> dict[str, object]:
-    return {"block": block, "batch_size": batch_size, "layout": layout, **SHAPES[layout]}
+    # The permutation order: the order whose plans a store keeps (not the default blocks).
+    return {
+        "block": block,
+        "batch_size": batch_size,
+        "layout": layout,
+        "order": "permutation",
+        **SHAPES[layout],
+    }
 
 
 def _fresh_process(child: str, *arguments: object) -> tuple[float, float]:

@@ -15,9 +15,9 @@ batch costs O(batch_size x block) memory however large the corpus is.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -46,6 +46,14 @@ def _interleave(
     pieces = [boundary] * (2 * count - (0 if trailing else 1)) if count else []
     pieces[::2] = arrays
     return pieces
+
+
+# A checked layout's searches bisect element by element (checking each probe's chunk)
+# down to this many starts, then check them and search them with numpy.
+_CHECKED_SPAN = 4096
+# ``check(name, start, stop)``: verify elements ``[start, stop)`` of a stored array
+# (``"indices"``, ``"lengths"``, ``"starts"``) before they are read; raises when changed.
+RangeCheck = Callable[[str, int, int], None]
 
 
 def rows_for_stream(stream_tokens: int, block: int) -> int:
@@ -96,6 +104,12 @@ class StreamLayout:
     first
         How many documents of the stream come before ``indices[0]`` (0 for a whole
         stream).
+    check
+        For a layout over a stored plan whose bytes are verified on first read (see
+        :class:`~mixle.data._plan_store.CheckedArrays`): the check. Then
+        :meth:`segment`, :meth:`positions` and :meth:`document_order` verify what
+        they read and answer with unchecked layouts of verified elements; reading the
+        arrays directly reads unverified bytes.
     """
 
     indices: np.ndarray
@@ -103,6 +117,7 @@ class StreamLayout:
     starts: np.ndarray
     has_boundary: bool
     first: int = 0
+    check: RangeCheck | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def build(cls, indices: np.ndarray, lengths: np.ndarray, has_boundary: bool) -> StreamLayout:
@@ -122,17 +137,62 @@ class StreamLayout:
         return int(self.starts[-1])
 
     def segment(self, begin: int, end: int) -> StreamLayout:
-        """The layout itself: it holds every document of the stream."""
-        return self
+        """The layout itself (it holds every document of the stream); of a checked
+        layout, the verified :meth:`positions` of the documents overlapping
+        ``[begin, end)``."""
+        if self.check is None:
+            return self
+        first, stop = self.documents_between(begin, end)
+        return self.positions(first, max(first, stop))
+
+    def positions(self, first: int, stop: int) -> StreamLayout:
+        """The documents at positions ``[first, stop)`` (clipped) as a segment: their
+        indices, lengths and ``stop - first + 1`` starts, verified first when checked."""
+        count = len(self.indices)
+        first, stop = min(max(first, 0), count), min(max(stop, 0), count)
+        stop = max(first, stop)
+        return StreamLayout(
+            self.column("indices", first, stop),
+            self.column("lengths", first, stop),
+            self.column("starts", first, stop + 1),
+            self.has_boundary,
+            self.first + first,
+        )
+
+    def column(
+        self, name: Literal["indices", "lengths", "starts"], first: int, stop: int
+    ) -> np.ndarray:
+        """``getattr(self, name)[first:stop]``, verified first when checked."""
+        if self.check is not None:
+            self.check(name, first, stop)
+        array: np.ndarray = getattr(self, name)
+        return array[first:stop]
 
     def document_order(self) -> np.ndarray:
+        if self.check is not None:
+            self.check("indices", 0, len(self.indices))
         return self.indices
 
     def documents_between(self, begin: int, end: int) -> tuple[int, int]:
         """Positions ``[i0, i1)`` in ``indices`` of the documents overlapping ``[begin, end)``."""
-        first = int(self.starts.searchsorted(begin, side="right")) - 1
-        stop = int(self.starts.searchsorted(end, side="left"))
+        first = self._searched(begin, "right") - 1
+        stop = self._searched(end, "left")
         return max(first, 0), min(stop, len(self.indices))
+
+    def _searched(self, value: int, side: Literal["left", "right"]) -> int:
+        """``starts.searchsorted(value, side)``; of a checked layout, reading only the
+        (verified) starts a bisection probes: O(log documents) chunks."""
+        starts, check = self.starts, self.check
+        if check is None:
+            return int(starts.searchsorted(value, side=side))
+        low, high = 0, len(starts)  # the answer lies in [low, high]
+        while high - low > _CHECKED_SPAN:
+            middle = (low + high) // 2
+            check("starts", middle, middle + 1)
+            below = starts[middle] <= value if side == "right" else starts[middle] < value
+            low, high = (middle + 1, high) if below else (low, middle)
+        check("starts", low, high)
+        return low + int(starts[low:high].searchsorted(value, side=side))
 
 
 def stream_segment(

@@ -14,6 +14,14 @@ or cannot read, never a plan of another identity.
 arrays. :func:`plan_from_arrays` checks the arrays' shapes, the layout's end points and
 a sample of documents against the corpus lengths, so a truncated or mangled plan is
 rejected (and rebuilt by the caller) instead of producing wrong batches.
+
+A store may hand back :class:`CheckedArrays` (arrays whose bytes it verifies a range at a
+time, on first read: ``mixle.corpus.PlanFiles`` does). Then :func:`plan_from_arrays`
+verifies the few elements it trusts (``counts``, the first and last start; changed
+ones make the plan rejected, so rebuilt) and gives
+the layout the check, so that every read of a batch goes through it
+(:meth:`~mixle.data._packing.StreamLayout.segment`); the sampled documents it compares
+with the corpus are read unverified (they only decide whether to use the plan).
 """
 
 from __future__ import annotations
@@ -25,10 +33,11 @@ import numpy as np
 
 from mixle.data._documents import DocumentSource
 from mixle.data._packing import StreamLayout
-from mixle.errors import ArgumentTypeError
+from mixle.errors import ArgumentTypeError, CorpusFormatError
 
 __all__ = [
     "PLAN_FORMAT",
+    "CheckedArrays",
     "PlanStore",
     "checked_plan_store",
     "plan_arrays",
@@ -58,6 +67,18 @@ class PlanStore(Protocol):
     def load(self, identity: Mapping[str, Any]) -> Mapping[str, np.ndarray] | None: ...
 
     def save(self, identity: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None: ...
+
+
+@runtime_checkable
+class CheckedArrays(Protocol):
+    """Loaded plan arrays whose bytes are verified on first read.
+
+    ``check(name, start, stop)`` verifies elements ``[start, stop)`` (clipped) of array
+    ``name`` before they are read, and raises (naming the file and the part) when they
+    changed since they were saved.
+    """
+
+    def check(self, name: str, start: int, stop: int) -> None: ...
 
 
 def checked_plan_store(value: Any) -> PlanStore | None:
@@ -113,6 +134,14 @@ def plan_from_arrays(
     count = indices.shape[0]
     if lengths.shape[0] != count or starts.shape[0] != count + 1 or counts.shape[0] != 3:
         return None
+    check = arrays.check if isinstance(arrays, CheckedArrays) else None
+    if check is not None:
+        try:
+            check("counts", 0, 3)
+            check("starts", 0, 1)
+            check("starts", count, count + 1)
+        except CorpusFormatError:
+            return None  # changed where the loaded plan is judged: rebuilt
     rows, num_batches, boundary = (int(v) for v in counts)
     if boundary != int(has_boundary) or rows < 0 or num_batches < 0 or int(starts[0]) != 0:
         return None
@@ -129,7 +158,7 @@ def plan_from_arrays(
         pieces[picks == count - 1] = lengths[count - 1]  # the last document has no boundary
         if not np.array_equal(starts[picks + 1] - starts[picks], pieces):
             return None
-    return StreamLayout(indices, lengths, starts, has_boundary), rows, num_batches
+    return StreamLayout(indices, lengths, starts, has_boundary, check=check), rows, num_batches
 
 
 def sampled_lengths(

@@ -5,25 +5,33 @@ digits of the SHA-256 of the plan identity (canonical JSON). Layout, little-endi
 
     b"MIXLEPLN"  uint64 header length  32-byte SHA-256 of the header  header (UTF-8 JSON)
     zero padding to a multiple of 64    the arrays, each starting at a multiple of 64
+    the chunk table (uint32 CRC-32s, starting at a multiple of 64)
 
-The header records the format version, the whole plan identity, the file size and
-each array's dtype, shape, offset and CRC-32. Files are written with
-:func:`mixle._io.atomic_write` (a reader sees no file or a complete one) and loaded as
-read-only views of one ``mmap``. A regular file whose magic, header digest, size,
-version, header fields, identity or any array's CRC-32 does not match is treated as
-absent (the data layer then rebuilds the plan and overwrites it), so a flipped bit
-anywhere in the file cannot change a batch; files of version 1 (no array checksums)
-are stale in the same way. Something other than a regular file at a plan's path (a
-directory, a FIFO, a link to a device) is refused with :class:`CorpusFormatError`,
-before any byte is read. The arrays' consistency with the corpus is also checked by
-the data layer on a sample of documents.
+The header records the format version, the whole plan identity, the file size, the
+chunk size and each array's dtype, shape, offset and first chunk-table entry, and the
+table's offset, length and CRC-32. Each array is cut into chunks of ``chunk_bytes``
+(64 KiB; the last one shorter) with one CRC-32 each in the table. Files are written
+with :func:`mixle._io.atomic_write` (a reader sees no file or a complete one) and
+loaded as read-only views of one ``mmap``. A regular file whose magic, header digest,
+size, version, header fields, identity, array extents or chunk table does not match is
+treated as absent (the data layer then rebuilds the plan and overwrites it). The arrays'
+chunks are verified lazily: :meth:`PlanFiles.load` returns a
+:class:`~mixle.corpus.storage.plan_chunks.StoredPlan`, whose ``check`` verifies a
+chunk the first time a read touches it and raises :class:`CorpusFormatError` naming
+the file and chunk when its bytes changed; ``check_all`` verifies the whole file.
+Opening costs O(header + chunks) (4 bytes per 64 KiB of plan), so a restart costs
+O(what it reads) however large the plan.
 
-Loading costs O(header) plus one CRC-32 pass over the mapped arrays (~3 GB/s from
-the page cache, page faults included: ~30 ms per 100 MiB of plan, about a fifth of
-planning the epoch again). CRC-32 rather than a cryptographic digest: the
-check guards against accidental change (any burst of up to 32 bits, anything else with
-probability 1 - 2**-32); a deliberate forger could rewrite the header's SHA-256 as
-easily as any unkeyed digest, and SHA-256 costs four times as much on every restart.
+Version 2 files (one CRC-32 per array, no chunk table) still load: their arrays are
+checked whole on load, as before (O(file)), and a mismatch makes them absent; version
+1 files (no checksums) are stale. Something other than a regular file at a plan's
+path (a directory, a FIFO, a link to a device) is refused with
+:class:`CorpusFormatError`, before any byte is read. The arrays' consistency with the
+corpus is also checked by the data layer on a sample of documents.
+
+CRC-32 rather than a cryptographic digest: the check guards against accidental change
+(any burst of up to 32 bits, anything else with probability 1 - 2**-32); a deliberate
+forger could rewrite the header's SHA-256 as easily as any unkeyed digest.
 """
 
 from __future__ import annotations
@@ -42,13 +50,18 @@ import numpy as np
 from mixle._file_checks import open_regular
 from mixle._io import atomic_write
 from mixle._safe_json import loads_bounded
+from mixle.corpus.storage.plan_chunks import StoredPlan
 from mixle.errors import ArgumentTypeError, CorpusFormatError
 
 __all__ = ["PlanFiles"]
 
 _MAGIC = b"MIXLEPLN"
-# Version 2 added each array's CRC-32; a version-1 file is stale (rebuilt).
-_VERSION = 2
+# Version 2 added each array's CRC-32 (a version-1 file is stale, rebuilt); version 3
+# replaced it with a table of per-chunk CRC-32s, checked lazily (version 2 still loads).
+_VERSION = 3
+_WHOLE_CRC_VERSION = 2
+# Chunk size of version 3 files: a multiple of every item size (and of _ALIGN).
+_CHUNK_BYTES = 1 << 16
 _ALIGN = 64
 _PREFIX = struct.Struct("<8sQ32s")
 # Headers hold an identity and a few array entries (a few KiB): a longer one is corrupt.
@@ -94,22 +107,33 @@ class PlanFiles:
         """Write the plan atomically (replacing any file of the same identity)."""
         contiguous = {
             name: np.ascontiguousarray(a, dtype=np.asarray(a).dtype.newbyteorder("<"))
-            for name, a in arrays.items()
+            for name, a in sorted(arrays.items())  # the header's order (sorted keys)
         }
         entries: dict[str, dict[str, Any]] = {}
-        offset = 0
+        tables: list[np.ndarray] = []
+        offset = chunks = 0
         for name, array in contiguous.items():
             entries[name] = {
                 "dtype": array.dtype.str,
                 "shape": list(array.shape),
                 "offset": offset,
-                "crc32": _crc32(array),
+                "first_chunk": chunks,
             }
+            tables.append(_chunk_crcs(array))
+            chunks += len(tables[-1])
             offset = _aligned(offset + array.nbytes)
-        header_fields = {"version": _VERSION, "identity": dict(identity), "arrays": entries}
+        table = np.concatenate(tables) if tables else np.empty(0, dtype="<u4")
+        header_fields = {
+            "version": _VERSION,
+            "identity": dict(identity),
+            "arrays": entries,
+            "chunk_bytes": _CHUNK_BYTES,
+            "table": {"offset": offset, "count": len(table), "crc32": zlib.crc32(table.data)},
+        }
         # The body offset depends on the header size, which records the file size: fix
         # the size field's width by writing it last as a zero-padded number.
-        header = self._header(header_fields, body_size=offset)
+        body_size = offset + table.nbytes
+        header = self._header(header_fields, body_size=body_size)
         os.makedirs(self.directory, exist_ok=True)
         with atomic_write(self.path_for(identity)) as handle:
             handle.write(_PREFIX.pack(_MAGIC, len(header), hashlib.sha256(header).digest()))
@@ -124,6 +148,7 @@ class PlanFiles:
                 handle.write(array.data.cast("B") if array.nbytes else b"")
                 position = start + array.nbytes
             handle.write(b"\0" * (offset - position))
+            handle.write(table.data)
 
     @staticmethod
     def _header(fields: dict[str, Any], body_size: int) -> bytes:
@@ -136,9 +161,13 @@ class PlanFiles:
             draft = header
         return draft  # pragma: no cover - converges in two rounds
 
-    def load(self, identity: Mapping[str, Any]) -> dict[str, np.ndarray] | None:
+    def load(self, identity: Mapping[str, Any]) -> Mapping[str, np.ndarray] | None:
         """The plan saved with ``identity`` as read-only memory-mapped arrays, or ``None``
         (no file, or a file that is torn, corrupt, stale, of another version or identity).
+
+        A version 3 file loads as a :class:`StoredPlan` (chunks verified on first read by
+        its ``check``; ``check_all`` verifies all of them); a version 2 file as a dict of
+        arrays checked whole here.
 
         Raises
         ------
@@ -170,22 +199,18 @@ class PlanFiles:
             fields = loads_bounded(header, path, CorpusFormatError)
         except CorpusFormatError:
             return None
+        version = fields.get("version") if isinstance(fields, dict) else None
         if (
-            not isinstance(fields, dict)
-            or fields.get("version") != _VERSION
+            version not in (_VERSION, _WHOLE_CRC_VERSION)
             or fields.get("size") != size
             or fields.get("identity") != json.loads(_canonical(identity))
             or not isinstance(fields.get("arrays"), dict)
         ):
             return None
         body = _aligned(_PREFIX.size + length)
-        arrays: dict[str, np.ndarray] = {}
-        for name, entry in fields["arrays"].items():
-            array = _mapped_array(mapping, entry, body, size)
-            if array is None:
-                return None
-            arrays[name] = array
-        return arrays
+        if version == _WHOLE_CRC_VERSION:
+            return _whole_checked_arrays(mapping, fields["arrays"], body, size)
+        return _stored_plan(path, mapping, fields, body, size)
 
     def __repr__(self) -> str:
         return f"PlanFiles({self.directory!r})"
@@ -196,18 +221,70 @@ def _crc32(array: np.ndarray) -> int:
     return zlib.crc32(array.data.cast("B")) if array.nbytes else 0
 
 
-def _mapped_array(mapping: mmap.mmap, entry: Any, body: int, size: int) -> np.ndarray | None:
-    """The read-only array a header ``entry`` describes, or ``None`` when the entry is
-    malformed (dtype, shape, offset, CRC-32), lies outside the file or its bytes do not
-    match their CRC-32."""
-    if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "offset", "crc32"}:
+def _chunk_crcs(array: np.ndarray) -> np.ndarray:
+    """The CRC-32 of each ``_CHUNK_BYTES`` chunk of a C-contiguous array (uint32, LE)."""
+    data = array.data.cast("B") if array.nbytes else memoryview(b"")
+    starts = range(0, array.nbytes, _CHUNK_BYTES)
+    return np.array([zlib.crc32(data[at : at + _CHUNK_BYTES]) for at in starts], dtype="<u4")
+
+
+def _whole_checked_arrays(
+    mapping: mmap.mmap, entries: dict[str, Any], body: int, size: int
+) -> dict[str, np.ndarray] | None:
+    """A version 2 file's arrays, each checked against its CRC-32, or ``None``."""
+    arrays: dict[str, np.ndarray] = {}
+    for name, entry in entries.items():
+        if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "offset", "crc32"}:
+            return None
+        crc = entry["crc32"]
+        array = _mapped_array(mapping, entry, body, size)
+        if array is None or not _natural(crc) or _crc32(array) != crc:
+            return None
+        arrays[name] = array
+    return arrays
+
+
+def _stored_plan(
+    path: str, mapping: mmap.mmap, fields: dict[str, Any], body: int, size: int
+) -> StoredPlan | None:
+    """A version 3 file's arrays with their chunk table, or ``None`` when the chunk
+    size, an entry or the table (extent, length, CRC-32) is not what the arrays need."""
+    chunk_bytes, table = fields.get("chunk_bytes"), fields.get("table")
+    if chunk_bytes != _CHUNK_BYTES or not isinstance(table, dict):
         return None
-    kind, shape, offset, crc = entry["dtype"], entry["shape"], entry["offset"], entry["crc32"]
+    if set(table) != {"offset", "count", "crc32"} or not all(map(_natural, table.values())):
+        return None
+    start, count = body + table["offset"], table["count"]
+    if start % _ALIGN or start + 4 * count != size:
+        return None
+    crcs = np.frombuffer(mapping, dtype="<u4", count=count, offset=start)
+    if zlib.crc32(crcs.data) != table["crc32"]:
+        return None
+    arrays: dict[str, np.ndarray] = {}
+    firsts: dict[str, int] = {}
+    expected = 0
+    for name, entry in sorted(fields["arrays"].items()):  # the table's order
+        if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "offset", "first_chunk"}:
+            return None
+        array = _mapped_array(mapping, entry, body, start)
+        if array is None or entry["first_chunk"] != expected:
+            return None
+        arrays[name], firsts[name] = array, expected
+        expected += -(-array.nbytes // _CHUNK_BYTES)
+    return StoredPlan(path, arrays, _CHUNK_BYTES, firsts, crcs) if expected == count else None
+
+
+def _mapped_array(
+    mapping: mmap.mmap, entry: dict[str, Any], body: int, end: int
+) -> np.ndarray | None:
+    """The read-only array a header ``entry`` describes (unchecked), or ``None`` when
+    the entry is malformed (dtype, shape, offset) or runs past file offset ``end``."""
+    kind, shape, offset = entry["dtype"], entry["shape"], entry["offset"]
     if not isinstance(kind, str) or not isinstance(shape, list):
         return None
-    if len(shape) > _MAX_DIMENSIONS or not all(_natural(v) for v in (offset, crc, *shape)):
+    if len(shape) > _MAX_DIMENSIONS or not all(_natural(v) for v in (offset, *shape)):
         return None
-    if any(extent > size for extent in shape):  # also keeps an empty array's shape sane
+    if any(extent > end for extent in shape):  # also keeps an empty array's shape sane
         return None
     try:
         dtype = np.dtype(kind)
@@ -219,12 +296,11 @@ def _mapped_array(mapping: mmap.mmap, entry: Any, body: int, size: int) -> np.nd
     for extent in shape:
         count *= extent  # Python ints: a forged shape cannot overflow
     start = body + offset
-    if start + count * dtype.itemsize > size:
+    if start + count * dtype.itemsize > end or start % _ALIGN:
         return None
     if count == 0:
-        return None if crc else np.empty(shape, dtype=dtype)
-    array = np.frombuffer(mapping, dtype=dtype, count=count, offset=start).reshape(shape)
-    return array if _crc32(array) == crc else None
+        return np.empty(shape, dtype=dtype)
+    return np.frombuffer(mapping, dtype=dtype, count=count, offset=start).reshape(shape)
 
 
 def _natural(value: Any) -> bool:

@@ -1,8 +1,9 @@
 """Epoch-plan files never change a batch (issue #32, classes 1, 5 and 10).
 
-Every array byte is covered by a CRC-32 in the checksummed header: a flipped bit, a
-changed batch count, a stale (version-1) file or a forged header is rebuilt, giving the
-batches of a run without the file; something other than a regular file at a plan's
+Every array byte is covered by a chunk's CRC-32 in the chunk table, whose own CRC-32 is
+in the checksummed header: a changed batch count, a stale (version-1) file or a forged
+header is rebuilt, giving the batches of a run without the file; a flipped bit in the
+arrays is refused by file and chunk when a read touches it; something other than a regular file at a plan's
 path is refused by name, without hanging or reading a device.
 """
 
@@ -125,14 +126,16 @@ def _assert_rebuilt(
 
 @pytest.mark.parametrize("layout", ["global", "per-rank"])
 @pytest.mark.parametrize("bit", [0, 3])
-def test_a_flipped_bit_in_the_indices_of_a_plan_is_rebuilt(
+def test_a_flipped_bit_in_the_indices_of_a_plan_is_refused_by_file_and_chunk(
     corpus_path: Path, tmp_path: Path, layout: str, bit: int
 ) -> None:
-    def flip(data: bytes) -> bytes:  # another document of the same length, in range
-        return _edit_element(data, "indices", 10, lambda v: v ^ (1 << bit))
-
+    # Another document of the same length, in range: only the chunk's CRC-32 tells.
     store = PlanFiles(tmp_path / "plans")
-    _assert_rebuilt(corpus_path, store, layout, flip, tmp_path)
+    _stream(corpus_path, store, layout).num_batches(0)
+    plan = _plan_file(tmp_path)
+    plan.write_bytes(_edit_element(plan.read_bytes(), "indices", 10, lambda v: v ^ (1 << bit)))
+    with pytest.raises(CorpusFormatError, match=f"{plan}: chunk 0 of array `indices`"):
+        _batches(_stream(corpus_path, store, layout))
 
 
 @pytest.mark.parametrize("delta", [-1, 1])
@@ -166,10 +169,11 @@ def test_a_flipped_bit_in_a_mixture_plan_is_rebuilt(
     writer = mixture(store)
     rows(writer)
     plan = Path(store.path_for(writer.rows[0]._identity(epoch=0)))  # type: ignore[attr-defined]
-    original = plan.read_bytes()
-    plan.write_bytes(_edit_element(original, "indices", 3, lambda v: v ^ 1))
+    plan.write_bytes(_edit_element(plan.read_bytes(), "indices", 3, lambda v: v ^ 1))
+    with pytest.raises(CorpusFormatError, match=f"{plan}: chunk 0 of array `indices`"):
+        rows(mixture(store))
+    plan.unlink()  # the remedy the error names: the plan is rebuilt
     _assert_same(rows(mixture(store)), plain)
-    assert plan.read_bytes() == original
 
 
 def _forgeries() -> list[Callable[[dict[str, Any]], Any]]:
@@ -177,11 +181,15 @@ def _forgeries() -> list[Callable[[dict[str, Any]], Any]]:
 
     def version_1(f: dict[str, Any]) -> None:  # a file written before the CRC-32s
         f["version"] = 1
+        del f["table"], f["chunk_bytes"]
         for entry in f["arrays"].values():
-            del entry["crc32"]
+            del entry["first_chunk"]
 
-    def wrong_crc(f: dict[str, Any]) -> None:
-        f["arrays"]["indices"]["crc32"] ^= 1
+    def wrong_table_crc(f: dict[str, Any]) -> None:
+        f["table"]["crc32"] ^= 1
+
+    def version_2_without_crcs(f: dict[str, Any]) -> None:  # chunks claimed whole-checked
+        f["version"] = 2
 
     def arrays_a_list(f: dict[str, Any]) -> None:
         f["arrays"] = [1, 2]
@@ -209,7 +217,8 @@ def _forgeries() -> list[Callable[[dict[str, Any]], Any]]:
 
     return [
         version_1,
-        wrong_crc,
+        wrong_table_crc,
+        version_2_without_crcs,
         arrays_a_list,
         object_dtype,
         unknown_dtype,
