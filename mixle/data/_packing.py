@@ -48,12 +48,13 @@ def _interleave(
     return pieces
 
 
-# A checked layout's searches bisect element by element (checking each probe's chunk)
-# down to this many starts, then check them and search them with numpy.
+# A read-through layout's searches bisect element by element (each probe read through its
+# reader) down to this many starts, then read them and search them with numpy.
 _CHECKED_SPAN = 4096
-# ``check(name, start, stop)``: verify elements ``[start, stop)`` of a stored array
-# (``"indices"``, ``"lengths"``, ``"starts"``) before they are read; raises when changed.
-RangeCheck = Callable[[str, int, int], None]
+# ``read(name, start, stop)``: elements ``[start, stop)`` (``0 <= start <= stop``) of a
+# stored array (``"indices"``, ``"lengths"``, ``"starts"``), verified before they are
+# returned; a reader may answer from a rebuilt copy when the stored bytes changed.
+RangeRead = Callable[[str, int, int], np.ndarray]
 
 
 def rows_for_stream(stream_tokens: int, block: int) -> int:
@@ -104,12 +105,13 @@ class StreamLayout:
     first
         How many documents of the stream come before ``indices[0]`` (0 for a whole
         stream).
-    check
+    reader
         For a layout over a stored plan whose bytes are verified on first read (see
-        :class:`~mixle.data._plan_store.CheckedArrays`): the check. Then
-        :meth:`segment`, :meth:`positions` and :meth:`document_order` verify what
-        they read and answer with unchecked layouts of verified elements; reading the
-        arrays directly reads unverified bytes.
+        :class:`~mixle.data._plan_store.VerifiedArrays`): how its elements are read.
+        Then :meth:`segment`, :meth:`positions`, :meth:`column` and
+        :meth:`document_order` read through it and answer with plain layouts (or
+        arrays) of verified elements; reading the three arrays directly reads the
+        stored bytes unverified (only their shapes are trusted).
     """
 
     indices: np.ndarray
@@ -117,7 +119,7 @@ class StreamLayout:
     starts: np.ndarray
     has_boundary: bool
     first: int = 0
-    check: RangeCheck | None = field(default=None, compare=False, repr=False)
+    reader: RangeRead | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def build(cls, indices: np.ndarray, lengths: np.ndarray, has_boundary: bool) -> StreamLayout:
@@ -137,17 +139,17 @@ class StreamLayout:
         return int(self.starts[-1])
 
     def segment(self, begin: int, end: int) -> StreamLayout:
-        """The layout itself (it holds every document of the stream); of a checked
-        layout, the verified :meth:`positions` of the documents overlapping
+        """The layout itself (it holds every document of the stream); of a layout with a
+        reader, the verified :meth:`positions` of the documents overlapping
         ``[begin, end)``."""
-        if self.check is None:
+        if self.reader is None:
             return self
         first, stop = self.documents_between(begin, end)
         return self.positions(first, max(first, stop))
 
     def positions(self, first: int, stop: int) -> StreamLayout:
         """The documents at positions ``[first, stop)`` (clipped) as a segment: their
-        indices, lengths and ``stop - first + 1`` starts, verified first when checked."""
+        indices, lengths and ``stop - first + 1`` starts, read through the reader."""
         count = len(self.indices)
         first, stop = min(max(first, 0), count), min(max(stop, 0), count)
         stop = max(first, stop)
@@ -162,16 +164,15 @@ class StreamLayout:
     def column(
         self, name: Literal["indices", "lengths", "starts"], first: int, stop: int
     ) -> np.ndarray:
-        """``getattr(self, name)[first:stop]``, verified first when checked."""
-        if self.check is not None:
-            self.check(name, first, stop)
+        """``getattr(self, name)[first:stop]`` (``0 <= first <= stop``), read through the
+        reader when the layout has one."""
+        if self.reader is not None:
+            return self.reader(name, first, stop)
         array: np.ndarray = getattr(self, name)
         return array[first:stop]
 
     def document_order(self) -> np.ndarray:
-        if self.check is not None:
-            self.check("indices", 0, len(self.indices))
-        return self.indices
+        return self.column("indices", 0, len(self.indices))
 
     def documents_between(self, begin: int, end: int) -> tuple[int, int]:
         """Positions ``[i0, i1)`` in ``indices`` of the documents overlapping ``[begin, end)``."""
@@ -180,19 +181,18 @@ class StreamLayout:
         return max(first, 0), min(stop, len(self.indices))
 
     def _searched(self, value: int, side: Literal["left", "right"]) -> int:
-        """``starts.searchsorted(value, side)``; of a checked layout, reading only the
-        (verified) starts a bisection probes: O(log documents) chunks."""
-        starts, check = self.starts, self.check
-        if check is None:
-            return int(starts.searchsorted(value, side=side))
-        low, high = 0, len(starts)  # the answer lies in [low, high]
+        """``starts.searchsorted(value, side)``; of a layout with a reader, reading only
+        the (verified) starts a bisection probes: O(log documents) chunks."""
+        read = self.reader
+        if read is None:
+            return int(self.starts.searchsorted(value, side=side))
+        low, high = 0, len(self.starts)  # the answer lies in [low, high]
         while high - low > _CHECKED_SPAN:
             middle = (low + high) // 2
-            check("starts", middle, middle + 1)
-            below = starts[middle] <= value if side == "right" else starts[middle] < value
+            start = int(read("starts", middle, middle + 1)[0])
+            below = start <= value if side == "right" else start < value
             low, high = (middle + 1, high) if below else (low, middle)
-        check("starts", low, high)
-        return low + int(starts[low:high].searchsorted(value, side=side))
+        return low + int(read("starts", low, high).searchsorted(value, side=side))
 
 
 def stream_segment(

@@ -14,13 +14,18 @@ table's offset, length and CRC-32. Each array is cut into chunks of ``chunk_byte
 with :func:`mixle._io.atomic_write` (a reader sees no file or a complete one) and
 loaded as read-only views of one ``mmap``. A regular file whose magic, header digest,
 size, version, header fields, identity, array extents or chunk table does not match is
-treated as absent (the data layer then rebuilds the plan and overwrites it). The arrays'
-chunks are verified lazily: :meth:`PlanFiles.load` returns a
+treated as absent, with a warning naming the file and the reason on the ``mixle.plans``
+logger (the data layer then rebuilds the plan and overwrites it). The arrays' chunks
+are verified lazily: :meth:`PlanFiles.load` returns a
 :class:`~mixle.corpus.storage.plan_chunks.StoredPlan`, whose ``check`` verifies a
 chunk the first time a read touches it and raises :class:`CorpusFormatError` naming
-the file and chunk when its bytes changed; ``check_all`` verifies the whole file.
-Opening costs O(header + chunks) (4 bytes per 64 KiB of plan), so a restart costs
-O(what it reads) however large the plan.
+the file and chunk when its bytes changed; ``check_all`` verifies the whole file. The
+data layer reads every range through that check and, when it raises (at open or
+mid-epoch, in any process), rebuilds the plan, saves it over the file (atomically)
+and goes on with the rebuilt arrays (:class:`~mixle.data._plan_store.VerifiedArrays`):
+a changed byte never changes a batch nor stops a run. Opening costs O(header + chunks)
+(4 bytes per 64 KiB of plan), so a restart costs O(what it reads) however large the
+plan.
 
 Version 2 files (one CRC-32 per array, no chunk table) still load: their arrays are
 checked whole on load, as before (O(file)), and a mismatch makes them absent; version
@@ -38,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import mmap
 import os
 import struct
@@ -69,6 +75,9 @@ _MAX_HEADER = 1 << 20
 # Plain numeric dtypes only: a forged header must not make numpy build object arrays.
 _KINDS = "biuf"
 _MAX_DIMENSIONS = 32
+# The data layer's plan logger (mixle.data._plan_store): a refused file is reported
+# where a rebuilt one is.
+_LOG = logging.getLogger("mixle.plans")
 
 
 def _canonical(identity: Mapping[str, Any]) -> bytes:
@@ -163,7 +172,9 @@ class PlanFiles:
 
     def load(self, identity: Mapping[str, Any]) -> Mapping[str, np.ndarray] | None:
         """The plan saved with ``identity`` as read-only memory-mapped arrays, or ``None``
-        (no file, or a file that is torn, corrupt, stale, of another version or identity).
+        (no file, or a file that is torn, corrupt, stale, of another version or identity:
+        each of these but a missing file is logged, with the file and the reason, as a
+        warning on the ``mixle.plans`` logger).
 
         A version 3 file loads as a :class:`StoredPlan` (chunks verified on first read by
         its ``check``; ``check_all`` verifies all of them); a version 2 file as a dict of
@@ -187,33 +198,58 @@ class PlanFiles:
         with handle:
             size = os.fstat(handle.fileno()).st_size
             if size < _PREFIX.size:
+                _refused(path, f"is {size} bytes, shorter than its prefix (torn)")
                 return None
             mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-        magic, length, digest = _PREFIX.unpack_from(mapping, 0)
-        if magic != _MAGIC or length > min(size - _PREFIX.size, _MAX_HEADER):
+        loaded = _parsed(path, mapping, size, identity)
+        if isinstance(loaded, str):
+            _refused(path, loaded)
             return None
-        header = mapping[_PREFIX.size : _PREFIX.size + length]
-        if hashlib.sha256(header).digest() != digest:
-            return None
-        try:
-            fields = loads_bounded(header, path, CorpusFormatError)
-        except CorpusFormatError:
-            return None
-        version = fields.get("version") if isinstance(fields, dict) else None
-        if (
-            version not in (_VERSION, _WHOLE_CRC_VERSION)
-            or fields.get("size") != size
-            or fields.get("identity") != json.loads(_canonical(identity))
-            or not isinstance(fields.get("arrays"), dict)
-        ):
-            return None
-        body = _aligned(_PREFIX.size + length)
-        if version == _WHOLE_CRC_VERSION:
-            return _whole_checked_arrays(mapping, fields["arrays"], body, size)
-        return _stored_plan(path, mapping, fields, body, size)
+        return loaded
 
     def __repr__(self) -> str:
         return f"PlanFiles({self.directory!r})"
+
+
+def _refused(path: str, reason: str) -> None:
+    """Report a plan file treated as absent (the data layer rebuilds and overwrites it)."""
+    _LOG.warning(
+        "epoch-plan file %s %s: ignored, the plan is rebuilt from the corpus and the file "
+        "rewritten.",
+        path,
+        reason,
+    )
+
+
+def _parsed(
+    path: str, mapping: mmap.mmap, size: int, identity: Mapping[str, Any]
+) -> Mapping[str, np.ndarray] | str:
+    """The plan of a mapped file, or why it is treated as absent."""
+    magic, length, digest = _PREFIX.unpack_from(mapping, 0)
+    if magic != _MAGIC:
+        return f"does not start with {_MAGIC!r}"
+    if length > min(size - _PREFIX.size, _MAX_HEADER):
+        return f"records a header of {length} bytes, past its {size} bytes (torn or corrupt)"
+    header = mapping[_PREFIX.size : _PREFIX.size + length]
+    if hashlib.sha256(header).digest() != digest:
+        return "has a header that fails its SHA-256 check"
+    try:
+        fields = loads_bounded(header, path, CorpusFormatError)
+    except CorpusFormatError:
+        return "has a header that is not the JSON of a plan"
+    version = fields.get("version") if isinstance(fields, dict) else None
+    if not isinstance(fields, dict) or version not in (_VERSION, _WHOLE_CRC_VERSION):
+        return f"is of version {version!r} (this reader loads versions 2 and 3)"
+    if fields.get("size") != size:
+        return f"records {fields.get('size')!r} bytes but has {size} (torn)"
+    if fields.get("identity") != json.loads(_canonical(identity)):
+        return "was saved for another plan identity"
+    if not isinstance(fields.get("arrays"), dict):
+        return "has a header without array entries"
+    body = _aligned(_PREFIX.size + length)
+    if version == _WHOLE_CRC_VERSION:
+        return _whole_checked_arrays(mapping, fields["arrays"], body, size)
+    return _stored_plan(path, mapping, fields, body, size)
 
 
 def _crc32(array: np.ndarray) -> int:
@@ -230,48 +266,54 @@ def _chunk_crcs(array: np.ndarray) -> np.ndarray:
 
 def _whole_checked_arrays(
     mapping: mmap.mmap, entries: dict[str, Any], body: int, size: int
-) -> dict[str, np.ndarray] | None:
-    """A version 2 file's arrays, each checked against its CRC-32, or ``None``."""
+) -> dict[str, np.ndarray] | str:
+    """A version 2 file's arrays, each checked against its CRC-32, or why not."""
     arrays: dict[str, np.ndarray] = {}
     for name, entry in entries.items():
         if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "offset", "crc32"}:
-            return None
+            return f"has a malformed entry for array `{name}`"
         crc = entry["crc32"]
         array = _mapped_array(mapping, entry, body, size)
-        if array is None or not _natural(crc) or _crc32(array) != crc:
-            return None
+        if array is None or not _natural(crc):
+            return f"has a malformed entry for array `{name}`"
+        if _crc32(array) != crc:
+            return f"(version 2) has an array `{name}` that fails its CRC-32 check"
         arrays[name] = array
     return arrays
 
 
 def _stored_plan(
     path: str, mapping: mmap.mmap, fields: dict[str, Any], body: int, size: int
-) -> StoredPlan | None:
-    """A version 3 file's arrays with their chunk table, or ``None`` when the chunk
-    size, an entry or the table (extent, length, CRC-32) is not what the arrays need."""
+) -> StoredPlan | str:
+    """A version 3 file's arrays with their chunk table, or why not (the chunk size, an
+    entry or the table's extent, length or CRC-32 is not what the arrays need)."""
     chunk_bytes, table = fields.get("chunk_bytes"), fields.get("table")
-    if chunk_bytes != _CHUNK_BYTES or not isinstance(table, dict):
-        return None
-    if set(table) != {"offset", "count", "crc32"} or not all(map(_natural, table.values())):
-        return None
+    if chunk_bytes != _CHUNK_BYTES:
+        return f"records chunks of {chunk_bytes!r} bytes (this reader uses {_CHUNK_BYTES})"
+    if not isinstance(table, dict) or set(table) != {"offset", "count", "crc32"}:
+        return "has a malformed chunk table entry"
+    if not all(map(_natural, table.values())):
+        return "has a malformed chunk table entry"
     start, count = body + table["offset"], table["count"]
     if start % _ALIGN or start + 4 * count != size:
-        return None
+        return "has a chunk table that does not end the file"
     crcs = np.frombuffer(mapping, dtype="<u4", count=count, offset=start)
     if zlib.crc32(crcs.data) != table["crc32"]:
-        return None
+        return "has a chunk table that fails its CRC-32 check"
     arrays: dict[str, np.ndarray] = {}
     firsts: dict[str, int] = {}
     expected = 0
     for name, entry in sorted(fields["arrays"].items()):  # the table's order
         if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "offset", "first_chunk"}:
-            return None
+            return f"has a malformed entry for array `{name}`"
         array = _mapped_array(mapping, entry, body, start)
         if array is None or entry["first_chunk"] != expected:
-            return None
+            return f"has a malformed entry for array `{name}`"
         arrays[name], firsts[name] = array, expected
         expected += -(-array.nbytes // _CHUNK_BYTES)
-    return StoredPlan(path, arrays, _CHUNK_BYTES, firsts, crcs) if expected == count else None
+    if expected != count:
+        return f"has {count} chunk CRC-32s where its arrays have {expected} chunks"
+    return StoredPlan(path, arrays, _CHUNK_BYTES, firsts, crcs)
 
 
 def _mapped_array(

@@ -26,7 +26,8 @@ class StoredPlan(Mapping[str, np.ndarray]):
 
     Reading an array's elements without :meth:`check` reads unverified bytes: the data
     layer calls ``check(name, start, stop)`` (the
-    :class:`~mixle.data._plan_store.CheckedArrays` contract) before every range it uses.
+    :class:`~mixle.data._plan_store.CheckedArrays` contract) before every range it uses,
+    and rebuilds the plan (and rewrites the file) when a check raises.
 
     Parameters
     ----------
@@ -97,8 +98,7 @@ class StoredPlan(Mapping[str, np.ndarray]):
                 raise CorpusFormatError(
                     f"epoch-plan file {self.path}: chunk {chunk} of array `{name}` (bytes "
                     f"{begin}-{begin + piece.nbytes} of the array) fails its CRC-32 check: "
-                    "the file changed after it was written. Plan files are a cache: remove "
-                    "it and the plan is rebuilt."
+                    "the file changed after it was written."
                 )
             self._verified[first + chunk] = True
 

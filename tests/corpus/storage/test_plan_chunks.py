@@ -1,13 +1,15 @@
 """Plan files of version 3: a restart checks the chunk table, not the whole plan.
 
 A chunk's CRC-32 is verified the first time a read touches it: a changed byte in a
-chunk the first batch does not read costs nothing at restart and is refused, naming the
-file and chunk, when a read reaches it; a changed chunk table makes the file absent on
-open (rebuilt); version 2 files (one CRC-32 per array) still load.
+chunk the first batch does not read costs nothing at restart and, when a read reaches
+it, makes the plan rebuilt (a warning names the file and chunk; the batches are the
+intact plan's); a changed chunk table makes the file absent on open (rebuilt); version
+2 files (one CRC-32 per array) still load.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -59,20 +61,28 @@ def _plan_file(store: PlanFiles) -> Path:
 
 
 @pytest.mark.parametrize("packing", ["concatenate", "best_fit"])
-def test_a_changed_chunk_the_first_batch_does_not_read_is_refused_when_read(
-    corpus_path: Path, tmp_path: Path, packing: str
+def test_a_changed_chunk_the_first_batch_does_not_read_is_rebuilt_when_read(
+    corpus_path: Path, tmp_path: Path, packing: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = PlanFiles(tmp_path / "plans")
     expected = [np.array(b[0]) for b in _stream(corpus_path, store, packing).epoch_batches(0)]
     plan = _plan_file(store)
+    original = plan.read_bytes()
     # Element 2 * PER_CHUNK + 50 of `indices`: chunk 2, which the first batch never reads.
-    damaged = _edit_element(plan.read_bytes(), "indices", 2 * PER_CHUNK + 50, lambda v: v ^ 1)
+    damaged = _edit_element(original, "indices", 2 * PER_CHUNK + 50, lambda v: v ^ 1)
     plan.write_bytes(damaged)
     resumed = _stream(corpus_path, store, packing)
-    np.testing.assert_array_equal(next(iter(resumed))[0], expected[0])  # no error yet
-    with pytest.raises(CorpusFormatError, match=f"{plan}: chunk 2 of array `indices`"):
-        list(resumed.epoch_batches(0))
-    assert plan.read_bytes() == damaged  # refused, never rewritten behind the run's back
+    with caplog.at_level(logging.WARNING, "mixle.plans"):
+        np.testing.assert_array_equal(next(iter(resumed))[0], expected[0])
+        assert not caplog.records and plan.read_bytes() == damaged  # not read yet
+        batches = [np.array(b[0]) for b in resumed.epoch_batches(0)]
+    assert len(batches) == len(expected)
+    for got, want in zip(batches, expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+    (record,) = caplog.records
+    assert f"{plan}: chunk 2 of array `indices`" in record.getMessage()
+    assert "rebuilt" in record.getMessage()
+    assert plan.read_bytes() == original  # rewritten (atomically) with the intact plan
 
 
 def test_a_restart_verifies_only_the_chunks_it_reads(corpus_path: Path, tmp_path: Path) -> None:
@@ -88,7 +98,7 @@ def test_a_restart_verifies_only_the_chunks_it_reads(corpus_path: Path, tmp_path
     assert opened <= 3
     layout = loaded[0]
     segment = layout.segment(10, 40)
-    assert segment.check is None and segment.first == 5  # 2 tokens a document
+    assert segment.reader is None and segment.first == 5  # 2 tokens a document
     np.testing.assert_array_equal(segment.indices, arrays["indices"][5:20])
     np.testing.assert_array_equal(segment.starts, np.arange(10, 42, 2))
     # indices, lengths, starts: chunk 0 each; the bisection probes a start in chunk 1.
@@ -139,7 +149,7 @@ def test_a_version_2_file_still_loads_whole_checked(tmp_path: Path) -> None:
     np.testing.assert_array_equal(arrays["starts"], [*range(0, 40, 4), 39])
     np.testing.assert_array_equal(arrays["counts"], [5, 2, 1])
     loaded = plan_from_arrays(arrays, 10, lambda i: np.full(len(i), 3), True)
-    assert loaded is not None and loaded[0].check is None
+    assert loaded is not None and loaded[0].reader is None
     damaged = _edit_element(fixture.read_bytes(), "lengths", 4, lambda v: v + 1)
     (tmp_path / fixture.name).write_bytes(damaged)
     assert store.load(identity) is None  # its whole-array CRC-32 still guards it
@@ -181,13 +191,12 @@ def test_reads_spanning_chunks_verify_exactly_the_chunks_they_touch(
 def test_checked_searches_match_numpy(pieces: list[int], probes: list[int]) -> None:
     starts = np.concatenate([[0], np.cumsum(pieces)]).astype(np.int64)
     checked: list[tuple[str, int, int]] = []
-    layout = StreamLayout(
-        np.arange(len(pieces)),
-        np.array(pieces),
-        starts,
-        False,
-        check=lambda *part: checked.append(part),
-    )
+
+    def read(name: str, start: int, stop: int) -> np.ndarray:
+        checked.append((name, start, stop))
+        return starts[start:stop]
+
+    layout = StreamLayout(np.arange(len(pieces)), np.array(pieces), starts, False, reader=read)
     plain = StreamLayout(np.arange(len(pieces)), np.array(pieces), starts, False)
     for value in probes:
         for side in ("left", "right"):
