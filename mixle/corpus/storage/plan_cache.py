@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from mixle._file_checks import open_regular
-from mixle._io import atomic_write
+from mixle._io import atomic_write, temporary_name
 from mixle._safe_json import loads_bounded
 from mixle.corpus.storage.plan_chunks import StoredPlan
 from mixle.errors import ArgumentTypeError, CorpusFormatError
@@ -113,7 +113,8 @@ class PlanFiles:
         return os.path.join(self.directory, f"plan-{key}.bin")
 
     def save(self, identity: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
-        """Write the plan atomically (replacing any file of the same identity)."""
+        """Write the plan atomically (replacing any file of the same identity; several
+        writers of one plan at once are safe: each renames a whole file over it)."""
         contiguous = {
             name: np.ascontiguousarray(a, dtype=np.asarray(a).dtype.newbyteorder("<"))
             for name, a in sorted(arrays.items())  # the header's order (sorted keys)
@@ -144,7 +145,11 @@ class PlanFiles:
         body_size = offset + table.nbytes
         header = self._header(header_fields, body_size=body_size)
         os.makedirs(self.directory, exist_ok=True)
-        with atomic_write(self.path_for(identity)) as handle:
+        path = self.path_for(identity)
+        # A unique temporary name: processes that found the same changed plan (DataLoader
+        # workers, ranks on other machines sharing the directory) rewrite it at once, and
+        # a per-pid name could be shared by two of them (threads, or hosts).
+        with atomic_write(path, temporary=temporary_name(path, unique=True)) as handle:
             handle.write(_PREFIX.pack(_MAGIC, len(header), hashlib.sha256(header).digest()))
             handle.write(header)
             handle.write(
