@@ -108,8 +108,8 @@ class VerifiedArrays(Mapping[str, np.ndarray]):
     Parameters
     ----------
     stored
-        The arrays a store loaded, whose ``check`` verifies a range
-        (:class:`CheckedArrays`).
+        The arrays a store loaded, a mapping whose ``check`` verifies a range (a
+        :class:`CheckedArrays`).
     rebuild
         Builds the plan's arrays again and saves them to the store (``None``: a
         changed range raises the check's error).
@@ -121,23 +121,28 @@ class VerifiedArrays(Mapping[str, np.ndarray]):
 
     def __init__(
         self,
-        stored: CheckedArrays,
+        stored: Mapping[str, np.ndarray],
         rebuild: Callable[[], Mapping[str, np.ndarray]] | None = None,
     ) -> None:
+        if not isinstance(stored, CheckedArrays):
+            raise ArgumentTypeError(
+                f"`stored` must have check(name, start, stop). Got {type(stored).__name__} instead."
+            )
         self._stored = stored
+        self._check = stored.check
         self._rebuild = rebuild
         self._rebuilt: Mapping[str, np.ndarray] | None = None
         self._lock = threading.Lock()
 
     def __getitem__(self, name: str) -> np.ndarray:
         rebuilt = self._rebuilt
-        return self._arrays()[name] if rebuilt is None else rebuilt[name]
+        return self._stored[name] if rebuilt is None else rebuilt[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._arrays())
+        return iter(self._stored)
 
     def __len__(self) -> int:
-        return len(self._arrays())
+        return len(self._stored)
 
     @property
     def rebuilt(self) -> bool:
@@ -158,15 +163,12 @@ class VerifiedArrays(Mapping[str, np.ndarray]):
         rebuilt = self._rebuilt
         if rebuilt is None:
             try:
-                self._stored.check(name, start, stop)
+                self._check(name, start, stop)
             except CorpusFormatError as error:
                 rebuilt = self._repaired(error)
             else:
-                return self._arrays()[name][start:stop]
+                return self._stored[name][start:stop]
         return rebuilt[name][start:stop]
-
-    def _arrays(self) -> Mapping[str, np.ndarray]:
-        return self._stored  # type: ignore[return-value]  # a CheckedArrays mapping
 
     def _repaired(self, error: CorpusFormatError) -> Mapping[str, np.ndarray]:
         if self._rebuild is None:
@@ -174,7 +176,7 @@ class VerifiedArrays(Mapping[str, np.ndarray]):
         with self._lock:
             if self._rebuilt is None:  # another thread may have rebuilt it meanwhile
                 rebuilt = self._rebuild()
-                _check_rebuilt(self._arrays(), self._stored, rebuilt, error)
+                _check_rebuilt(self._stored, self._check, rebuilt, error)
                 _LOG.warning(
                     "%s The plan was rebuilt from the corpus and saved again; the stream "
                     "reads the rebuilt plan (its batches are those of the intact file).",
@@ -195,7 +197,7 @@ class VerifiedArrays(Mapping[str, np.ndarray]):
 
 def _check_rebuilt(
     stored: Mapping[str, np.ndarray],
-    checked: CheckedArrays,
+    check: Callable[[str, int, int], None],
     rebuilt: Mapping[str, np.ndarray],
     error: CorpusFormatError,
 ) -> None:
@@ -209,7 +211,7 @@ def _check_rebuilt(
     )
     if same and "counts" in stored:
         try:
-            checked.check("counts", 0, stored["counts"].size)
+            check("counts", 0, stored["counts"].size)
         except CorpusFormatError:
             pass  # the counts changed too: nothing was derived from them unverified
         else:

@@ -11,6 +11,8 @@ every batch is bitwise the batch of a run without a plan store.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,10 +25,13 @@ from torch.utils.data import DataLoader
 
 from mixle.corpus import CorpusWriter, open_corpus
 from mixle.corpus.storage.plan_cache import PlanFiles
+from mixle.corpus.storage.plan_chunks import StoredPlan
 from mixle.data import Mixture, MixtureSource
 from mixle.data._packing_options import PackingOptions
+from mixle.data._plan_store import VerifiedArrays
 from mixle.data.streaming_corpus import StreamingCorpus
 from mixle.data.torch import StreamingDataset
+from mixle.errors import CorpusFormatError
 from tests.corpus.conftest import random_documents
 from tests.corpus.storage.test_plan_file_integrity import _edit_element, _header
 
@@ -361,3 +366,62 @@ def test_a_flipped_bit_anywhere_never_changes_a_batch(
         assert plan.read_bytes() == original  # found and rewritten
     else:
         assert plan.read_bytes() == damaged  # padding: nobody reads it
+
+
+def _changed_store(directory: Path) -> tuple[PlanFiles, dict[str, Any], dict[str, np.ndarray]]:
+    """A store holding a 3-chunk plan whose chunk 1 of ``indices`` changed on disk."""
+    store = PlanFiles(directory)
+    identity = {"test": "verified arrays"}
+    arrays = {"indices": np.arange(3 * PER_CHUNK), "counts": np.array([7, 2, 1])}
+    store.save(identity, arrays)
+    (plan,) = directory.iterdir()
+    plan.write_bytes(_edit_element(plan.read_bytes(), "indices", PER_CHUNK + 9, lambda v: ~v))
+    return store, identity, arrays
+
+
+def test_without_a_rebuild_a_changed_range_raises_naming_file_and_chunk(tmp_path: Path) -> None:
+    store, identity, arrays = _changed_store(tmp_path)
+    verified = VerifiedArrays(store.load(identity))  # type: ignore[arg-type]
+    np.testing.assert_array_equal(verified.read("indices", 5, 9), arrays["indices"][5:9])
+    with pytest.raises(CorpusFormatError, match="chunk 1 of array `indices`"):
+        verified.read("indices", PER_CHUNK, PER_CHUNK + 20)
+    assert not verified.rebuilt
+
+
+def test_threads_reading_a_changed_range_rebuild_it_once(tmp_path: Path) -> None:
+    store, identity, arrays = _changed_store(tmp_path)
+    calls: list[int] = []
+    gate = threading.Barrier(4)
+
+    def rebuild() -> dict[str, np.ndarray]:
+        calls.append(1)
+        time.sleep(0.05)  # the other threads reach the lock meanwhile
+        store.save(identity, arrays)
+        return arrays
+
+    verified = VerifiedArrays(store.load(identity), rebuild)  # type: ignore[arg-type]
+    results: list[np.ndarray] = []
+
+    def read() -> None:
+        gate.wait()
+        results.append(verified.read("indices", PER_CHUNK, 2 * PER_CHUNK))
+
+    threads = [threading.Thread(target=read) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(calls) == 1 and len(results) == 4 and verified.rebuilt
+    for got in results:
+        np.testing.assert_array_equal(got, arrays["indices"][PER_CHUNK : 2 * PER_CHUNK])
+    reloaded = store.load(identity)
+    assert isinstance(reloaded, StoredPlan)
+    reloaded.check_all()  # the rewritten file is intact
+
+
+def test_a_rebuild_that_gives_another_plan_is_refused(tmp_path: Path) -> None:
+    store, identity, _ = _changed_store(tmp_path)
+    other = {"indices": np.arange(3 * PER_CHUNK), "counts": np.array([8, 2, 1])}
+    verified = VerifiedArrays(store.load(identity), lambda: other)  # type: ignore[arg-type]
+    with pytest.raises(CorpusFormatError, match="the corpus changed while it was being streamed"):
+        verified.read("indices", PER_CHUNK, PER_CHUNK + 1)
