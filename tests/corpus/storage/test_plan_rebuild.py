@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +72,7 @@ def _stream(
     )
 
 
-def _arrays(batches: Iterator[Any]) -> Batches:
+def _arrays(batches: Iterable[Any]) -> Batches:
     return [tuple(np.array(part) for part in batch.as_tuple()) for batch in batches]
 
 
@@ -276,7 +276,7 @@ def test_a_mixture_source_plan_changed_mid_epoch_is_rebuilt(
     writer = mixture(store)
     # Global rows [end - 200, end) hold the big source's last rows of epoch 0 (its share
     # of any prefix is within one row of 0.7), which read the last chunk of `indices`.
-    end = int(writer.rows[0].rows_per_epoch / 0.7) + 2  # type: ignore[attr-defined]
+    end = int(writer.rows[0].rows_per_epoch / 0.7) + 2
     windows = [(0, 8), (end - 200, end)]
     plain = [[np.array(a) for a in mixture(None).rows_at(*w)] for w in windows]
     for window in windows:
