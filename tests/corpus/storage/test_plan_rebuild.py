@@ -257,8 +257,9 @@ def test_a_changed_best_fit_plan_is_rebuilt(
     _assert_same(got, _plain(corpus_path, "global", "best_fit"))
 
 
+@pytest.mark.parametrize("packing", ["concatenate", "best_fit"])
 def test_a_mixture_source_plan_changed_mid_epoch_is_rebuilt(
-    corpus_path: Path, make_corpus: Callable[..., Path], tmp_path: Path
+    corpus_path: Path, make_corpus: Callable[..., Path], tmp_path: Path, packing: str
 ) -> None:
     small = make_corpus(random_documents(5, 40, max_len=12), vocab_size=1000)
 
@@ -269,15 +270,16 @@ def test_a_mixture_source_plan_changed_mid_epoch_is_rebuilt(
         ]
         return Mixture(
             sources, block=BLOCK, batch_size=4, boundary_id=999, plan_store=store,
-            order="permutation",
+            order="permutation", packing=PackingOptions(packing, window_documents=4096),
         )  # fmt: skip
 
     store = PlanFiles(tmp_path / "plans")
     writer = mixture(store)
     # Global rows [end - 200, end) hold the big source's last rows of epoch 0 (its share
-    # of any prefix is within one row of 0.7), which read the last chunk of `indices`.
+    # of any prefix is within one row of 0.7), which read the last chunk of `indices`;
+    # best-fit rows follow the packing of windows, so read them all.
     end = int(writer.rows[0].rows_per_epoch / 0.7) + 2
-    windows = [(0, 8), (end - 200, end)]
+    windows = [(0, 8), (end - 200 if packing == "concatenate" else 0, end)]
     plain = [[np.array(a) for a in mixture(None).rows_at(*w)] for w in windows]
     for window in windows:
         writer.rows_at(*window)
