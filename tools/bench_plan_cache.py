@@ -17,6 +17,10 @@ tokens, geometric lengths with mean ``--mean-length``) under ``--workdir``, then
    a *fresh Python process* (imports done before the clock starts) opens the corpus,
    builds the ``StreamingCorpus`` with the store, loads the state and produces the
    first batch; the median over ``--rounds`` processes. Target: < 50 ms when cached.
+   Then, at the middle cursor, a restart whose plan file has one changed bit in its
+   ``counts`` (read at open): the plan is rebuilt from the corpus and the file
+   rewritten before the first batch (one process per round, the file damaged again
+   before each): what a damaged file costs against a run without a store.
 3. mixture restart (issue #14): a 2-source ``Mixture`` (the ``--documents`` corpus,
    weight 0.7, and a ``--small-documents`` corpus, weight 0.3, which runs through
    many epochs), rank 3 of 8; a fresh process opens both corpora, builds the mixture,
@@ -86,7 +90,14 @@ print((time.perf_counter() - start) * 1e3, (time.process_time() - cpu) * 1e3)
 
 
 def _options(layout: str, block: int, batch_size: int) -> dict[str, object]:
-    return {"block": block, "batch_size": batch_size, "layout": layout, **SHAPES[layout]}
+    # The permutation order: the order whose plans a store keeps (not the default blocks).
+    return {
+        "block": block,
+        "batch_size": batch_size,
+        "layout": layout,
+        "order": "permutation",
+        **SHAPES[layout],
+    }
 
 
 def _fresh_process(child: str, *arguments: object) -> tuple[float, float]:
@@ -99,6 +110,17 @@ def _fresh_process(child: str, *arguments: object) -> tuple[float, float]:
     )
     wall, cpu = result.stdout.strip().splitlines()[-1].split()
     return float(wall), float(cpu)
+
+
+def _damage_counts(plans: Path) -> None:
+    """Flip the lowest bit of ``counts[0]`` (the row count) of the one plan file."""
+    (path,) = plans.iterdir()
+    data = bytearray(path.read_bytes())
+    length = int.from_bytes(data[8:16], "little")
+    header = json.loads(bytes(data[48 : 48 + length]))
+    body = -(-(48 + length) // 64) * 64
+    data[body + header["arrays"]["counts"]["offset"]] ^= 1
+    path.write_bytes(bytes(data))
 
 
 def _cpu_ms(function: Any) -> float:
@@ -243,6 +265,16 @@ def main() -> int:
                     f"CPU (target < 50 ms: {'met' if median < 50 else 'NOT met'} wall, "
                     f"{'met' if median_cpu < 50 else 'NOT met'} CPU; median of {len(samples)})"
                 )
+            state = {**template, "epoch": 0, unit: end // 2}
+            runs = []
+            for _ in range(args.rounds):
+                _damage_counts(plans)
+                runs.append(_fresh_process(child, options, state))
+            print(
+                f"  fresh process, plan file with a changed bit (rebuilt and rewritten), "
+                f"middle: {statistics.median(r[0] for r in runs):.0f} ms wall, "
+                f"{statistics.median(r[1] for r in runs):.0f} ms CPU (median of {len(runs)})"
+            )
     finally:
         if not args.keep:
             shutil.rmtree(args.workdir, ignore_errors=True)

@@ -26,6 +26,7 @@ from mixle.data._options import OrderOptions
 from mixle.data._order import SequenceSelector, global_document_order, length_table
 from mixle.data._order_windows import CumulativeOffsets
 from mixle.data._packing import StreamLayout, rows_for_stream
+from mixle.data._plan_global_best_fit import BestFitEpochPlan
 from mixle.data._plan_per_rank_phased import RunPlacedRowPlan
 from mixle.data._plan_store import (
     PLAN_FORMAT,
@@ -164,9 +165,15 @@ class EpochPlans:
         if loaded is None:
             return None
         layout, rows, num_batches = loaded
-        if rows != rows_for_stream(layout.stream_tokens, self.block):
-            return None
-        return self.row_plan.restore(layout, rows, num_batches, epoch=epoch)
+        plan = self.row_plan.restore(layout, rows, num_batches, epoch=epoch)
+        # Concatenated rows follow from the stream's length; best-fit rows from the
+        # packing of the restored windows (never rows_for_stream: such a plan was
+        # always rejected, so rebuilt on every restart).
+        if isinstance(plan, BestFitEpochPlan):
+            expected = plan.rows
+        else:
+            expected = rows_for_stream(layout.stream_tokens, self.block)
+        return plan if rows == expected else None
 
     def _build(self, epoch: int) -> EpochPlan:
         if self.order.name == "blocks":

@@ -15,9 +15,9 @@ batch costs O(batch_size x block) memory however large the corpus is.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -46,6 +46,15 @@ def _interleave(
     pieces = [boundary] * (2 * count - (0 if trailing else 1)) if count else []
     pieces[::2] = arrays
     return pieces
+
+
+# A read-through layout's searches bisect element by element (each probe read through its
+# reader) down to this many starts, then read them and search them with numpy.
+_CHECKED_SPAN = 4096
+# ``read(name, start, stop)``: elements ``[start, stop)`` (``0 <= start <= stop``) of a
+# stored array (``"indices"``, ``"lengths"``, ``"starts"``), verified before they are
+# returned; a reader may answer from a rebuilt copy when the stored bytes changed.
+RangeRead = Callable[[str, int, int], np.ndarray]
 
 
 def rows_for_stream(stream_tokens: int, block: int) -> int:
@@ -96,6 +105,13 @@ class StreamLayout:
     first
         How many documents of the stream come before ``indices[0]`` (0 for a whole
         stream).
+    reader
+        For a layout over a stored plan whose bytes are verified on first read (see
+        :class:`~mixle.data._plan_store.VerifiedArrays`): how its elements are read.
+        Then :meth:`segment`, :meth:`positions`, :meth:`column` and
+        :meth:`document_order` read through it and answer with plain layouts (or
+        arrays) of verified elements; reading the three arrays directly reads the
+        stored bytes unverified (only their shapes are trusted).
     """
 
     indices: np.ndarray
@@ -103,6 +119,7 @@ class StreamLayout:
     starts: np.ndarray
     has_boundary: bool
     first: int = 0
+    reader: RangeRead | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def build(cls, indices: np.ndarray, lengths: np.ndarray, has_boundary: bool) -> StreamLayout:
@@ -122,17 +139,60 @@ class StreamLayout:
         return int(self.starts[-1])
 
     def segment(self, begin: int, end: int) -> StreamLayout:
-        """The layout itself: it holds every document of the stream."""
-        return self
+        """The layout itself (it holds every document of the stream); of a layout with a
+        reader, the verified :meth:`positions` of the documents overlapping
+        ``[begin, end)``."""
+        if self.reader is None:
+            return self
+        first, stop = self.documents_between(begin, end)
+        return self.positions(first, max(first, stop))
+
+    def positions(self, first: int, stop: int) -> StreamLayout:
+        """The documents at positions ``[first, stop)`` (clipped) as a segment: their
+        indices, lengths and ``stop - first + 1`` starts, read through the reader."""
+        count = len(self.indices)
+        first, stop = min(max(first, 0), count), min(max(stop, 0), count)
+        stop = max(first, stop)
+        return StreamLayout(
+            self.column("indices", first, stop),
+            self.column("lengths", first, stop),
+            self.column("starts", first, stop + 1),
+            self.has_boundary,
+            self.first + first,
+        )
+
+    def column(
+        self, name: Literal["indices", "lengths", "starts"], first: int, stop: int
+    ) -> np.ndarray:
+        """``getattr(self, name)[first:stop]`` (``0 <= first <= stop``), read through the
+        reader when the layout has one."""
+        if self.reader is not None:
+            return self.reader(name, first, stop)
+        array: np.ndarray = getattr(self, name)
+        return array[first:stop]
 
     def document_order(self) -> np.ndarray:
-        return self.indices
+        return self.column("indices", 0, len(self.indices))
 
     def documents_between(self, begin: int, end: int) -> tuple[int, int]:
         """Positions ``[i0, i1)`` in ``indices`` of the documents overlapping ``[begin, end)``."""
-        first = int(self.starts.searchsorted(begin, side="right")) - 1
-        stop = int(self.starts.searchsorted(end, side="left"))
+        first = self._searched(begin, "right") - 1
+        stop = self._searched(end, "left")
         return max(first, 0), min(stop, len(self.indices))
+
+    def _searched(self, value: int, side: Literal["left", "right"]) -> int:
+        """``starts.searchsorted(value, side)``; of a layout with a reader, reading only
+        the (verified) starts a bisection probes: O(log documents) chunks."""
+        read = self.reader
+        if read is None:
+            return int(self.starts.searchsorted(value, side=side))
+        low, high = 0, len(self.starts)  # the answer lies in [low, high]
+        while high - low > _CHECKED_SPAN:
+            middle = (low + high) // 2
+            start = int(read("starts", middle, middle + 1)[0])
+            below = start <= value if side == "right" else start < value
+            low, high = (middle + 1, high) if below else (low, middle)
+        return low + int(read("starts", low, high).searchsorted(value, side=side))
 
 
 def stream_segment(

@@ -71,18 +71,19 @@ class LayoutWindows:
         self.num_windows = -(-len(layout.indices) // size)
 
     def window(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        chosen = slice(k * self.size, (k + 1) * self.size)
-        return self.layout.indices[chosen], self.layout.lengths[chosen]
+        part = self.layout.positions(k * self.size, (k + 1) * self.size)
+        return part.indices, part.lengths
 
     def window_documents(self, k: int) -> np.ndarray:
-        return self.layout.indices[k * self.size : (k + 1) * self.size]
+        return self.layout.positions(k * self.size, (k + 1) * self.size).indices
 
     def window_totals(self) -> tuple[np.ndarray, np.ndarray]:
         count = len(self.layout.indices)
         if not count:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
         firsts = np.arange(0, count, self.size)
-        tokens = np.add.reduceat(self.layout.lengths, firsts).astype(np.int64)
+        lengths = self.layout.column("lengths", 0, count)
+        tokens = np.add.reduceat(lengths, firsts).astype(np.int64)
         return tokens, np.diff(np.append(firsts, count)).astype(np.int64)
 
 

@@ -1,15 +1,18 @@
 """Epoch-plan files never change a batch (issue #32, classes 1, 5 and 10).
 
-Every array byte is covered by a CRC-32 in the checksummed header: a flipped bit, a
-changed batch count, a stale (version-1) file or a forged header is rebuilt, giving the
-batches of a run without the file; something other than a regular file at a plan's
-path is refused by name, without hanging or reading a device.
+Every array byte is covered by a chunk's CRC-32 in the chunk table, whose own CRC-32 is
+in the checksummed header: a changed batch count, a stale (version-1) file or a forged
+header is rebuilt, giving the batches of a run without the file; a flipped bit in the
+arrays is found when a read touches its chunk, and the plan rebuilt (a warning names the
+file and chunk); something other than a regular file at a plan's path is refused by
+name, without hanging or reading a device.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import struct
 from collections.abc import Callable
@@ -125,14 +128,17 @@ def _assert_rebuilt(
 
 @pytest.mark.parametrize("layout", ["global", "per-rank"])
 @pytest.mark.parametrize("bit", [0, 3])
-def test_a_flipped_bit_in_the_indices_of_a_plan_is_rebuilt(
-    corpus_path: Path, tmp_path: Path, layout: str, bit: int
+def test_a_flipped_bit_in_the_indices_of_a_plan_is_rebuilt_naming_file_and_chunk(
+    corpus_path: Path, tmp_path: Path, layout: str, bit: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     def flip(data: bytes) -> bytes:  # another document of the same length, in range
         return _edit_element(data, "indices", 10, lambda v: v ^ (1 << bit))
 
     store = PlanFiles(tmp_path / "plans")
-    _assert_rebuilt(corpus_path, store, layout, flip, tmp_path)
+    with caplog.at_level(logging.WARNING, "mixle.plans"):
+        _assert_rebuilt(corpus_path, store, layout, flip, tmp_path)
+    (record,) = caplog.records  # only the CRC-32 of the chunk tells
+    assert f"{_plan_file(tmp_path)}: chunk 0 of array `indices`" in record.getMessage()
 
 
 @pytest.mark.parametrize("delta", [-1, 1])
@@ -177,11 +183,15 @@ def _forgeries() -> list[Callable[[dict[str, Any]], Any]]:
 
     def version_1(f: dict[str, Any]) -> None:  # a file written before the CRC-32s
         f["version"] = 1
+        del f["table"], f["chunk_bytes"]
         for entry in f["arrays"].values():
-            del entry["crc32"]
+            del entry["first_chunk"]
 
-    def wrong_crc(f: dict[str, Any]) -> None:
-        f["arrays"]["indices"]["crc32"] ^= 1
+    def wrong_table_crc(f: dict[str, Any]) -> None:
+        f["table"]["crc32"] ^= 1
+
+    def version_2_without_crcs(f: dict[str, Any]) -> None:  # chunks claimed whole-checked
+        f["version"] = 2
 
     def arrays_a_list(f: dict[str, Any]) -> None:
         f["arrays"] = [1, 2]
@@ -209,7 +219,8 @@ def _forgeries() -> list[Callable[[dict[str, Any]], Any]]:
 
     return [
         version_1,
-        wrong_crc,
+        wrong_table_crc,
+        version_2_without_crcs,
         arrays_a_list,
         object_dtype,
         unknown_dtype,
