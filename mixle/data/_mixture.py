@@ -26,6 +26,7 @@ import numpy as np
 from mixle._checks import nonnegative_int
 from mixle.data._attention import with_attention_boundaries
 from mixle.data._batch import Batch
+from mixle.data._block_schedule import BlockSchedule
 from mixle.data._cursor import Cursor
 from mixle.data._mesh import DpDims, place_from_mesh
 from mixle.data._mixing_rule import (
@@ -36,8 +37,10 @@ from mixle.data._mixing_rule import (
     rule_identity,
 )
 from mixle.data._mixture_best_fit import build_best_fit_rows
+from mixle.data._mixture_phased import MixtureBlocks, PhasedSourceRows, phased_sources
 from mixle.data._mixture_source import (
     MixtureSource,
+    SourceRows,
     build_rows,
     check_unique_names,
     check_weight,
@@ -198,6 +201,18 @@ class Mixture:
         If True, packed batches also carry ``cu_seqlens``, ``max_seqlen`` and
         ``sequence_ids`` (:mod:`~mixle.data._attention`) and the document and position
         ids they come from, for either packing.
+    block_schedule
+        Optional :class:`~mixle.data.BlockSchedule`: context length per phase
+        (packed, concatenate only; :mod:`~mixle.data._mixture_phased`). ``block`` is its
+        first block; the tokens per global batch ``K = world_size x batch_size x
+        block`` stay constant, so a phase of block ``b`` has ``K / (world_size x b)``
+        rows per rank. Every source counts its own tokens, so no token of a source is
+        repeated or skipped at a switch. The cursor then counts run tokens (state
+        version 3, ``"token"``), and the identity holds the schedule
+        (``block_schedule``, ``tokens_per_batch``): a state of another schedule, or of
+        none, is refused by name. A fraction ``until`` needs the schedule's
+        ``total_tokens`` (the stream is endless). Weight phases keep their
+        ``start_row`` in global rows (:meth:`cursor_row` turns a cursor token into one).
 
     Packed batches are ``(context, targets, loss_mask, [document_ids, position_ids],
     source_ids)``: ``(batch_size, block)`` int64, int64, bool, [int64, int64] and a
@@ -239,6 +254,7 @@ class Mixture:
         window_blocks: int | None = None,
         packing: str | PackingOptions = "concatenate",
         attention_boundaries: bool = False,
+        block_schedule: BlockSchedule | None = None,
     ) -> None:
         rank, world_size = place_from_mesh(mesh, dp_dims, rank, world_size)
         self.packing = as_packing(packing)
@@ -294,7 +310,20 @@ class Mixture:
                     f"the weights of {where} are all zero; give at least one source a positive weight."
                 )
         self.plan_store = checked_plan_store(plan_store)
-        self.rows: list[SourceStream] = (
+        self.block_schedule = block_schedule
+        if block_schedule is not None:
+            self._check_schedulable()
+        self.blocks: MixtureBlocks | None = (
+            None
+            if block_schedule is None
+            else MixtureBlocks.build(
+                block_schedule,
+                world_size=self.world_size,
+                batch_size=self.batch_size,
+                block=self.block,
+            )
+        )
+        rows: list[SourceStream] = (
             [
                 SourceWindows(s, block=self.block, seed=self.seed, boundary_id=self.boundary_id)
                 for s in self.sources
@@ -306,9 +335,38 @@ class Mixture:
             self.schedule_rule,
             [0, *(p.start_row for p in self.phases)],
             weights,
-            [r.real_tokens(r.rows_per_epoch) for r in self.rows],
+            [r.real_tokens(r.rows_per_epoch) for r in rows],
         )
-        self._cursor = Cursor("Mixture", index_key="row", version=2)
+        self.rows = self._phased(rows)
+        self._cursor = self._new_cursor()
+
+    def _check_schedulable(self) -> None:
+        if self.objective == "windows" or self.packing.is_best_fit:
+            asked = (
+                "objective='windows'"
+                if self.objective == "windows"
+                else f"packing={self.packing.name!r}"
+            )
+            raise ArgumentError(
+                f"`block_schedule` does not support {asked}: a phase switch continues each "
+                "source's concatenated token stream at a token, which windows and best-fit "
+                "rows do not have. Use objective='packed' and packing='concatenate'."
+            )
+
+    def _phased(self, rows: list[SourceStream]) -> list[SourceStream]:
+        """The sources' streams cut into each block phase's rows (unchanged without a
+        block schedule)."""
+        if self.blocks is None:
+            return rows
+        counts = [self.schedule.counts_before(r) for r in self.blocks.row_starts]
+        bases = [r for r in rows if isinstance(r, SourceRows)]
+        assert len(bases) == len(rows)  # packed concatenate sources (checked)
+        return list(phased_sources(bases, counts, self.blocks.blocks))
+
+    def _new_cursor(self) -> Cursor:
+        if self.blocks is None:
+            return Cursor("Mixture", index_key="row", version=2)
+        return Cursor("Mixture", index_key="token", version=3)
 
     def _packed_rows(self) -> list[SourceStream]:
         if self.packing.is_best_fit:
@@ -352,8 +410,8 @@ class Mixture:
         view = object.__new__(Mixture)
         view.__dict__.update(self.__dict__)
         view.order = order
-        view.rows = view._packed_rows()
-        view._cursor = Cursor("Mixture", index_key="row", version=2)
+        view.rows = view._phased(view._packed_rows())
+        view._cursor = view._new_cursor()
         return view
 
     # ------------------------------------------------------------------ reading
@@ -375,6 +433,16 @@ class Mixture:
         end = nonnegative_int("end", end)
         if end < begin:
             raise ArgumentError(f"`end` must be >= `begin` ({begin}). Got {end} instead.")
+        blocks = self.blocks
+        if blocks is not None and end > begin:
+            first, last = blocks.phase_of_row(begin), blocks.phase_of_row(end - 1)
+            if first != last:
+                raise ArgumentError(
+                    f"global rows {begin} to {end} span block schedule phases {first} and "
+                    f"{last} (rows of {blocks.blocks[first]} and {blocks.blocks[last]} "
+                    f"tokens): read them apart (phase {last} starts at row "
+                    f"{blocks.row_starts[last]})."
+                )
         return self._gather(np.arange(begin, end, dtype=np.int64))
 
     def _gather(self, rows: np.ndarray) -> Batch:
@@ -413,15 +481,23 @@ class Mixture:
 
     def read(self, epoch: int, row: int) -> Batch:
         """The batch iteration yields at cursor ``(0, row)``: this rank's part of the
-        global batch that starts at global row ``row``.
+        global batch that starts at global row ``row`` (with a ``block_schedule``, at
+        run token ``row``: a multiple of the tokens per global batch).
 
         Raises
         ------
         ArgumentError
-            ``epoch`` is not 0 (a mixture's stream is one endless epoch).
+            ``epoch`` is not 0 (a mixture's stream is one endless epoch), or a token
+            that does not start a global batch.
         """
         if nonnegative_int("epoch", epoch) != 0:
             raise ArgumentError(f"`epoch` must be 0: a mixture has only epoch 0. Got {epoch}.")
+        if self.blocks is not None:
+            token = nonnegative_int("token", row)
+            self.blocks.check_token(token)
+            rows = self.blocks.batch_sizes[self.blocks.phase_of_token(token)]
+            first = self.blocks.row_at(token) + self.rank * rows
+            return self.read_rows(first, first + rows)
         first = nonnegative_int("row", row) + self.rank * self.batch_size
         return self.read_rows(first, first + self.batch_size)
 
@@ -437,6 +513,9 @@ class Mixture:
     def batches(self) -> Iterator[Batch]:
         """Endless: this rank's batches from the cursor row on, advancing the cursor
         (moved before each batch is handed out)."""
+        if self.blocks is not None:
+            yield from self._phased_batches(self.blocks)
+            return
         cursor, size, ahead = self._cursor, self.global_batch_size, 1
         mine = np.arange(self.batch_size, dtype=np.int64) + self.rank * self.batch_size
         while True:
@@ -450,6 +529,53 @@ class Mixture:
                 yield batches.rows(part)
             # One batch first (a resumed run's first batch comes fast), then doubling.
             ahead = min(2 * ahead, _READ_AHEAD)
+
+    def _phased_batches(self, blocks: MixtureBlocks) -> Iterator[Batch]:
+        """:meth:`batches` under a block schedule: read ahead inside one phase."""
+        cursor, step, ahead = self._cursor, blocks.tokens_per_batch, 1
+        while True:
+            token = cursor.index
+            phase = blocks.phase_of_token(token)
+            rows = blocks.batch_sizes[phase]
+            size = rows * self.world_size  # global rows of the phase's batch
+            count = ahead
+            if phase + 1 < len(blocks.token_starts):
+                count = min(count, (blocks.token_starts[phase + 1] - token) // step)
+            mine = np.arange(rows, dtype=np.int64) + self.rank * rows
+            starts = blocks.row_at(token) + size * np.arange(count, dtype=np.int64)
+            batches = self._gather((starts[:, None] + mine).ravel())
+            for k in range(count):
+                cursor.move(0, token + (k + 1) * step)
+                yield batches.rows(slice(k * rows, (k + 1) * rows))
+            ahead = min(2 * ahead, _READ_AHEAD)
+
+    # ------------------------------------------------------------------ block schedule
+    @property
+    def largest_block(self) -> int:
+        """The longest row of any phase (``block`` without a block schedule): what a
+        model must be built for."""
+        return self.block if self.blocks is None else max(self.blocks.blocks)
+
+    @property
+    def step_size(self) -> int:
+        """How far the cursor moves per global batch: ``global_batch_size`` rows, or
+        with a block schedule the tokens per global batch."""
+        return self.global_batch_size if self.blocks is None else self.blocks.tokens_per_batch
+
+    def cursor_row(self, index: int) -> int:
+        """The global row at cursor index ``index`` (itself without a block schedule;
+        with one, the first row at or after run token ``index``)."""
+        index = nonnegative_int("index", index)
+        return index if self.blocks is None else self.blocks.row_at(index)
+
+    def phase_at(self, epoch: int, index: int) -> tuple[int, int]:
+        """``(phase, block)`` of the global batch at cursor ``(epoch, index)``: the
+        ``block_schedule`` phase (0 without one) and its rows' block."""
+        nonnegative_int("epoch", epoch)
+        if self.blocks is None:
+            return 0, self.block
+        phase = self.blocks.phase_of_token(nonnegative_int("index", index))
+        return phase, self.blocks.blocks[phase]
 
     # ------------------------------------------------------------------ cursor
     @property
@@ -467,16 +593,18 @@ class Mixture:
         return ENDLESS
 
     def next_cursor(self, epoch: int, row: int, steps: int) -> tuple[int, int] | None:
-        """The cursor ``steps`` global batches after ``(0, row)``: ``(0, row + steps * G)``."""
-        return 0, nonnegative_int("row", row) + nonnegative_int(
-            "steps", steps
-        ) * self.global_batch_size
+        """The cursor ``steps`` global batches after ``(0, row)``: ``(0, row + steps * G)``
+        (``G`` the :attr:`step_size`)."""
+        return 0, nonnegative_int("row", row) + nonnegative_int("steps", steps) * self.step_size
 
     def seek(self, row: int) -> None:
-        """Move the cursor to global row ``row`` (O(1)), at most :data:`MAX_ROW`."""
+        """Move the cursor to global row ``row`` (O(1)), at most :data:`MAX_ROW` (with a
+        block schedule, to run token ``row``, a multiple of the tokens per batch)."""
         row = nonnegative_int("row", row)
         if row > MAX_ROW:
             raise ArgumentError(f"`row` must be at most {MAX_ROW} (2**62). Got {row} instead.")
+        if self.blocks is not None:
+            self.blocks.check_token(row)
         self._cursor.move(0, row)
 
     def stream_identity(self) -> dict[str, Any]:
@@ -506,6 +634,10 @@ class Mixture:
         rule = rule_identity(self.schedule_rule)
         if rule is not None:  # default states predate the field: absent = exact
             identity["schedule"] = rule
+        if self.block_schedule is not None and self.blocks is not None:
+            # States without a schedule predate the fields: absent = one block.
+            identity["block_schedule"] = self.block_schedule.identity()
+            identity["tokens_per_batch"] = self.blocks.tokens_per_batch
         return identity
 
     def _order_field(self, rows: SourceStream) -> dict[str, Any] | None:
@@ -522,7 +654,8 @@ class Mixture:
         ]
 
     def state_dict(self) -> dict[str, Any]:
-        """``{"version": 2, "epoch": 0, "row", "stream": identity}`` (JSON-able)."""
+        """``{"version": 2, "epoch": 0, "row", "stream": identity}`` (JSON-able); with a
+        block schedule ``{"version": 3, "epoch": 0, "token", "stream": identity}``."""
         return self._cursor.state_dict(self.stream_identity())
 
     def load_state_dict(self, state: Any) -> None:
@@ -540,14 +673,17 @@ class Mixture:
         """
         identity = self.stream_identity()
         saved = state.get("stream") if isinstance(state, Mapping) else None
-        if isinstance(saved, Mapping) and isinstance(state.get("row"), int):
+        key = self._cursor.index_key
+        if isinstance(saved, Mapping):
+            self._check_block_schedule(saved)
+        if isinstance(saved, Mapping) and isinstance(state.get(key), int):
             own = identity["phases"]
             kept = saved.get("phases")
             if (
                 isinstance(kept, list)
                 and 0 < len(kept) < len(own)
                 and own[: len(kept)] == kept
-                and own[len(kept)][0] >= state["row"]
+                and own[len(kept)][0] >= self.cursor_row(max(state[key], 0))
             ):
                 identity = {**identity, "phases": kept}  # phases appended after the row
         if (
@@ -566,12 +702,28 @@ class Mixture:
             raise StateMismatchError(
                 f"Mixture state has epoch {state['epoch']}; a mixture has only epoch 0."
             )
-        if state["row"] > MAX_ROW:
+        if state[key] > MAX_ROW:
             raise StateMismatchError(
-                f"Mixture state field `row` must be at most {MAX_ROW} (2**62). "
-                f"Got {state['row']} instead."
+                f"Mixture state field `{key}` must be at most {MAX_ROW} (2**62). "
+                f"Got {state[key]} instead."
             )
-        self._cursor.move(0, state["row"])
+        if self.blocks is not None and state[key] % self.blocks.tokens_per_batch:
+            raise StateMismatchError(
+                f"Mixture state field `token` {state[key]} is not a multiple of the "
+                f"{self.blocks.tokens_per_batch} tokens per global batch."
+            )
+        self._cursor.move(0, state[key])
+
+    def _check_block_schedule(self, saved: Mapping[str, Any]) -> None:
+        """Name ``block_schedule`` when a state's schedule (or its absence) is not this
+        mixture's (the cursor versions differ too, which says less)."""
+        own = None if self.block_schedule is None else self.block_schedule.identity()
+        kept = saved.get("block_schedule")
+        if kept != own:
+            raise StateMismatchError(
+                f"Mixture state does not match this mixture: block_schedule in checkpoint: "
+                f"{kept!r} / block_schedule in stream: {own!r}."
+            )
 
     # ------------------------------------------------------------------ planning
     def run_rows(
@@ -589,6 +741,8 @@ class Mixture:
         value = nonnegative_int(name, value)
         if name == "rows":
             return value
+        if self.blocks is not None:
+            return self.blocks.row_at(value if name == "tokens" else value * self.step_size)
         if name == "tokens":
             return -(-value // self.block)
         return value * self.global_batch_size
@@ -598,7 +752,7 @@ class Mixture:
         total = self.run_rows(**length)
         counts = self.schedule.counts_before(total).tolist()
         return [
-            SourceBudget(s.name, n, r.real_tokens(n), n / r.rows_per_epoch, s.max_epochs)
+            SourceBudget(s.name, n, r.real_tokens(n), _epochs(r, n), s.max_epochs)
             for s, r, n in zip(self.sources, self.rows, counts, strict=True)
         ]
 
@@ -633,7 +787,9 @@ class Mixture:
                 s.name,
                 n,
                 t,
-                -(-n // r.rows_per_epoch),
+                r.epochs_started(n)
+                if isinstance(r, PhasedSourceRows)
+                else -(-n // r.rows_per_epoch),
                 t / total if total else 0.0,
                 float(target / row) if row else 0.0,
             )
@@ -655,6 +811,13 @@ class Mixture:
             for start, schedule in zip(self.schedule.starts, self.schedule.phases, strict=True)
             for name, (share, used) in zip(self.names, schedule.rounding, strict=True)
         ]
+
+
+def _epochs(rows: SourceStream, count: int) -> float:
+    """Passes over a source its first ``count`` rows make."""
+    if isinstance(rows, PhasedSourceRows):
+        return rows.epochs(count)
+    return count / rows.rows_per_epoch
 
 
 def _checked_sources(sources: Any) -> list[MixtureSource]:
