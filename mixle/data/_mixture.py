@@ -673,17 +673,17 @@ class Mixture:
         """
         identity = self.stream_identity()
         saved = state.get("stream") if isinstance(state, Mapping) else None
-        key = self._cursor.index_key
+        index = self._cursor.index_key
         if isinstance(saved, Mapping):
             self._check_block_schedule(saved)
-        if isinstance(saved, Mapping) and isinstance(state.get(key), int):
+        if isinstance(saved, Mapping) and isinstance(state.get(index), int):
             own = identity["phases"]
             kept = saved.get("phases")
             if (
                 isinstance(kept, list)
                 and 0 < len(kept) < len(own)
                 and own[: len(kept)] == kept
-                and own[len(kept)][0] >= self.cursor_row(max(state[key], 0))
+                and own[len(kept)][0] >= self.cursor_row(max(state[index], 0))
             ):
                 identity = {**identity, "phases": kept}  # phases appended after the row
         if (
@@ -702,17 +702,17 @@ class Mixture:
             raise StateMismatchError(
                 f"Mixture state has epoch {state['epoch']}; a mixture has only epoch 0."
             )
-        if state[key] > MAX_ROW:
+        if state[index] > MAX_ROW:
             raise StateMismatchError(
-                f"Mixture state field `{key}` must be at most {MAX_ROW} (2**62). "
-                f"Got {state[key]} instead."
+                f"Mixture state field `{index}` must be at most {MAX_ROW} (2**62). "
+                f"Got {state[index]} instead."
             )
-        if self.blocks is not None and state[key] % self.blocks.tokens_per_batch:
+        if self.blocks is not None and state[index] % self.blocks.tokens_per_batch:
             raise StateMismatchError(
-                f"Mixture state field `token` {state[key]} is not a multiple of the "
+                f"Mixture state field `token` {state[index]} is not a multiple of the "
                 f"{self.blocks.tokens_per_batch} tokens per global batch."
             )
-        self._cursor.move(0, state[key])
+        self._cursor.move(0, state[index])
 
     def _check_block_schedule(self, saved: Mapping[str, Any]) -> None:
         """Name ``block_schedule`` when a state's schedule (or its absence) is not this
