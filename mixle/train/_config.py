@@ -188,9 +188,10 @@ class DataConfig:
         Context length per phase (:meth:`~mixle.data.BlockSchedule.parse` syntax,
         ``[BATCHx]BLOCK[:UNTIL],...``, e.g. ``"64:0.9,256"``: block 64 for the first
         90% of the run's tokens, then 256, with the rows per step that keep the tokens
-        per global batch): packed objective, global layout, concatenate packing, no
-        mixture; its first block is ``block``, a fraction needs ``steps``. The model is
-        built for the largest block.
+        per global batch): packed objective, global layout, concatenate packing (a
+        mixture's too: every source counts its own tokens; the schedule may instead be
+        the mixture file's ``block_schedule``, not both); its first block is ``block``,
+        a fraction needs ``steps``. The model is built for the largest block.
     boundary_id
         Token inserted between documents in the stream (``None``: none).
     vsl_buckets, vsl_curriculum
@@ -313,7 +314,6 @@ class DataConfig:
             ("objective", self.objective, "packed"),
             ("layout", self.layout, "global"),
             ("packing", self.packing, "concatenate"),
-            ("mixture", self.mixture, None),
         )
         first = BlockSchedule.parse(self.block_schedule or "").first_block
         if self.block != first:
