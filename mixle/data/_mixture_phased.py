@@ -164,6 +164,30 @@ class PhasedSourceRows:
         phase = bisect_right(self.starts, rows) - 1
         return self._locate(phase, self.positions[phase], rows - self.starts[phase])
 
+    def epoch_segments(self, epoch: int) -> list[tuple[int, int, int, int]]:
+        """``(phase, first row, first token, rows)`` of every phase that cuts rows in
+        source epoch ``epoch``: its rows there are the source's rows from ``first row``
+        on, at stride ``blocks[phase]`` from the epoch's token ``first token``."""
+        segments = []
+        last = len(self.blocks) - 1
+        for phase, (begin_epoch, begin_token) in enumerate(self.positions):
+            end = self.positions[phase + 1] if phase < last else None
+            if epoch < begin_epoch or (end is not None and (epoch, 0) >= end):
+                continue
+            block = self.blocks[phase]
+            token = begin_token if epoch == begin_epoch else 0
+            first = self.starts[phase]
+            if epoch > begin_epoch:
+                rest = -(-(self.targets - begin_token) // block)
+                first += rest + (epoch - begin_epoch - 1) * -(-self.targets // block)
+            if end is not None and end[0] == epoch:
+                rows = (end[1] - token) // block
+            else:
+                rows = -(-(self.targets - token) // block)
+            if rows > 0:
+                segments.append((phase, first, token, rows))
+        return segments
+
     def real_tokens(self, rows: int) -> int:
         """Real targets in the source's first ``rows`` rows: every target of each epoch
         passed once, then the tokens of the current one (closed form)."""

@@ -10,15 +10,18 @@ the run recorded.
 
 from __future__ import annotations
 
+import itertools
 import signal
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from mixle.cli import main
+from mixle.corpus import open_corpus
 from mixle.errors import ArgumentError
-from mixle.provenance import resolve_run, show_step
+from mixle.provenance import resolve_run, show_step, where
 from mixle.train import read_metrics, train
 from tests.train._helpers import (
     assert_bitwise_equal,
@@ -178,3 +181,40 @@ def test_sigkilled_mixture_run_resumes_bitwise_across_the_switch(
     assert step_records(metrics) == step_records(reference / "metrics.jsonl")
     assert_bitwise_equal(final_tensors(reference), final_tensors(run))
     assert {r["block"] for r in _steps(run)} == {16, 64}
+
+
+def test_where_finds_the_rows_that_train_each_document(corpora: Path, tmp_path: Path) -> None:
+    mix = _mix(tmp_path, corpora, "16:0.5,64")
+    run = tmp_path / "run"
+    _train(mix, run)
+    spec = resolve_run(str(run))
+    corpus = {name: open_corpus(str(corpora / name)) for name in ("big", "small")}
+    shown: dict[tuple[str, int], set[tuple[int, int, int]]] = {}
+    for step in range(1, STEPS + 1):
+        for rank, rows in enumerate(show_step(spec, step).ranks):
+            for index, row in enumerate(rows.rows):
+                for span in row.documents:
+                    if span.targets > 1:  # two inputs of it: one of its tokens is a target
+                        shown.setdefault((str(span.source), span.document), set()).add(
+                            (step, rank, index)
+                        )
+    assert {name for name, _ in shown} == {"big", "small"}
+    for (name, document), rows_shown in sorted(shown.items())[::3]:
+        sightings = where(spec, document, source=name).documents[0].sightings
+        tokens = np.asarray(corpus[name][document])
+        covered: dict[int, list[tuple[int, int]]] = {}
+        for s in sightings:
+            batch = spec.batch(s.step, s.rank)
+            targets = batch.targets[s.row][batch.loss_mask[s.row]].tolist()
+            piece = tokens[s.start : s.stop].tolist()
+            # The document's tokens [start, stop) are targets of that row, in order.
+            assert any(targets[k : k + len(piece)] == piece for k in range(len(targets))), (
+                name,
+                document,
+                s,
+            )
+            covered.setdefault(s.epoch, []).append((s.start, s.stop))
+        for spans in covered.values():  # each token a target at most once an epoch
+            spans.sort()
+            assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+        assert rows_shown <= {(s.step, s.rank, s.row) for s in sightings}, (name, document)
