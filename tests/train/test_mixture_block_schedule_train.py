@@ -218,3 +218,15 @@ def test_where_finds_the_rows_that_train_each_document(corpora: Path, tmp_path: 
             spans.sort()
             assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
         assert rows_shown <= {(s.step, s.rank, s.row) for s in sightings}, (name, document)
+
+
+def test_inspect_budgets_the_phases_of_the_file_schedule(
+    corpora: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mix = _mix(tmp_path, corpora, "16:0.5,64")
+    args = ["inspect", "--mixture", str(mix), "--steps", "8", "--block", "16"]
+    assert main([*args, "--batch-size", "4"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "4 rows x block 16 then 1 rows x block 64 (block_schedule" in lines[0]
+    total = lines[[line.split()[0] for line in lines].index("total")].split()
+    assert total[1:] == ["20", "512"]  # 4 steps x 4 rows + 4 x 1; 8 x 64 targets
