@@ -10,6 +10,7 @@ batches; another schedule's state (or a state of none) is refused by name.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -325,3 +326,18 @@ def test_budget_counts_the_phases() -> None:
     )
     with pytest.raises(ArgumentError, match="source 'math' needs"):
         limited.check_budget(steps=40)
+
+
+def test_the_torch_dataset_serves_the_phases_with_two_workers() -> None:
+    from torch.utils.data import DataLoader
+
+    from mixle.data.torch import StreamDataset
+
+    schedule = BlockSchedule.parse("4:128,16")
+    reference = [b.as_tuple() for b in itertools.islice(_mixture(schedule).batches(), 10)]
+    loader = DataLoader(StreamDataset(_mixture(schedule)), batch_size=None, num_workers=2)
+    got = list(itertools.islice(iter(loader), 10))
+    assert {r[0].shape[1] for r in reference} == {4, 16}
+    for items, expected in zip(got, reference, strict=True):
+        for item, array in zip(items, expected, strict=True):
+            np.testing.assert_array_equal(item.numpy(), array)
