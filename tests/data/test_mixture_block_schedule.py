@@ -341,3 +341,37 @@ def test_the_torch_dataset_serves_the_phases_with_two_workers() -> None:
     for items, expected in zip(got, reference, strict=True):
         for item, array in zip(items, expected, strict=True):
             np.testing.assert_array_equal(item.numpy(), array)
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    blocks=st.lists(st.sampled_from([2, 4, 8]), min_size=2, max_size=3),
+    cuts=st.lists(st.integers(1, 6), min_size=2, max_size=2, unique=True),
+)
+def test_sightings_tile_every_document_once_an_epoch_in_the_rows_read(
+    blocks: list[int], cuts: list[int]
+) -> None:
+    from mixle.data import sightings
+
+    tokens = 2 * 4 * blocks[0]
+    until = [c * tokens for c in sorted(cuts)[: len(blocks) - 1]]
+    schedule = BlockSchedule([*zip(until, blocks, strict=False), (None, blocks[-1])])
+    ranks = _ranks(schedule, 2, 4)
+    mixture = ranks[0]
+    for source, documents in enumerate((WEB, CODE, MATH)):
+        for document, values in enumerate(documents):
+            for epoch in (0, 1):
+                found = sightings(mixture, document, epochs=[epoch], source=source)
+                spans = sorted((s.start, s.stop) for s in found)
+                assert spans, (source, document, epoch)
+                # Contiguous, no overlap, to the document's end (the epoch stream's
+                # first token is never a target).
+                assert spans[0][0] in (0, 1) and spans[-1][1] == len(values)
+                assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))
+                for s in found[:3]:
+                    batch = ranks[s.rank].read(0, (s.step - 1) * tokens)
+                    row = s.row
+                    assert batch.source_ids[row] == source
+                    targets = batch.targets[row][batch.loss_mask[row]].tolist()
+                    piece = values[s.start : s.stop].tolist()
+                    assert any(targets[k : k + len(piece)] == piece for k in range(len(targets)))
