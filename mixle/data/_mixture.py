@@ -12,7 +12,8 @@ resumes at any row in O(1) with any world size and batch size.
 With ``objective="windows"`` a global row is a ``TokenStream`` window (context and next
 token) of its source's endless stream of shuffled windows
 (:class:`~mixle.data._mixture_windows.SourceWindows`); schedule, phases, budgets,
-accounting and the cursor are the same.
+accounting and the cursor are the same. With a ``block_schedule`` the rows change
+length per phase and the cursor counts tokens (:mod:`~mixle.data._mixture_phased`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,15 @@ from mixle.data._mixing_rule import (
     rule_identity,
 )
 from mixle.data._mixture_best_fit import build_best_fit_rows
-from mixle.data._mixture_phased import MixtureBlocks, PhasedSourceRows, phased_sources
+from mixle.data._mixture_phased import (
+    MixtureBlocks,
+    check_saved_schedule,
+    check_schedulable,
+    phased_batches,
+    phased_sources,
+    source_epochs,
+    source_epochs_started,
+)
 from mixle.data._mixture_source import (
     MixtureSource,
     SourceRows,
@@ -202,17 +211,12 @@ class Mixture:
         ``sequence_ids`` (:mod:`~mixle.data._attention`) and the document and position
         ids they come from, for either packing.
     block_schedule
-        Optional :class:`~mixle.data.BlockSchedule`: context length per phase
-        (packed, concatenate only; :mod:`~mixle.data._mixture_phased`). ``block`` is its
-        first block; the tokens per global batch ``K = world_size x batch_size x
-        block`` stay constant, so a phase of block ``b`` has ``K / (world_size x b)``
-        rows per rank. Every source counts its own tokens, so no token of a source is
-        repeated or skipped at a switch. The cursor then counts run tokens (state
-        version 3, ``"token"``), and the identity holds the schedule
-        (``block_schedule``, ``tokens_per_batch``): a state of another schedule, or of
-        none, is refused by name. A fraction ``until`` needs the schedule's
-        ``total_tokens`` (the stream is endless). Weight phases keep their
-        ``start_row`` in global rows (:meth:`cursor_row` turns a cursor token into one).
+        Optional :class:`~mixle.data.BlockSchedule`, context length per phase (packed,
+        concatenate; ``block`` its first block; a fraction ``until`` needs its
+        ``total_tokens``): every source counts its own tokens across a switch, the
+        tokens per global batch stay constant, the cursor counts run tokens (state
+        version 3, ``"token"``) and the identity holds the schedule
+        (:mod:`~mixle.data._mixture_phased`). Weight phases start at global rows.
 
     Packed batches are ``(context, targets, loss_mask, [document_ids, position_ids],
     source_ids)``: ``(batch_size, block)`` int64, int64, bool, [int64, int64] and a
@@ -312,7 +316,7 @@ class Mixture:
         self.plan_store = checked_plan_store(plan_store)
         self.block_schedule = block_schedule
         if block_schedule is not None:
-            self._check_schedulable()
+            check_schedulable(self.objective, self.packing)
         self.blocks: MixtureBlocks | None = (
             None
             if block_schedule is None
@@ -339,19 +343,6 @@ class Mixture:
         )
         self.rows = self._phased(rows)
         self._cursor = self._new_cursor()
-
-    def _check_schedulable(self) -> None:
-        if self.objective == "windows" or self.packing.is_best_fit:
-            asked = (
-                "objective='windows'"
-                if self.objective == "windows"
-                else f"packing={self.packing.name!r}"
-            )
-            raise ArgumentError(
-                f"`block_schedule` does not support {asked}: a phase switch continues each "
-                "source's concatenated token stream at a token, which windows and best-fit "
-                "rows do not have. Use objective='packed' and packing='concatenate'."
-            )
 
     def _phased(self, rows: list[SourceStream]) -> list[SourceStream]:
         """The sources' streams cut into each block phase's rows (unchanged without a
@@ -433,16 +424,8 @@ class Mixture:
         end = nonnegative_int("end", end)
         if end < begin:
             raise ArgumentError(f"`end` must be >= `begin` ({begin}). Got {end} instead.")
-        blocks = self.blocks
-        if blocks is not None and end > begin:
-            first, last = blocks.phase_of_row(begin), blocks.phase_of_row(end - 1)
-            if first != last:
-                raise ArgumentError(
-                    f"global rows {begin} to {end} span block schedule phases {first} and "
-                    f"{last} (rows of {blocks.blocks[first]} and {blocks.blocks[last]} "
-                    f"tokens): read them apart (phase {last} starts at row "
-                    f"{blocks.row_starts[last]})."
-                )
+        if self.blocks is not None:
+            self.blocks.check_rows(begin, end)
         return self._gather(np.arange(begin, end, dtype=np.int64))
 
     def _gather(self, rows: np.ndarray) -> Batch:
@@ -493,10 +476,7 @@ class Mixture:
         if nonnegative_int("epoch", epoch) != 0:
             raise ArgumentError(f"`epoch` must be 0: a mixture has only epoch 0. Got {epoch}.")
         if self.blocks is not None:
-            token = nonnegative_int("token", row)
-            self.blocks.check_token(token)
-            rows = self.blocks.batch_sizes[self.blocks.phase_of_token(token)]
-            first = self.blocks.row_at(token) + self.rank * rows
+            first, rows = self.blocks.rank_rows(nonnegative_int("token", row), self.rank)
             return self.read_rows(first, first + rows)
         first = nonnegative_int("row", row) + self.rank * self.batch_size
         return self.read_rows(first, first + self.batch_size)
@@ -514,7 +494,9 @@ class Mixture:
         """Endless: this rank's batches from the cursor row on, advancing the cursor
         (moved before each batch is handed out)."""
         if self.blocks is not None:
-            yield from self._phased_batches(self.blocks)
+            yield from phased_batches(
+                self._gather, self._cursor, self.blocks, self.rank, self.world_size
+            )
             return
         cursor, size, ahead = self._cursor, self.global_batch_size, 1
         mine = np.arange(self.batch_size, dtype=np.int64) + self.rank * self.batch_size
@@ -528,25 +510,6 @@ class Mixture:
                 cursor.move(0, first + (k + 1) * size)
                 yield batches.rows(part)
             # One batch first (a resumed run's first batch comes fast), then doubling.
-            ahead = min(2 * ahead, _READ_AHEAD)
-
-    def _phased_batches(self, blocks: MixtureBlocks) -> Iterator[Batch]:
-        """:meth:`batches` under a block schedule: read ahead inside one phase."""
-        cursor, step, ahead = self._cursor, blocks.tokens_per_batch, 1
-        while True:
-            token = cursor.index
-            phase = blocks.phase_of_token(token)
-            rows = blocks.batch_sizes[phase]
-            size = rows * self.world_size  # global rows of the phase's batch
-            count = ahead
-            if phase + 1 < len(blocks.token_starts):
-                count = min(count, (blocks.token_starts[phase + 1] - token) // step)
-            mine = np.arange(rows, dtype=np.int64) + self.rank * rows
-            starts = blocks.row_at(token) + size * np.arange(count, dtype=np.int64)
-            batches = self._gather((starts[:, None] + mine).ravel())
-            for k in range(count):
-                cursor.move(0, token + (k + 1) * step)
-                yield batches.rows(slice(k * rows, (k + 1) * rows))
             ahead = min(2 * ahead, _READ_AHEAD)
 
     # ------------------------------------------------------------------ block schedule
@@ -675,7 +638,7 @@ class Mixture:
         saved = state.get("stream") if isinstance(state, Mapping) else None
         index = self._cursor.index_key
         if isinstance(saved, Mapping):
-            self._check_block_schedule(saved)
+            check_saved_schedule(self.block_schedule, saved)
         if isinstance(saved, Mapping) and isinstance(state.get(index), int):
             own = identity["phases"]
             kept = saved.get("phases")
@@ -707,23 +670,9 @@ class Mixture:
                 f"Mixture state field `{index}` must be at most {MAX_ROW} (2**62). "
                 f"Got {state[index]} instead."
             )
-        if self.blocks is not None and state[index] % self.blocks.tokens_per_batch:
-            raise StateMismatchError(
-                f"Mixture state field `token` {state[index]} is not a multiple of the "
-                f"{self.blocks.tokens_per_batch} tokens per global batch."
-            )
+        if self.blocks is not None:
+            self.blocks.check_saved_token(state[index])
         self._cursor.move(0, state[index])
-
-    def _check_block_schedule(self, saved: Mapping[str, Any]) -> None:
-        """Name ``block_schedule`` when a state's schedule (or its absence) is not this
-        mixture's (the cursor versions differ too, which says less)."""
-        own = None if self.block_schedule is None else self.block_schedule.identity()
-        kept = saved.get("block_schedule")
-        if kept != own:
-            raise StateMismatchError(
-                f"Mixture state does not match this mixture: block_schedule in checkpoint: "
-                f"{kept!r} / block_schedule in stream: {own!r}."
-            )
 
     # ------------------------------------------------------------------ planning
     def run_rows(
@@ -752,7 +701,7 @@ class Mixture:
         total = self.run_rows(**length)
         counts = self.schedule.counts_before(total).tolist()
         return [
-            SourceBudget(s.name, n, r.real_tokens(n), _epochs(r, n), s.max_epochs)
+            SourceBudget(s.name, n, r.real_tokens(n), source_epochs(r, n), s.max_epochs)
             for s, r, n in zip(self.sources, self.rows, counts, strict=True)
         ]
 
@@ -787,9 +736,7 @@ class Mixture:
                 s.name,
                 n,
                 t,
-                r.epochs_started(n)
-                if isinstance(r, PhasedSourceRows)
-                else -(-n // r.rows_per_epoch),
+                source_epochs_started(r, n),
                 t / total if total else 0.0,
                 float(target / row) if row else 0.0,
             )
@@ -811,13 +758,6 @@ class Mixture:
             for start, schedule in zip(self.schedule.starts, self.schedule.phases, strict=True)
             for name, (share, used) in zip(self.names, schedule.rounding, strict=True)
         ]
-
-
-def _epochs(rows: SourceStream, count: int) -> float:
-    """Passes over a source its first ``count`` rows make."""
-    if isinstance(rows, PhasedSourceRows):
-        return rows.epochs(count)
-    return count / rows.rows_per_epoch
 
 
 def _checked_sources(sources: Any) -> list[MixtureSource]:

@@ -27,17 +27,34 @@ counts at ``R_p``: O(phases), no replay.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 
+from mixle.data._batch import Batch
 from mixle.data._block_schedule import BlockSchedule
+from mixle.data._cursor import Cursor
 from mixle.data._mixture_source import SourceRows
 from mixle.data._packed_rows import read_packed_tokens
-from mixle.errors import ArgumentError
+from mixle.data._packing_options import PackingOptions
+from mixle.errors import ArgumentError, StateMismatchError
 
-__all__ = ["MixtureBlocks", "PhasedSourceRows", "phased_sources"]
+__all__ = [
+    "MixtureBlocks",
+    "PhasedSourceRows",
+    "check_saved_schedule",
+    "check_schedulable",
+    "phased_batches",
+    "phased_sources",
+    "source_epochs",
+    "source_epochs_started",
+]
+
+# A scheduled mixture reads this many global batches' rows of the rank at once (at
+# most: never across a phase switch).
+_READ_AHEAD = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +127,45 @@ class MixtureBlocks:
         """The run token global row ``row`` starts at."""
         p = self.phase_of_row(row)
         return self.token_starts[p] + (row - self.row_starts[p]) * self.blocks[p]
+
+    def rank_rows(self, token: int, rank: int) -> tuple[int, int]:
+        """``(first global row, rows)`` of ``rank``'s part of the global batch at run
+        token ``token`` (see :meth:`check_token`)."""
+        self.check_token(token)
+        rows = self.batch_sizes[self.phase_of_token(token)]
+        return self.row_at(token) + rank * rows, rows
+
+    def check_rows(self, begin: int, end: int) -> None:
+        """Raise unless global rows ``[begin, end)`` lie in one phase.
+
+        Raises
+        ------
+        ArgumentError
+            They span two phases (their rows differ in length), both named.
+        """
+        if end <= begin:
+            return
+        first, last = self.phase_of_row(begin), self.phase_of_row(end - 1)
+        if first != last:
+            raise ArgumentError(
+                f"global rows {begin} to {end} span block schedule phases {first} and "
+                f"{last} (rows of {self.blocks[first]} and {self.blocks[last]} tokens): "
+                f"read them apart (phase {last} starts at row {self.row_starts[last]})."
+            )
+
+    def check_saved_token(self, token: int) -> None:
+        """Raise unless a saved cursor ``token`` starts a global batch.
+
+        Raises
+        ------
+        StateMismatchError
+            Not a multiple of the tokens per global batch.
+        """
+        if token % self.tokens_per_batch:
+            raise StateMismatchError(
+                f"Mixture state field `token` {token} is not a multiple of the "
+                f"{self.tokens_per_batch} tokens per global batch."
+            )
 
     def check_token(self, token: int) -> None:
         """Raise unless ``token`` starts a global batch.
@@ -261,3 +317,84 @@ def phased_sources(
         PhasedSourceRows(source, [int(c[i]) for c in counts_at], blocks)
         for i, source in enumerate(rows)
     ]
+
+
+def check_schedulable(objective: str, packing: PackingOptions) -> None:
+    """Refuse a mixture whose rows cannot change block at a token.
+
+    Raises
+    ------
+    ArgumentError
+        ``objective="windows"`` or best-fit packing, named.
+    """
+    if objective == "windows" or packing.is_best_fit:
+        asked = "objective='windows'" if objective == "windows" else f"packing={packing.name!r}"
+        raise ArgumentError(
+            f"`block_schedule` does not support {asked}: a phase switch continues each "
+            "source's concatenated token stream at a token, which windows and best-fit "
+            "rows do not have. Use objective='packed' and packing='concatenate'."
+        )
+
+
+def check_saved_schedule(schedule: BlockSchedule | None, saved: Mapping[str, Any]) -> None:
+    """Name ``block_schedule`` when a saved identity's schedule (or its absence) is not
+    ``schedule`` (the cursor versions differ too, which says less).
+
+    Raises
+    ------
+    StateMismatchError
+        Both schedules shown.
+    """
+    own = None if schedule is None else schedule.identity()
+    kept = saved.get("block_schedule")
+    if kept != own:
+        raise StateMismatchError(
+            f"Mixture state does not match this mixture: block_schedule in checkpoint: "
+            f"{kept!r} / block_schedule in stream: {own!r}."
+        )
+
+
+def phased_batches(
+    gather: Callable[[np.ndarray], Batch],
+    cursor: Cursor,
+    blocks: MixtureBlocks,
+    rank: int,
+    world_size: int,
+) -> Iterator[Batch]:
+    """A scheduled mixture's batches of ``rank`` from ``cursor`` on (moved before each
+    batch is handed out): ``gather`` reads ascending global rows; the read-ahead
+    (doubling up to 64 global batches) stays inside one phase."""
+    step, ahead = blocks.tokens_per_batch, 1
+    while True:
+        token = cursor.index
+        phase = blocks.phase_of_token(token)
+        rows = blocks.batch_sizes[phase]
+        size = rows * world_size  # global rows of the phase's batch
+        count = ahead
+        if phase + 1 < len(blocks.token_starts):
+            count = min(count, (blocks.token_starts[phase + 1] - token) // step)
+        mine = np.arange(rows, dtype=np.int64) + rank * rows
+        starts = blocks.row_at(token) + size * np.arange(count, dtype=np.int64)
+        batches = gather((starts[:, None] + mine).ravel())
+        for k in range(count):
+            cursor.move(0, token + (k + 1) * step)
+            yield batches.rows(slice(k * rows, (k + 1) * rows))
+        ahead = min(2 * ahead, _READ_AHEAD)
+
+
+class _EpochRows(Protocol):
+    rows_per_epoch: int
+
+
+def source_epochs(rows: _EpochRows, count: int) -> float:
+    """Passes over a source its first ``count`` rows make."""
+    if isinstance(rows, PhasedSourceRows):
+        return rows.epochs(count)
+    return count / rows.rows_per_epoch
+
+
+def source_epochs_started(rows: _EpochRows, count: int) -> int:
+    """Epochs of a source its first ``count`` rows touch."""
+    if isinstance(rows, PhasedSourceRows):
+        return rows.epochs_started(count)
+    return -(-count // rows.rows_per_epoch)
