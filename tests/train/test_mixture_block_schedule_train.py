@@ -230,3 +230,38 @@ def test_inspect_budgets_the_phases_of_the_file_schedule(
     assert "4 rows x block 16 then 1 rows x block 64 (block_schedule" in lines[0]
     total = lines[[line.split()[0] for line in lines].index("total")].split()
     assert total[1:] == ["20", "512"]  # 4 steps x 4 rows + 4 x 1; 8 x 64 targets
+
+
+@pytest.mark.slow
+def test_two_rank_job_killed_before_the_switch_resumes_on_one_rank_exactly(
+    corpora: Path, tmp_path: Path
+) -> None:
+    from tests._torchrun import torchrun_command
+
+    # 2 ranks x 2 rows x 32 = 128 tokens a step: 6 steps of block 32, then 1 row of 64 per
+    # rank; resumed on 1 rank x 4 rows (the same 128 tokens), then 2 rows of 64.
+    mix = _mix(tmp_path, corpora, "32:768,64")
+    steps = 12
+
+    def options(run: Path, batch_size: int) -> list[str]:
+        return [
+            *("--mixture", str(mix), "--d-model", "32", "--n-layer", "1", "--n-head", "2"),
+            *("--block", "32", "--batch-size", str(batch_size), "--threads", "1"),
+            *("--log-every", "0", "--steps", str(steps), "--checkpoint-dir", str(run)),
+            *("--checkpoint-every", "2", "--no-progress", "--resume"),
+        ]
+
+    reference = tmp_path / "reference"
+    run_until(cli(*options(reference, 4)), reference / "metrics.jsonl", None, 0)
+    run = tmp_path / "job"
+    job = torchrun_command(2, "-m", "mixle.cli", "train", *options(run, 2), monitor_interval=0.1)
+    _, killed = run_until(job, run / "metrics.jsonl", 5, signal.SIGKILL)
+    assert killed
+    run_until(cli(*options(run, 4)), run / "metrics.jsonl", None, 0)
+
+    def trajectory(path: Path) -> dict[int, tuple[Any, ...]]:
+        return {r["step"]: (r["global_batch"], r["mixture"], r["block"]) for r in _steps(path)}
+
+    got, want = trajectory(run), trajectory(reference)
+    assert sorted(got) == list(range(1, steps + 1)) and got == want
+    assert {block for _, _, block in want.values()} == {32, 64}
