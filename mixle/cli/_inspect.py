@@ -189,16 +189,25 @@ def _run_mixture(args: argparse.Namespace) -> int:
             seed=args.seed,
             boundary_id=args.boundary_id,
             objective=args.objective,
+            # What the file's block_schedule fractions are of: the run's tokens.
+            total_tokens=args.steps * args.world_size * args.batch_size * args.block,
         )
         rows = mixture.run_rows(steps=args.steps)
         budget = mixture.budget(steps=args.steps)
     except (CorpusError, ValueError, OSError) as exc:
         return report("inspect", exc)
     unit = "rows" if args.objective == "packed" else "windows"
-    print(
-        f"mixture {args.mixture}: {args.steps:,} steps x {mixture.global_batch_size} {unit} "
-        f"x block {mixture.block}"
+    blocks = mixture.blocks
+    shape = (
+        f"{mixture.global_batch_size} {unit} x block {mixture.block}"
+        if blocks is None
+        else " then ".join(
+            f"{blocks.batch_sizes[p] * mixture.world_size} {unit} x block {b}"
+            for p, b in enumerate(blocks.blocks)
+        )
+        + f" (block_schedule, from tokens {', '.join(f'{t:,}' for t in blocks.token_starts)})"
     )
+    print(f"mixture {args.mixture}: {args.steps:,} steps x {shape}")
     echo(budget_table(budget, rows))
     inexact = [r for r in mixture.rounding() if r["error"]]
     for entry in inexact:

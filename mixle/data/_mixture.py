@@ -12,7 +12,8 @@ resumes at any row in O(1) with any world size and batch size.
 With ``objective="windows"`` a global row is a ``TokenStream`` window (context and next
 token) of its source's endless stream of shuffled windows
 (:class:`~mixle.data._mixture_windows.SourceWindows`); schedule, phases, budgets,
-accounting and the cursor are the same.
+accounting and the cursor are the same. With a ``block_schedule`` the rows change
+length per phase and the cursor counts tokens (:mod:`~mixle.data._mixture_phased`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 from mixle._checks import nonnegative_int
 from mixle.data._attention import with_attention_boundaries
 from mixle.data._batch import Batch
+from mixle.data._block_schedule import BlockSchedule
 from mixle.data._cursor import Cursor
 from mixle.data._mesh import DpDims, place_from_mesh
 from mixle.data._mixing_rule import (
@@ -36,8 +38,18 @@ from mixle.data._mixing_rule import (
     rule_identity,
 )
 from mixle.data._mixture_best_fit import build_best_fit_rows
+from mixle.data._mixture_phased import (
+    MixtureBlocks,
+    check_saved_schedule,
+    check_schedulable,
+    phased_batches,
+    phased_sources,
+    source_epochs,
+    source_epochs_started,
+)
 from mixle.data._mixture_source import (
     MixtureSource,
+    SourceRows,
     build_rows,
     check_unique_names,
     check_weight,
@@ -198,6 +210,13 @@ class Mixture:
         If True, packed batches also carry ``cu_seqlens``, ``max_seqlen`` and
         ``sequence_ids`` (:mod:`~mixle.data._attention`) and the document and position
         ids they come from, for either packing.
+    block_schedule
+        Optional :class:`~mixle.data.BlockSchedule`, context length per phase (packed,
+        concatenate; ``block`` its first block; a fraction ``until`` needs its
+        ``total_tokens``): every source counts its own tokens across a switch, the
+        tokens per global batch stay constant, the cursor counts run tokens (state
+        version 3, ``"token"``) and the identity holds the schedule
+        (:mod:`~mixle.data._mixture_phased`). Weight phases start at global rows.
 
     Packed batches are ``(context, targets, loss_mask, [document_ids, position_ids],
     source_ids)``: ``(batch_size, block)`` int64, int64, bool, [int64, int64] and a
@@ -239,6 +258,7 @@ class Mixture:
         window_blocks: int | None = None,
         packing: str | PackingOptions = "concatenate",
         attention_boundaries: bool = False,
+        block_schedule: BlockSchedule | None = None,
     ) -> None:
         rank, world_size = place_from_mesh(mesh, dp_dims, rank, world_size)
         self.packing = as_packing(packing)
@@ -294,7 +314,20 @@ class Mixture:
                     f"the weights of {where} are all zero; give at least one source a positive weight."
                 )
         self.plan_store = checked_plan_store(plan_store)
-        self.rows: list[SourceStream] = (
+        self.block_schedule = block_schedule
+        if block_schedule is not None:
+            check_schedulable(self.objective, self.packing)
+        self.blocks: MixtureBlocks | None = (
+            None
+            if block_schedule is None
+            else MixtureBlocks.build(
+                block_schedule,
+                world_size=self.world_size,
+                batch_size=self.batch_size,
+                block=self.block,
+            )
+        )
+        rows: list[SourceStream] = (
             [
                 SourceWindows(s, block=self.block, seed=self.seed, boundary_id=self.boundary_id)
                 for s in self.sources
@@ -306,9 +339,25 @@ class Mixture:
             self.schedule_rule,
             [0, *(p.start_row for p in self.phases)],
             weights,
-            [r.real_tokens(r.rows_per_epoch) for r in self.rows],
+            [r.real_tokens(r.rows_per_epoch) for r in rows],
         )
-        self._cursor = Cursor("Mixture", index_key="row", version=2)
+        self.rows = self._phased(rows)
+        self._cursor = self._new_cursor()
+
+    def _phased(self, rows: list[SourceStream]) -> list[SourceStream]:
+        """The sources' streams cut into each block phase's rows (unchanged without a
+        block schedule)."""
+        if self.blocks is None:
+            return rows
+        counts = [self.schedule.counts_before(r) for r in self.blocks.row_starts]
+        bases = [r for r in rows if isinstance(r, SourceRows)]
+        assert len(bases) == len(rows)  # packed concatenate sources (checked)
+        return list(phased_sources(bases, counts, self.blocks.blocks))
+
+    def _new_cursor(self) -> Cursor:
+        if self.blocks is None:
+            return Cursor("Mixture", index_key="row", version=2)
+        return Cursor("Mixture", index_key="token", version=3)
 
     def _packed_rows(self) -> list[SourceStream]:
         if self.packing.is_best_fit:
@@ -352,8 +401,8 @@ class Mixture:
         view = object.__new__(Mixture)
         view.__dict__.update(self.__dict__)
         view.order = order
-        view.rows = view._packed_rows()
-        view._cursor = Cursor("Mixture", index_key="row", version=2)
+        view.rows = view._phased(view._packed_rows())
+        view._cursor = view._new_cursor()
         return view
 
     # ------------------------------------------------------------------ reading
@@ -375,6 +424,8 @@ class Mixture:
         end = nonnegative_int("end", end)
         if end < begin:
             raise ArgumentError(f"`end` must be >= `begin` ({begin}). Got {end} instead.")
+        if self.blocks is not None:
+            self.blocks.check_rows(begin, end)
         return self._gather(np.arange(begin, end, dtype=np.int64))
 
     def _gather(self, rows: np.ndarray) -> Batch:
@@ -413,15 +464,20 @@ class Mixture:
 
     def read(self, epoch: int, row: int) -> Batch:
         """The batch iteration yields at cursor ``(0, row)``: this rank's part of the
-        global batch that starts at global row ``row``.
+        global batch that starts at global row ``row`` (with a ``block_schedule``, at
+        run token ``row``: a multiple of the tokens per global batch).
 
         Raises
         ------
         ArgumentError
-            ``epoch`` is not 0 (a mixture's stream is one endless epoch).
+            ``epoch`` is not 0 (a mixture's stream is one endless epoch), or a token
+            that does not start a global batch.
         """
         if nonnegative_int("epoch", epoch) != 0:
             raise ArgumentError(f"`epoch` must be 0: a mixture has only epoch 0. Got {epoch}.")
+        if self.blocks is not None:
+            first, rows = self.blocks.rank_rows(nonnegative_int("token", row), self.rank)
+            return self.read_rows(first, first + rows)
         first = nonnegative_int("row", row) + self.rank * self.batch_size
         return self.read_rows(first, first + self.batch_size)
 
@@ -437,6 +493,11 @@ class Mixture:
     def batches(self) -> Iterator[Batch]:
         """Endless: this rank's batches from the cursor row on, advancing the cursor
         (moved before each batch is handed out)."""
+        if self.blocks is not None:
+            yield from phased_batches(
+                self._gather, self._cursor, self.blocks, self.rank, self.world_size
+            )
+            return
         cursor, size, ahead = self._cursor, self.global_batch_size, 1
         mine = np.arange(self.batch_size, dtype=np.int64) + self.rank * self.batch_size
         while True:
@@ -450,6 +511,34 @@ class Mixture:
                 yield batches.rows(part)
             # One batch first (a resumed run's first batch comes fast), then doubling.
             ahead = min(2 * ahead, _READ_AHEAD)
+
+    # ------------------------------------------------------------------ block schedule
+    @property
+    def largest_block(self) -> int:
+        """The longest row of any phase (``block`` without a block schedule): what a
+        model must be built for."""
+        return self.block if self.blocks is None else max(self.blocks.blocks)
+
+    @property
+    def step_size(self) -> int:
+        """How far the cursor moves per global batch: ``global_batch_size`` rows, or
+        with a block schedule the tokens per global batch."""
+        return self.global_batch_size if self.blocks is None else self.blocks.tokens_per_batch
+
+    def cursor_row(self, index: int) -> int:
+        """The global row at cursor index ``index`` (itself without a block schedule;
+        with one, the first row at or after run token ``index``)."""
+        index = nonnegative_int("index", index)
+        return index if self.blocks is None else self.blocks.row_at(index)
+
+    def phase_at(self, epoch: int, index: int) -> tuple[int, int]:
+        """``(phase, block)`` of the global batch at cursor ``(epoch, index)``: the
+        ``block_schedule`` phase (0 without one) and its rows' block."""
+        nonnegative_int("epoch", epoch)
+        if self.blocks is None:
+            return 0, self.block
+        phase = self.blocks.phase_of_token(nonnegative_int("index", index))
+        return phase, self.blocks.blocks[phase]
 
     # ------------------------------------------------------------------ cursor
     @property
@@ -467,16 +556,18 @@ class Mixture:
         return ENDLESS
 
     def next_cursor(self, epoch: int, row: int, steps: int) -> tuple[int, int] | None:
-        """The cursor ``steps`` global batches after ``(0, row)``: ``(0, row + steps * G)``."""
-        return 0, nonnegative_int("row", row) + nonnegative_int(
-            "steps", steps
-        ) * self.global_batch_size
+        """The cursor ``steps`` global batches after ``(0, row)``: ``(0, row + steps * G)``
+        (``G`` the :attr:`step_size`)."""
+        return 0, nonnegative_int("row", row) + nonnegative_int("steps", steps) * self.step_size
 
     def seek(self, row: int) -> None:
-        """Move the cursor to global row ``row`` (O(1)), at most :data:`MAX_ROW`."""
+        """Move the cursor to global row ``row`` (O(1)), at most :data:`MAX_ROW` (with a
+        block schedule, to run token ``row``, a multiple of the tokens per batch)."""
         row = nonnegative_int("row", row)
         if row > MAX_ROW:
             raise ArgumentError(f"`row` must be at most {MAX_ROW} (2**62). Got {row} instead.")
+        if self.blocks is not None:
+            self.blocks.check_token(row)
         self._cursor.move(0, row)
 
     def stream_identity(self) -> dict[str, Any]:
@@ -506,6 +597,10 @@ class Mixture:
         rule = rule_identity(self.schedule_rule)
         if rule is not None:  # default states predate the field: absent = exact
             identity["schedule"] = rule
+        if self.block_schedule is not None and self.blocks is not None:
+            # States without a schedule predate the fields: absent = one block.
+            identity["block_schedule"] = self.block_schedule.identity()
+            identity["tokens_per_batch"] = self.blocks.tokens_per_batch
         return identity
 
     def _order_field(self, rows: SourceStream) -> dict[str, Any] | None:
@@ -522,7 +617,8 @@ class Mixture:
         ]
 
     def state_dict(self) -> dict[str, Any]:
-        """``{"version": 2, "epoch": 0, "row", "stream": identity}`` (JSON-able)."""
+        """``{"version": 2, "epoch": 0, "row", "stream": identity}`` (JSON-able); with a
+        block schedule ``{"version": 3, "epoch": 0, "token", "stream": identity}``."""
         return self._cursor.state_dict(self.stream_identity())
 
     def load_state_dict(self, state: Any) -> None:
@@ -540,14 +636,17 @@ class Mixture:
         """
         identity = self.stream_identity()
         saved = state.get("stream") if isinstance(state, Mapping) else None
-        if isinstance(saved, Mapping) and isinstance(state.get("row"), int):
+        index = self._cursor.index_key
+        if isinstance(saved, Mapping):
+            check_saved_schedule(self.block_schedule, saved)
+        if isinstance(saved, Mapping) and isinstance(state.get(index), int):
             own = identity["phases"]
             kept = saved.get("phases")
             if (
                 isinstance(kept, list)
                 and 0 < len(kept) < len(own)
                 and own[: len(kept)] == kept
-                and own[len(kept)][0] >= state["row"]
+                and own[len(kept)][0] >= self.cursor_row(max(state[index], 0))
             ):
                 identity = {**identity, "phases": kept}  # phases appended after the row
         if (
@@ -566,12 +665,14 @@ class Mixture:
             raise StateMismatchError(
                 f"Mixture state has epoch {state['epoch']}; a mixture has only epoch 0."
             )
-        if state["row"] > MAX_ROW:
+        if state[index] > MAX_ROW:
             raise StateMismatchError(
-                f"Mixture state field `row` must be at most {MAX_ROW} (2**62). "
-                f"Got {state['row']} instead."
+                f"Mixture state field `{index}` must be at most {MAX_ROW} (2**62). "
+                f"Got {state[index]} instead."
             )
-        self._cursor.move(0, state["row"])
+        if self.blocks is not None:
+            self.blocks.check_saved_token(state[index])
+        self._cursor.move(0, state[index])
 
     # ------------------------------------------------------------------ planning
     def run_rows(
@@ -589,6 +690,8 @@ class Mixture:
         value = nonnegative_int(name, value)
         if name == "rows":
             return value
+        if self.blocks is not None:
+            return self.blocks.row_at(value if name == "tokens" else value * self.step_size)
         if name == "tokens":
             return -(-value // self.block)
         return value * self.global_batch_size
@@ -598,7 +701,7 @@ class Mixture:
         total = self.run_rows(**length)
         counts = self.schedule.counts_before(total).tolist()
         return [
-            SourceBudget(s.name, n, r.real_tokens(n), n / r.rows_per_epoch, s.max_epochs)
+            SourceBudget(s.name, n, r.real_tokens(n), source_epochs(r, n), s.max_epochs)
             for s, r, n in zip(self.sources, self.rows, counts, strict=True)
         ]
 
@@ -633,7 +736,7 @@ class Mixture:
                 s.name,
                 n,
                 t,
-                -(-n // r.rows_per_epoch),
+                source_epochs_started(r, n),
                 t / total if total else 0.0,
                 float(target / row) if row else 0.0,
             )

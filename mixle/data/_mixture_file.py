@@ -2,6 +2,9 @@
 
 ::
 
+    block_schedule = "2048:0.9,8192"  # optional, before the first table: context
+                                      # length per phase (BlockSchedule.parse syntax)
+
     [[source]]
     name = "code"
     path = "code"          # a corpus directory (relative to this file) or a URL
@@ -21,8 +24,11 @@
     rule = "temperature"   # weights x size ** alpha
     alpha = 0.3
 
-JSON holds the same structure (``{"source": [...], "phase": [...], "schedule": {...}}``). Every key is
-checked: an unknown one is an error naming it, where it is and the keys allowed.
+The block schedule may also be a list of tables, one per phase (``[[block_schedule]]``
+with ``block``, ``until`` (absent on the last) and optional ``batch_size``): see
+:class:`~mixle.data.BlockSchedule`; errors name the file and the phase. JSON holds the
+same structure (``{"source": [...], "phase": [...], "schedule": {...},
+"block_schedule": ...}``). Every key is checked: an unknown one is an error naming it, where it is and the keys allowed.
 The file is read through :func:`mixle._file_checks.read_regular` (a regular file of at
 most :data:`MAX_BYTES`: a FIFO or a link to a device is refused, never waited on or
 read without end), JSON through :func:`mixle._safe_json.loads_bounded`, and nesting
@@ -41,6 +47,7 @@ from typing import Any
 from mixle._checks import nonnegative_int
 from mixle._file_checks import read_regular
 from mixle._safe_json import loads_bounded
+from mixle.data._block_schedule import BlockPhase, BlockSchedule
 from mixle.data._mixing_rule import ExactSchedule, MixingRule, rule_from_table
 from mixle.data._mixture import MixturePhase
 from mixle.data._mixture_source import (
@@ -57,11 +64,12 @@ __all__ = ["MAX_BYTES", "MixtureSpec", "SourceSpec", "read_mixture_file"]
 #: Largest mixture file read (a mixture of thousands of sources is a few hundred KiB).
 MAX_BYTES = 16 << 20
 
-_TOP_KEYS = ("source", "phase", "schedule")
+_TOP_KEYS = ("source", "phase", "schedule", "block_schedule")
 # The mixing rules a file may name in [schedule] (rule = name, then the rule's keywords).
 RULES = {rule.name: rule for rule in (ExactSchedule, TemperatureSchedule)}
 _SOURCE_KEYS = ("name", "path", "weight", "max_epochs")
 _PHASE_KEYS = ("start_row", "weights")
+_BLOCK_PHASE_KEYS = ("block", "until", "batch_size")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,12 +84,14 @@ class SourceSpec:
 
 @dataclass(frozen=True, slots=True)
 class MixtureSpec:
-    """A parsed mixture file (``schedule``: the ``[schedule]`` rule, ``None`` if absent)."""
+    """A parsed mixture file (``schedule``: the ``[schedule]`` rule, ``block_schedule``
+    the context length per phase; each ``None`` if absent)."""
 
     path: str
     sources: tuple[SourceSpec, ...]
     phases: tuple[MixturePhase, ...]
     schedule: MixingRule | None = None
+    block_schedule: BlockSchedule | None = None
 
 
 def _check_keys(table: Any, allowed: tuple[str, ...], where: str) -> Mapping[str, Any]:
@@ -185,4 +195,28 @@ def read_mixture_file(path: str) -> MixtureSpec:
         if not isinstance(table, Mapping):
             raise ArgumentTypeError(f"{path}: [schedule] must be a table (rule = ..., ...).")
         schedule = rule_from_table(table, RULES, f"{path}: [schedule]")
-    return MixtureSpec(path, tuple(sources), tuple(phases), schedule)
+    block_schedule = (
+        _block_schedule(top["block_schedule"], path) if "block_schedule" in top else None
+    )
+    return MixtureSpec(path, tuple(sources), tuple(phases), schedule, block_schedule)
+
+
+def _block_schedule(value: Any, path: str) -> BlockSchedule:
+    """The file's ``block_schedule``: a string to parse, or a list of phase tables."""
+    try:
+        if isinstance(value, str):
+            return BlockSchedule.parse(value)
+        if not isinstance(value, list):
+            raise ArgumentTypeError(
+                '`block_schedule` must be a string (e.g. "2048:0.9,8192") or a list of '
+                f"[[block_schedule]] tables. Got {type(value).__name__} instead."
+            )
+        phases = []
+        for index, entry in enumerate(value):
+            table = _check_keys(entry, _BLOCK_PHASE_KEYS, f"block schedule phase {index}")
+            if "block" not in table:
+                raise ArgumentError(f"block schedule phase {index} needs a `block`.")
+            phases.append(BlockPhase(table["block"], table.get("until"), table.get("batch_size")))
+        return BlockSchedule(phases)
+    except ArgumentError as exc:  # ArgumentTypeError included
+        raise type(exc)(f"{path}: {exc}") from None

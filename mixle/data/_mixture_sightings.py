@@ -19,8 +19,9 @@ from collections.abc import Iterator
 from mixle._checks import exact_int
 from mixle.data._mixing_rule import RowSchedule
 from mixle.data._mixture import MAX_ROW, Mixture
+from mixle.data._mixture_phased import MixtureBlocks, PhasedSourceRows
 from mixle.data._mixture_source import SourceRows
-from mixle.data._row_sightings import layout_spans
+from mixle.data._row_sightings import document_ranges, layout_spans, stream_spans
 from mixle.errors import ArgumentError, ArgumentTypeError
 
 __all__ = ["global_row", "mixture_spans", "source_index"]
@@ -97,6 +98,9 @@ def mixture_spans(
             "need objective='packed'."
         )
     rows = mixture.rows[source]
+    if isinstance(rows, PhasedSourceRows):
+        yield from _phased_spans(mixture, rows, source, document, epochs)
+        return
     assert isinstance(rows, SourceRows)
     per_epoch = rows.rows_per_epoch
     group, size = mixture.global_batch_size, mixture.batch_size
@@ -106,3 +110,32 @@ def mixture_spans(
             if found is not None:
                 rank, row = divmod(found % group, size)
                 yield epoch, (found // group + 1, rank, row), span.start, span.stop
+
+
+def _phased_spans(
+    mixture: Mixture, rows: PhasedSourceRows, source: int, document: int, epochs: list[int]
+) -> Iterator[tuple[int, Place, int, int]]:
+    """:func:`mixture_spans` under a block schedule: in each phase that cuts rows in a
+    source epoch, the rows from its first token at its block (the token it starts on
+    is the previous row's last target, so it is not one of these rows' targets, as the
+    stream's first token is not), then each global row placed in its phase's batches."""
+    blocks = mixture.blocks
+    assert isinstance(blocks, MixtureBlocks)
+    for epoch in epochs:
+        ranges = document_ranges(rows.base.layout(epoch), document)
+        for phase, first, token, count in rows.epoch_segments(epoch):
+            block = rows.blocks[phase]
+            for begin, length in ranges:
+                for span in stream_spans(begin - token, length, block, count):
+                    found = global_row(mixture.schedule, source, first + span.row)
+                    if found is not None:
+                        yield epoch, _phased_place(blocks, found, mixture.world_size), *span[1:]
+
+
+def _phased_place(blocks: MixtureBlocks, row: int, world_size: int) -> Place:
+    """``(step, rank, row)`` of global row ``row`` under a block schedule."""
+    phase = blocks.phase_of_row(row)
+    size = blocks.batch_sizes[phase]
+    batch, offset = divmod(row - blocks.row_starts[phase], size * world_size)
+    rank, within = divmod(offset, size)
+    return blocks.token_starts[phase] // blocks.tokens_per_batch + batch + 1, rank, within

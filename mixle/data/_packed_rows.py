@@ -20,7 +20,7 @@ from mixle._gather import fill_document_ids
 from mixle.data._documents import DocumentSource
 from mixle.data._packing import RowLayout, StreamLayout, stream_segment
 
-__all__ = ["PackedRows", "read_packed_rows"]
+__all__ = ["PackedRows", "read_packed_rows", "read_packed_tokens"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +94,32 @@ def read_packed_rows(
     TokenIdError, ArgumentTypeError, CorpusFormatError
         As :func:`~mixle.data._packing.stream_segment` (a bad or changed document).
     """
-    begin = first_row * block
+    return read_packed_tokens(
+        documents,
+        layout,
+        first_row * block,
+        count,
+        block=block,
+        pad_id=pad_id,
+        boundary_id=boundary_id,
+        document_ids=document_ids,
+    )
+
+
+def read_packed_tokens(
+    documents: DocumentSource,
+    layout: RowLayout,
+    begin: int,
+    count: int,
+    *,
+    block: int,
+    pad_id: int,
+    boundary_id: int | None,
+    document_ids: bool,
+) -> PackedRows:
+    """``count`` rows of ``block + 1`` tokens at stride ``block`` from stream token
+    ``begin`` on (any token, not only a multiple of ``block``: how a mixture source
+    continues its epoch in rows of another block), as :func:`read_packed_rows`."""
     size = count * block
     end = begin + size + 1
     stream_tokens = layout.stream_tokens

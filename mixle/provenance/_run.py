@@ -264,6 +264,12 @@ class RunSpec:
                 document_ids=packed,
                 packing=data.packing,
                 attention_boundaries=data.document_mask,
+                block_schedule=data.block_schedule_for(world_size, self.steps),
+                total_tokens=(
+                    None
+                    if self.steps is None
+                    else self.steps * world_size * batch_size * data.block
+                ),
                 **({} if data.order is None else {"order": data.order}),
             )
             source = MixtureBatches(mixture, follow_saved_order=data.order is None)

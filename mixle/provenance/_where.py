@@ -31,6 +31,7 @@ import numpy as np
 from mixle._checks import exact_int, positive_int
 from mixle.corpus import Origin
 from mixle.data._mixture import Mixture
+from mixle.data._mixture_phased import PhasedSourceRows
 from mixle.data._sightings import Sighting, closed_form, epoch_numbers, sightings
 from mixle.data._streaming import StreamingCorpus
 from mixle.data._vsl_stream import VariableLengthStream
@@ -338,8 +339,12 @@ def _epochs(spec: RunSpec, stream: Stream, source: int, epochs: int | None) -> i
         return 1
     epoch, index = spec.cursor_at(last)
     if isinstance(stream, Mixture):
-        taken = int(stream.schedule.counts_before(index + stream.global_batch_size)[source])
-        return max(taken - 1, 0) // stream.rows[source].rows_per_epoch + 1
+        end = stream.cursor_row(index + stream.step_size)
+        taken = int(stream.schedule.counts_before(end)[source])
+        rows = stream.rows[source]
+        if isinstance(rows, PhasedSourceRows):
+            return max(rows.epochs_started(taken), 1)
+        return max(taken - 1, 0) // rows.rows_per_epoch + 1
     return epoch + 1
 
 

@@ -189,10 +189,11 @@ class DataConfig:
         ``[BATCHx]BLOCK[:UNTIL],...``, e.g. ``"64:0.9,256"``: block 64 for the first
         90% of the run's tokens, then 256, with the rows per step that keep the tokens
         per global batch; every rank switches at the same step): packed objective,
-        either layout, concatenate packing, no mixture; its first block is ``block``, a
-        fraction needs ``steps``. The model is built for the largest block. With the
-        per-rank layout each rank's cursor counts tokens of its own stream (resume on
-        the same shape; no ``length_buckets``).
+        either layout, concatenate packing (a mixture's too: every source counts its own
+        tokens; the schedule may instead be the mixture file's ``block_schedule``, not
+        both); its first block is ``block``, a fraction needs ``steps``. The model is
+        built for the largest block. With the per-rank layout each rank's cursor counts
+        tokens of its own stream (resume on the same shape; no ``length_buckets``).
     boundary_id
         Token inserted between documents in the stream (``None``: none).
     vsl_buckets, vsl_curriculum
@@ -314,7 +315,6 @@ class DataConfig:
         wrong = _unmet(
             ("objective", self.objective, "packed"),
             ("packing", self.packing, "concatenate"),
-            ("mixture", self.mixture, None),
         )
         first = BlockSchedule.parse(self.block_schedule or "").first_block
         if self.block != first:

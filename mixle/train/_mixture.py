@@ -15,10 +15,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from mixle.corpus import open_corpus
-from mixle.data import Mixture, MixtureSource, SourceBudget
+from mixle.data import BlockSchedule, Mixture, MixtureSource, SourceBudget
 from mixle.data._mixture import source_order_key
 from mixle.data._mixture_file import read_mixture_file
 from mixle.data._options import OrderOptions
+from mixle.errors import ArgumentError
 from mixle.train._sources import StreamSource
 from mixle.train.metrics import plot_figure, read_metrics
 
@@ -32,16 +33,32 @@ __all__ = [
 ]
 
 
-def open_mixture(path: str, *, block: int, **options: Any) -> tuple[Mixture, int | None]:
+def open_mixture(
+    path: str,
+    *,
+    block: int,
+    block_schedule: BlockSchedule | None = None,
+    total_tokens: int | None = None,
+    **options: Any,
+) -> tuple[Mixture, int | None]:
     """The mixture described by the file at ``path``, and the sources' largest vocab size.
 
     ``options`` go to :class:`~mixle.data.Mixture` (``batch_size``, ``rank``,
     ``world_size``, ``seed``, ``boundary_id``, ``plan_store``...; ``mixle train`` passes
     ``PlanFiles(<checkpoint_dir>/plans)``, so a resumed run loads every source's epoch
-    layouts instead of planning them). Raises what the file parser, the corpora and
-    the mixture raise, before any batch.
+    layouts instead of planning them). The block schedule is ``block_schedule`` (``mixle
+    train --block-schedule``) or the file's ``block_schedule`` (its fractions then of
+    ``total_tokens``, the run's tokens), not both. Raises what the file parser, the
+    corpora and the mixture raise, before any batch.
     """
     spec = read_mixture_file(path)
+    if spec.block_schedule is not None:
+        if block_schedule is not None:
+            raise ArgumentError(
+                f"the mixture file {path} has a block_schedule and one is given too "
+                "(--block-schedule): give it once, in the file or as the option."
+            )
+        block_schedule = BlockSchedule(spec.block_schedule.phases, total_tokens=total_tokens)
     sources, vocab = [], None
     for entry in spec.sources:
         documents = open_corpus(entry.location)
@@ -50,7 +67,10 @@ def open_mixture(path: str, *, block: int, **options: Any) -> tuple[Mixture, int
             vocab = size if vocab is None else max(vocab, size)
         sources.append(MixtureSource(documents, entry.weight, entry.name, entry.max_epochs))
     options.setdefault("schedule", spec.schedule)
-    return Mixture(sources, block=block, phases=spec.phases, **options), vocab
+    mixture = Mixture(
+        sources, block=block, phases=spec.phases, block_schedule=block_schedule, **options
+    )
+    return mixture, vocab
 
 
 def budget_table(budget: list[SourceBudget], rows: int) -> str:
@@ -106,6 +126,11 @@ class MixtureBatches(StreamSource):
         self.follow_saved_order = follow_saved_order
         super().__init__(mixture)
 
+    def phase_at(self, epoch: int, index: int) -> tuple[int, int]:
+        """``(phase, block)`` of the batch at cursor ``(epoch, index)``
+        (:meth:`Mixture.phase_at`)."""
+        return self.mixture.phase_at(epoch, index)
+
     def load_state_dict(self, state: Any) -> None:
         mixture = self.mixture
         saved = state.get("stream") if isinstance(state, Mapping) else None
@@ -142,8 +167,11 @@ def plot_mixture_shares(plot: str, metrics: str | None, mixture: Mixture, step: 
             if r.get("type") == "step" and isinstance(r.get("mixture"), dict)
         ]
     else:
-        size = mixture.global_batch_size
-        points = [(s, accounting_record(mixture, s * size)) for s in range(1, step + 1)]
+        size = mixture.step_size
+        points = [
+            (s, accounting_record(mixture, mixture.cursor_row(s * size)))
+            for s in range(1, step + 1)
+        ]
     steps = [s for s, _ in points]
 
     def draw(axes: Any) -> None:

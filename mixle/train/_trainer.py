@@ -92,6 +92,14 @@ def _optimizer_state(leaf: StreamingTransformer) -> dict[str, Any] | None:
     return None if blob is None else tensors_from_blob(blob, "optimizer state")
 
 
+def _run_tokens(config: TrainConfig, world_size: int) -> int | None:
+    """The run's tokens (``steps x world_size x batch_size x block``): what a mixture
+    file's block schedule fractions are of."""
+    if config.steps is None:
+        return None
+    return config.steps * world_size * config.batch_size * config.block
+
+
 class _Trainer:
     def __init__(
         self,
@@ -119,6 +127,8 @@ class _Trainer:
                 plan_store=self._plan_store(),
                 packing=config.packing,
                 attention_boundaries=config.document_mask,
+                block_schedule=config.block_schedule_for(ctx.world_size),
+                total_tokens=_run_tokens(config, ctx.world_size),
                 **({} if config.order is None else {"order": config.order}),
             )
             self.mixture.check_budget(steps=config.steps)
@@ -163,12 +173,13 @@ class _Trainer:
                 **stream,
             )
         )
-        # With a block schedule, each step logs its phase and block.
-        self._phased = (
-            self.source
-            if config.block_schedule is not None and isinstance(self.source, PackedBatches)
-            else None
-        )
+        # With a block schedule (of the stream, or of the mixture file), each step logs
+        # its phase and block.
+        self._phased: PackedBatches | MixtureBatches | None = None
+        if config.block_schedule is not None and isinstance(self.source, PackedBatches):
+            self._phased = self.source
+        if self._scheduled_mixture and isinstance(self.source, MixtureBatches):
+            self._phased = self.source
         if config.vsl_curriculum == "bandit":
             self.length_rewards = self._vsl_rewards()
         if self.source.steps_in_epoch(0) == 0:
@@ -180,12 +191,16 @@ class _Trainer:
         self.eval_set = eval_batches(
             config.objective, held_out, limit=limit, document_mask=config.document_mask, **stream
         )
+        # The largest block of the schedule (of the stream, or of the mixture file).
+        self.model_block = (
+            config.model_block if self.mixture is None else self.mixture.largest_block
+        )
         self.leaf = StreamingTransformer.from_config(
             self.vocab,
             d_model=config.d_model,
             n_layer=config.n_layer,
             n_head=config.n_head,
-            block=config.model_block,
+            block=self.model_block,
             device=ctx.device,
             seed=config.seed,
             tie_head=config.tie_head,
@@ -237,6 +252,11 @@ class _Trainer:
         return LengthRewards(
             stream.bandit, self.ctx.all_reduce_sum_, batch_buckets=stream.bucket_tokens
         )
+
+    @property
+    def _scheduled_mixture(self) -> bool:
+        """Whether the run feeds from a mixture with a block schedule."""
+        return self.mixture is not None and self.mixture.block_schedule is not None
 
     def _plan_store(self) -> PlanFiles | None:
         """Epoch plans beside the run (``<checkpoint_dir>/plans``), so a resumed process
@@ -378,7 +398,7 @@ class _Trainer:
         if isinstance(batch, TokenBatch):
             parsed = batch
         else:
-            parsed = parse_batch(batch, self.vocab, self.config.model_block)
+            parsed = parse_batch(batch, self.vocab, self.model_block)
         if self._estimator is None:
             # One estimator for the run: it shares the leaf's module and persistent AdamW.
             self._estimator = self.leaf.estimator()
@@ -488,7 +508,7 @@ class _Trainer:
             unit = "batch"
             if self.layout == "global" and config.vsl_buckets is None:
                 unit = "row" if self.config.objective == "packed" else "window"
-            if self.config.block_schedule is not None:
+            if self.config.block_schedule is not None or self._scheduled_mixture:
                 unit = "token"
             epoch, index = self.source.cursor
             self.log(
@@ -525,7 +545,7 @@ class _Trainer:
             stage = functools.partial(
                 stage_batch,
                 vocab=self.vocab,
-                block=config.model_block,
+                block=self.model_block,
                 pin=pin_for(ctx.device),
             )
             self.source = PrefetchedBatches(self.source, config.prefetch, prepare=stage)
@@ -556,7 +576,9 @@ class _Trainer:
                 if config.vsl_buckets is not None:
                     extra["sequence_length"] = int(batch.context.shape[1])
                 if self.mixture is not None:
-                    extra["mixture"] = accounting_record(self.mixture, self.source.cursor[1])
+                    extra["mixture"] = accounting_record(
+                        self.mixture, self.mixture.cursor_row(self.source.cursor[1])
+                    )
                 phase = ""
                 if self._phased is not None:
                     extra["phase"], extra["block"] = self._phased.phase_at(epoch, index)
@@ -641,7 +663,7 @@ class _Trainer:
             mixture=(
                 None
                 if self.mixture is None
-                else accounting_record(self.mixture, self.source.cursor[1])
+                else accounting_record(self.mixture, self.mixture.cursor_row(self.source.cursor[1]))
             ),
         )
         self.metrics.write({"type": "end", "step": self.step, "summary": summary.to_dict()})

@@ -67,6 +67,16 @@ STREAMS: dict[str, Callable[[], ResumableStream]] = {
         batch_size=4,
         objective="windows",
     ),
+    # 2 ranks x 4 rows x 4 tokens, then 1 row of 16 a rank from token 96 (step 4).
+    "mixture block_schedule": lambda: Mixture(
+        [MixtureSource(DOCS[:10], 1.0, "a"), MixtureSource(DOCS[10:], 2.0, "b")],
+        block=4,
+        batch_size=4,
+        rank=1,
+        world_size=2,
+        document_ids=True,
+        block_schedule=BlockSchedule.parse("4:96,16"),
+    ),
 }
 STEPS = 60  # crosses epoch ends of the finite streams
 
@@ -113,7 +123,9 @@ def test_a_state_saved_at_any_step_resumes_the_rest_bitwise(name: str) -> None:
         assert all(_same(a, b) for a, b in zip(rest, batches[at:], strict=True))
 
 
-@pytest.mark.parametrize("name", ["corpus global", "mixture", "token stream"])
+@pytest.mark.parametrize(
+    "name", ["corpus global", "mixture", "mixture block_schedule", "token stream"]
+)
 def test_the_torch_adapter_wraps_any_stream_for_any_worker_count(name: str) -> None:
     expected = [b.as_tuple() for b in itertools.islice(STREAMS[name]().batches(), 9)]
     for workers in (0, 2):

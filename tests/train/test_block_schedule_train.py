@@ -90,7 +90,6 @@ def test_resume_with_another_schedule_is_refused_by_field(
         ({"packing": "best_fit"}, r"packing='best_fit' \(needs 'concatenate'\)"),
         ({"block": 32}, r"block=32 \(needs the schedule's first block, 16\)"),
         ({"steps": None}, "fractions of the run's tokens: give --steps"),
-        ({"mixture": "mix.toml"}, r"mixture='mix.toml' \(needs None\)"),
         ({"block_schedule": "16:0.5,0"}, "phase 1 `block` must be a positive integer"),
         ({"block_schedule": "16:0.5,32:0.4,64"}, "phase 1 `until` 0.4 is not after"),
     ],
