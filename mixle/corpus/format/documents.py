@@ -27,6 +27,7 @@ from mixle._checks import exact_int, positive_int
 from mixle._file_checks import read_regular_files
 from mixle._gather import gather_pieces
 from mixle.corpus.format.block_offsets import BLOCK_OFFSETS_NAME, BlockOffsets, read_block_offsets
+from mixle.corpus.format.document_offsets import DocumentOffsets, open_document_offsets
 from mixle.corpus.format.descriptors import exhaustion_error, is_descriptor_exhaustion, shard_budget
 from mixle.corpus.format.manifest import Manifest, ShardEntry, parse_manifest
 from mixle.corpus.format.origins import Origin, OriginsTable, read_origins
@@ -302,6 +303,10 @@ class ShardedDocuments(Sequence[np.ndarray]):
         # The block-offsets sidecar, read on the first token_offsets call that it answers.
         self._block_offsets: BlockOffsets | None = None
         self._block_offsets_read = False
+        # The document-offsets sidecar: opened on the first token_offsets call; dropped
+        # (the offsets files answer) when missing or damaged.
+        self._document_offsets: DocumentOffsets | None = None
+        self._document_offsets_read = False
 
     # -- the hot path -------------------------------------------------------------
     def __len__(self) -> int:
@@ -509,7 +514,15 @@ class ShardedDocuments(Sequence[np.ndarray]):
     def lengths(self) -> np.ndarray:
         """Int64 length of every document (read-only). Computed once from the offsets files."""
         if self._lengths is None:
-            lengths = self._all_lengths()
+            lengths = None
+            sidecar = self._document_offsets_sidecar()
+            if sidecar is not None:
+                try:
+                    lengths = np.diff(sidecar.at(np.arange(self._n + 1, dtype=np.int64)))
+                except (CorpusFormatError, OSError):
+                    self._document_offsets = None  # damaged: the offsets files answer
+            if lengths is None:
+                lengths = self._all_lengths()
             lengths.flags.writeable = False
             self._lengths = lengths
         return self._lengths
@@ -570,7 +583,11 @@ class ShardedDocuments(Sequence[np.ndarray]):
         many small shards of a local store are read in one lean pass. When every index
         is a multiple of the corpus's block-offsets sidecar stride (or ``len(docs)``),
         the answer comes from that sidecar (``docs/format.md`` section 16; read and
-        checked on first use) and no offsets file is touched.
+        checked on first use) and no offsets file is touched. Otherwise a corpus with
+        the document-offsets sidecar (section 17; written for many small shards) answers
+        from it: a slice of one mapping (a range request per 4096 documents for a store
+        that fetches), each chunk of 4096 values checked against its digest on first
+        read; a sidecar missing or damaged is dropped and the offsets files answer.
 
         Raises
         ------
@@ -589,6 +606,17 @@ class ShardedDocuments(Sequence[np.ndarray]):
         sidecar = self._block_offsets_sidecar()
         if sidecar is not None and sidecar.answers(array):
             return sidecar.at(array)
+        documents = self._document_offsets_sidecar()
+        if documents is not None:
+            try:
+                return documents.at(array)
+            except (CorpusFormatError, OSError):
+                self._document_offsets = None  # damaged: the offsets files answer from now on
+        return self._offsets_from_shards(array)
+
+    def _offsets_from_shards(self, array: np.ndarray) -> np.ndarray:
+        """:meth:`token_offsets` of checked int64 ``array`` from the shards' offsets files
+        (and the manifest's cumulative counts), never from a sidecar."""
         if array.size and bool((array[1:] >= array[:-1]).all()):
             ascending = self._ascending_offsets(array)
             if ascending is not None:
@@ -679,6 +707,23 @@ class ShardedDocuments(Sequence[np.ndarray]):
                     )
             self._block_offsets, self._block_offsets_read = sidecar, True
         return self._block_offsets
+
+    def _document_offsets_sidecar(self) -> DocumentOffsets | None:
+        """The corpus's document-offsets sidecar, its header and digests checked on
+        first use; ``None`` when there is none or it is missing or damaged (the offsets
+        files answer then; ``mixle verify`` reports the damage)."""
+        if not self._document_offsets_read:
+            self._document_offsets_read = True
+            try:
+                self._document_offsets = open_document_offsets(
+                    self._store,
+                    self._manifest.metadata,
+                    self._starts_array,
+                    self._token_starts_array,
+                )
+            except (CorpusFormatError, OSError):
+                self._document_offsets = None
+        return self._document_offsets
 
     def _shard_offsets(self, number: int, local: np.ndarray) -> np.ndarray:
         """Offsets ``local`` of shard ``number`` (see :meth:`token_offsets`)."""
