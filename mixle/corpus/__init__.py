@@ -91,8 +91,8 @@ if TYPE_CHECKING:
     from mixle.corpus.ingestion.units import run_unit
     from mixle.corpus.storage.block_offsets_index import add_block_offsets
     from mixle.corpus.storage.cache import ShardCache
-    from mixle.corpus.storage.document_offsets_index import add_document_offsets
     from mixle.corpus.storage.cached_documents import CachedDocuments
+    from mixle.corpus.storage.document_offsets_index import add_document_offsets
     from mixle.corpus.storage.inspect import describe_corpus, plot_lengths
     from mixle.corpus.storage.open import open_corpus, register_backend, verify_corpus
     from mixle.corpus.storage.plan_cache import PlanFiles

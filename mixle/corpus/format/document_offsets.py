@@ -17,9 +17,13 @@ damage).
 
 Layout (little-endian): ``MAGIC`` (8 bytes), ``u32`` version (1), ``u32`` flags (0),
 ``u64`` documents ``N``, ``u64`` tokens, ``u64`` chunk ``C`` (a power of two), ``u64``
-chunks ``K = max(1, ceil(N / C))``; then ``N + 1`` int64 values; then ``K`` SHA-256
-digests, digest ``k`` over values ``k C .. min((k + 1) C, N)`` (inclusive: a chunk's last
-value is the next chunk's first, so checked chunks never decrease across their seam).
+chunks ``K = max(1, ceil(N / C))``; then ``N + 1`` int64 values; then ``K + 1`` int64
+boundaries (``value[min(k C, N)]``, ``k = 0 .. K``); then ``K`` SHA-256 digests, digest
+``k`` over values ``k C .. min((k + 1) C, N)`` (inclusive: a chunk's last value is the
+next chunk's first, so checked chunks never decrease across their seam). The header,
+boundaries and digests (the *head*, O(N / C)) are sealed by the manifest entry's
+SHA-256 and checked on open; so the offsets at multiples of ``C`` (a ``"blocks"``
+plan's block totals) are answered from the head without reading a chunk.
 """
 
 from __future__ import annotations
@@ -85,7 +89,13 @@ def _chunks(num_documents: int, chunk: int) -> int:
 
 
 def _size(num_documents: int, chunk: int) -> int:
-    return _HEADER.size + 8 * (num_documents + 1) + _DIGEST * _chunks(num_documents, chunk)
+    chunks = _chunks(num_documents, chunk)
+    return _HEADER.size + 8 * (num_documents + 1) + 8 * (chunks + 1) + _DIGEST * chunks
+
+
+def _sha256(values: np.ndarray) -> bytes:
+    """The SHA-256 of a contiguous array's bytes (no copy)."""
+    return hashlib.sha256(np.ascontiguousarray(values).data).digest()
 
 
 def wants_document_offsets(num_shards: int, num_documents: int) -> bool:
@@ -157,6 +167,7 @@ def write_document_offsets(
     if chunk < 1 or chunk & (chunk - 1):
         raise ValueError(f"`chunk` must be a power of two. Got {chunk} instead.")
     digests: list[bytes] = []
+    firsts: list[np.ndarray] = []  # each chunk's first value: the boundaries
     pending = np.empty(0, dtype="<i8")
     written = 0
     with atomic_write(os.fspath(path), "wb") as handle:
@@ -166,7 +177,8 @@ def write_document_offsets(
             # A chunk is hashed once the value after it (its inclusive end) is known.
             full = (pending.shape[0] - 2) // chunk if pending.shape[0] > chunk + 1 else 0
             for k in range(full):
-                digests.append(hashlib.sha256(pending[k * chunk : (k + 1) * chunk + 1]).digest())
+                digests.append(_sha256(pending[k * chunk : (k + 1) * chunk + 1]))
+            firsts.append(pending[: full * chunk : chunk].copy())
             handle.write(pending[: full * chunk].tobytes())
             written += full * chunk
             pending = pending[full * chunk :]
@@ -175,9 +187,10 @@ def write_document_offsets(
                 f"{os.fspath(path)}: {written + pending.shape[0]} offsets for {num_documents} "
                 "documents."
             )
-        digests.append(hashlib.sha256(pending).digest())
+        digests.append(_sha256(pending))
         handle.write(pending.tobytes())
-        table = b"".join(digests)
+        boundaries = np.concatenate([*firsts, pending[[0, -1]]]).astype("<i8")
+        table = boundaries.tobytes() + b"".join(digests)
         handle.write(table)
         tokens = int(pending[-1])
         header = _HEADER.pack(
@@ -270,7 +283,7 @@ class DocumentOffsets:
                 f"documents in chunks of {chunk} take {size} (from another corpus)."
             )
         self._store, self._starts, self._token_starts = store, document_starts, token_starts
-        self._table_at = _HEADER.size + 8 * (num_documents + 1)
+        self._table_at = _HEADER.size + 8 * (num_documents + 1)  # boundaries, then digests
         self._values: np.ndarray | None = None  # the mapped values (local files)
         self._fetched: dict[int, np.ndarray] = {}  # checked chunks (stores that fetch)
         directory = store.local_directory
@@ -292,8 +305,7 @@ class DocumentOffsets:
             raise CorpusFormatError(f"{self.where}: this store reads no byte ranges.")
         if hashlib.sha256(head).hexdigest() != reference["sha256"]:
             raise CorpusFormatError(
-                f"{self.where}: its header and digests are not the manifest's (replaced or "
-                "forged)."
+                f"{self.where}: its header and digests are not the manifest's (replaced or forged)."
             )
         magic, version, _, documents, tokens, stored_chunk, chunks = _HEADER.unpack_from(head)
         if (magic, version, documents, tokens, stored_chunk, chunks) != (
@@ -309,32 +321,75 @@ class DocumentOffsets:
                 f"{tokens} tokens, {chunks} chunks of {stored_chunk}; the corpus has "
                 f"{num_documents} documents and {self.num_tokens} tokens."
             )
-        self._digests = head[_HEADER.size :]
+        boundaries = np.frombuffer(head, dtype="<i8", count=count + 1, offset=_HEADER.size)
+        aligned = document_starts[document_starts % chunk == 0]
+        if (
+            int(boundaries[0]) != 0
+            or int(boundaries[-1]) != self.num_tokens
+            or bool((boundaries[1:] < boundaries[:-1]).any())
+            or not np.array_equal(
+                boundaries[aligned >> self._shift],
+                token_starts[document_starts % chunk == 0],
+            )
+        ):
+            raise CorpusFormatError(
+                f"{self.where}: its boundaries do not run from 0 to {self.num_tokens} without "
+                "decreasing, or disagree with the manifest's shard token counts."
+            )
+        self._boundaries = boundaries
+        self._digests = head[_HEADER.size + 8 * (count + 1) :]
         self._checked = np.zeros(count, dtype=np.bool_)
 
     def at(self, indices: np.ndarray) -> np.ndarray:
         """The offsets before ``indices`` (int64, each in ``[0, N]``), a new array.
+
+        Indices that are multiples of ``C`` (or ``N``) are answered from the checked
+        head; the chunks holding the others are checked on their first read.
 
         Raises
         ------
         CorpusFormatError
             A chunk read fails its digest or its structure (names the file and chunk).
         """
-        chunks = np.minimum(indices >> self._shift, self.num_chunks - 1)
-        touched = distinct(chunks)
+        shift, last = self._shift, self.num_documents
+        positions = indices >> shift
+        inner = (indices & (self.chunk - 1)) != 0
+        inner &= indices != last
+        outer = None if inner.all() else ~inner
+        if outer is not None:
+            heads = positions[outer]
+            heads[indices[outer] == last] = self.num_chunks  # the count's own boundary
+            if not inner.any():
+                return self._boundaries[heads]
+        wanted = positions[inner] if outer is not None else positions
+        touched = distinct(wanted)
         todo = touched[~self._checked[touched]]
         if self._values is not None:
             for k in todo.tolist():
                 self._check(k, self._chunk_values(k))
-            return self._values[indices]
+            result = self._values[indices]
+        else:
+            result = np.empty(indices.shape[0], dtype=np.int64)
+            result[inner] = self._fetched_values(touched, todo, wanted, indices[inner])
+        if outer is not None:
+            result[outer] = self._boundaries[heads]
+        return result
+
+    def _fetched_values(
+        self, touched: np.ndarray, todo: np.ndarray, chunks: np.ndarray, indices: np.ndarray
+    ) -> np.ndarray:
+        """The values at ``indices`` (in chunks ``chunks``; ``touched`` their distinct
+        chunks, ``todo`` those not checked yet) from a store that fetches: each chunk
+        one range request, kept (at most ``_MAX_FETCHED_CHUNKS``) once checked."""
+        del todo  # a chunk checked before may have been dropped since: fetch what is missing
         fetched = self._fetched
-        if len(fetched) + todo.shape[0] > _MAX_FETCHED_CHUNKS:
+        missing = [k for k in touched.tolist() if k not in fetched]
+        if len(fetched) + len(missing) > _MAX_FETCHED_CHUNKS:
             fetched.clear()
-            todo = touched
-        for k in todo.tolist():
+            missing = touched.tolist()
+        for k in missing:
             fetched[k] = self._check(k, self._fetch(k))
-        width = self.chunk + 1
-        table = np.zeros((touched.shape[0], width), dtype=np.int64)
+        table = np.zeros((touched.shape[0], self.chunk + 1), dtype=np.int64)
         for row, k in enumerate(touched.tolist()):
             values = fetched[k]
             table[row, : values.shape[0]] = values
@@ -359,7 +414,7 @@ class DocumentOffsets:
         token count at every shard start they hold); mark it checked."""
         first = k << self._shift
         expected = self._digests[_DIGEST * k : _DIGEST * (k + 1)]
-        if hashlib.sha256(values).digest() != expected:
+        if _sha256(values) != expected:
             raise CorpusFormatError(
                 f"{self.where}: chunk {k} (documents {first}..{first + values.shape[0] - 1}) "
                 "is not the one its digest names (damaged or replaced)."
@@ -371,8 +426,8 @@ class DocumentOffsets:
             bool((values[1:] < values[:-1]).any())
             or int(values[0]) < 0
             or int(values[-1]) > self.num_tokens
-            or (k == 0 and int(values[0]) != 0)
-            or (k == self.num_chunks - 1 and int(values[-1]) != self.num_tokens)
+            or int(values[0]) != int(self._boundaries[k])
+            or int(values[-1]) != int(self._boundaries[k + 1])
             or not np.array_equal(values[starts - first], self._token_starts[low:high])
         ):
             raise CorpusFormatError(

@@ -159,8 +159,7 @@ class CorpusWriter:
         self.path = os.fspath(path)
         if document_offsets is not None and not isinstance(document_offsets, bool):
             raise ArgumentError(
-                f"`document_offsets` must be True, False or None. Got {document_offsets!r} "
-                "instead."
+                f"`document_offsets` must be True, False or None. Got {document_offsets!r} instead."
             )
         self._document_offsets = document_offsets
         if block_offsets is not None and not isinstance(block_offsets, bool):
