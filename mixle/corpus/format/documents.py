@@ -685,9 +685,15 @@ class ShardedDocuments(Sequence[np.ndarray]):
         runs of 4,096, in a few passes); ``None`` when more shards would be read."""
         starts = self._starts_array
         cuts = np.searchsorted(array, starts)  # shard k's indices: array[cuts[k]:cuts[k + 1]]
+        touched = np.flatnonzero(cuts[1:] > cuts[:-1])
+        # A shard needs its file unless only its start is asked for (its last index is it).
+        if int(np.count_nonzero(array[cuts[touched + 1] - 1] != starts[touched])) > (
+            _BULK_OFFSETS_SHARDS
+        ):
+            return None  # decided before any per-shard work (10^4 shards of a window)
         result = np.empty(array.shape[0], dtype=np.int64)
         pieces = []
-        for number in np.flatnonzero(cuts[1:] > cuts[:-1]).tolist():
+        for number in touched.tolist():
             first, stop = int(cuts[number]), int(cuts[number + 1])
             local = array[first:stop] - int(starts[number])
             if int(local[-1]) == 0:  # only the shard's start: its cumulative count
@@ -773,8 +779,10 @@ class ShardedDocuments(Sequence[np.ndarray]):
         entries, directory = self._entries, self._store.local_directory
         if directory is None:
             return None
-        if isinstance(entries, ShardTable) and numbers.shape[0] == len(entries):
-            names = entries.offsets_names()
+        if isinstance(entries, ShardTable):
+            names = entries.offsets_names(
+                None if numbers.shape[0] == len(entries) else numbers.tolist()
+            )
         else:
             names = [entries[number].offsets for number in numbers.tolist()]
         documents = np.diff(self._starts_array)[numbers]
