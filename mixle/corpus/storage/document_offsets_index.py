@@ -14,7 +14,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from mixle._checks import positive_int
 from mixle.corpus.format.document_offsets import (
+    DOCUMENT_OFFSETS_CHUNK,
     DOCUMENT_OFFSETS_KEY,
     DOCUMENT_OFFSETS_NAME,
     offsets_pieces,
@@ -27,10 +29,13 @@ from mixle.errors import ArgumentError
 __all__ = ["add_document_offsets"]
 
 
-def add_document_offsets(path: str | os.PathLike[str]) -> dict[str, Any]:
+def add_document_offsets(
+    path: str | os.PathLike[str], *, chunk: int = DOCUMENT_OFFSETS_CHUNK
+) -> dict[str, Any]:
     """Write the document-offsets sidecar of the local corpus at ``path`` (every
-    document's cumulative token offset, 8 bytes a document) and republish its manifest
-    naming it; return the manifest's new ``metadata["document_offsets"]`` entry.
+    document's cumulative token offset, 8 bytes a document, checked in chunks of
+    ``chunk`` values) and republish its manifest naming it; return the manifest's new
+    ``metadata["document_offsets"]`` entry.
     Replaces a sidecar already there (its values are read from the offsets files, never
     from the old sidecar).
 
@@ -40,10 +45,13 @@ def add_document_offsets(path: str | os.PathLike[str]) -> dict[str, Any]:
     Raises
     ------
     ArgumentError
-        ``path`` is not a local directory.
+        ``chunk`` is not a power of two, or ``path`` is not a local directory.
     CorpusError
         The corpus does not open, or an offsets file is damaged (names it).
     """
+    chunk = positive_int("chunk", chunk)
+    if chunk & (chunk - 1):
+        raise ArgumentError(f"`chunk` must be a power of two. Got {chunk} instead.")
     documents = open_corpus(path)
     directory = documents.store.local_directory
     if directory is None:
@@ -53,6 +61,7 @@ def add_document_offsets(path: str | os.PathLike[str]) -> dict[str, Any]:
         os.path.join(directory, DOCUMENT_OFFSETS_NAME),
         offsets_pieces(documents._offsets_from_shards, len(documents)),
         len(documents),
+        chunk=chunk,
     )
     updated = Manifest.build(
         manifest.shards,
