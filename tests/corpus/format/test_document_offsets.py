@@ -109,7 +109,7 @@ def test_the_writer_adds_it_to_corpora_of_many_small_shards(tmp_path: Path) -> N
     assert open_corpus(tmp_path / "off").fingerprint == documents.fingerprint  # not identity
     with pytest.raises(ArgumentError, match="`document_offsets` must be True, False or None"):
         CorpusWriter(tmp_path / "bad", document_offsets="yes")  # type: ignore[arg-type]
-    with pytest.raises(ArgumentError, match="`chunk` must be a power of two. Got 3"):
+    with pytest.raises(ArgumentError, match=r"`chunk` must be a power of two\. Got 3"):
         add_document_offsets(path, chunk=3)
 
 
