@@ -17,6 +17,7 @@ from mixle.corpus import (
     CorpusWriter,
     add_document_offsets,
     convert_corpus,
+    merge_corpora,
     open_corpus,
     verify_corpus,
 )
@@ -235,3 +236,17 @@ def test_range_reads_fetch_chunks_of_the_sidecar_not_offsets_files(tmp_path: Pat
         )
         assert offsets_gets == 0
         assert documents._document_offsets is not None
+
+
+def test_a_merge_of_many_small_shards_gets_the_sidecar(tmp_path: Path) -> None:
+    lengths = np.random.default_rng(6).integers(1, 4, 1100)
+    _write(tmp_path / "a", lengths, shard_max_bytes=8, document_offsets=False)
+    _write(tmp_path / "b", lengths[::-1].copy(), shard_max_bytes=8, document_offsets=False)
+    merge_corpora([tmp_path / "a", tmp_path / "b"], tmp_path / "m")
+    merged = open_corpus(tmp_path / "m")
+    assert merged.num_shards >= DOCUMENT_OFFSETS_MIN_SHARDS
+    assert DOCUMENT_OFFSETS_KEY in merged.parsed_manifest.metadata
+    table = _cumulative(np.concatenate([lengths, lengths[::-1]]))
+    assert np.array_equal(merged.token_offsets(np.arange(len(table))), table)
+    assert merged._document_offsets is not None
+    assert verify_corpus(tmp_path / "m", raise_errors=False).ok
