@@ -380,15 +380,15 @@ class DocumentOffsets:
     ) -> np.ndarray:
         """The values at ``indices`` (in chunks ``chunks``; ``touched`` their distinct
         chunks, ``todo`` those not checked yet) from a store that fetches: each chunk
-        one range request, kept (at most ``_MAX_FETCHED_CHUNKS``) once checked."""
+        one range (fetched together), kept (at most ``_MAX_FETCHED_CHUNKS``) once checked."""
         del todo  # a chunk checked before may have been dropped since: fetch what is missing
         fetched = self._fetched
         missing = [k for k in touched.tolist() if k not in fetched]
         if len(fetched) + len(missing) > _MAX_FETCHED_CHUNKS:
             fetched.clear()
             missing = touched.tolist()
-        for k in missing:
-            fetched[k] = self._check(k, self._fetch(k))
+        for k, values in zip(missing, self._fetch(missing), strict=True):
+            fetched[k] = self._check(k, values)
         table = np.zeros((touched.shape[0], self.chunk + 1), dtype=np.int64)
         for row, k in enumerate(touched.tolist()):
             values = fetched[k]
@@ -400,13 +400,16 @@ class DocumentOffsets:
         assert self._values is not None
         return self._values[k << self._shift : min((k + 1) << self._shift, self.num_documents) + 1]
 
-    def _fetch(self, k: int) -> np.ndarray:
-        first = k << self._shift
-        last = min(first + self.chunk, self.num_documents)
-        data = self._store.read_range(
-            DOCUMENT_OFFSETS_NAME, _HEADER.size + 8 * first, _HEADER.size + 8 * (last + 1)
-        )
-        return np.frombuffer(data, dtype="<i8")
+    def _fetch(self, chunks: list[int]) -> list[np.ndarray]:
+        """The values of ``chunks``, one range each, in one ``read_ranges`` call (a
+        backend may fetch them concurrently)."""
+        firsts = [k << self._shift for k in chunks]
+        starts = [_HEADER.size + 8 * first for first in firsts]
+        ends = [
+            _HEADER.size + 8 * (min(first + self.chunk, self.num_documents) + 1) for first in firsts
+        ]
+        datas = self._store.read_ranges([DOCUMENT_OFFSETS_NAME] * len(chunks), starts, ends)
+        return [np.frombuffer(data, dtype="<i8") for data in datas]
 
     def _check(self, k: int, values: np.ndarray) -> np.ndarray:
         """Check chunk ``k``'s values (digest, never decreasing, inside ``[0, tokens]``,
