@@ -116,16 +116,28 @@ def offsets_pieces(
 
 
 def shard_file_pieces(
-    directory: str, shards: Sequence[ShardEntry], group: int = 1024
+    directory: str | Sequence[str], shards: Sequence[ShardEntry], group: int = 1024
 ) -> Iterator[np.ndarray]:
     """Every cumulative offset ``0 .. N`` of the shards ``shards`` in local ``directory``
-    (a writer's own files), read ``group`` offsets files at a time in one lean pass each,
-    each file checked to run from 0 to its entry's token count without decreasing."""
+    (one for all, or one per shard: an ingest's unit directories), a writer's own files,
+    read up to ``group`` offsets files at a time in one lean pass each, each file
+    checked to run from 0 to its entry's token count without decreasing."""
+    directories = [directory] * len(shards) if isinstance(directory, str) else list(directory)
+    runs = []  # (directory, first, stop): consecutive shards of one directory, <= group
+    first = 0
+    while first < len(shards):
+        stop = first + 1
+        while (
+            stop < len(shards) and stop - first < group and directories[stop] == directories[first]
+        ):
+            stop += 1
+        runs.append((directories[first], first, stop))
+        first = stop
     base = 0
-    for first in range(0, len(shards), group):
-        entries = shards[first : first + group]
+    for run_directory, first, stop in runs:
+        entries = shards[first:stop]
         datas = read_regular_files(
-            directory,
+            run_directory,
             [entry.offsets for entry in entries],
             [entry.offsets_bytes for entry in entries],
             CorpusFormatError,
@@ -142,7 +154,7 @@ def shard_file_pieces(
         if (flat[ends - sizes] != 0).any() or (flat[ends - 1] != totals).any() or (steps < 0).any():
             for entry, data in zip(entries, datas, strict=True):  # names the bad file
                 offsets = np.frombuffer(data, "<i8", offset=HEADER_SIZE)
-                check_offsets(offsets, entry.num_tokens, f"{directory}/{entry.offsets}")
+                check_offsets(offsets, entry.num_tokens, f"{run_directory}/{entry.offsets}")
         # Each shard's documents start at the tokens of the shards before it.
         bases = base + np.cumsum(totals) - totals
         keep = np.ones(flat.shape[0], dtype=np.bool_)

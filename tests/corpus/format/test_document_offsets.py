@@ -17,6 +17,7 @@ from mixle.corpus import (
     CorpusWriter,
     add_document_offsets,
     convert_corpus,
+    ingest,
     merge_corpora,
     open_corpus,
     verify_corpus,
@@ -31,6 +32,7 @@ from mixle.corpus.format.manifest import Manifest, write_manifest
 from mixle.data import StreamingCorpus
 from mixle.errors import ArgumentError
 from tests.corpus._servers import CorpusHTTPServer
+from tests.corpus.ingest_helpers import write_jsonl
 
 _HEADER = 48
 
@@ -250,3 +252,16 @@ def test_a_merge_of_many_small_shards_gets_the_sidecar(tmp_path: Path) -> None:
     assert np.array_equal(merged.token_offsets(np.arange(len(table))), table)
     assert merged._document_offsets is not None
     assert verify_corpus(tmp_path / "m", raise_errors=False).ok
+
+
+def test_an_ingest_of_many_small_shards_publishes_the_sidecar(tmp_path: Path) -> None:
+    documents = [np.arange(n % 3 + 1, dtype=np.int64) for n in range(2100)]
+    write_jsonl(tmp_path / "in.jsonl", documents)
+    ingest(tmp_path / "in.jsonl", tmp_path / "out", unit_size=8192, shard_size=8)
+    corpus = open_corpus(tmp_path / "out")
+    assert corpus.num_shards >= DOCUMENT_OFFSETS_MIN_SHARDS
+    assert (tmp_path / "out" / DOCUMENT_OFFSETS_NAME).exists()
+    table = _cumulative(np.array([len(document) for document in documents]))
+    assert np.array_equal(corpus.token_offsets(np.arange(len(table))), table)
+    assert corpus._document_offsets is not None
+    assert verify_corpus(tmp_path / "out", raise_errors=False).ok
