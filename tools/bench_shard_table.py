@@ -108,7 +108,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--work", default="/dev/shm/mixle-bench-shard-table")
     parser.add_argument(
-        "--forms", default=",".join(FORMS), help="manifests to measure: some of list, table, sidecar"
+        "--forms",
+        default=",".join(FORMS),
+        help="manifests to measure: some of list, table, sidecar",
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
