@@ -1186,7 +1186,10 @@ class ShardedDocuments(Sequence[np.ndarray]):
         Shards not open yet are fetched in the background when the loader can
         (``supports_background_fetch``: a remote cache starts downloading them, in order
         of first use, pinned until read) and otherwise mapped (at most
-        ``max_open_shards``); documents of open shards get ``madvise(WILLNEED)`` on their
+        ``max_open_shards``), except that a local shard whose tokens file is at most 256
+        KiB gets ``posix_fadvise(WILLNEED)`` on the whole file instead (mapping it costs
+        more than it saves, and takes a slot the batch being read may need); documents
+        of open shards get ``madvise(WILLNEED)`` on their
         byte ranges, so the kernel reads them in the background. Invalid indices are
         ignored, since a hint must never fail a training step; a no-op for a loader
         without hints (range reads keep nothing locally).
