@@ -3,13 +3,15 @@
 Issue #25 item 6: 10^13 uint16 tokens in 256 MiB shards are ~75,000 shards, and
 every rank and every DataLoader worker opens the corpus. This writes ``--shards``
 small shards (``--docs`` documents of ``--tokens`` tokens each) once on tmpfs, and
-publishes the same shard files twice (hard links): ``list``, a version-1
-``manifest.json`` listing every shard, and ``table``, a version-2 manifest beside its
-binary shard table (``docs/format.md`` section 14). Each measurement runs in a fresh
+publishes the same shard files three times (hard links): ``list``, a version-1
+``manifest.json`` listing every shard, ``table``, a version-2 manifest beside its
+binary shard table (``docs/format.md`` section 14), and ``sidecar``, the table plus
+the document-offsets sidecar (section 17: what ``CorpusWriter`` writes for such a
+corpus by default). Each measurement runs in a fresh
 process (``--child``): the wall time of ``open_corpus``, its private memory
 (``RssAnon`` growth; file-backed pages of the mapped table do not count), and the
 time to the first batch of ``StreamingCorpus(..., layout="global")`` after it.
-Rounds alternate the order of the two forms; medians are printed. The corpus is
+Rounds alternate the order of the forms; medians are printed. The corpus is
 deleted at the end.
 
 Usage::
@@ -31,7 +33,7 @@ from pathlib import Path
 
 from tools._memory import rss_anon_mb
 
-FORMS = ("list", "table")
+FORMS = ("list", "table", "sidecar")
 
 
 def _child(path: str, block: int, batch_size: int) -> None:
@@ -68,10 +70,11 @@ def _child(path: str, block: int, batch_size: int) -> None:
 
 
 def _build(work: Path, shards: int, docs: int, tokens: int) -> None:
-    """Write the shards once (``list``) and publish them again with a table (``table``)."""
+    """Write the shards once (``list``) and publish them again with a table (``table``),
+    and with a table and the document-offsets sidecar (``sidecar``)."""
     import numpy as np
 
-    from mixle.corpus import CorpusWriter, open_corpus
+    from mixle.corpus import CorpusWriter, add_document_offsets, open_corpus
     from mixle.corpus.format.manifest import write_manifest
 
     lengths = np.full(shards * docs, tokens, dtype=np.int64)
@@ -82,14 +85,17 @@ def _build(work: Path, shards: int, docs: int, tokens: int) -> None:
         shard_max_bytes=docs * tokens * 2,
         durable=False,
         shard_table=False,
+        document_offsets=False,
     ) as writer:
         writer.add_flat(ids, lengths)
     parsed = open_corpus(work / "list").parsed_manifest
-    (work / "table").mkdir()
-    for entry in parsed.shards:
-        for name in entry.files:
-            os.link(work / "list" / name, work / "table" / name)
-    write_manifest(work / "table", parsed.with_shard_table(True))
+    for form in ("table", "sidecar"):
+        (work / form).mkdir()
+        for entry in parsed.shards:
+            for name in entry.files:
+                os.link(work / "list" / name, work / form / name)
+        write_manifest(work / form, parsed.with_shard_table(True))
+    add_document_offsets(work / "sidecar")
 
 
 def main() -> int:
@@ -102,7 +108,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--work", default="/dev/shm/mixle-bench-shard-table")
     parser.add_argument(
-        "--forms", default=",".join(FORMS), help="manifests to measure: list, table or both"
+        "--forms",
+        default=",".join(FORMS),
+        help="manifests to measure: some of list, table, sidecar",
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -121,9 +129,12 @@ def main() -> int:
         _build(work, args.shards, args.docs, args.tokens)
         built = time.perf_counter() - start
         sizes = {
-            "list": (work / "list" / "manifest.json").stat().st_size,
-            "table": (work / "table" / "manifest.json").stat().st_size
-            + (work / "table" / "shards.table").stat().st_size,
+            form: sum(
+                (work / form / name).stat().st_size
+                for name in ("manifest.json", "shards.table", "document_offsets.bin")
+                if (work / form / name).exists()
+            )
+            for form in FORMS
         }
         for round_ in range(args.rounds):
             for form in forms if round_ % 2 == 0 else tuple(reversed(forms)):

@@ -14,6 +14,10 @@ verify_corpus, VerifyReport, ShardReport
 add_block_offsets, BLOCK_OFFSETS_NAME
     Give a corpus the block-offsets sidecar ``block_offsets.bin`` (``docs/format.md``,
     "Block-offsets sidecar"; ``CorpusWriter`` writes it from 2^24 documents on).
+add_document_offsets, DOCUMENT_OFFSETS_NAME
+    Give a corpus the document-offsets sidecar ``document_offsets.bin`` (every
+    document's token offset in one file, checked chunk by chunk: ``docs/format.md``,
+    "Document-offsets sidecar"; ``CorpusWriter`` writes it for many small shards).
 Origin, ORIGINS_NAME
     Where a document was read (``ShardedDocuments.origin(i)``), from the optional
     origins sidecar ``origins.bin`` (``docs/format.md`` section 15).
@@ -61,6 +65,7 @@ if TYPE_CHECKING:
         export_corpus,
     )
     from mixle.corpus.format.block_offsets import BLOCK_OFFSETS_NAME
+    from mixle.corpus.format.document_offsets import DOCUMENT_OFFSETS_NAME
     from mixle.corpus.format.documents import DEFAULT_MAX_OPEN_SHARDS, ShardedDocuments
     from mixle.corpus.format.manifest import Manifest, ShardEntry, commit_manifest
     from mixle.corpus.format.origins import ORIGINS_NAME, Origin
@@ -87,6 +92,7 @@ if TYPE_CHECKING:
     from mixle.corpus.storage.block_offsets_index import add_block_offsets
     from mixle.corpus.storage.cache import ShardCache
     from mixle.corpus.storage.cached_documents import CachedDocuments
+    from mixle.corpus.storage.document_offsets_index import add_document_offsets
     from mixle.corpus.storage.inspect import describe_corpus, plot_lengths
     from mixle.corpus.storage.open import open_corpus, register_backend, verify_corpus
     from mixle.corpus.storage.plan_cache import PlanFiles
@@ -107,6 +113,7 @@ _HOMES: dict[str, str] = {
     "ExportSummary": "mixle.corpus.export",
     "export_corpus": "mixle.corpus.export",
     "BLOCK_OFFSETS_NAME": "mixle.corpus.format.block_offsets",
+    "DOCUMENT_OFFSETS_NAME": "mixle.corpus.format.document_offsets",
     "DEFAULT_MAX_OPEN_SHARDS": "mixle.corpus.format.documents",
     "ShardedDocuments": "mixle.corpus.format.documents",
     "Manifest": "mixle.corpus.format.manifest",
@@ -144,6 +151,7 @@ _HOMES: dict[str, str] = {
     "plan_ingest": "mixle.corpus.ingestion.plan",
     "run_unit": "mixle.corpus.ingestion.units",
     "add_block_offsets": "mixle.corpus.storage.block_offsets_index",
+    "add_document_offsets": "mixle.corpus.storage.document_offsets_index",
     "ShardCache": "mixle.corpus.storage.cache",
     "CachedDocuments": "mixle.corpus.storage.cached_documents",
     "describe_corpus": "mixle.corpus.storage.inspect",
@@ -204,6 +212,7 @@ __all__ += ["DEFAULT_CHUNK_BYTES", "EXPORT_FORMATS", "ExportSummary", "export_co
 __all__ += ["IngestPlan", "commit_ingest", "merge_corpora", "plan_ingest", "run_unit"]
 __all__ += ["ORIGINS_NAME", "Origin"]
 __all__ += ["BLOCK_OFFSETS_NAME", "add_block_offsets"]
+__all__ += ["DOCUMENT_OFFSETS_NAME", "add_document_offsets"]
 
 
 def __getattr__(name: str) -> object:

@@ -15,6 +15,7 @@ import bisect
 import ctypes
 import mmap
 import operator
+import os
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,6 +29,7 @@ from mixle._file_checks import read_regular_files
 from mixle._gather import gather_pieces
 from mixle.corpus.format.block_offsets import BLOCK_OFFSETS_NAME, BlockOffsets, read_block_offsets
 from mixle.corpus.format.descriptors import exhaustion_error, is_descriptor_exhaustion, shard_budget
+from mixle.corpus.format.document_offsets import DocumentOffsets, open_document_offsets
 from mixle.corpus.format.manifest import Manifest, ShardEntry, parse_manifest
 from mixle.corpus.format.origins import Origin, OriginsTable, read_origins
 from mixle.corpus.format.shard_loader import ShardLoader
@@ -83,6 +85,15 @@ _BULK_OFFSETS_SHARDS = 16
 _BULK_OFFSETS_PER_INDEX = 64
 _BULK_SHARD_DOCUMENTS = 1 << 16
 _CHECK_WHOLE = 1 << 18
+# A hint for a shard not open yet whose tokens file is at most this big advises the
+# kernel of the whole file (open, posix_fadvise, close: ~5 us) instead of mapping the
+# shard (~100 us with its checks, and a slot another shard may need first): a plan
+# window over ten-document shards names hundreds of shards per batch.
+_HINT_FILE_BYTES = 256 * 1024
+_FADV_WILLNEED = getattr(os, "POSIX_FADV_WILLNEED", None)
+_HINT_FLAGS = (
+    os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+)
 _mincore_function: Any = _UNSET
 
 
@@ -302,6 +313,10 @@ class ShardedDocuments(Sequence[np.ndarray]):
         # The block-offsets sidecar, read on the first token_offsets call that it answers.
         self._block_offsets: BlockOffsets | None = None
         self._block_offsets_read = False
+        # The document-offsets sidecar: opened on the first token_offsets call; dropped
+        # (the offsets files answer) when missing or damaged.
+        self._document_offsets: DocumentOffsets | None = None
+        self._document_offsets_read = False
 
     # -- the hot path -------------------------------------------------------------
     def __len__(self) -> int:
@@ -366,7 +381,13 @@ class ShardedDocuments(Sequence[np.ndarray]):
             shard = self._slots[number]
             if shard is not None:
                 return shard
-            entry = self._entry_checked(number)
+            entry = self._entries[number]
+            unchecked = self._unchecked_files
+            # A loader that checks the files it maps needs no reads of ours first (a
+            # table's shard on first touch: no header read, no two stats).
+            on_open = self._loader.checks_files and entry.tokens_bytes > 0
+            if not on_open:
+                entry = self._entry_checked(number)
             try:
                 arrays = self._loader.open(entry, self._dtype)
             except OSError as exc:
@@ -377,6 +398,10 @@ class ShardedDocuments(Sequence[np.ndarray]):
                     )
                     raise exhaustion_error(f"{self._store.location}/{entry.tokens}", held) from exc
                 raise
+            if on_open and unchecked is not None and unchecked[number]:
+                assert arrays.header is not None  # checks_files: the loader returns it
+                check_header(arrays.header, arrays.where, self._manifest.dtype, number, entry)
+                unchecked[number] = 0
             if arrays.offsets.shape[0] != entry.num_documents + 1:
                 raise CorpusFormatError(f"{arrays.where}: offsets count changed since open.")
             if arrays.checked:
@@ -509,7 +534,15 @@ class ShardedDocuments(Sequence[np.ndarray]):
     def lengths(self) -> np.ndarray:
         """Int64 length of every document (read-only). Computed once from the offsets files."""
         if self._lengths is None:
-            lengths = self._all_lengths()
+            lengths = None
+            sidecar = self._document_offsets_sidecar()
+            if sidecar is not None:
+                try:
+                    lengths = np.diff(sidecar.at(np.arange(self._n + 1, dtype=np.int64)))
+                except (CorpusFormatError, OSError):
+                    self._document_offsets = None  # damaged: the offsets files answer
+            if lengths is None:
+                lengths = self._all_lengths()
             lengths.flags.writeable = False
             self._lengths = lengths
         return self._lengths
@@ -570,7 +603,11 @@ class ShardedDocuments(Sequence[np.ndarray]):
         many small shards of a local store are read in one lean pass. When every index
         is a multiple of the corpus's block-offsets sidecar stride (or ``len(docs)``),
         the answer comes from that sidecar (``docs/format.md`` section 16; read and
-        checked on first use) and no offsets file is touched.
+        checked on first use) and no offsets file is touched. Otherwise a corpus with
+        the document-offsets sidecar (section 17; written for many small shards) answers
+        from it: a slice of one mapping (a range request per 4096 documents for a store
+        that fetches), each chunk of 4096 values checked against its digest on first
+        read; a sidecar missing or damaged is dropped and the offsets files answer.
 
         Raises
         ------
@@ -589,6 +626,17 @@ class ShardedDocuments(Sequence[np.ndarray]):
         sidecar = self._block_offsets_sidecar()
         if sidecar is not None and sidecar.answers(array):
             return sidecar.at(array)
+        documents = self._document_offsets_sidecar()
+        if documents is not None:
+            try:
+                return documents.at(array)
+            except (CorpusFormatError, OSError):
+                self._document_offsets = None  # damaged: the offsets files answer from now on
+        return self._offsets_from_shards(array)
+
+    def _offsets_from_shards(self, array: np.ndarray) -> np.ndarray:
+        """:meth:`token_offsets` of checked int64 ``array`` from the shards' offsets files
+        (and the manifest's cumulative counts), never from a sidecar."""
         if array.size and bool((array[1:] >= array[:-1]).all()):
             ascending = self._ascending_offsets(array)
             if ascending is not None:
@@ -637,9 +685,15 @@ class ShardedDocuments(Sequence[np.ndarray]):
         runs of 4,096, in a few passes); ``None`` when more shards would be read."""
         starts = self._starts_array
         cuts = np.searchsorted(array, starts)  # shard k's indices: array[cuts[k]:cuts[k + 1]]
+        touched = np.flatnonzero(cuts[1:] > cuts[:-1])
+        # A shard needs its file unless only its start is asked for (its last index is it).
+        if int(np.count_nonzero(array[cuts[touched + 1] - 1] != starts[touched])) > (
+            _BULK_OFFSETS_SHARDS
+        ):
+            return None  # decided before any per-shard work (10^4 shards of a window)
         result = np.empty(array.shape[0], dtype=np.int64)
         pieces = []
-        for number in np.flatnonzero(cuts[1:] > cuts[:-1]).tolist():
+        for number in touched.tolist():
             first, stop = int(cuts[number]), int(cuts[number + 1])
             local = array[first:stop] - int(starts[number])
             if int(local[-1]) == 0:  # only the shard's start: its cumulative count
@@ -680,6 +734,23 @@ class ShardedDocuments(Sequence[np.ndarray]):
             self._block_offsets, self._block_offsets_read = sidecar, True
         return self._block_offsets
 
+    def _document_offsets_sidecar(self) -> DocumentOffsets | None:
+        """The corpus's document-offsets sidecar, its header and digests checked on
+        first use; ``None`` when there is none or it is missing or damaged (the offsets
+        files answer then; ``mixle verify`` reports the damage)."""
+        if not self._document_offsets_read:
+            self._document_offsets_read = True
+            try:
+                self._document_offsets = open_document_offsets(
+                    self._store,
+                    self._manifest.metadata,
+                    self._starts_array,
+                    self._token_starts_array,
+                )
+            except (CorpusFormatError, OSError):
+                self._document_offsets = None
+        return self._document_offsets
+
     def _shard_offsets(self, number: int, local: np.ndarray) -> np.ndarray:
         """Offsets ``local`` of shard ``number`` (see :meth:`token_offsets`)."""
         if self._slots[number] is None and self._store.local_directory is None:
@@ -708,8 +779,10 @@ class ShardedDocuments(Sequence[np.ndarray]):
         entries, directory = self._entries, self._store.local_directory
         if directory is None:
             return None
-        if isinstance(entries, ShardTable) and numbers.shape[0] == len(entries):
-            names = entries.offsets_names()
+        if isinstance(entries, ShardTable):
+            names = entries.offsets_names(
+                None if numbers.shape[0] == len(entries) else numbers.tolist()
+            )
         else:
             names = [entries[number].offsets for number in numbers.tolist()]
         documents = np.diff(self._starts_array)[numbers]
@@ -1113,7 +1186,10 @@ class ShardedDocuments(Sequence[np.ndarray]):
         Shards not open yet are fetched in the background when the loader can
         (``supports_background_fetch``: a remote cache starts downloading them, in order
         of first use, pinned until read) and otherwise mapped (at most
-        ``max_open_shards``); documents of open shards get ``madvise(WILLNEED)`` on their
+        ``max_open_shards``), except that a local shard whose tokens file is at most 256
+        KiB gets ``posix_fadvise(WILLNEED)`` on the whole file instead (mapping it costs
+        more than it saves, and takes a slot the batch being read may need); documents
+        of open shards get ``madvise(WILLNEED)`` on their
         byte ranges, so the kernel reads them in the background. Invalid indices are
         ignored, since a hint must never fail a training step; a no-op for a loader
         without hints (range reads keep nothing locally).
@@ -1152,10 +1228,17 @@ class ShardedDocuments(Sequence[np.ndarray]):
         if willneed is None:
             return
         itemsize = self._dtype.itemsize
+        directory = self._store.local_directory
         for count, (number, positions) in enumerate(groups):
             if count >= self._max_open:
                 break
-            shard = self._slots[number] if background else self._shard(number)
+            shard = self._slots[number]
+            if shard is None and not background:
+                entry = self._entries[number]
+                if directory is not None and entry.tokens_bytes <= _HINT_FILE_BYTES:
+                    _advise_file(os.path.join(directory, entry.tokens))
+                    continue
+                shard = self._shard(number)
             if shard is None or shard.mapping is None:
                 continue
             local = (array if positions is None else array[positions]) - shard.start
@@ -1248,6 +1331,22 @@ class ShardedDocuments(Sequence[np.ndarray]):
             f"ShardedDocuments({self._store.location!r}, documents={self._n}, "
             f"tokens={self.num_tokens}, shards={len(self._entries)}, dtype={self._dtype.name})"
         )
+
+
+def _advise_file(path: str) -> None:
+    """``posix_fadvise(WILLNEED)`` on the whole file ``path``; never fails (a hint)."""
+    if _FADV_WILLNEED is None:
+        return
+    try:
+        fd = os.open(path, _HINT_FLAGS)
+    except OSError:
+        return
+    try:
+        os.posix_fadvise(fd, 0, 0, _FADV_WILLNEED)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _int64_vector(name: str, value: Any, count: int | None = None) -> np.ndarray:

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import abc
 import mmap
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from mixle._file_checks import open_regular
+from mixle._file_checks import open_regular, regular_descriptor
 from mixle.corpus.format.spec import HEADER_SIZE
 from mixle.errors import CorpusFormatError
 
@@ -67,8 +68,11 @@ def map_file(path: str, size: int) -> mmap.mmap | None:
     """Map the regular file ``path`` of ``size`` bytes (checked on the open descriptor)."""
     if size == 0:
         return None
-    with open_regular(path, CorpusFormatError, size) as handle:
-        mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    fd = regular_descriptor(path, CorpusFormatError, size)
+    try:
+        mapping = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    finally:
+        os.close(fd)
     if len(mapping) != size:
         actual = len(mapping)
         mapping.close()
@@ -95,6 +99,11 @@ class ShardLoader(abc.ABC):
     #: over this loader when it has batch read paths of its own (coalesced range
     #: reads); ``None``: the plain reader.
     documents_type: ClassVar[type[ShardedDocuments] | None] = None
+    #: Whether :meth:`open` checks both files' kind and size against the entry on the
+    #: descriptors it maps and returns the offsets header (``ShardArrays.header``), so
+    #: a reader of a shard table checks a shard's files on first touch with no reads
+    #: of its own; otherwise the reader checks them through the store first.
+    checks_files: ClassVar[bool] = False
 
     def __init__(self, store: ShardStore) -> None:
         self.store = store
@@ -123,6 +132,8 @@ class ShardLoader(abc.ABC):
 class MappedShards(ShardLoader):
     """Shards whose files are local: both files memory-mapped in place."""
 
+    checks_files: ClassVar[bool] = True
+
     def open(self, entry: ShardEntry, dtype: np.dtype[Any]) -> ShardArrays:
         tokens_path = self.store.local_path(entry.tokens)
         offsets_path = self.store.local_path(entry.offsets)
@@ -133,7 +144,8 @@ class MappedShards(ShardLoader):
         )
         assert offsets_map is not None  # an offsets file is never empty
         offsets = np.frombuffer(offsets_map, dtype="<i8", offset=HEADER_SIZE)
-        return ShardArrays(tokens, offsets, mapping, offsets_path)
+        header = offsets_map[:HEADER_SIZE]
+        return ShardArrays(tokens, offsets, mapping, offsets_path, header=header)
 
     def read_offsets(self, entry: ShardEntry) -> ShardArrays:
         path = self.store.local_path(entry.offsets)

@@ -294,11 +294,14 @@ class ShardTable(Sequence[ShardEntry]):
             return None
         return position // 2, "tokens" if position % 2 == 0 else "offsets"
 
-    def offsets_names(self) -> list[str]:
-        """Every shard's offsets file name, in shard order (one decode of the heap)."""
+    def offsets_names(self, numbers: Sequence[int] | None = None) -> list[str]:
+        """The offsets file names of shards ``numbers`` (default: every shard, in order),
+        from one decode of the heap (no :class:`ShardEntry` built)."""
         text = str(self._heap, "ascii")
         ends = self._name_ends.tolist()
-        return [text[ends[j - 1] : ends[j]] for j in range(1, len(ends), 2)]
+        if numbers is None:
+            return [text[ends[j - 1] : ends[j]] for j in range(1, len(ends), 2)]
+        return [text[ends[2 * k] : ends[2 * k + 1]] for k in numbers]
 
     def __iter__(self) -> Iterator[ShardEntry]:
         return (self[k] for k in range(len(self)))

@@ -11,6 +11,11 @@ import numpy as np
 
 from mixle._file_checks import open_regular
 from mixle.corpus.format.block_offsets import BLOCK_OFFSETS_NAME, BlockOffsets, read_block_offsets
+from mixle.corpus.format.document_offsets import (
+    DOCUMENT_OFFSETS_NAME,
+    DocumentOffsets,
+    open_document_offsets,
+)
 from mixle.corpus.format.origins import ORIGINS_NAME, read_origins, sidecar_reference
 from mixle.corpus.format.spec import HEADER_SIZE, OffsetsHeader, check_offsets
 from mixle.errors import ChecksumError, CorpusError, CorpusFormatError
@@ -202,6 +207,7 @@ def verify_store(store: ShardStore, manifest: Manifest) -> VerifyReport:
     first_document = first_token = 0
     errors: list[CorpusError] = []
     sidecar = _block_offsets(store, manifest, errors)
+    documents_sidecar = _document_offsets(store, manifest, errors)
     for number, entry in enumerate(manifest.shards):
         error: CorpusError | None = None
         try:
@@ -218,6 +224,22 @@ def verify_store(store: ShardStore, manifest: Manifest) -> VerifyReport:
                     )
                 )
                 sidecar = None  # one report is enough
+            if documents_sidecar is not None:
+                try:
+                    local = np.arange(offsets.shape[0], dtype=np.int64) + first_document
+                    agree = np.array_equal(documents_sidecar.at(local), offsets + first_token)
+                except CorpusError as exc:  # a chunk fails its digest or its structure
+                    errors.append(exc)
+                    documents_sidecar = None
+                else:
+                    if not agree:
+                        errors.append(
+                            CorpusFormatError(
+                                f"{store.location}/{DOCUMENT_OFFSETS_NAME}: its offsets in "
+                                f"shard {number} differ from the shard's offsets file."
+                            )
+                        )
+                        documents_sidecar = None
         except CorpusError as exc:
             error = exc
         except OSError as exc:
@@ -259,6 +281,24 @@ def _block_offsets(
     except OSError as exc:
         errors.append(
             CorpusFormatError(f"{store.location}/{BLOCK_OFFSETS_NAME}: unreadable ({exc}).")
+        )
+    return None
+
+
+def _document_offsets(
+    store: ShardStore, manifest: Manifest, errors: list[CorpusError]
+) -> DocumentOffsets | None:
+    """The document-offsets sidecar the manifest names (``None``: none, or a problem
+    appended to ``errors``: a reader falls back to the offsets files, verify reports)."""
+    starts = np.array([0, *(entry.num_documents for entry in manifest.shards)], dtype=np.int64)
+    tokens = np.array([0, *(entry.num_tokens for entry in manifest.shards)], dtype=np.int64)
+    try:
+        return open_document_offsets(store, manifest.metadata, np.cumsum(starts), np.cumsum(tokens))
+    except CorpusError as exc:
+        errors.append(exc)
+    except OSError as exc:
+        errors.append(
+            CorpusFormatError(f"{store.location}/{DOCUMENT_OFFSETS_NAME}: unreadable ({exc}).")
         )
     return None
 

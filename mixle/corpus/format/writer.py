@@ -28,6 +28,13 @@ from mixle.corpus.format.block_offsets import (
     BlockOffsetsRecorder,
     block_offsets_reference,
 )
+from mixle.corpus.format.document_offsets import (
+    DOCUMENT_OFFSETS_KEY,
+    DOCUMENT_OFFSETS_NAME,
+    shard_file_pieces,
+    wants_document_offsets,
+    write_document_offsets,
+)
 from mixle.corpus.format.encode import (
     EncodedBatch,
     as_integer_document,
@@ -106,6 +113,13 @@ class CorpusWriter:
         ``None`` (default): one from ``BLOCK_OFFSETS_MIN_DOCUMENTS`` (2^24) documents on.
         The writer owns ``metadata["block_offsets"]``: a value passed in is replaced
         (or dropped, without a sidecar).
+    document_offsets
+        ``True``: write the document-offsets sidecar (``docs/format.md``,
+        "Document-offsets sidecar": every document's cumulative token offset in one
+        file, read instead of many small offsets files); ``False``: none; ``None``
+        (default): one for corpora of 1,024 shards or more that hold fewer than 4,096
+        documents per shard on average. Written at commit from the offsets files (one
+        lean pass); the writer owns ``metadata["document_offsets"]`` likewise.
 
     Raises
     ------
@@ -140,8 +154,14 @@ class CorpusWriter:
         durable: bool = True,
         shard_table: bool | None = None,
         block_offsets: bool | None = None,
+        document_offsets: bool | None = None,
     ) -> None:
         self.path = os.fspath(path)
+        if document_offsets is not None and not isinstance(document_offsets, bool):
+            raise ArgumentError(
+                f"`document_offsets` must be True, False or None. Got {document_offsets!r} instead."
+            )
+        self._document_offsets = document_offsets
         if block_offsets is not None and not isinstance(block_offsets, bool):
             raise ArgumentError(
                 f"`block_offsets` must be True, False or None. Got {block_offsets!r} instead."
@@ -294,17 +314,36 @@ class CorpusWriter:
             if self._replace_existing:
                 self._drop_old_manifest()
             self._write_block_offsets()
+            self._metadata.pop(DOCUMENT_OFFSETS_KEY, None)
+            table = (
+                len(self._entries) >= SHARD_TABLE_MIN_SHARDS
+                if self._shard_table is None
+                else self._shard_table
+            )
             manifest = Manifest.build(
                 self._entries,
                 dtype=self._dtype,
                 vocab_size=self.vocab_size,
                 metadata=self._metadata,
-                shard_table=(
-                    len(self._entries) >= SHARD_TABLE_MIN_SHARDS
-                    if self._shard_table is None
-                    else self._shard_table
-                ),
+                shard_table=table,
             )
+            wanted = self._document_offsets
+            if wanted is None:
+                wanted = wants_document_offsets(len(self._entries), self._num_documents)
+            if wanted:
+                self._created.append(DOCUMENT_OFFSETS_NAME)
+                self._metadata[DOCUMENT_OFFSETS_KEY] = write_document_offsets(
+                    os.path.join(self.path, DOCUMENT_OFFSETS_NAME),
+                    shard_file_pieces(self.path, manifest.shards),
+                    manifest.num_documents,
+                )
+                manifest = Manifest.build(
+                    manifest.shards,
+                    dtype=self._dtype,
+                    vocab_size=self.vocab_size,
+                    metadata=self._metadata,
+                    shard_table=table,
+                )
             write_manifest(self.path, manifest)
         except BaseException:
             self.abort()
@@ -546,10 +585,19 @@ class CorpusWriter:
             )
             temporary = any(
                 fnmatch.fnmatch(name, f".{pattern}.tmp-*")
-                for pattern in ("shard-*", MANIFEST_NAME, SHARD_TABLE_NAME, BLOCK_OFFSETS_NAME)
+                for pattern in (
+                    "shard-*",
+                    MANIFEST_NAME,
+                    SHARD_TABLE_NAME,
+                    BLOCK_OFFSETS_NAME,
+                    DOCUMENT_OFFSETS_NAME,
+                )
             )
             stale_table = name == SHARD_TABLE_NAME and manifest.shard_table is None
             stale_table |= name == BLOCK_OFFSETS_NAME and BLOCK_OFFSETS_KEY not in manifest.metadata
+            stale_table |= (
+                name == DOCUMENT_OFFSETS_NAME and DOCUMENT_OFFSETS_KEY not in manifest.metadata
+            )
             if (shard_file and name not in keep) or temporary or stale_table:
                 with contextlib.suppress(OSError):
                     os.unlink(os.path.join(self.path, name))

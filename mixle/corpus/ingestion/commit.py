@@ -26,7 +26,14 @@ from typing import Any
 
 from mixle._io import atomic_write, atomic_write_bytes
 from mixle._safe_json import loads_bounded
-from mixle.corpus.format.manifest import commit_manifest, parse_manifest
+from mixle.corpus.format.document_offsets import (
+    DOCUMENT_OFFSETS_KEY,
+    DOCUMENT_OFFSETS_NAME,
+    shard_file_pieces,
+    wants_document_offsets,
+    write_document_offsets,
+)
+from mixle.corpus.format.manifest import ShardEntry, commit_manifest, parse_manifest
 from mixle.corpus.format.origins import METADATA_KEY, ORIGINS_NAME, origins_reference
 from mixle.corpus.format.shard import rewrite_shard_dtype
 from mixle.corpus.format.spec import MANIFEST_NAME
@@ -251,6 +258,7 @@ def plan_publish(
         metadata,
         plan.job.get("id_field") is not None,
     )
+    _document_offsets(work, shards, dtype, metadata, files)
     summary = {"skipped": skipped, "rejects": rejects}
     publish_plan = build_publish_plan(
         shards,
@@ -262,6 +270,31 @@ def plan_publish(
     )
     write_publish_plan(work, publish_plan)
     return publish_plan
+
+
+def _document_offsets(
+    work: str,
+    shards: Sequence[tuple[str, Mapping[str, Any]]],
+    dtype: str,
+    metadata: dict[str, Any],
+    files: list[str],
+) -> None:
+    """For a corpus of many small shards (as :class:`~mixle.corpus.CorpusWriter`
+    decides), write the document-offsets sidecar into the work directory from the
+    units' offsets files, name it in ``metadata`` and add it to the ``files`` to publish."""
+    documents = sum(int(entry["num_documents"]) for _, entry in shards)
+    if not wants_document_offsets(len(shards), documents):
+        return
+    entries = [
+        ShardEntry.from_dict(dict(entry), dtype, f"{unit}/{entry['offsets']}")
+        for unit, entry in shards
+    ]
+    metadata[DOCUMENT_OFFSETS_KEY] = write_document_offsets(
+        os.path.join(work, DOCUMENT_OFFSETS_NAME),
+        shard_file_pieces([os.path.join(work, unit) for unit, _ in shards], entries),
+        documents,
+    )
+    files.append(DOCUMENT_OFFSETS_NAME)
 
 
 def _publish_origins(

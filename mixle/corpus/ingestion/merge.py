@@ -31,6 +31,13 @@ import numpy as np
 
 from mixle._file_checks import check_replaceable, contained_shard
 from mixle._io import link_or_copy, naming_file
+from mixle.corpus.format.document_offsets import (
+    DOCUMENT_OFFSETS_KEY,
+    DOCUMENT_OFFSETS_NAME,
+    shard_file_pieces,
+    wants_document_offsets,
+    write_document_offsets,
+)
 from mixle.corpus.format.manifest import Manifest, ShardEntry, parse_manifest
 from mixle.corpus.format.origins import (
     METADATA_KEY,
@@ -231,7 +238,32 @@ def merge_corpora(
         with naming_file(f"{out.location}/{ORIGINS_NAME}"):
             out.write_bytes(ORIGINS_NAME, origins)
         metadata[METADATA_KEY] = origins_reference(origins)
+    _document_offsets(out, entries, target, metadata)
     return commit_manifest_to(out, entries, dtype=target, vocab_size=vocab, metadata=metadata)
+
+
+def _document_offsets(
+    out: ShardStore, entries: list[dict[str, Any]], dtype: str, metadata: dict[str, Any]
+) -> None:
+    """Give a local merged corpus of many small shards the document-offsets sidecar (as
+    :class:`~mixle.corpus.CorpusWriter` does), from its offsets files; remove a stale
+    one left by the corpus it replaces otherwise."""
+    directory = out.local_directory
+    documents = sum(int(entry["num_documents"]) for entry in entries)
+    if directory is None or not wants_document_offsets(len(entries), documents):
+        if directory is not None and out.exists(DOCUMENT_OFFSETS_NAME):
+            out.remove(DOCUMENT_OFFSETS_NAME)
+        return
+    shards = [
+        ShardEntry.from_dict(entry, dtype, f"shard entry {number}")
+        for number, entry in enumerate(entries)
+    ]
+    with naming_file(f"{out.location}/{DOCUMENT_OFFSETS_NAME}"):
+        metadata[DOCUMENT_OFFSETS_KEY] = write_document_offsets(
+            os.path.join(directory, DOCUMENT_OFFSETS_NAME),
+            shard_file_pieces(directory, shards),
+            documents,
+        )
 
 
 def _merged_origins(stores: Sequence[ShardStore], manifests: Sequence[Manifest]) -> bytes | None:

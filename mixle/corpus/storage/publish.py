@@ -54,6 +54,7 @@ from mixle._io import (
 )
 from mixle.corpus.format.block_offsets import BLOCK_OFFSETS_NAME
 from mixle.corpus.format.block_offsets import sidecar_reference as block_offsets_reference_of
+from mixle.corpus.format.document_offsets import DOCUMENT_OFFSETS_KEY, DOCUMENT_OFFSETS_NAME
 from mixle.corpus.format.manifest import (
     Manifest,
     ShardEntry,
@@ -316,11 +317,13 @@ def _is_local_raw(documents: Any) -> bool:
 
 
 def _sidecars(manifest: Manifest) -> list[str]:
-    """The optional files the manifest names beside the shards (the origins and the
-    block-offsets sidecars)."""
+    """The optional files the manifest names beside the shards (the origins, the
+    block-offsets and the document-offsets sidecars)."""
     names = [ORIGINS_NAME] if sidecar_reference(manifest.metadata) is not None else []
     if block_offsets_reference_of(manifest.metadata) is not None:
         names.append(BLOCK_OFFSETS_NAME)
+    if DOCUMENT_OFFSETS_KEY in manifest.metadata:
+        names.append(DOCUMENT_OFFSETS_NAME)
     return names
 
 
@@ -332,6 +335,9 @@ def _copy_raw(documents: Any, directory: str) -> dict[str, Any]:
     names = [name for entry in manifest.shards for name in entry.files]
     if block_offsets_reference_of(manifest.metadata) is not None:  # raw stores only
         names.append(BLOCK_OFFSETS_NAME)
+    if DOCUMENT_OFFSETS_KEY in manifest.metadata and store.exists(DOCUMENT_OFFSETS_NAME):
+        # Raw stores only; a copy without it (missing) reads the offsets files instead.
+        names.append(DOCUMENT_OFFSETS_NAME)
     for name in names:
         path = store.local_path(name)
         try:

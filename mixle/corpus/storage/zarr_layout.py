@@ -35,6 +35,7 @@ import numpy as np
 
 from mixle._safe_json import loads_bounded
 from mixle.corpus.format.block_offsets import BLOCK_OFFSETS_KEY
+from mixle.corpus.format.document_offsets import DOCUMENT_OFFSETS_KEY
 from mixle.corpus.format.manifest import Manifest
 from mixle.corpus.format.origins import ORIGINS_NAME, sidecar_reference
 from mixle.corpus.format.spec import HEADER_SIZE, OffsetsHeader
@@ -124,10 +125,11 @@ def write_zarr_group(
         # The group attributes carry the manifest itself: as the version-1 list of the
         # same shards (same fingerprint), since there is no file beside it for a table.
         parsed = parsed.with_shard_table(False)
-    if BLOCK_OFFSETS_KEY in parsed.metadata:
-        # No file beside the group for the block-offsets sidecar either: the zarr
-        # corpus reads its block boundaries from its offsets arrays.
-        metadata = {k: v for k, v in parsed.metadata.items() if k != BLOCK_OFFSETS_KEY}
+    derived = (BLOCK_OFFSETS_KEY, DOCUMENT_OFFSETS_KEY)
+    if any(key in parsed.metadata for key in derived):
+        # No file beside the group for the block- or document-offsets sidecars either:
+        # the zarr corpus reads its offsets from its offsets arrays.
+        metadata = {k: v for k, v in parsed.metadata.items() if k not in derived}
         parsed = Manifest.build(
             parsed.shards, dtype=parsed.dtype, vocab_size=parsed.vocab_size, metadata=metadata
         )

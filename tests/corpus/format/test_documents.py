@@ -92,10 +92,15 @@ def test_take_returns_documents_in_request_order(
         documents.take([0.5])
 
 
-def test_prefetch_is_a_harmless_hint(corpus: tuple[ShardedDocuments, list[np.ndarray]]) -> None:
+def test_prefetch_is_a_harmless_hint(
+    corpus: tuple[ShardedDocuments, list[np.ndarray]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     documents, expected = corpus
     assert documents._resident == []
-    documents.prefetch([119, 0])  # maps the shards holding them, to madvise their ranges
+    documents.prefetch([119, 0])  # small shards: their files advised, nothing mapped
+    assert documents._resident == []
+    monkeypatch.setattr("mixle.corpus.format.documents._HINT_FILE_BYTES", 0)
+    documents.prefetch([119, 0])  # larger ones: mapped, to madvise their ranges
     assert set(documents._resident) == {0, documents.num_shards - 1}
     documents.prefetch(range(0, 120, 3))
     documents.prefetch([10**9, -(10**9)])  # ignored, never raises
