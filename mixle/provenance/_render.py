@@ -9,6 +9,8 @@ unavailable are said once per source, with the reason, after the rows.
 
 from __future__ import annotations
 
+from typing import Any
+
 from mixle.provenance._show import DocumentSpan, RowReport, StepReport
 
 __all__ = ["render_step"]
@@ -72,8 +74,16 @@ def _header(report: StepReport) -> list[str]:
         f"cursor: epoch {epoch}, index {index}; {stream['objective']} rows, {stream['layout']} "
         f"layout, {order}{stream['packing']} packing, block {stream['block']}, "
         f"{stream['batch_size']} rows x {ranks} rank{'s' if ranks != 1 else ''}, "
-        f"seed {stream['seed']}",
+        f"seed {stream['seed']}{_step_shape(stream)}",
     ]
+
+
+def _step_shape(stream: dict[str, Any]) -> str:
+    """The step's own shape where a schedule or VSL bucket made it another."""
+    rows, block = stream.get("step_rows"), stream.get("step_block")
+    if rows is None or (rows, block) == (stream["batch_size"], stream["block"]):
+        return ""
+    return f"; this step: {rows} row{'s' if rows != 1 else ''} of {block} tokens per rank"
 
 
 def render_step(report: StepReport, *, max_chars: int = 160) -> str:

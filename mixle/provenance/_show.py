@@ -138,7 +138,9 @@ class StepReport:
     """What a run trained on at ``step``: the cursor it read from and every rank's rows.
 
     ``stream`` names the stream (objective, layout, order, packing, block, batch size,
-    world size, seed, corpus or mixture); ``last_step`` is the run's last step
+    world size, seed, corpus or mixture) and the step's own shape (``step_rows`` rows per
+    rank of ``step_block`` tokens: another than ``batch_size`` x ``block`` in a later phase
+    of a block schedule or in a VSL bucket); ``last_step`` is the run's last step
     (``None`` for a corpus given with options).
     """
 
@@ -245,11 +247,14 @@ def show_step(
     names = spec.source_names
     origins = _Origins(spec.corpora)
     reports = []
+    stream = _stream_fields(spec)
     for r in ranks:
         batch = spec.batch(step, r)
         rows = tuple(_rows(batch, names, origins, decoder))
         reports.append(RankRows(r, _digest(_trained(batch, spec)), rows))
-    return StepReport(step, cursor, spec.last_step, _stream_fields(spec), tuple(reports))
+        # What this step trained: a block schedule or VSL buckets change the shape.
+        stream["step_rows"], stream["step_block"] = (int(n) for n in np.shape(batch.context))
+    return StepReport(step, cursor, spec.last_step, stream, tuple(reports))
 
 
 def _rows(

@@ -21,7 +21,7 @@ import pytest
 from mixle.cli import main
 from mixle.corpus import open_corpus
 from mixle.errors import ArgumentError
-from mixle.provenance import resolve_run, show_step, where
+from mixle.provenance import render_step, resolve_run, show_step, where
 from mixle.train import read_metrics, train
 from tests.train._helpers import (
     assert_bitwise_equal,
@@ -116,8 +116,15 @@ def test_show_rebuilds_every_step_as_it_trained(corpora: Path, tmp_path: Path) -
     _train(mix, run)
     spec = resolve_run(str(run))
     recorded = {r["step"]: [digest for _, _, digest in r["batches"]] for r in _steps(run)}
+    blocks = {r["step"]: r["block"] for r in _steps(run)}
     for step, digests in recorded.items():
-        assert [r.digest for r in show_step(spec, step).ranks] == digests, step
+        report = show_step(spec, step)
+        assert [r.digest for r in report.ranks] == digests, step
+        # The step's own shape (4 x 16, then 1 x 64), said in the header when it differs.
+        shape = (report.stream["step_rows"], report.stream["step_block"])
+        assert shape == ((4, 16) if blocks[step] == 16 else (1, 64)), step
+        header = render_step(report).splitlines()[1]
+        assert header.endswith("this step: 1 row of 64 tokens per rank") == (shape == (1, 64))
 
 
 def test_a_changed_file_schedule_is_refused_on_resume(
