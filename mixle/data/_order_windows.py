@@ -70,6 +70,9 @@ __all__ = [
     "index_ranges",
 ]
 
+# Blocks whose totals `BlockOrder.window_totals` gathers per pass (128 KiB of int64).
+_TOTALS_CHUNK = 1 << 14
+
 #: Key-domain words of the blocks order's two bijections ("mxblocks", "mxwindow").
 BLOCKS_DOMAIN = 0x6D78626C6F636B73
 WINDOW_DOMAIN = 0x6D7877696E646F77
@@ -170,11 +173,29 @@ def check_block_sizes(num_documents: int, block_documents: int, window_blocks: i
 
 
 def index_ranges(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """``starts[0] .. starts[0] + sizes[0] - 1, starts[1] ..`` in one vectorised pass."""
+    """``starts[0] .. starts[0] + sizes[0] - 1, starts[1] ..`` in one vectorised pass.
+
+    One fresh array, the result (a fresh process pays a page fault per 4 KiB of every
+    new array): runs of one size are a broadcast sum, others a cumulative sum of steps.
+    """
+    starts = np.asarray(starts, dtype=np.int64)
+    sizes = np.asarray(sizes, dtype=np.int64)
+    if not sizes.size:
+        return np.empty(0, dtype=np.int64)
+    size = int(sizes[0])
+    if bool((sizes == size).all()):
+        return (starts[:, None] + np.arange(size, dtype=np.int64)).reshape(-1)
+    if not bool(sizes.all()):  # empty runs add nothing
+        kept = sizes != 0
+        starts, sizes = starts[kept], sizes[kept]
     ends = np.cumsum(sizes)
-    return np.arange(int(ends[-1]) if ends.size else 0, dtype=np.int64) - np.repeat(
-        ends - sizes - starts, sizes
-    )
+    out = np.ones(int(ends[-1]) if ends.size else 0, dtype=np.int64)
+    if out.size:
+        # Each run's first value is a step from the previous run's last one.
+        out[0] = starts[0]
+        out[ends[:-1]] = starts[1:] - starts[:-1] - sizes[:-1] + 1
+        np.cumsum(out, out=out)
+    return out
 
 
 class BlockOrder:
@@ -234,7 +255,7 @@ class BlockOrder:
         last = self._last_shuffle
         if last is not None and last[0] == k:
             return last[1]
-        shuffle = self._window_permutation(k, size)(np.arange(size, dtype=np.int64))
+        shuffle = self._window_permutation(k, size).images(0, size)
         shuffle.setflags(write=False)
         self._last_shuffle = (k, shuffle)
         return shuffle
@@ -251,7 +272,31 @@ class BlockOrder:
         stop = min(first + self.window_blocks, self.num_blocks)
         if self._block_order is not None:
             return self._block_order[first:stop]
-        return self._blocks(np.arange(first, stop, dtype=np.int64))
+        return self._blocks.images(first, stop)
+
+    def _slots(self, sizes: np.ndarray, begins: np.ndarray, natural: np.ndarray) -> np.ndarray:
+        """The block slot (position in the window's block order) of each natural
+        position of a window whose blocks have ``sizes`` and begin at ``begins``."""
+        block = self.block_documents
+        if sizes.shape[0] < 2 or int(sizes[:-1].min()) == block:
+            # Every block but the last is whole (all windows but one, if any): a shift
+            # or a division, no search.
+            if block & (block - 1) == 0:
+                return natural >> (block.bit_length() - 1)
+            return natural // block
+        return np.searchsorted(begins, natural, side="right") - 1
+
+    def _natural_ids(
+        self, blocks: np.ndarray, sizes: np.ndarray, natural: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(documents, slots, begins)``: the document id at each natural position of
+        the window of ``blocks`` (its blocks' documents concatenated in block order),
+        the block slot of each and where each block begins in the window."""
+        begins = np.cumsum(sizes) - sizes
+        slots = self._slots(sizes, begins, natural)
+        documents = (blocks * self.block_documents - begins)[slots]
+        documents += natural
+        return documents, slots, begins
 
     def _natural(self, k: int) -> np.ndarray:
         """Window ``k``'s documents before its own shuffle: its blocks, concatenated."""
@@ -261,50 +306,73 @@ class BlockOrder:
     def window(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         blocks = self._window_blocks(k)
         sizes = self._block_sizes(blocks)
-        natural = index_ranges(blocks * self.block_documents, sizes)
+        shuffle = self._shuffle(k, int(sizes.sum()))
+        documents, slots, begins = self._natural_ids(blocks, sizes, shuffle)
         # Documents of a block are consecutive: its lengths are the differences of the
         # offsets of its documents and of its end. Those are read in one call, the
         # blocks in ascending id (the reader then walks each shard's offsets forward,
-        # with no sort), and their lengths put back in block order.
+        # with no sort); a document's length is at its block's place in that read plus
+        # its place in the block (a block's last value is its end: the difference from
+        # it to the next block's first is never taken).
         ascending = np.argsort(blocks, kind="stable")
         read_sizes = sizes[ascending] + 1
         values = self.offsets(index_ranges(blocks[ascending] * self.block_documents, read_sizes))
         differences = np.diff(values)  # position i: values[i + 1] - values[i]
-        # Where each block's lengths begin in `differences` (a block's last value is
-        # its end; the difference from it to the next block's first is skipped).
-        begins = np.empty_like(read_sizes)
-        begins[ascending] = np.cumsum(read_sizes) - read_sizes
-        shuffle = self._shuffle(k, len(natural))
-        return natural[shuffle], differences[index_ranges(begins, sizes)[shuffle]]
+        read_begins = np.empty_like(read_sizes)
+        read_begins[ascending] = np.cumsum(read_sizes) - read_sizes
+        places = (read_begins - begins)[slots]
+        places += shuffle
+        return documents, differences[places]
 
     def window_documents(self, k: int) -> np.ndarray:
-        natural = self._natural(k)
-        return natural[self._shuffle(k, len(natural))]
+        blocks = self._window_blocks(k)
+        sizes = self._block_sizes(blocks)
+        return self._natural_ids(blocks, sizes, self._shuffle(k, int(sizes.sum())))[0]
 
     def documents_at(self, k: int, positions: np.ndarray) -> np.ndarray:
         """Window ``k``'s document ids at ``positions`` (int64 positions in the window,
         in epoch order): ``window_documents(k)[positions]`` in O(len(positions)) work
         besides the window's block ids, without shuffling the whole window."""
-        natural = self._natural(k)
-        return natural[self._window_permutation(k, len(natural))(positions)]
+        blocks = self._window_blocks(k)
+        sizes = self._block_sizes(blocks)
+        natural = self._window_permutation(k, int(sizes.sum()))(positions)
+        return self._natural_ids(blocks, sizes, natural.reshape(-1))[0].reshape(natural.shape)
 
     def block_order(self) -> np.ndarray:
         """Every block id, in the epoch's block order (int64, ``num_blocks``; kept)."""
         if self._block_order is None:
-            self._block_order = self._blocks(np.arange(self.num_blocks, dtype=np.int64))
+            self._block_order = self._blocks.images(0, self.num_blocks)
         return self._block_order
 
     def window_totals(self) -> tuple[np.ndarray, np.ndarray]:
         if not self.num_blocks:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-        boundaries = np.arange(0, self.num_blocks + 1, dtype=np.int64) * self.block_documents
+        blocks, block, window = self.num_blocks, self.block_documents, self.window_blocks
+        boundaries = np.arange(0, (blocks + 1) * block, block, dtype=np.int64)
         boundaries[-1] = self.num_documents
         block_tokens = np.diff(self.offsets(boundaries))
         order = self.block_order()
-        firsts = np.arange(0, self.num_blocks, self.window_blocks)
-        tokens = np.add.reduceat(block_tokens[order], firsts)
-        documents = np.add.reduceat(self._block_sizes(order), firsts)
-        return tokens.astype(np.int64), documents.astype(np.int64)
+        # Each window's tokens: its blocks' totals, gathered in block order a chunk of
+        # whole windows at a time into one reused buffer (no second array of one entry
+        # per block).
+        tokens = np.empty(self.num_windows, dtype=np.int64)
+        step = window * max(_TOTALS_CHUNK // window, 1)
+        gathered = np.empty(min(step, blocks), dtype=np.int64)
+        for first in range(0, blocks, step):
+            part = order[first : first + step]
+            values = np.take(block_tokens, part, out=gathered[: part.shape[0]], mode="clip")
+            tokens[first // window : (first + part.shape[0] + window - 1) // window] = (
+                np.add.reduceat(values, np.arange(0, part.shape[0], window))
+            )
+        # Each window's documents, in closed form: whole blocks, the last window's
+        # fewer blocks, and the short last block's shortfall in the window that holds it.
+        documents = np.full(self.num_windows, window * block, dtype=np.int64)
+        documents[-1] = (blocks - (self.num_windows - 1) * window) * block
+        shortfall = blocks * block - self.num_documents
+        if shortfall:
+            place = int(self._blocks.inverse(np.array([blocks - 1]))[0])
+            documents[place // window] -= shortfall
+        return tokens, documents
 
     def locate(self, documents: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(window, position_in_window)`` of each document id, without a pass.
