@@ -40,6 +40,11 @@ _S31 = np.uint64(31)
 # cache of a core here (1 MiB; 2**14 and 2**15 measured alike on 262,144 values, 2**16
 # and up slower, and each 4 KiB of buffer is a page fault in a fresh process).
 _CHUNK = 1 << 14
+# A round's F has only 2**half_bits inputs: tabulated (one table per round) once a call
+# evaluates at least `_TABLE_USES` values per table entry, for halves of up to
+# `_TABLE_BITS` bits (a 512 KiB table), a lookup then replaces its eight array passes.
+_TABLE_BITS = 16
+_TABLE_USES = 4
 
 
 def feistel_width(n: int) -> int:
@@ -109,7 +114,7 @@ class FeistelPermutation:
     True
     """
 
-    __slots__ = ("_folded", "_half_bits", "_keys", "_mask", "n", "width")
+    __slots__ = ("_folded", "_half_bits", "_keys", "_mask", "_tables", "n", "width")
 
     def __init__(self, n: int, seed: int, epoch: int, *, domain: tuple[int, ...] = ()) -> None:
         self.n = nonnegative_int("n", n)
@@ -129,34 +134,58 @@ class FeistelPermutation:
         self._folded = self.width // 2 <= 30
         if self._folded:
             self._keys = [np.uint64(k ^ (k >> 30)) for k in state]
+        self._tables: list[np.ndarray] | None = None
+
+    def _round_tables(self) -> list[np.ndarray]:
+        """Each round's ``F`` at every half value (``2**half_bits`` uint64 per round key,
+        in key order), built on first use and kept."""
+        tables = self._tables
+        if tables is None:
+            tables = []
+            for key in self._keys:
+                table = np.arange(1 << int(self._half_bits), dtype=np.uint64)
+                table ^= key
+                _mix_tail(table, np.empty_like(table)) if self._folded else _mix(table)
+                table &= self._mask
+                tables.append(table)
+            self._tables = tables
+        return tables
 
     def _network(
         self,
         values: np.ndarray,
-        keys: list[np.uint64],
         forward: bool,
         out: np.ndarray | None = None,
         buffers: tuple[np.ndarray, ...] | None = None,
     ) -> np.ndarray:
-        """The Feistel rounds over ``values`` (uint64, not modified) with ``keys`` in
-        order: forward ``(L, R) -> (R, L ^ F(R ^ k))``, backward its inverse. The
-        result goes to ``out`` (a fresh array when not given; it may be ``values``
-        itself); ``buffers`` are four uint64 scratch arrays of ``values``' size at
-        least (allocated when not given)."""
+        """The Feistel rounds over ``values`` (uint64, not modified): forward ``(L, R) ->
+        (R, L ^ F(R ^ k))`` with the keys in order, backward its inverse. The result
+        goes to ``out`` (a fresh array when not given; it may be ``values`` itself);
+        ``buffers`` are four uint64 scratch arrays of ``values``' size at least
+        (allocated when not given). With the round tables built (:meth:`_round_tables`)
+        a round's ``F`` is a lookup in its table instead of the mixing arithmetic."""
         size = values.shape[0]
         if buffers is None:
             buffers = tuple(np.empty(size, dtype=np.uint64) for _ in range(4))
         left, right, mixed, scratch = (buffer[:size] for buffer in buffers)
         np.right_shift(values, self._half_bits, out=left)
         np.bitwise_and(values, self._mask, out=right)
-        for key in keys:
+        keys = self._keys if forward else self._keys[::-1]
+        tables = self._tables
+        if tables is not None and not forward:
+            tables = tables[::-1]
+        for number, key in enumerate(keys):
             source, other = (right, left) if forward else (left, right)
-            np.bitwise_xor(source, key, out=mixed)
-            if self._folded:
-                _mix_tail(mixed, scratch)
+            if tables is not None:
+                # Halves are below 2**32: their int64 view indexes the table.
+                np.take(tables[number], source.view(np.int64), out=mixed, mode="wrap")
             else:
-                _mix(mixed, scratch)
-            mixed &= self._mask
+                np.bitwise_xor(source, key, out=mixed)
+                if self._folded:
+                    _mix_tail(mixed, scratch)
+                else:
+                    _mix(mixed, scratch)
+                mixed &= self._mask
             mixed ^= other
             # forward: the new right is `mixed`, the new left the old right; backward:
             # the new left is `mixed`, the new right the old left. `other` is free.
@@ -171,10 +200,10 @@ class FeistelPermutation:
         return out
 
     def _encrypt(self, values: np.ndarray, **kwargs: Any) -> np.ndarray:
-        return self._network(values, self._keys, True, **kwargs)
+        return self._network(values, True, **kwargs)
 
     def _decrypt(self, values: np.ndarray, **kwargs: Any) -> np.ndarray:
-        return self._network(values, self._keys[::-1], False, **kwargs)
+        return self._network(values, False, **kwargs)
 
     def __call__(self, positions: Any) -> np.ndarray:
         """Return the images of ``positions`` (integers in ``[0, n)``) as int64.
@@ -244,6 +273,12 @@ class FeistelPermutation:
     ) -> np.ndarray:
         """The cycle-walked images of ``count`` values, ``fill(first, part)`` giving the
         inputs of ``part = out[first : first + len(part)]`` (written there or not)."""
+        if (
+            self._tables is None
+            and int(self._half_bits) <= _TABLE_BITS
+            and count >= _TABLE_USES << int(self._half_bits)
+        ):
+            self._round_tables()
         out = np.empty(count, dtype=np.uint64)
         # The rounds run over chunks of `_CHUNK` values through four reused buffers
         # (they stay in cache), so the whole call writes one fresh array, the result (a
@@ -251,18 +286,20 @@ class FeistelPermutation:
         # buffers were most of the cost of a 262,144-position window).
         chunk = max(min(_CHUNK, count), 1)
         buffers = tuple(np.empty(chunk, dtype=np.uint64) for _ in range(4))
-        limit = np.uint64(self.n)
         for first in range(0, count, chunk):
             part = out[first : first + chunk]
             network(fill(first, part), out=part, buffers=buffers)
-            # Cycle walking: the network permutes [0, 2**width); an image >= n is
-            # passed through it again until it falls below n. Each walk stays on its
-            # own cycle, so distinct inputs keep distinct outputs.
-            pending = np.flatnonzero(part >= limit)
-            while pending.size:
-                stepped = network(part[pending], buffers=buffers)
-                part[pending] = stepped
-                pending = pending[stepped >= limit]
+        # Cycle walking: the network permutes [0, 2**width); an image >= n is passed
+        # through it again until it falls below n. Each walk stays on its own cycle, so
+        # distinct inputs keep distinct outputs. Walked over the whole result at once
+        # (a few network calls per step, not a few per chunk).
+        limit = np.uint64(self.n)
+        pending = np.flatnonzero(out >= limit)
+        while pending.size:
+            for first in range(0, pending.shape[0], chunk):
+                picked = pending[first : first + chunk]
+                out[picked] = network(out[picked], buffers=buffers)
+            pending = pending[out[pending] >= limit]
         return out.view(np.int64)  # every image is below n < 2**63
 
     def __len__(self) -> int:
