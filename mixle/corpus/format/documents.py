@@ -570,7 +570,8 @@ class ShardedDocuments(Sequence[np.ndarray]):
         many small shards of a local store are read in one lean pass. When every index
         is a multiple of the corpus's block-offsets sidecar stride (or ``len(docs)``),
         the answer comes from that sidecar (``docs/format.md`` section 16; read and
-        checked on first use) and no offsets file is touched.
+        checked on first use) and no offsets file is touched; every entry of it in
+        order (a plan's block boundaries) is answered with a read-only view of it.
 
         Raises
         ------
