@@ -29,6 +29,7 @@ from mixle.errors import ArgumentTypeError, CorpusFormatError
 __all__ = [
     "DocumentSource",
     "OffsetReadableSource",
+    "OffsetRunsReadableSource",
     "RangeReadableSource",
     "SequenceDocuments",
     "TakeGatherAdapter",
@@ -40,6 +41,7 @@ __all__ = [
     "gather_by_take",
     "is_document_source",
     "offset_reader",
+    "offset_runs_reader",
     "prefetch_hint",
     "range_reader",
     "supports_prefetch",
@@ -119,6 +121,22 @@ class OffsetReadableSource(DocumentSource, Protocol):
     """
 
     def token_offsets(self, indices: Sequence[int] | np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class OffsetRunsReadableSource(OffsetReadableSource, Protocol):
+    """An :class:`OffsetReadableSource` that also reads the offsets of runs of
+    consecutive documents.
+
+    ``token_offset_runs(starts, counts)`` returns ``token_offsets`` of the indices
+    ``starts[j], ..., starts[j] + counts[j] - 1`` for each ``j``, concatenated, without
+    an index array (a memory-mapped corpus copies each run from its offsets files): a
+    plan window of whole blocks of documents reads its lengths that way.
+    """
+
+    def token_offset_runs(
+        self, starts: Sequence[int] | np.ndarray, counts: Sequence[int] | np.ndarray
+    ) -> np.ndarray: ...
 
 
 # Integer dtypes whose every value is a valid int64 token id: copying them into an int64
@@ -423,6 +441,16 @@ def offset_reader(documents: DocumentSource) -> OffsetReadableSource | None:
     if isinstance(documents, SequenceDocuments) or not _provides(documents, ("token_offsets",)):
         return None
     return cast(OffsetReadableSource, documents)
+
+
+def offset_runs_reader(documents: DocumentSource) -> OffsetRunsReadableSource | None:
+    """``documents`` when it offers ``token_offsets`` and ``token_offset_runs``, else
+    ``None`` (no property is evaluated)."""
+    if isinstance(documents, SequenceDocuments) or not _provides(
+        documents, ("token_offsets", "token_offset_runs")
+    ):
+        return None
+    return cast(OffsetRunsReadableSource, documents)
 
 
 def supports_prefetch(documents: DocumentSource) -> bool:

@@ -53,7 +53,7 @@ from typing import Protocol
 import numpy as np
 
 from mixle._checks import nonnegative_int, positive_int
-from mixle.data._documents import DocumentSource, offset_reader
+from mixle.data._documents import DocumentSource, offset_reader, offset_runs_reader
 from mixle.data._permutation import FeistelPermutation
 from mixle.errors import ArgumentError
 
@@ -69,6 +69,10 @@ __all__ = [
     "cumulative_offsets",
     "index_ranges",
 ]
+
+# Blocks whose totals `BlockOrder.window_totals` gathers per pass, and positions of a
+# window placed per pass (128 KiB of int64: the buffers stay in cache).
+_TOTALS_CHUNK = _CHUNK = 1 << 14
 
 #: Key-domain words of the blocks order's two bijections ("mxblocks", "mxwindow").
 BLOCKS_DOMAIN = 0x6D78626C6F636B73
@@ -122,6 +126,15 @@ class CumulativeOffsets:
         self.documents = documents
         self._table: np.ndarray | None = None
 
+    def runs(self, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """``self(index_ranges(starts, counts))``: the offsets of runs of consecutive
+        documents, from the source's ``token_offset_runs`` when it has one (see
+        :class:`~mixle.data._documents.OffsetRunsReadableSource`: no index array)."""
+        reader = offset_runs_reader(self.documents)
+        if reader is not None:
+            return np.asarray(reader.token_offset_runs(starts, counts), dtype=np.int64)
+        return self(index_ranges(starts, counts))
+
     def __call__(self, indices: np.ndarray) -> np.ndarray:
         reader = offset_reader(self.documents)
         if reader is not None:
@@ -170,11 +183,29 @@ def check_block_sizes(num_documents: int, block_documents: int, window_blocks: i
 
 
 def index_ranges(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """``starts[0] .. starts[0] + sizes[0] - 1, starts[1] ..`` in one vectorised pass."""
+    """``starts[0] .. starts[0] + sizes[0] - 1, starts[1] ..`` in one vectorised pass.
+
+    One fresh array, the result (a fresh process pays a page fault per 4 KiB of every
+    new array): runs of one size are a broadcast sum, others a cumulative sum of steps.
+    """
+    starts = np.asarray(starts, dtype=np.int64)
+    sizes = np.asarray(sizes, dtype=np.int64)
+    if not sizes.size:
+        return np.empty(0, dtype=np.int64)
+    size = int(sizes[0])
+    if bool((sizes == size).all()):
+        return (starts[:, None] + np.arange(size, dtype=np.int64)).reshape(-1)
+    if not bool(sizes.all()):  # empty runs add nothing
+        kept = sizes != 0
+        starts, sizes = starts[kept], sizes[kept]
     ends = np.cumsum(sizes)
-    return np.arange(int(ends[-1]) if ends.size else 0, dtype=np.int64) - np.repeat(
-        ends - sizes - starts, sizes
-    )
+    out = np.ones(int(ends[-1]) if ends.size else 0, dtype=np.int64)
+    if out.size:
+        # Each run's first value is a step from the previous run's last one.
+        out[0] = starts[0]
+        out[ends[:-1]] = starts[1:] - starts[:-1] - sizes[:-1] + 1
+        np.cumsum(out, out=out)
+    return out
 
 
 class BlockOrder:
@@ -185,7 +216,9 @@ class BlockOrder:
     num_documents
         Documents of the corpus (``N``).
     offsets
-        Cumulative token offsets at chosen document indices (:class:`CumulativeOffsets`).
+        Cumulative token offsets at chosen document indices (:class:`CumulativeOffsets`,
+        whose :meth:`~CumulativeOffsets.runs` then reads a window's blocks as runs, or
+        any callable ``indices -> offsets``).
     seed, epoch
         Nonnegative ints: the order's key.
     block_documents, window_blocks
@@ -234,10 +267,17 @@ class BlockOrder:
         last = self._last_shuffle
         if last is not None and last[0] == k:
             return last[1]
-        shuffle = self._window_permutation(k, size)(np.arange(size, dtype=np.int64))
+        shuffle = self._window_permutation(k, size).images(0, size)
         shuffle.setflags(write=False)
         self._last_shuffle = (k, shuffle)
         return shuffle
+
+    def _offset_runs(self, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """The offsets of runs of consecutive documents (a window's blocks): in one call
+        when the reader can (:meth:`CumulativeOffsets.runs`), else via an index array."""
+        if isinstance(self.offsets, CumulativeOffsets):
+            return self.offsets.runs(starts, counts)
+        return np.asarray(self.offsets(index_ranges(starts, counts)), dtype=np.int64)
 
     def _block_sizes(self, blocks: np.ndarray) -> np.ndarray:
         starts = blocks * self.block_documents
@@ -251,7 +291,67 @@ class BlockOrder:
         stop = min(first + self.window_blocks, self.num_blocks)
         if self._block_order is not None:
             return self._block_order[first:stop]
-        return self._blocks(np.arange(first, stop, dtype=np.int64))
+        return self._blocks.images(first, stop)
+
+    def _slots(
+        self, sizes: np.ndarray, begins: np.ndarray, natural: np.ndarray, out: np.ndarray
+    ) -> np.ndarray:
+        """The block slot (position in the window's block order) of each natural
+        position of a window whose blocks have ``sizes`` and begin at ``begins``
+        (written to ``out`` where no search is needed)."""
+        block = self.block_documents
+        if sizes.shape[0] < 2 or int(sizes[:-1].min()) == block:
+            # Every block but the last is whole (all windows but one, if any): a shift
+            # or a division, no search.
+            if block & (block - 1) == 0:
+                return np.right_shift(natural, block.bit_length() - 1, out=out)
+            return np.floor_divide(natural, block, out=out)
+        return np.searchsorted(begins, natural, side="right") - 1
+
+    def _placed(
+        self,
+        blocks: np.ndarray,
+        sizes: np.ndarray,
+        natural: np.ndarray,
+        read: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """The document ids at ``natural`` positions of the window of ``blocks`` (its
+        blocks' documents concatenated in block order, of ``sizes``), and with
+        ``read = (offsets, read_begins)`` (the window's offsets read a block at a time,
+        each block's run ending with its end offset, and where each block begins in
+        that read) their lengths.
+
+        A chunk of ``_CHUNK`` positions at a time through three reused buffers: the
+        results are the only arrays of the window's size written (a fresh process pays
+        a page fault per 4 KiB of every new array; a length is two neighbouring offsets
+        read, not an array of differences). Table lookups are ``np.take`` into a buffer
+        (several times cheaper than fancy indexing here).
+        """
+        begins = np.cumsum(sizes) - sizes
+        id_table = blocks * self.block_documents - begins
+        count = natural.shape[0]
+        documents = np.empty(count, dtype=np.int64)
+        lengths = None
+        if read is not None:
+            offsets, read_begins = read
+            lengths = np.empty(count, dtype=np.int64)
+            read_table = read_begins - begins
+        chunk = max(min(_CHUNK, count), 1)
+        slots_buffer, places, before = (np.empty(chunk, dtype=np.int64) for _ in range(3))
+        for first in range(0, count, chunk):
+            part = natural[first : first + chunk]
+            size = part.shape[0]
+            slots = self._slots(sizes, begins, part, slots_buffer[:size])
+            ids = np.take(id_table, slots, out=documents[first : first + size], mode="wrap")
+            ids += part
+            if lengths is not None:
+                at = np.take(read_table, slots, out=places[:size], mode="wrap")
+                at += part
+                start = np.take(offsets, at, out=before[:size], mode="wrap")
+                at += 1
+                end = np.take(offsets, at, out=lengths[first : first + size], mode="wrap")
+                end -= start
+        return documents, lengths
 
     def _natural(self, k: int) -> np.ndarray:
         """Window ``k``'s documents before its own shuffle: its blocks, concatenated."""
@@ -261,50 +361,75 @@ class BlockOrder:
     def window(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         blocks = self._window_blocks(k)
         sizes = self._block_sizes(blocks)
-        natural = index_ranges(blocks * self.block_documents, sizes)
         # Documents of a block are consecutive: its lengths are the differences of the
         # offsets of its documents and of its end. Those are read in one call, the
-        # blocks in ascending id (the reader then walks each shard's offsets forward,
-        # with no sort), and their lengths put back in block order.
+        # blocks in ascending id (each a run of one shard's offsets, or two); a
+        # document's length is at its block's place in that read plus its place in the
+        # block (a block's last value is its end: the difference from it to the next
+        # block's first is never taken).
         ascending = np.argsort(blocks, kind="stable")
         read_sizes = sizes[ascending] + 1
-        values = self.offsets(index_ranges(blocks[ascending] * self.block_documents, read_sizes))
-        differences = np.diff(values)  # position i: values[i + 1] - values[i]
-        # Where each block's lengths begin in `differences` (a block's last value is
-        # its end; the difference from it to the next block's first is skipped).
-        begins = np.empty_like(read_sizes)
-        begins[ascending] = np.cumsum(read_sizes) - read_sizes
-        shuffle = self._shuffle(k, len(natural))
-        return natural[shuffle], differences[index_ranges(begins, sizes)[shuffle]]
+        values = self._offset_runs(blocks[ascending] * self.block_documents, read_sizes)
+        read_begins = np.empty_like(read_sizes)
+        read_begins[ascending] = np.cumsum(read_sizes) - read_sizes
+        shuffle = self._shuffle(k, int(sizes.sum()))
+        documents, lengths = self._placed(blocks, sizes, shuffle, (values, read_begins))
+        assert lengths is not None
+        return documents, lengths
 
     def window_documents(self, k: int) -> np.ndarray:
-        natural = self._natural(k)
-        return natural[self._shuffle(k, len(natural))]
+        blocks = self._window_blocks(k)
+        sizes = self._block_sizes(blocks)
+        return self._placed(blocks, sizes, self._shuffle(k, int(sizes.sum())))[0]
 
     def documents_at(self, k: int, positions: np.ndarray) -> np.ndarray:
         """Window ``k``'s document ids at ``positions`` (int64 positions in the window,
         in epoch order): ``window_documents(k)[positions]`` in O(len(positions)) work
         besides the window's block ids, without shuffling the whole window."""
-        natural = self._natural(k)
-        return natural[self._window_permutation(k, len(natural))(positions)]
+        blocks = self._window_blocks(k)
+        sizes = self._block_sizes(blocks)
+        natural = self._window_permutation(k, int(sizes.sum()))(positions)
+        return self._placed(blocks, sizes, natural.reshape(-1))[0].reshape(natural.shape)
 
     def block_order(self) -> np.ndarray:
         """Every block id, in the epoch's block order (int64, ``num_blocks``; kept)."""
         if self._block_order is None:
-            self._block_order = self._blocks(np.arange(self.num_blocks, dtype=np.int64))
+            self._block_order = self._blocks.images(0, self.num_blocks)
         return self._block_order
 
     def window_totals(self) -> tuple[np.ndarray, np.ndarray]:
         if not self.num_blocks:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-        boundaries = np.arange(0, self.num_blocks + 1, dtype=np.int64) * self.block_documents
+        blocks, block, window = self.num_blocks, self.block_documents, self.window_blocks
+        boundaries = np.arange(0, (blocks + 1) * block, block, dtype=np.int64)
         boundaries[-1] = self.num_documents
-        block_tokens = np.diff(self.offsets(boundaries))
+        offsets = self.offsets(boundaries)
         order = self.block_order()
-        firsts = np.arange(0, self.num_blocks, self.window_blocks)
-        tokens = np.add.reduceat(block_tokens[order], firsts)
-        documents = np.add.reduceat(self._block_sizes(order), firsts)
-        return tokens.astype(np.int64), documents.astype(np.int64)
+        # Each window's tokens: its blocks' totals (end offset less start offset),
+        # gathered in block order a chunk of whole windows at a time into reused
+        # buffers (no other array of one entry per block).
+        tokens = np.empty(self.num_windows, dtype=np.int64)
+        step = window * max(_TOTALS_CHUNK // window, 1)
+        starts, ends, after = (np.empty(min(step, blocks), dtype=np.int64) for _ in range(3))
+        for first in range(0, blocks, step):
+            part = order[first : first + step]
+            size = part.shape[0]
+            begin = np.take(offsets, part, out=starts[:size], mode="wrap")
+            np.add(part, 1, out=after[:size])
+            totals = np.take(offsets, after[:size], out=ends[:size], mode="wrap")
+            totals -= begin
+            tokens[first // window : (first + size + window - 1) // window] = np.add.reduceat(
+                totals, np.arange(0, size, window)
+            )
+        # Each window's documents, in closed form: whole blocks, the last window's
+        # fewer blocks, and the short last block's shortfall in the window that holds it.
+        documents = np.full(self.num_windows, window * block, dtype=np.int64)
+        documents[-1] = (blocks - (self.num_windows - 1) * window) * block
+        shortfall = blocks * block - self.num_documents
+        if shortfall:
+            place = int(self._blocks.inverse(np.array([blocks - 1]))[0])
+            documents[place // window] -= shortfall
+        return tokens, documents
 
     def locate(self, documents: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(window, position_in_window)`` of each document id, without a pass.

@@ -72,11 +72,18 @@ class WindowedLayout:
         if layout is not None:
             return layout
         documents, lengths = self.windows.window(k)
-        pieces = lengths + 1 if self.has_boundary else lengths
+        # The stream starts in place, in the one array kept (no temporary of the
+        # window's size: each is a page fault per 4 KiB in a fresh process).
         starts = np.empty(len(documents) + 1, dtype=np.int64)
         starts[0] = self.window_starts[k]
-        np.cumsum(pieces, out=starts[1:])
-        starts[1:] += starts[0]
+        pieces = starts[1:]
+        if self.has_boundary:
+            np.add(lengths, 1, out=pieces)
+        else:
+            pieces[...] = lengths
+        if pieces.size:
+            pieces[0] += starts[0]
+        np.cumsum(pieces, out=pieces)
         if self.has_boundary and k == self.num_windows - 1 and len(documents):
             starts[-1] -= 1
         layout = StreamLayout(

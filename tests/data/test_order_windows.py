@@ -11,14 +11,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mixle.corpus import CorpusWriter, open_corpus
-from mixle.data._documents import SequenceDocuments, offset_reader
+from mixle.data._documents import SequenceDocuments, offset_reader, offset_runs_reader
 from mixle.data._order import global_document_order
 from mixle.data._order_windows import (
+    BLOCKS_DOMAIN,
+    WINDOW_DOMAIN,
     BlockOrder,
     CumulativeOffsets,
     PermutationWindows,
     check_block_sizes,
     cumulative_offsets,
+    index_ranges,
 )
 from mixle.data._permutation import FeistelPermutation
 from mixle.errors import ArgumentError, ArgumentTypeError, CorpusFormatError
@@ -240,3 +243,115 @@ def test_a_window_read_then_hinted_shuffles_its_documents_once(
     assert np.array_equal(order.window_documents(1), fresh.window_documents(1))
     assert np.array_equal(order.window(3)[0], documents)  # the kept shuffle was replaced
     assert calls == [3, 1, 1, 3]
+
+
+def _defined_windows(
+    num_documents: int, seed: int, epoch: int, block: int, window: int
+) -> list[np.ndarray]:
+    """The blocks order as its definition states it, naively: the Feistel order of the
+    blocks, runs of ``window`` of them, each run's documents (blocks concatenated in
+    block order) permuted by the window's own Feistel bijection."""
+    blocks = -(-num_documents // block)
+    order = FeistelPermutation(blocks, seed, epoch, domain=(BLOCKS_DOMAIN,))(np.arange(blocks))
+    windows = []
+    for k in range(-(-blocks // window)):
+        natural = np.concatenate(
+            [
+                np.arange(b * block, min((b + 1) * block, num_documents))
+                for b in order[k * window : (k + 1) * window]
+            ]
+        )
+        shuffle = FeistelPermutation(len(natural), seed, epoch, domain=(k, WINDOW_DOMAIN))
+        windows.append(natural[shuffle(np.arange(len(natural)))])
+    return windows
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 9), min_size=1, max_size=400),
+    block=st.sampled_from([1, 2, 3, 4, 7, 8, 16, 33, 64]),
+    window=st.integers(1, 12),
+    seed=st.integers(0, 2**40),
+    epoch=st.integers(0, 50),
+)
+def test_blocks_order_is_its_definition(
+    lengths: list[int], block: int, window: int, seed: int, epoch: int
+) -> None:
+    # The window path computes a position's block by a shift (power-of-two blocks), a
+    # division or a search (the short last block inside a window) and reads lengths as
+    # neighbouring offsets: each must give the definition's order and lengths exactly.
+    array = np.array(lengths, dtype=np.int64)
+    block = min(block, len(array))
+    window = min(window, -(-len(array) // block))
+    order = BlockOrder(
+        len(array), _table_offsets(array), seed=seed, epoch=epoch,
+        block_documents=block, window_blocks=window,
+    )  # fmt: skip
+    defined = _defined_windows(len(array), seed, epoch, block, window)
+    assert order.num_windows == len(defined)
+    for k, expected in enumerate(defined):
+        documents, window_lengths = order.window(k)
+        assert documents.dtype == window_lengths.dtype == np.int64
+        assert np.array_equal(documents, expected)
+        assert np.array_equal(window_lengths, array[expected])
+        assert np.array_equal(order.window_documents(k), expected)
+        positions = np.arange(len(expected))[::3]
+        assert np.array_equal(order.documents_at(k, positions), expected[positions])
+    tokens, counts = order.window_totals()
+    assert counts.tolist() == [len(w) for w in defined]
+    assert tokens.tolist() == [int(array[w].sum()) for w in defined]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    runs=st.lists(st.tuples(st.integers(-5, 50), st.integers(0, 6)), max_size=12),
+)
+def test_index_ranges_lists_each_run_in_order(runs: list[tuple[int, int]]) -> None:
+    starts = np.array([start for start, _ in runs], dtype=np.int64)
+    sizes = np.array([size for _, size in runs], dtype=np.int64)
+    expected = [start + j for start, size in runs for j in range(size)]
+    assert index_ranges(starts, sizes).tolist() == expected
+    uniform = np.full(len(runs), 3, dtype=np.int64)
+    assert index_ranges(starts, uniform).tolist() == [
+        s + j for s in starts.tolist() for j in range(3)
+    ]
+
+
+def _no_single_indices(indices: np.ndarray) -> np.ndarray:
+    raise AssertionError(f"token_offsets asked for {len(indices)} indices")
+
+
+def test_a_sharded_window_reads_its_blocks_as_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Blocks straddle shard boundaries, the short last block sits inside a window and a
+    # run ends at the corpus's last offset: the runs read gives the offsets path's order
+    # and lengths, and the corpus is asked for no single index.
+    lengths = np.random.default_rng(8).integers(0, 12, size=1500)
+    with CorpusWriter(tmp_path / "c", vocab_size=100, shard_max_bytes=700, durable=False) as writer:
+        writer.add_flat(np.zeros(int(lengths.sum()), np.uint16), lengths)
+    corpus = open_corpus(tmp_path / "c")
+    assert corpus.num_shards > 10
+    assert offset_runs_reader(corpus) is corpus
+    assert offset_runs_reader(SequenceDocuments([np.zeros(2, np.int64)])) is None
+    for block, window in ((64, 3), (100, 4), (1500, 1), (7, 215)):
+        order = BlockOrder(
+            1500, CumulativeOffsets(corpus), seed=4, epoch=1, block_documents=block,
+            window_blocks=window,
+        )  # fmt: skip
+        plain = BlockOrder(
+            1500, _table_offsets(lengths), seed=4, epoch=1, block_documents=block,
+            window_blocks=window,
+        )  # fmt: skip
+        totals = order.window_totals()
+        with monkeypatch.context() as patched:
+            patched.setattr(corpus, "token_offsets", _no_single_indices)
+            for k in range(order.num_windows):
+                documents, window_lengths = order.window(k)
+                assert np.array_equal(documents, plain.window(k)[0])
+                assert np.array_equal(window_lengths, lengths[documents])
+        assert all(np.array_equal(a, b) for a, b in zip(totals, plain.window_totals(), strict=True))
+    # A callable without runs reads the same offsets through an index array.
+    table = np.concatenate([[0], np.cumsum(lengths)])
+    order = BlockOrder(1500, table.take, seed=4, epoch=1, block_documents=64, window_blocks=3)
+    assert np.array_equal(order.window(2)[1], lengths[order.window(2)[0]])

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mixle.data._permutation import FeistelPermutation, feistel_width
+from mixle.data._permutation import _DOMAIN_TAG, _ROUNDS, FeistelPermutation, _mix, feistel_width
+from mixle.data._seed_sequence import seed_sequence_state
 from mixle.errors import ArgumentError, ArgumentTypeError
 
 EDGE_SIZES = sorted({n for k in range(1, 17) for n in (2**k - 1, 2**k, 2**k + 1)})
@@ -120,3 +121,77 @@ def test_arguments_are_validated() -> None:
 def test_is_a_bijection_at_large_powers_of_two_and_their_neighbours(k: int) -> None:
     for n in (2**k - 1, 2**k, 2**k + 1):
         assert _is_permutation(FeistelPermutation(n, k, 1)(np.arange(n)), n), n
+
+
+# A plain evaluation of the network as it was first written (unfolded keys, no tables,
+# no chunks): the definition the fast paths must reproduce bit for bit.
+def _reference_images(
+    n: int, seed: int, epoch: int, domain: tuple[int, ...], positions: np.ndarray
+) -> np.ndarray:
+    half = feistel_width(n) // 2
+    mask = np.uint64((1 << half) - 1)
+    words = [_DOMAIN_TAG, seed, epoch, *domain]
+    keys = [np.uint64(k) for k in seed_sequence_state(words, _ROUNDS)]
+
+    def network(values: np.ndarray) -> np.ndarray:
+        left, right = values >> np.uint64(half), values & mask
+        for key in keys:
+            left, right = right, left ^ (_mix(right ^ key) & mask)
+        return (left << np.uint64(half)) | right
+
+    out = network(positions.astype(np.uint64))
+    while (pending := np.flatnonzero(out >= np.uint64(n))).size:
+        out[pending] = network(out[pending])
+    return out.astype(np.int64)
+
+
+@pytest.mark.parametrize(
+    "n", [1, 2, 5, 600, 2**14, 2**14 + 1, 244_141, 2**18, 2**20 + 1, 3_000_001]
+)
+def test_fast_paths_reproduce_the_plain_network(n: int) -> None:
+    # Chunks of 2**14, the folded first mixing step and (from 4 x 2**half_bits values)
+    # the per-round tables change how the images are computed, never what they are.
+    perm = FeistelPermutation(n, 12345, 7, domain=(5, 9))
+    images = perm(np.arange(n))
+    assert np.array_equal(images, _reference_images(n, 12345, 7, (5, 9), np.arange(n)))
+    assert np.array_equal(perm.images(0, n), images)
+    assert np.array_equal(perm.inverse(images), np.arange(n))  # tables built by now
+    picks = np.random.default_rng(n).integers(0, n, 300)
+    fresh = FeistelPermutation(n, 12345, 7, domain=(5, 9))  # few values: no tables
+    assert np.array_equal(fresh(picks), images[picks])
+    assert np.array_equal(fresh.inverse(images[picks]), picks)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    width=st.sampled_from([40, 58, 60, 62, 64]),
+    seed=st.integers(0, 2**63 - 1),
+    epoch=st.integers(0, 2**63 - 1),
+)
+def test_wide_domains_fold_only_while_a_half_fits_30_bits(
+    width: int, seed: int, epoch: int
+) -> None:
+    n = 2 ** (width - 1) + 3  # halves of width / 2 bits: folded up to 60 bits, not above
+    if n >= 2**63:
+        n = 2**63 - 1
+    perm = FeistelPermutation(n, seed, epoch)
+    assert perm.width == width
+    positions = np.array([0, 1, n - 1, n // 3, 2**31, 2**32 + 5], dtype=np.int64)
+    images = perm(positions)
+    assert np.array_equal(images, _reference_images(n, seed, epoch, (), positions))
+    assert np.array_equal(perm.inverse(images), positions)
+
+
+@given(n=st.integers(0, 70_000), data=st.data())
+@settings(max_examples=40, deadline=None)
+def test_images_of_a_range_are_the_images_of_its_positions(n: int, data: st.DataObject) -> None:
+    start = data.draw(st.integers(0, n))
+    stop = data.draw(st.integers(start, n))
+    perm = FeistelPermutation(n, 3, 4, domain=(2, 1))
+    assert np.array_equal(perm.images(start, stop), perm(np.arange(start, stop)))
+
+
+@pytest.mark.parametrize(("start", "stop"), [(-1, 3), (2, 1), (0, 11)])
+def test_images_outside_the_domain_are_refused(start: int, stop: int) -> None:
+    with pytest.raises(IndexError, match=r"outside the permutation domain \[0, 10\)"):
+        FeistelPermutation(10, 0, 0).images(start, stop)

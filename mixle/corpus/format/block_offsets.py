@@ -233,7 +233,22 @@ class BlockOffsets:
         return bool(((body % self.stride == 0) | (body == self.num_documents)).all())
 
     def at(self, indices: np.ndarray) -> np.ndarray:
-        """The offsets before ``indices`` (int64, each one that :meth:`answers` accepts)."""
+        """The offsets before ``indices`` (int64, each one that :meth:`answers` accepts).
+
+        Every entry in order (``0, stride, 2 stride, ..., num_documents``: a plan's
+        block boundaries) is answered with a read-only view of the sidecar's values,
+        no copy; any other selection with a fresh array.
+        """
+        if (
+            indices.shape[0] == self.values.shape[0] > 1
+            and indices[0] == 0
+            and indices[-1] == self.num_documents
+            and bool((indices[1:] > indices[:-1]).all())
+        ):
+            # Ascending, distinct and as many as the entries: each is its own entry.
+            view = self.values[:]
+            view.setflags(write=False)
+            return view
         positions = indices // self.stride
         if self.num_documents % self.stride:  # the count is not a multiple: its own entry
             positions[indices == self.num_documents] = self.values.shape[0] - 1

@@ -603,11 +603,13 @@ class ShardedDocuments(Sequence[np.ndarray]):
         many small shards of a local store are read in one lean pass. When every index
         is a multiple of the corpus's block-offsets sidecar stride (or ``len(docs)``),
         the answer comes from that sidecar (``docs/format.md`` section 16; read and
-        checked on first use) and no offsets file is touched. Otherwise a corpus with
-        the document-offsets sidecar (section 17; written for many small shards) answers
-        from it: a slice of one mapping (a range request per 4096 documents for a store
-        that fetches), each chunk of 4096 values checked against its digest on first
-        read; a sidecar missing or damaged is dropped and the offsets files answer.
+        checked on first use) and no offsets file is touched; every entry of it in
+        order (a plan's block boundaries) is answered with a read-only view of it.
+        Otherwise a corpus with the document-offsets sidecar (section 17; written for
+        many small shards) answers from it: a slice of one mapping (a range request per
+        4096 documents for a store that fetches), each chunk of 4096 values checked
+        against its digest on first read; a sidecar missing or damaged is dropped and
+        the offsets files answer.
 
         Raises
         ------
@@ -710,6 +712,79 @@ class ShardedDocuments(Sequence[np.ndarray]):
             )
         result[int(cuts[-1]) :] = self._token_starts[-1]  # indices equal to the count
         return result
+
+    def token_offset_runs(
+        self, starts: Sequence[int] | np.ndarray, counts: Sequence[int] | np.ndarray
+    ) -> np.ndarray:
+        """:meth:`token_offsets` of runs of consecutive indices: ``starts[j], starts[j]
+        + 1, ..., starts[j] + counts[j] - 1`` for each ``j``, concatenated (int64).
+
+        The same values as ``token_offsets`` of those indices, read as one slice of a
+        shard's offsets per run and shard (no index array, no per-index lookup: a
+        blocks-order window is 64 runs of 4,097 offsets), each slice checked as
+        ``token_offsets`` checks the values it reads. O(total count + runs log shards).
+
+        Raises
+        ------
+        IndexError
+            A run reaches outside ``[0, len(docs)]`` (names it).
+        ArgumentTypeError
+            ``starts`` and ``counts`` are not 1-D integer sequences of one length, or a
+            count is negative.
+        """
+        first_indices = _int64_vector("starts", starts)
+        sizes = _int64_vector("counts", counts, first_indices.shape[0])
+        if sizes.size and int(sizes.min()) < 0:
+            run = int(np.flatnonzero(sizes < 0)[0])
+            raise ArgumentTypeError(
+                f"`counts` must be nonnegative integers. Got {int(sizes[run])} at run {run}."
+            )
+        outside = (sizes > 0) & ((first_indices < 0) | (first_indices + sizes - 1 > self._n))
+        if outside.any():
+            run = int(np.flatnonzero(outside)[0])
+            begin, count = int(first_indices[run]), int(sizes[run])
+            raise IndexError(
+                f"run {run}: indices [{begin}, {begin + count}) are outside [0, {self._n}] "
+                f"for a corpus of {self._n} documents."
+            )
+        result = np.empty(int(sizes.sum()), dtype=np.int64)
+        shard_starts, token_starts = self._starts, self._token_starts
+        last_shard = len(self._entries) - 1
+        if last_shard < 0:  # no shards: every index is 0, before no token
+            result.fill(0)
+            return result
+        at = 0
+        for begin, count in zip(first_indices.tolist(), sizes.tolist(), strict=True):
+            index, stop = begin, begin + count
+            while index < stop:
+                number = min(bisect.bisect_right(shard_starts, index) - 1, last_shard)
+                # A piece runs to the shard's end offset (local index = its documents).
+                end = min(stop, shard_starts[number + 1] + 1)
+                local = index - shard_starts[number]
+                piece = result[at : at + end - index]
+                np.add(
+                    self._shard_offset_slice(number, local, local + end - index),
+                    token_starts[number],
+                    out=piece,
+                )
+                at += end - index
+                index = end
+        return result
+
+    def _shard_offset_slice(self, number: int, first: int, stop: int) -> np.ndarray:
+        """Offsets ``first:stop`` of shard ``number``, checked as :meth:`_shard_offsets`
+        checks the values it reads (a remote shard not open: its offsets file, whole)."""
+        if self._slots[number] is None and self._store.local_directory is None:
+            return self._read_offsets(number)[first:stop]
+        shard = self._shard(number)
+        values = shard.offsets_array[first:stop]
+        if values.size and (
+            int(values[0]) < 0
+            or int(values[-1]) > shard.num_tokens
+            or bool((values[1:] < values[:-1]).any())
+        ):
+            shard.check_all()
+        return values
 
     def _block_offsets_sidecar(self) -> BlockOffsets | None:
         """The corpus's block-offsets sidecar (read and checked once), or ``None``.

@@ -202,3 +202,23 @@ def test_verify_compares_every_value_with_the_offsets_files(tmp_path: Path) -> N
     report = verify_corpus(path, raise_errors=False)
     assert not report.ok
     assert any("differ from the shard's offsets file" in str(e) for e in report.errors)
+
+
+@pytest.mark.parametrize("extra", [0, 5])
+def test_every_boundary_in_order_is_answered_with_a_read_only_view(
+    tmp_path: Path, extra: int
+) -> None:
+    lengths = np.random.default_rng(9).integers(0, 9, 4 * BLOCK_OFFSETS_STRIDE + extra)
+    _write(tmp_path / "c", lengths, block_offsets=True)
+    documents = open_corpus(tmp_path / "c")
+    boundaries = np.minimum(
+        np.arange(-(-len(lengths) // BLOCK_OFFSETS_STRIDE) + 1) * BLOCK_OFFSETS_STRIDE,
+        len(lengths),
+    )
+    table = _cumulative(lengths)
+    every = documents.token_offsets(boundaries)  # a plan's block boundaries: no copy
+    assert np.array_equal(every, table[boundaries]) and not every.flags.writeable
+    # As many indices, but not every entry in order: gathered into a fresh array.
+    for picked in (boundaries[::-1], np.sort(np.append(boundaries[1:], boundaries[1]))):
+        got = documents.token_offsets(picked)
+        assert np.array_equal(got, table[picked]) and got.flags.writeable

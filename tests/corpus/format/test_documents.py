@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mixle.corpus import CorpusWriter, DocumentsView, ShardedDocuments, convert_corpus, open_corpus
 from mixle.corpus.format.spec import HEADER_SIZE
@@ -411,6 +413,57 @@ def test_token_offsets_check_only_the_blocks_they_read(tmp_path: Path) -> None:
         documents.token_offsets([289_999, 290_000])
     with pytest.raises(CorpusFormatError, match="offsets"):
         documents[290_001]  # its block holds the bad offset
+
+
+# The corpus is only read: one for every example is safe.
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(runs=st.lists(st.tuples(st.integers(0, 120), st.integers(0, 40)), max_size=10))
+def test_token_offset_runs_are_the_offsets_of_their_indices(
+    corpus: tuple[ShardedDocuments, list[np.ndarray]], runs: list[tuple[int, int]]
+) -> None:
+    # Runs cross shard boundaries (shards of ~20 documents), start at a shard's first
+    # document, end at the corpus's last offset (index 120) or are empty.
+    documents, expected = corpus
+    runs = [(start, min(size, 121 - start)) for start, size in runs]
+    starts = np.array([start for start, _ in runs], dtype=np.int64)
+    sizes = np.array([size for _, size in runs], dtype=np.int64)
+    indices = np.array([start + j for start, size in runs for j in range(size)], dtype=np.int64)
+    table = np.concatenate([[0], np.cumsum([len(d) for d in expected])])
+    got = documents.token_offset_runs(starts, sizes)
+    assert got.dtype == np.int64
+    assert got.tolist() == table[indices].tolist() == documents.token_offsets(indices).tolist()
+
+
+def test_token_offset_runs_refuse_runs_outside_the_corpus(
+    corpus: tuple[ShardedDocuments, list[np.ndarray]],
+) -> None:
+    documents, _ = corpus
+    with pytest.raises(IndexError, match=r"run 1: indices \[100, 122\) are outside \[0, 120\]"):
+        documents.token_offset_runs([0, 100], [3, 22])
+    with pytest.raises(IndexError, match=r"run 0: indices \[-1, 2\)"):
+        documents.token_offset_runs([-1], [3])
+    with pytest.raises(ArgumentTypeError, match=r"`counts` must be nonnegative.*-2 at run 0"):
+        documents.token_offset_runs([4], [-2])
+    with pytest.raises(ArgumentTypeError, match="`counts` must be a 1-D array of 1"):
+        documents.token_offset_runs([4], [2, 3])
+    assert documents.token_offset_runs([5, 200], [0, 0]).tolist() == []  # empty runs: nothing
+
+
+def test_token_offset_runs_check_the_slices_they_read(tmp_path: Path) -> None:
+    count = 300_000  # above the size whose offsets are checked whole on open
+    with CorpusWriter(tmp_path / "c", dtype="uint16") as writer:
+        writer.add_flat(np.zeros(count, dtype=np.uint16), np.ones(count, dtype=np.int64))
+    with open(tmp_path / "c" / "shard-00000.offsets", "r+b") as handle:
+        handle.seek(HEADER_SIZE + 8 * 290_000)
+        handle.write(np.int64(10**9).tobytes())
+    documents = open_corpus(tmp_path / "c")
+    assert documents.token_offset_runs([1000, count - 5], [3, 6]).tolist() == [
+        1000, 1001, 1002, *range(count - 5, count + 1)
+    ]  # fmt: skip
+    with pytest.raises(CorpusFormatError, match=r"shard-00000\.offsets"):
+        documents.token_offset_runs([289_990], [20])
 
 
 def test_token_offsets_over_many_large_shards_read_no_file_whole(tmp_path: Path) -> None:
