@@ -6,7 +6,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,9 @@ from tests.corpus._remote_fixtures import FAST, OPENERS, Published
 from tests.corpus._servers import CorpusHTTPServer
 
 
+Publish = Callable[[int], None]
+
+
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -33,38 +36,43 @@ def test_fill_publishes_only_verified_files_and_leaves_no_temporaries(tmp_path: 
     items = [(_digest(blob), len(blob)) for blob in blobs]
     seen: list[list[int]] = []
 
-    def fetch_many(indices: list[int], temporaries: list[str]) -> list[bool]:
+    def fetch_many(indices: list[int], temporaries: list[str], publish: Publish) -> None:
         seen.append(list(indices))
-        for index, temporary in zip(indices, temporaries, strict=True):
+        for position, (index, temporary) in enumerate(zip(indices, temporaries, strict=True)):
             with open(temporary, "wb") as handle:  # item 1 arrives corrupted
                 handle.write(b"X" * 200 if index == 1 else blobs[index])
-        return [index != 1 for index in indices]
+            if index != 1:
+                publish(position)  # verified: visible at once
+                assert os.path.exists(cache.path(items[index][0]))
 
-    assert cache.fill(items, fetch_many) == [True, False, True]
+    ready: list[int] = []
+    assert cache.fill(items, fetch_many, ready.append) == [True, False, True]
     assert seen == [[0, 1, 2]]  # one batch for every missing file
+    assert ready == [0, 2]
     assert sorted(os.listdir(tmp_path / "objects")) == sorted([items[0][0], items[2][0]])
     assert Path(cache.path(items[2][0])).read_bytes() == blobs[2]
     assert os.listdir(tmp_path / "tmp") == []
-    # Present files are not fetched again; only the missing one is.
-    assert cache.fill(items, fetch_many) == [True, False, True]
-    assert seen[-1] == [1]
+    # Present files are not fetched again (and are ready before any download).
+    ready.clear()
+    assert cache.fill(items, fetch_many, ready.append) == [True, False, True]
+    assert seen[-1] == [1] and ready == [0, 2]
 
 
 def test_fill_skips_a_file_another_downloader_holds_without_blocking(tmp_path: Path) -> None:
     cache = ShardCache(str(tmp_path))
     blobs = [b"a" * 100, b"b" * 200]
     items = [(_digest(blob), len(blob)) for blob in blobs]
-    cache.fill([], lambda indices, temporaries: [])  # creates the directories
+    cache.fill([], lambda indices, temporaries, publish: None)  # creates the directories
     fd = os.open(tmp_path / "locks" / f"{items[0][0]}.dl", os.O_RDWR | os.O_CREAT)
     fcntl.flock(fd, fcntl.LOCK_EX)  # another downloader, as a separate open file
     try:
         seen: list[list[int]] = []
 
-        def fetch_many(indices: list[int], temporaries: list[str]) -> list[bool]:
+        def fetch_many(indices: list[int], temporaries: list[str], publish: Publish) -> None:
             seen.append(list(indices))
-            for index, temporary in zip(indices, temporaries, strict=True):
+            for position, (index, temporary) in enumerate(zip(indices, temporaries, strict=True)):
                 Path(temporary).write_bytes(blobs[index])
-            return [True] * len(indices)
+                publish(position)
 
         assert cache.fill(items, fetch_many) == [False, True]
         assert seen == [[1]]
@@ -79,10 +87,10 @@ def test_fill_makes_room_for_the_whole_batch(tmp_path: Path) -> None:
     blobs = [b"a" * 100, b"b" * 100]
     items = [(_digest(blob), len(blob)) for blob in blobs]
 
-    def fetch_many(indices: list[int], temporaries: list[str]) -> list[bool]:
-        for index, temporary in zip(indices, temporaries, strict=True):
+    def fetch_many(indices: list[int], temporaries: list[str], publish: Publish) -> None:
+        for position, (index, temporary) in enumerate(zip(indices, temporaries, strict=True)):
             Path(temporary).write_bytes(blobs[index])
-        return [True] * len(indices)
+            publish(position)
 
     assert cache.fill(items, fetch_many) == [True, True]
     assert set(os.listdir(tmp_path / "objects")) == {digest for digest, _ in items}
@@ -106,13 +114,13 @@ def opened(
 def batches(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """Records the URLs of every batched download (the real download still runs)."""
     calls: list[list[str]] = []
-    real = remote_module.get_files
+    real = remote_module.download_files
 
-    def recording(fs: Any, urls: Sequence[str], paths: Sequence[str]) -> Any:
+    def recording(fs: Any, urls: Sequence[str], *args: Any, **kwargs: Any) -> Any:
         calls.append(list(urls))
-        return real(fs, urls, paths)
+        return real(fs, urls, *args, **kwargs)
 
-    monkeypatch.setattr(remote_module, "get_files", recording)
+    monkeypatch.setattr(remote_module, "download_files", recording)
     return calls
 
 
