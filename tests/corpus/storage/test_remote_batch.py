@@ -21,7 +21,6 @@ from tests.corpus._remote_fixtures import *  # noqa: F403
 from tests.corpus._remote_fixtures import FAST, OPENERS, Published
 from tests.corpus._servers import CorpusHTTPServer
 
-
 Publish = Callable[[int], None]
 
 
