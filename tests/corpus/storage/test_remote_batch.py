@@ -184,3 +184,52 @@ def test_persistent_corruption_in_a_batch_names_the_shard_and_caches_nothing(
     assert digest not in os.listdir(tmp_path / "objects")
     assert os.listdir(tmp_path / "tmp") == []
     documents.close()
+
+
+# -- hints on a cache reader -------------------------------------------------------------
+class _RecordingMapping:
+    """Stands in for a shard's mmap: records madvise calls and forwards them."""
+
+    def __init__(self, mapping: Any, calls: list[int]) -> None:
+        self._mapping, self._calls = mapping, calls
+
+    def madvise(self, option: int, start: int, length: int) -> None:
+        self._calls.append(start)
+        self._mapping.madvise(option, start, length)
+
+
+@pytest.mark.skipif(not hasattr(__import__("mmap"), "MADV_WILLNEED"), reason="no madvise")
+def test_a_cache_reader_advises_open_shards_only_when_their_pages_are_not_resident(
+    server: CorpusHTTPServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mixle.corpus.format import documents as reader_module
+
+    documents = open_corpus(server.url, cache_dir=tmp_path, **FAST)
+    starts = shard_starts(documents)
+    sampled: list[int] = []
+    answer = [False]
+
+    def residency(samples: list[tuple[int, int, int]]) -> bool:
+        sampled.append(len(samples))
+        return answer[0]
+
+    monkeypatch.setattr(reader_module, "_all_resident", residency)
+    documents.prefetch(np.arange(starts[2], starts[4]))  # nothing open: downloads only
+    assert sampled == []
+    documents.take(np.arange(starts[2], starts[4]))  # opens shards 2 and 3
+    calls: list[int] = []
+    for number in (2, 3):
+        shard = documents._slots[number]  # type: ignore[attr-defined]
+        shard.mapping = _RecordingMapping(shard.mapping, calls)
+    hinted = np.arange(starts[2], starts[6])  # two open shards, two not
+    documents.prefetch(hinted)  # sampled pages not resident: the open shards are advised
+    assert sampled and calls
+    calls.clear()
+    answer[0] = True
+    documents.prefetch(hinted)  # resident: no advice
+    assert calls == []
+    for got, want in zip(
+        documents.take(hinted), open_corpus(server.state.root).take(hinted), strict=True
+    ):
+        np.testing.assert_array_equal(got, want)
+    documents.close()
