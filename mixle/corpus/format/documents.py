@@ -1158,7 +1158,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
             if willneed is None or not mapped:
                 return
             if len(mapped) < len(touched):  # advice only for the shards already open
-                keep = np.isin(numbers, mapped)
+                keep = np.isin(numbers, mapped, kind="table")  # a hint spans few shards
                 array, numbers = array[keep], numbers[keep]
             # A cache's shards are downloaded whole just before they are mapped, so
             # their pages are resident as a rule: advise only when sampled pages are
