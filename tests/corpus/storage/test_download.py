@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import mixle.corpus.storage.download as download_module
 from mixle.corpus import ShardedDocuments, open_corpus
 from mixle.corpus.storage.download import (
     Landed,
@@ -70,11 +71,20 @@ def _download_all(
 
 
 # -- download_files ----------------------------------------------------------------------
+@pytest.mark.parametrize("batch", [None, 1000])
 def test_http_bodies_are_hashed_in_flight_and_land_in_order(
-    server: CorpusHTTPServer, sample_corpus: Path, tmp_path: Path
+    server: CorpusHTTPServer,
+    sample_corpus: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    batch: int | None,
 ) -> None:
+    if batch is not None:  # many small batches through the hashing thread, in order
+        monkeypatch.setattr(download_module, "HASH_BATCH", batch)
     files = _files(sample_corpus)
-    outcomes = _download_all(filesystem("http"), server.url, files, tmp_path, concurrency=1)
+    outcomes = _download_all(
+        filesystem("http"), server.url, files, tmp_path, concurrency=1, chunk=300
+    )
     assert [index for index, _ in outcomes] == list(range(len(files)))  # one at a time, in order
     for (_, outcome), (name, size, digest) in zip(outcomes, files, strict=True):
         assert outcome == Landed(size, digest), name
@@ -84,8 +94,9 @@ def test_http_bodies_are_hashed_in_flight_and_land_in_order(
 
 
 def test_s3_bodies_are_hashed_in_flight_without_botocore_crc(
-    published: Published, sample_corpus: Path, tmp_path: Path
+    published: Published, sample_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(download_module, "HASH_BATCH", 2048)
     options = verified_download_options("s3", published.storage_options)
     assert options is not None
     files = _files(sample_corpus)
@@ -98,8 +109,9 @@ def test_s3_bodies_are_hashed_in_flight_without_botocore_crc(
 
 
 def test_a_corrupted_chunk_changes_the_digest_and_the_body_is_refused(
-    server: CorpusHTTPServer, sample_corpus: Path, tmp_path: Path
+    server: CorpusHTTPServer, sample_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(download_module, "HASH_BATCH", 1000)
     name, size, digest = _files(sample_corpus)[3]
     server.fail("corrupt", 1, match=name)
     landed = download_file(filesystem("http"), f"{server.url}/{name}", str(tmp_path / "x"), size)
