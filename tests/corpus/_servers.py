@@ -43,8 +43,10 @@ class ServerState:
     bytes_sent: Counter[str] = field(default_factory=Counter)
     injected: Counter[str] = field(default_factory=Counter)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    # When set to an unset Event, whole-file GETs wait for it (tests hold downloads).
+    # When set to an unset Event, whole-file GETs wait for it (tests hold downloads),
+    # those whose path contains ``hold_match`` only.
     hold: threading.Event | None = None
+    hold_match: str = ""
 
     def take_fault(self, method: str, path: str) -> str | None:
         with self.lock:
@@ -100,8 +102,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             (self.state.heads if head else self.state.gets)[relative] += 1
             if not head and not self.headers.get("Range"):
                 self.state.full_gets[relative] += 1
-        if not head and not self.headers.get("Range") and self.state.hold is not None:
-            self.state.hold.wait()
+        hold = self.state.hold
+        held = hold is not None and self.state.hold_match in relative
+        if held and not head and not self.headers.get("Range"):
+            assert hold is not None
+            hold.wait()
         fault = self.state.take_fault("HEAD" if head else "GET", relative)
         if fault == "503":
             self.send_response(503, "Slow Down")

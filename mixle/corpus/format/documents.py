@@ -1012,13 +1012,17 @@ class ShardedDocuments(Sequence[np.ndarray]):
             )
         return array
 
-    def _groups(self, indices: np.ndarray) -> list[tuple[int, np.ndarray | None]]:
+    def _groups(
+        self, indices: np.ndarray, numbers: np.ndarray | None = None
+    ) -> list[tuple[int, np.ndarray | None]]:
         """Return ``(shard number, positions into indices)`` per shard touched.
 
         ``positions`` is ``None`` when every index falls in one shard (the common case
-        for a batch of a shuffled window), which skips the sort.
+        for a batch of a shuffled window), which skips the sort. ``numbers``: each
+        index's shard, when the caller has it already.
         """
-        numbers = np.searchsorted(self._starts_array, indices, side="right") - 1
+        if numbers is None:
+            numbers = np.searchsorted(self._starts_array, indices, side="right") - 1
         first = int(numbers[0])
         if (numbers == first).all():
             return [(first, None)]
@@ -1291,17 +1295,30 @@ class ShardedDocuments(Sequence[np.ndarray]):
             return
         if array.size == 0:
             return
-        groups = self._groups(array)
+        numbers = np.searchsorted(self._starts_array, array, side="right") - 1
         if background:
-            numbers = np.searchsorted(self._starts_array, array, side="right") - 1
-            ahead = [
-                self._entries[number]
-                for number in in_first_seen_order(numbers).tolist()
-                if self._slots[number] is None and self._entries[number].num_documents
-            ]
-            loader.fetch_ahead(ahead)
+            touched = in_first_seen_order(numbers).tolist()
+            loader.fetch_ahead(
+                [
+                    self._entries[number]
+                    for number in touched
+                    if self._slots[number] is None and self._entries[number].num_documents
+                ]
+            )
+            mapped = [number for number in touched if self._slots[number] is not None]
+            if willneed is None or not mapped:
+                return
+            if len(mapped) < len(touched):  # advice only for the shards already open
+                keep = np.isin(numbers, mapped, kind="table")  # a hint spans few shards
+                array, numbers = array[keep], numbers[keep]
+            # A cache's shards are downloaded whole just before they are mapped, so
+            # their pages are resident as a rule: advise only when sampled pages are
+            # not (a warm cache from an earlier run), as a local corpus does.
+            if self._sampled_resident(array):
+                return
         if willneed is None:
             return
+        groups = self._groups(array, numbers)
         itemsize = self._dtype.itemsize
         directory = self._store.local_directory
         for count, (number, positions) in enumerate(groups):

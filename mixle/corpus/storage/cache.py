@@ -196,17 +196,21 @@ class ShardCache:
     def fill(
         self,
         items: Sequence[tuple[str, int]],
-        fetch_many: Callable[[list[int], list[str]], list[bool]],
+        fetch_many: Callable[[list[int], list[str], Callable[[int], None]], None],
+        ready: Callable[[int], None] | None = None,
     ) -> list[bool]:
         """Fetch the missing files among ``items`` (``(digest, size)`` pairs) as one batch.
 
         The caller pins the items first. Each missing file whose download lock is free
         is claimed (locks are taken without blocking, so two batches never wait on each
         other while holding locks); room is made for all claimed files at once; then
-        ``fetch_many(indices, temporaries)`` writes item ``indices[k]`` to
-        ``temporaries[k]`` and returns, per claimed item, whether that file is complete
-        and verified (size and SHA-256). Only verified files are renamed into
-        ``objects/``; every temporary is removed. Returns, per item, whether it is now
+        ``fetch_many(indices, temporaries, publish)`` writes item ``indices[k]`` to
+        ``temporaries[k]`` and calls ``publish(k)`` for each file as soon as it is
+        complete and verified (size and SHA-256), from any thread. ``publish`` renames
+        that file into ``objects/`` (never a file it was not told is verified),
+        releases its download lock and calls ``ready(indices[k])``; ``ready(index)``
+        runs at once, before any download, for each item already cached. Every
+        temporary not published is removed. Returns, per item, whether it is now
         cached: ``False`` (another process holds its download lock, or it failed)
         means "fetch it with :meth:`get`", which waits, retries and reports.
         """
@@ -214,7 +218,22 @@ class ShardCache:
         present = [self._present(self.path(digest), size) for digest, size in items]
         claimed: list[int] = []
         temporaries: list[str] = []
-        locks: list[int] = []
+        locks: dict[int, int] = {}  # item index -> descriptor holding its download lock
+        guard = threading.Lock()
+
+        def publish(position: int) -> None:
+            index = claimed[position]
+            with guard:
+                if present[index]:
+                    return
+                rename_atomically(temporaries[position], self.path(items[index][0]))
+                present[index] = True
+                os.close(locks.pop(index))  # releases the download lock
+            with contextlib.suppress(OSError):
+                os.utime(self.path(items[index][0]))  # LRU clock
+            if ready is not None:
+                ready(index)
+
         try:
             for index, (digest, size) in enumerate(items):
                 if present[index]:
@@ -227,31 +246,33 @@ class ShardCache:
                 except BlockingIOError:
                     os.close(fd)  # being downloaded elsewhere (or twice in this batch)
                     continue
-                locks.append(fd)
                 if self._present(self.path(digest), size):  # finished while we looked
+                    os.close(fd)
                     present[index] = True
                 else:
+                    locks[index] = fd
                     claimed.append(index)
+            for index, (digest, _) in enumerate(items):
+                if present[index]:
+                    with contextlib.suppress(OSError):
+                        os.utime(self.path(digest))  # LRU clock
+                    if ready is not None:
+                        ready(index)
             if claimed:
                 self._make_room(sum(items[i][1] for i in claimed), {items[i][0] for i in claimed})
                 temporaries = [
                     os.path.join(self._tmp, f"{items[i][0]}.{uuid.uuid4().hex}") for i in claimed
                 ]
-                verified = fetch_many(claimed, temporaries)
-                for index, temporary, good in zip(claimed, temporaries, verified, strict=True):
-                    if good:
-                        rename_atomically(temporary, self.path(items[index][0]))
-                        present[index] = True
+                fetch_many(list(claimed), list(temporaries), publish)
         finally:
-            for temporary in temporaries:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(temporary)
-            for fd in locks:
-                os.close(fd)  # releases the download lock
-        for (digest, _), here in zip(items, present, strict=True):
-            if here:
-                with contextlib.suppress(OSError):
-                    os.utime(self.path(digest))  # LRU clock
+            with guard:
+                for position, temporary in enumerate(temporaries):
+                    if not present[claimed[position]]:
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(temporary)
+                for fd in locks.values():
+                    os.close(fd)  # releases the download lock
+                locks.clear()
         return present
 
     @staticmethod

@@ -17,7 +17,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -32,7 +32,6 @@ __all__ = [
     "REMOTE_SCHEMES",
     "call_with_retries",
     "filesystem",
-    "get_files",
     "is_async",
     "is_transient",
 ]
@@ -118,28 +117,6 @@ def is_async(fs: Any) -> bool:
     from fsspec.asyn import AsyncFileSystem
 
     return isinstance(fs, AsyncFileSystem) and bool(fs.async_impl)
-
-
-def get_files(fs: Any, urls: Sequence[str], paths: Sequence[str]) -> list[BaseException | None]:
-    """Download ``urls[k]`` to ``paths[k]`` concurrently, as one batch on ``fs``'s loop.
-
-    ``fs`` must be asynchronous (:func:`is_async`). This is what ``fs.get(urls,
-    paths)`` does, minus its all-or-nothing error handling: every file's outcome is
-    returned (``None`` or the exception it raised) so the caller retries only the
-    failed ones. No retries and no checks here.
-    """
-    import asyncio
-
-    from fsspec.asyn import sync
-
-    async def run() -> list[Any]:
-        return await asyncio.gather(
-            *(fs._get_file(url, path) for url, path in zip(urls, paths, strict=True)),
-            return_exceptions=True,
-        )
-
-    results = sync(fs.loop, run)
-    return [item if isinstance(item, BaseException) else None for item in results]
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -36,13 +36,18 @@ from mixle.corpus.format.spec import HEADER_SIZE, MANIFEST_NAME, MAX_MANIFEST_BY
 from mixle.corpus.format.store import ShardStore
 from mixle.corpus.storage.cache import ShardCache, default_cache_dir
 from mixle.corpus.storage.cached_documents import CachedShards
+from mixle.corpus.storage.download import (
+    Landed,
+    download_file,
+    download_files,
+    verified_download_options,
+)
 from mixle.corpus.storage.fs import (
     DEFAULT_BACKOFF,
     DEFAULT_RETRIES,
     BadResult,
     RetryPolicy,
     filesystem,
-    get_files,
     is_async,
 )
 from mixle.corpus.storage.range_documents import RangeShards
@@ -395,36 +400,48 @@ class RemoteStore(ShardStore):
     def _download(self, name: str, temporary: str, size: int, digest: str) -> None:
         """Copy ``name`` to ``temporary``; refetch on a transient error or a bad body.
 
-        Uses the backend's streaming ``get_file`` (never ``fs.open()``), then checks
-        size and SHA-256. Streaming to disk and hashing the (page-cached) file after
-        measured faster than hashing in flight through ``cat_file``, which s3fs
-        buffers slowly (about 2x slower on loopback).
+        On an asynchronous filesystem the body streams to the file and is hashed on
+        the way (:func:`~mixle.corpus.storage.download.download_file`); on a
+        synchronous one the backend's ``get_file`` (never ``fs.open()``) writes it and
+        the file is hashed after. Either way size and SHA-256 are checked against
+        the manifest before the cache may publish the file.
         """
         url = self.url_of(name)
 
-        def fetch() -> str:
+        def fetch() -> Landed:
+            if is_async(self.fs):
+                return download_file(self._download_fs, url, temporary, size)
             self.fs.get_file(url, temporary)
-            return temporary
+            return Landed(os.stat(temporary).st_size, file_sha256(temporary))
 
         self._fetch_checked(
             fetch,
             name,
-            lambda path: self._bad_body(path, size, digest),
+            lambda landed: self._bad_body(landed, size, digest),
             lambda exc: f"{url}: shard file missing.",
         )
         self.bytes_fetched += size
 
+    @property
+    def _download_fs(self) -> Any:
+        """The filesystem of whole-file downloads: this store's, except that on S3
+        botocore's per-response CRC32 is off (every body is checked against the
+        manifest's SHA-256 instead: :func:`verified_download_options`)."""
+        options = verified_download_options(self.protocol, self.storage_options)
+        return self.fs if options is None else filesystem(self.protocol, options)
+
     @staticmethod
-    def _bad_body(path: str, size: int, digest: str) -> BadResult | None:
-        """What is wrong with the downloaded file at ``path`` (``None``: it is the
-        manifest's file, by size and SHA-256)."""
-        actual = os.stat(path).st_size
-        if actual != size:  # consistently the wrong size: the file changed
-            return BadResult(
-                f"body is {actual} bytes, the manifest says {size} (truncated)",
-                CorpusFormatError,
+    def _bad_body(landed: Landed, size: int, digest: str) -> BadResult | None:
+        """What is wrong with a downloaded body (``None``: it is the manifest's file,
+        by size and SHA-256)."""
+        if landed.size != size:  # consistently the wrong size: the file changed
+            found = (
+                f"{landed.size} bytes, the manifest says {size} (truncated)"
+                if landed.size < size
+                else f"longer than the manifest's {size} bytes"
             )
-        if file_sha256(path) != digest:
+            return BadResult(f"body is {found}", CorpusFormatError)
+        if landed.sha256 != digest:
             return BadResult(
                 f"body SHA-256 differs from the manifest's {digest} (corrupted)", ChecksumError
             )
@@ -436,45 +453,58 @@ class RemoteStore(ShardStore):
         """Fetch ``names`` into the cache as one asynchronous batch and resolve ``futures``.
 
         Each file is pinned, then every missing file this process can claim is
-        downloaded in one :func:`get_files` call on the filesystem's event loop (one
-        thread, no per-file thread), checked against the manifest and only then
-        published (:meth:`ShardCache.fill`). A file that failed or was being
-        downloaded by another process goes through :meth:`ShardCache.get` with the
-        usual retries, so its error names the shard. A resolved future holds a pin
-        that passes to :meth:`local_path`'s caller; a failed one holds none.
+        downloaded by :func:`download_files` on the filesystem's event loop (one
+        thread, a few files at a time in hint order, each hashed as it arrives). A
+        file is published (:meth:`ShardCache.fill`) and its future resolved the moment
+        its size and SHA-256 match the manifest, so the reader starts on the first
+        shards while the rest download. A file already cached resolves at once. A
+        file that failed or was being downloaded by another process goes through
+        :meth:`ShardCache.get` with the usual retries, so its error names the shard. A
+        resolved future holds a pin that passes to :meth:`local_path`'s caller; a
+        failed one holds none.
         """
         items = [
             (entry.file_sha256(key), entry.file_bytes(key))
             for _, key, entry in (self._entry(name) for name in names)
         ]
+        resolved = [False] * len(names)
 
-        def fetch_many(indices: list[int], temporaries: list[str]) -> list[bool]:
-            errors = get_files(self.fs, [self.url_of(names[i]) for i in indices], temporaries)
-            good = [
-                error is None and self._bad_body(temporary, items[i][1], items[i][0]) is None
-                for i, temporary, error in zip(indices, temporaries, errors, strict=True)
-            ]
-            self.bytes_fetched += sum(
-                items[i][1] for i, ok in zip(indices, good, strict=True) if ok
+        def ready(index: int) -> None:
+            resolved[index] = True
+            futures[index].set_result(self.cache.path(items[index][0]))
+
+        def fetch_many(
+            indices: list[int], temporaries: list[str], publish: Callable[[int], None]
+        ) -> None:
+            def landed(position: int, outcome: Landed | BaseException) -> None:
+                digest, size = items[indices[position]]
+                if isinstance(outcome, Landed) and self._bad_body(outcome, size, digest) is None:
+                    self.bytes_fetched += size
+                    publish(position)
+
+            download_files(
+                self._download_fs,
+                [self.url_of(names[i]) for i in indices],
+                temporaries,
+                [items[i][1] for i in indices],
+                landed,
             )
-            return good
 
         pinned: list[str] = []
         try:
             for digest, _ in items:
                 self.cache.pin(digest)
                 pinned.append(digest)
-            present = self.cache.fill(items, fetch_many)
+            self.cache.fill(items, fetch_many, ready)
         except BaseException as exc:
-            for digest in pinned:
-                self.cache.release(digest)
-            for future in futures:
-                future.set_exception(exc)
+            for index, digest in enumerate(pinned):
+                if not resolved[index]:  # a resolved file's pin is its reader's now
+                    self.cache.release(digest)
+            for index, future in enumerate(futures):
+                if not resolved[index]:
+                    future.set_exception(exc)
             return
-        for (digest, _), future, here in zip(items, futures, present, strict=True):
-            if here:
-                future.set_result(self.cache.path(digest))
-        for name, (digest, size), future, here in zip(names, items, futures, present, strict=True):
+        for name, (digest, size), future, here in zip(names, items, futures, resolved, strict=True):
             if here:
                 continue
             try:

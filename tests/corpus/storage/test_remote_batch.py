@@ -6,7 +6,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,8 @@ from tests.corpus._remote_fixtures import *  # noqa: F403
 from tests.corpus._remote_fixtures import FAST, OPENERS, Published
 from tests.corpus._servers import CorpusHTTPServer
 
+Publish = Callable[[int], None]
+
 
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -33,38 +35,43 @@ def test_fill_publishes_only_verified_files_and_leaves_no_temporaries(tmp_path: 
     items = [(_digest(blob), len(blob)) for blob in blobs]
     seen: list[list[int]] = []
 
-    def fetch_many(indices: list[int], temporaries: list[str]) -> list[bool]:
+    def fetch_many(indices: list[int], temporaries: list[str], publish: Publish) -> None:
         seen.append(list(indices))
-        for index, temporary in zip(indices, temporaries, strict=True):
+        for position, (index, temporary) in enumerate(zip(indices, temporaries, strict=True)):
             with open(temporary, "wb") as handle:  # item 1 arrives corrupted
                 handle.write(b"X" * 200 if index == 1 else blobs[index])
-        return [index != 1 for index in indices]
+            if index != 1:
+                publish(position)  # verified: visible at once
+                assert os.path.exists(cache.path(items[index][0]))
 
-    assert cache.fill(items, fetch_many) == [True, False, True]
+    ready: list[int] = []
+    assert cache.fill(items, fetch_many, ready.append) == [True, False, True]
     assert seen == [[0, 1, 2]]  # one batch for every missing file
+    assert ready == [0, 2]
     assert sorted(os.listdir(tmp_path / "objects")) == sorted([items[0][0], items[2][0]])
     assert Path(cache.path(items[2][0])).read_bytes() == blobs[2]
     assert os.listdir(tmp_path / "tmp") == []
-    # Present files are not fetched again; only the missing one is.
-    assert cache.fill(items, fetch_many) == [True, False, True]
-    assert seen[-1] == [1]
+    # Present files are not fetched again (and are ready before any download).
+    ready.clear()
+    assert cache.fill(items, fetch_many, ready.append) == [True, False, True]
+    assert seen[-1] == [1] and ready == [0, 2]
 
 
 def test_fill_skips_a_file_another_downloader_holds_without_blocking(tmp_path: Path) -> None:
     cache = ShardCache(str(tmp_path))
     blobs = [b"a" * 100, b"b" * 200]
     items = [(_digest(blob), len(blob)) for blob in blobs]
-    cache.fill([], lambda indices, temporaries: [])  # creates the directories
+    cache.fill([], lambda indices, temporaries, publish: None)  # creates the directories
     fd = os.open(tmp_path / "locks" / f"{items[0][0]}.dl", os.O_RDWR | os.O_CREAT)
     fcntl.flock(fd, fcntl.LOCK_EX)  # another downloader, as a separate open file
     try:
         seen: list[list[int]] = []
 
-        def fetch_many(indices: list[int], temporaries: list[str]) -> list[bool]:
+        def fetch_many(indices: list[int], temporaries: list[str], publish: Publish) -> None:
             seen.append(list(indices))
-            for index, temporary in zip(indices, temporaries, strict=True):
+            for position, (index, temporary) in enumerate(zip(indices, temporaries, strict=True)):
                 Path(temporary).write_bytes(blobs[index])
-            return [True] * len(indices)
+                publish(position)
 
         assert cache.fill(items, fetch_many) == [False, True]
         assert seen == [[1]]
@@ -79,10 +86,10 @@ def test_fill_makes_room_for_the_whole_batch(tmp_path: Path) -> None:
     blobs = [b"a" * 100, b"b" * 100]
     items = [(_digest(blob), len(blob)) for blob in blobs]
 
-    def fetch_many(indices: list[int], temporaries: list[str]) -> list[bool]:
-        for index, temporary in zip(indices, temporaries, strict=True):
+    def fetch_many(indices: list[int], temporaries: list[str], publish: Publish) -> None:
+        for position, (index, temporary) in enumerate(zip(indices, temporaries, strict=True)):
             Path(temporary).write_bytes(blobs[index])
-        return [True] * len(indices)
+            publish(position)
 
     assert cache.fill(items, fetch_many) == [True, True]
     assert set(os.listdir(tmp_path / "objects")) == {digest for digest, _ in items}
@@ -106,13 +113,13 @@ def opened(
 def batches(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """Records the URLs of every batched download (the real download still runs)."""
     calls: list[list[str]] = []
-    real = remote_module.get_files
+    real = remote_module.download_files
 
-    def recording(fs: Any, urls: Sequence[str], paths: Sequence[str]) -> Any:
+    def recording(fs: Any, urls: Sequence[str], *args: Any, **kwargs: Any) -> Any:
         calls.append(list(urls))
-        return real(fs, urls, paths)
+        return real(fs, urls, *args, **kwargs)
 
-    monkeypatch.setattr(remote_module, "get_files", recording)
+    monkeypatch.setattr(remote_module, "download_files", recording)
     return calls
 
 
@@ -176,4 +183,53 @@ def test_persistent_corruption_in_a_batch_names_the_shard_and_caches_nothing(
     digest = documents.manifest["shards"][4]["tokens_sha256"]
     assert digest not in os.listdir(tmp_path / "objects")
     assert os.listdir(tmp_path / "tmp") == []
+    documents.close()
+
+
+# -- hints on a cache reader -------------------------------------------------------------
+class _RecordingMapping:
+    """Stands in for a shard's mmap: records madvise calls and forwards them."""
+
+    def __init__(self, mapping: Any, calls: list[int]) -> None:
+        self._mapping, self._calls = mapping, calls
+
+    def madvise(self, option: int, start: int, length: int) -> None:
+        self._calls.append(start)
+        self._mapping.madvise(option, start, length)
+
+
+@pytest.mark.skipif(not hasattr(__import__("mmap"), "MADV_WILLNEED"), reason="no madvise")
+def test_a_cache_reader_advises_open_shards_only_when_their_pages_are_not_resident(
+    server: CorpusHTTPServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mixle.corpus.format import documents as reader_module
+
+    documents = open_corpus(server.url, cache_dir=tmp_path, **FAST)
+    starts = shard_starts(documents)
+    sampled: list[int] = []
+    answer = [False]
+
+    def residency(samples: list[tuple[int, int, int]]) -> bool:
+        sampled.append(len(samples))
+        return answer[0]
+
+    monkeypatch.setattr(reader_module, "_all_resident", residency)
+    documents.prefetch(np.arange(starts[2], starts[4]))  # nothing open: downloads only
+    assert sampled == []
+    documents.take(np.arange(starts[2], starts[4]))  # opens shards 2 and 3
+    calls: list[int] = []
+    for number in (2, 3):
+        shard = documents._slots[number]  # type: ignore[attr-defined]
+        shard.mapping = _RecordingMapping(shard.mapping, calls)
+    hinted = np.arange(starts[2], starts[6])  # two open shards, two not
+    documents.prefetch(hinted)  # sampled pages not resident: the open shards are advised
+    assert sampled and calls
+    calls.clear()
+    answer[0] = True
+    documents.prefetch(hinted)  # resident: no advice
+    assert calls == []
+    for got, want in zip(
+        documents.take(hinted), open_corpus(server.state.root).take(hinted), strict=True
+    ):
+        np.testing.assert_array_equal(got, want)
     documents.close()
