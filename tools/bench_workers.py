@@ -48,7 +48,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from mixle.corpus import open_corpus
 from mixle.data import StreamingCorpus
-from mixle.data.torch import StreamingDataset
+from mixle.data.torch import StreamingDataset, StreamLoader
 from tools.bench_ingest import cpu_ceiling
 from tools.bench_stream import generate
 
@@ -87,15 +87,21 @@ def children_cpu() -> float:
     return children.ru_utime + children.ru_stime
 
 
-def run_loader(dataset: Any, workers: int, batches: int, strategy: str) -> dict[str, float]:
+def run_loader(
+    dataset: Any, workers: int, batches: int, strategy: str, grouped: bool = False
+) -> dict[str, float]:
     """Batches/s from the first batch on, and main/worker CPU seconds per batch.
 
-    Worker CPU includes the workers' start-up (fork, first batch); :func:`startup_cpu`
-    measures that part so the report can take it out.
+    ``grouped``: through ``StreamLoader`` (several batches per worker item) instead of a
+    plain ``DataLoader``. Worker CPU includes the workers' start-up (fork, first item);
+    the ``startup`` runs (0 batches) measure that part so the report can take it out.
     """
     torch.multiprocessing.set_sharing_strategy(strategy)  # inherited by forked workers
     try:
-        loader = DataLoader(dataset, batch_size=None, num_workers=workers)
+        if grouped:
+            loader: Any = StreamLoader(dataset, num_workers=workers)
+        else:
+            loader = DataLoader(dataset, batch_size=None, num_workers=workers)
         children_before = children_cpu()
         iterator = iter(loader)
         next(iterator)  # workers started and producing
@@ -137,28 +143,45 @@ def measure(path: Path, args: argparse.Namespace) -> dict[str, Any]:
     rows = torch.cat([parts[0], parts[1][:, -1:]], dim=1)  # the (b, block + 1) token rows
     three, one = ReadyBatches(parts), ReadyBatches((rows,))
     fd = DEFAULT_STRATEGY
-    configs: dict[str, tuple[Any, int, str]] = {
-        "corpus, 0 workers": (StreamingDataset(corpus), 0, fd),
-        "corpus, 1 worker": (StreamingDataset(corpus), 1, fd),
-        "corpus, 2 workers": (StreamingDataset(corpus), 2, fd),
-        "corpus through the pipe, 1 worker": (StreamingDataset(corpus, shared_memory=False), 1, fd),
+    # name: (dataset, workers, sharing strategy, through StreamLoader)
+    configs: dict[str, tuple[Any, int, str, bool]] = {
+        "corpus, 0 workers": (StreamingDataset(corpus), 0, fd, False),
+        "StreamLoader, 1 worker": (StreamingDataset(corpus), 1, fd, True),
+        "StreamLoader, 2 workers": (StreamingDataset(corpus), 2, fd, True),
+        "corpus, 1 worker": (StreamingDataset(corpus), 1, fd, False),
+        "corpus, 2 workers": (StreamingDataset(corpus), 2, fd, False),
+        "corpus through the pipe, 1 worker": (
+            StreamingDataset(corpus, shared_memory=False),
+            1,
+            fd,
+            False,
+        ),
         "corpus through the pipe, 2 workers": (
             StreamingDataset(corpus, shared_memory=False),
             2,
             fd,
+            False,
         ),
-        "nothing (DataLoader floor), 1 worker": (Nothing(), 1, fd),
-        "nothing (DataLoader floor), 2 workers": (Nothing(), 2, fd),
-        "transport of 3 tensors, 1 worker": (three, 1, fd),
-        "transport of 3 tensors, 2 workers": (three, 2, fd),
-        "transport of 1 tensor, 1 worker": (one, 1, fd),
-        "transport of 1 tensor, 2 workers": (one, 2, fd),
+        "nothing (DataLoader floor), 1 worker": (Nothing(), 1, fd, False),
+        "nothing (DataLoader floor), 2 workers": (Nothing(), 2, fd, False),
+        "transport of 3 tensors, 1 worker": (three, 1, fd, False),
+        "transport of 3 tensors, 2 workers": (three, 2, fd, False),
+        "transport of 1 tensor, 1 worker": (one, 1, fd, False),
+        "transport of 1 tensor, 2 workers": (one, 2, fd, False),
     }
+    if args.only_loader:
+        configs = {
+            name: value
+            for name, value in configs.items()
+            if "corpus, " in name or "StreamLoader" in name
+        }
     startup = {
-        n: statistics.median(
-            run_loader(StreamingDataset(corpus), n, 0, fd)["worker_cpu_s"] for _ in range(3)
+        (n, grouped): statistics.median(
+            run_loader(StreamingDataset(corpus), n, 0, fd, grouped)["worker_cpu_s"]
+            for _ in range(3)
         )
         for n in (1, 2)
+        for grouped in (False, True)
     }
     samples: dict[str, list[dict[str, float]]] = {name: [] for name in configs}
     ceilings, costs = [], []
@@ -166,10 +189,10 @@ def measure(path: Path, args: argparse.Namespace) -> dict[str, Any]:
     for round_number in range(args.rounds):
         shift = round_number % len(names)
         for name in names[shift:] + names[:shift]:
-            dataset, workers, strategy = configs[name]
-            figures = run_loader(dataset, workers, args.batches, strategy)
+            dataset, workers, strategy, grouped = configs[name]
+            figures = run_loader(dataset, workers, args.batches, strategy, grouped)
             if workers:
-                spent = figures["worker_cpu_s"] - startup[workers]
+                spent = figures["worker_cpu_s"] - startup[workers, grouped]
                 figures["worker_cpu_us"] = max(spent, 0.0) / args.batches * 1e6
             samples[name].append(figures)
         ceilings.append(cpu_ceiling())
@@ -180,14 +203,19 @@ def measure(path: Path, args: argparse.Namespace) -> dict[str, Any]:
     }
 
     def speedup(prefix: str) -> float:
+        if f"{prefix}, 2 workers" not in medians:
+            return float("nan")
         return medians[f"{prefix}, 2 workers"]["rate"] / medians[f"{prefix}, 1 worker"]["rate"]
 
     return {
         "configs": medians,
-        "speedup": speedup("corpus"),
+        "speedup": speedup("StreamLoader"),
+        "dataloader_speedup": speedup("corpus"),
         "pipe_speedup": speedup("corpus through the pipe"),
         "transport_speedup": speedup("transport of 3 tensors"),
-        "startup_cpu_s": startup,
+        "startup_cpu_s": {
+            f"{n} workers{', grouped' if g else ''}": v for (n, g), v in startup.items()
+        },
         "cpu_ceiling": statistics.median(ceilings),
         "batch_at_us": statistics.median(costs),
     }
@@ -209,15 +237,16 @@ def report(result: dict[str, Any], args: argparse.Namespace, load: str) -> str:
             f"| {name} | {figures['rate']:,.0f} | {figures['main_cpu_us']:.0f} | {workers} |"
         )
     met = "met" if result["speedup"] >= 1.6 else "NOT met"
+    startup = ", ".join(f"{key} {value:.2f} s" for key, value in result["startup_cpu_s"].items())
     lines += [
         "",
-        f"2 workers / 1 worker: **{result['speedup']:.2f}x** (target >= 1.6x: {met}); "
+        f"`StreamLoader` 2 workers / 1 worker: **{result['speedup']:.2f}x** (target >= 1.6x: "
+        f"{met}); plain DataLoader (one batch per item) {result['dataloader_speedup']:.2f}x; "
         f"through the pipe (`shared_memory=False`) {result['pipe_speedup']:.2f}x; "
         f"transport alone {result['transport_speedup']:.2f}x; same-run CPU-burn ceiling "
         f"{result['cpu_ceiling']:.2f}x; `corpus.batch_at` in-process "
         f"{result['batch_at_us']:.0f} µs CPU per batch. Worker CPU excludes start-up "
-        f"(1 worker {result['startup_cpu_s'][1]:.2f} s, 2 workers "
-        f"{result['startup_cpu_s'][2]:.2f} s, measured alone).",
+        f"({startup}; measured alone).",
     ]
     return "\n".join(lines) + "\n"
 
@@ -240,6 +269,11 @@ def main() -> int:
     parser.add_argument("--batches", type=int, default=600, help="batches per timed run")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--only-loader",
+        action="store_true",
+        help="only the corpus rows (StreamLoader and plain DataLoader), no references",
+    )
     parser.add_argument("--quick", action="store_true", help="2M tokens, 40 batches, 1 round")
     args = parser.parse_args()
     if args.quick:

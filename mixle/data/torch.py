@@ -68,10 +68,12 @@ from mixle.data._batch_group import (
     ALIGN,
     GroupInfo,
     Layout,
+    Stack,
     auto_group_size,
     group_bytes,
     nbytes_of,
     receive_group,
+    stacked,
     tensors_of,
     unpack_group,
 )
@@ -137,7 +139,9 @@ class PackedBatch:
     Parameters
     ----------
     parts
-        The batch's arrays, in order (copied; C order, any shape, fixed-size dtypes).
+        The batch's arrays, in order (copied; C order, any shape, fixed-size dtypes);
+        a :class:`~mixle.data._batch_group.Stack` of equal arrays is packed as one
+        array with a leading axis (the same array of every batch of a group).
     shared
         Copy them into a free slot of this process's shared-memory ring when there is
         one (Linux; the ring is made for the first batch, and a larger batch or a full
@@ -148,7 +152,7 @@ class PackedBatch:
 
     def __init__(
         self,
-        parts: tuple[np.ndarray, ...],
+        parts: tuple[np.ndarray | Stack, ...],
         *,
         shared: bool = False,
         group: GroupInfo | None = None,
@@ -168,7 +172,12 @@ class PackedBatch:
         else:
             raw = self.buffer = acquired[2]
         for part, (_, shape, start) in zip(parts, layout, strict=True):
-            raw[start : start + part.nbytes].view(part.dtype).reshape(shape)[...] = part
+            target = raw[start : start + part.nbytes].view(part.dtype).reshape(shape)
+            if isinstance(part, Stack):
+                for index, array in enumerate(part.arrays):
+                    target[index] = array
+            else:
+                target[...] = part
         self.layout = tuple(layout)
         #: For a group of batches (:class:`~mixle.data.StreamLoader`): the parts per
         #: batch and the position of each batch and of the one after them.
@@ -350,14 +359,11 @@ class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch]):
         size = self._group or auto_group_size(group_bytes(self._batch(first).as_tuple()))
         position = self._advance(first, worker * size) if worker else first
         while position is not None and not self._exhausted(position):
-            parts: list[np.ndarray] = []
-            sizes: list[int] = []
+            batches: list[tuple[np.ndarray, ...]] = []
             positions: list[tuple[int, int] | None] = [position]
             at: tuple[int, int] | None = position
-            while at is not None and not self._exhausted(at) and len(sizes) < size:
-                batch = self._batch(at).as_tuple()
-                parts.extend(batch)
-                sizes.append(len(batch))
+            while at is not None and not self._exhausted(at) and len(batches) < size:
+                batches.append(self._batch(at).as_tuple())
                 at = self._advance(at, 1)
                 positions.append(at)
             if at is None or self._exhausted(at):
@@ -365,8 +371,8 @@ class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch]):
             else:
                 position = self._advance(at, (workers - 1) * size) if workers > 1 else at
             self._next = position
-            group: GroupInfo = (tuple(sizes), tuple(positions))
-            yield PackedBatch(tuple(parts), shared=self.shared_memory, group=group)
+            parts, group = stacked(batches, tuple(positions))
+            yield PackedBatch(parts, shared=self.shared_memory, group=group)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, ...] | PackedBatch]:
         worker, workers = _worker()
