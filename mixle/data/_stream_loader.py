@@ -17,20 +17,46 @@ after any batch, mid-group included, resumes at the next batch with any worker c
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, IterableDataset
 
 from mixle._checks import nonnegative_int, positive_int
 from mixle.data._batch_group import BatchGroup, Position
 from mixle.errors import ArgumentTypeError
 
-if TYPE_CHECKING:
-    from mixle.data.torch import StreamDataset
+__all__ = ["GroupedSource", "StreamLoader"]
 
-__all__ = ["StreamLoader"]
+
+class GroupedSource(ABC):
+    """What :class:`StreamLoader` needs of a dataset (``StreamDataset`` implements it):
+    positions, a grouped copy to iterate, and the position <-> state mapping."""
+
+    @abstractmethod
+    def _loader_start(self) -> Position | None:
+        """Where an iteration from the dataset's start begins (``None``: nothing left)."""
+
+    @abstractmethod
+    def _loader_view(self, start: Position, batches_per_item: int) -> IterableDataset[Any]:
+        """A copy that starts at ``start`` and, in DataLoader workers, yields groups of
+        ``batches_per_item`` batches (``0``: sized automatically) as :class:`BatchGroup`
+        items; in process, one batch per item (read :meth:`_loader_next` after each)."""
+
+    @abstractmethod
+    def _loader_next(self) -> Position | None:
+        """In process: the position after the batch this (view) yielded last."""
+
+    @abstractmethod
+    def _loader_state(self, position: Position | None) -> dict[str, Any]:
+        """The state naming ``position`` as the next batch (the in-process format)."""
+
+    @abstractmethod
+    def _loader_position(self, state: Any) -> Position | None:
+        """The next batch a state names, checked as ``load_state_dict`` checks it (raises
+        ``StateMismatchError``); nothing is changed."""
 
 
 class StreamLoader:
@@ -72,7 +98,7 @@ class StreamLoader:
 
     def __init__(
         self,
-        dataset: StreamDataset,
+        dataset: GroupedSource,
         *,
         num_workers: int = 0,
         batches_per_item: int | None = None,
@@ -82,9 +108,7 @@ class StreamLoader:
         worker_init_fn: Callable[[int], None] | None = None,
         timeout: float = 0,
     ) -> None:
-        from mixle.data.torch import StreamDataset
-
-        if not isinstance(dataset, StreamDataset):
+        if not isinstance(dataset, GroupedSource):
             raise ArgumentTypeError(
                 f"`dataset` must be a StreamDataset (StreamingDataset, TokenStreamDataset). "
                 f"Got {type(dataset).__name__} instead."
@@ -108,7 +132,7 @@ class StreamLoader:
         self._next: tuple[Position | None] | None = None
 
     def _dataset_start(self) -> Position | None:
-        return self.dataset._first(0)
+        return self.dataset._loader_start()
 
     def __iter__(self) -> Iterator[list[torch.Tensor]]:
         start = self._start[0] if self._start is not None else self._dataset_start()
@@ -117,11 +141,12 @@ class StreamLoader:
         if start is None:
             return
         group = 0 if self.batches_per_item is None else self.batches_per_item
-        view = self.dataset._grouped(start, group)
+        view = self.dataset._loader_view(start, group)
         loader = DataLoader(view, batch_size=None, num_workers=self.num_workers, **self._options)
         if not self.num_workers:
+            assert isinstance(view, GroupedSource)
             for batch in loader:
-                self._next = (view._next,)
+                self._next = (view._loader_next(),)
                 yield batch
             return
         for item in loader:
@@ -148,9 +173,7 @@ class StreamLoader:
             position = self._start[0] if self._start is not None else self._dataset_start()
         else:
             position = self._next[0]
-        dataset = self.dataset
-        dataset._cursor.move(*((0, 0) if position is None else position))
-        return dataset._cursor.state_dict(dataset._identity(0, 1), done=int(position is None))
+        return self.dataset._loader_state(position)
 
     def load_state_dict(self, state: Any) -> None:
         """Make the next iteration start at a saved next batch (any worker count).
@@ -165,11 +188,5 @@ class StreamLoader:
             As ``dataset.load_state_dict`` (malformed, another stream, past the end);
             nothing is changed.
         """
-        dataset = self.dataset
-        saved = (dataset._next, dataset._loaded, dataset._started)
-        try:
-            dataset.load_state_dict(state)
-            self._start = (dataset._next,)
-        finally:
-            dataset._next, dataset._loaded, dataset._started = saved
+        self._start = (self.dataset._loader_position(state),)
         self._next = None

@@ -82,7 +82,7 @@ from mixle.data._loader_state import MAX_POSITION, saved_workers
 from mixle.data._mesh import DpDims, PlacedStream, check_stream_place
 from mixle.data._resumable import ResumableStream
 from mixle.data._slot_ring import FdHandle, SlotRing, mapped_ring, worker_ring
-from mixle.data._stream_loader import StreamLoader
+from mixle.data._stream_loader import GroupedSource, StreamLoader
 from mixle.data._streaming import StreamingCorpus
 from mixle.data.stream_token_source import TokenStream
 from mixle.errors import ArgumentTypeError, StateMismatchError
@@ -179,7 +179,7 @@ class PackedBatch:
             else:
                 target[...] = part
         self.layout = tuple(layout)
-        #: For a group of batches (:class:`~mixle.data.StreamLoader`): the parts per
+        #: For a group of batches (:class:`~mixle.data.torch.StreamLoader`): the parts per
         #: batch and the position of each batch and of the one after them.
         self.group = group
         # (ring, slot, sequence) while this object owns a full slot.
@@ -230,7 +230,7 @@ class PackedBatch:
         return (_receive, (ring.token, ring.pid, ring.handle(), slot, sequence, self.layout))
 
 
-class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch]):
+class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch], GroupedSource):
     """Any resumable stream's batches as tensors, worker-count invariant and resumable.
 
     Wraps the one resumable contract (:class:`~mixle.data._resumable.ResumableStream`:
@@ -338,6 +338,28 @@ class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch]):
         if self._loaded:
             return self._next
         return self._advance(self._origin, worker)
+
+    # -- what StreamLoader needs (GroupedSource) ----------------------------------------
+    def _loader_start(self) -> tuple[int, int] | None:
+        return self._first(0)
+
+    def _loader_view(self, start: tuple[int, int], batches_per_item: int) -> StreamDataset:
+        return self._grouped(start, batches_per_item)
+
+    def _loader_next(self) -> tuple[int, int] | None:
+        return self._next
+
+    def _loader_state(self, position: tuple[int, int] | None) -> dict[str, Any]:
+        self._cursor.move(*((0, 0) if position is None else position))
+        return self._cursor.state_dict(self._identity(0, 1), done=int(position is None))
+
+    def _loader_position(self, state: Any) -> tuple[int, int] | None:
+        saved = (self._next, self._loaded, self._started)
+        try:
+            self.load_state_dict(state)  # every check a subclass adds, in this process
+            return self._next
+        finally:
+            self._next, self._loaded, self._started = saved
 
     def _grouped(self, start: tuple[int, int], group: int) -> StreamDataset:
         """A copy that starts at ``start`` and, in DataLoader workers, yields ``group``

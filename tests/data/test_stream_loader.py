@@ -89,12 +89,9 @@ def test_spawned_workers_over_memmap_documents(tmp_path: Path) -> None:
     assert_items_equal(_numpy(loader), expected)
 
 
-@pytest.mark.parametrize("num_workers", [0, 1, 2])
-def test_a_state_after_any_batch_resumes_at_the_next_one_with_any_worker_count(
-    num_workers: int,
-) -> None:
-    """Every state (JSON round trip), mid-group included, restored into a fresh loader
-    with another worker count, continues with exactly the rest of the sequence."""
+def _resume_after_batches(num_workers: int, every: bool) -> None:
+    """States (JSON round trip) after each batch, mid-group included, restored into a
+    fresh loader with another worker count, continue with exactly the rest."""
     expected = _expected(2)
 
     def loader(workers: int) -> StreamLoader:
@@ -106,10 +103,25 @@ def test_a_state_after_any_batch_resumes_at_the_next_one_with_any_worker_count(
     for _ in first:
         states.append(json.loads(json.dumps(first.state_dict())))
     assert len(states) == len(expected) + 1
-    for taken, state in enumerate(states):
+    # groups of 3: a group's start, its middle and its end, the first and the last state
+    chosen = range(len(states)) if every else (0, 1, 2, 3, 4, 8, len(states) - 2, len(states) - 1)
+    for taken in chosen:
         resumed = loader((num_workers + 1 + taken) % 3)  # another worker count each time
-        resumed.load_state_dict(state)
+        resumed.load_state_dict(states[taken])
         assert_items_equal(_numpy(resumed), expected[taken:])
+
+
+@pytest.mark.parametrize("num_workers", [0, 1, 2])
+def test_a_state_after_a_batch_resumes_at_the_next_one_with_any_worker_count(
+    num_workers: int,
+) -> None:
+    _resume_after_batches(num_workers, every=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("num_workers", [0, 1, 2])
+def test_a_state_after_every_batch_resumes_at_the_next_one(num_workers: int) -> None:
+    _resume_after_batches(num_workers, every=True)
 
 
 def test_a_state_taken_mid_iteration_names_the_next_batch_and_breaking_off_is_clean() -> None:
