@@ -246,6 +246,13 @@ def report(result: dict[str, Any], args: argparse.Namespace, load: str) -> str:
             f"| {name} | {figures['rate']:,.0f} | {figures['main_cpu_us']:.0f} | {workers} |"
         )
     met = "met" if result["speedup"] >= 1.6 else "NOT met"
+    bounds = []
+    for prefix in ("StreamLoader", "corpus"):
+        figures = result["configs"].get(f"{prefix}, 1 worker")
+        if figures is not None:
+            w, m = figures["worker_cpu_us"], figures["main_cpu_us"]
+            bound = min(2 / (w + m), 1 / m) * max(w, m)  # 2-worker rate / 1-worker rate
+            bounds.append(f"{prefix} {bound:.2f}x (W {w:.0f} µs, M {m:.0f} µs)")
     startup = ", ".join(f"{key} {value:.2f} s" for key, value in result["startup_cpu_s"].items())
     lines += [
         "",
@@ -255,7 +262,8 @@ def report(result: dict[str, Any], args: argparse.Namespace, load: str) -> str:
         f"transport alone {result['transport_speedup']:.2f}x; same-run CPU-burn ceiling "
         f"{result['cpu_ceiling']:.2f}x; `corpus.batch_at` in-process "
         f"{result['batch_at_us']:.0f} µs CPU per batch. Worker CPU excludes start-up "
-        f"({startup}; measured alone).",
+        f"({startup}; measured alone). Bound on 2 free cores from the 1-worker CPU per "
+        f"batch, min(2 / (W + M), 1 / M) · max(W, M): {'; '.join(bounds)}.",
     ]
     return "\n".join(lines) + "\n"
 
