@@ -77,6 +77,23 @@ def test_loader_yields_the_plain_dataloader_batches_for_any_worker_count(
     assert loader.state_dict()["epoch"] == 2
 
 
+@pytest.mark.parametrize("packing", ["concatenate", "best_fit"])
+def test_global_layout_batches_and_mid_group_resume(packing: str) -> None:
+    def dataset() -> StreamingDataset:
+        corpus = _corpus(layout="global", packing=packing, document_ids=False)
+        return StreamingDataset(corpus, num_epochs=2)
+
+    plain = _numpy(DataLoader(dataset(), batch_size=None))
+    loader = StreamLoader(dataset(), num_workers=2, batches_per_item=3)
+    iterator = iter(loader)
+    head = [next(iterator) for _ in range(4)]
+    state = loader.state_dict()
+    del iterator
+    resumed = StreamLoader(dataset(), num_workers=1, batches_per_item=2)
+    resumed.load_state_dict(state)
+    assert_items_equal(_numpy(head) + _numpy(resumed), plain)
+
+
 def test_spawned_workers_over_memmap_documents(tmp_path: Path) -> None:
     documents = write_memmap_corpus(tmp_path / "c", [d.astype(np.uint16) for d in DOCUMENTS])
     loader = StreamLoader(
