@@ -21,6 +21,7 @@ import mmap
 import os
 import secrets
 import threading
+import weakref
 from multiprocessing.reduction import DupFd
 from typing import Protocol
 
@@ -38,8 +39,10 @@ __all__ = [
 ]
 
 #: Slots per worker: torch's DataLoader keeps at most ``prefetch_factor`` (2 by default)
-#: batches in flight per worker, plus the one being received.
-SLOTS = 4
+#: items in flight per worker, plus the one being received; a group of batches lent to
+#: the consumer (:meth:`MappedRing.lend`) holds its slot one step longer, and the
+#: consumer may keep the previous step's batch: six leave one spare.
+SLOTS = 6
 
 #: No ring above this size (the batch goes through the pipe): the mapping is per worker.
 MAX_RING_BYTES = 1 << 30
@@ -170,6 +173,37 @@ class MappedRing:
         out[...] = self._bytes[start : start + nbytes]
         self.states[slot] = 0
         return out
+
+    def lend(self, slot: int, sequence: int, nbytes: int) -> np.ndarray:
+        """The batch ``sequence`` in ``slot`` *in place*: the slot is freed when the
+        returned array and every view of it are gone (no copy).
+
+        Every view keeps alive the ``memoryview`` numpy holds as the array's base (a
+        fresh one per call, whether numpy collapses views of views to the array or to
+        it); that memoryview's finaliser frees the slot, from whichever thread drops the
+        last view. The worker writes only into free slots, so the bytes stay put.
+
+        Raises
+        ------
+        RuntimeError
+            As for :meth:`take`.
+        """
+        state = int(self.states[slot])
+        if state != sequence or not 0 <= slot < SLOTS or nbytes > self.slot_bytes:
+            raise RuntimeError(
+                f"DataLoader worker {self.pid}: shared slot {slot} holds batch {state}, "
+                f"expected batch {sequence} of {nbytes} bytes."
+            )
+        start = _HEADER + slot * self.slot_bytes
+        lent = np.frombuffer(memoryview(self._map)[start : start + nbytes], dtype=np.uint8)
+        weakref.finalize(lent.base, _free_slot, self.states, slot, sequence)
+        return lent
+
+
+def _free_slot(states: np.ndarray, slot: int, sequence: int) -> None:
+    """Free ``slot`` if it still holds batch ``sequence`` (the last view of it is gone)."""
+    if states[slot] == sequence:
+        states[slot] = 0
 
 
 _mapped: dict[str, MappedRing] = {}

@@ -50,11 +50,20 @@ Tensors handed over one by one would cost torch a shared-memory segment, a socke
 connection to the worker's ``resource_sharer`` and an authentication handshake *each*,
 answered one at a time: that serialised the workers. A custom ``collate_fn`` running in
 a worker receives the :class:`PackedBatch`; ``PackedBatch.unpack()`` gives its tensors.
+
+Several batches per item
+------------------------
+torch's DataLoader still costs its main process 60-160 µs per item, as much as a worker
+spends on a batch 8 x 2048, which caps what a second worker adds. :class:`StreamLoader`
+(:mod:`mixle.data._stream_loader`) runs the DataLoader over a copy of the dataset whose
+workers yield groups of consecutive batches (one slot, lent to the main process without
+a copy) and yields them one batch per step: the same batches in the same order, with a
+``state_dict`` that names the next batch, mid-group included.
 """
 
 from __future__ import annotations
 
-import math
+import copy
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -64,11 +73,25 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from mixle._checks import nonnegative_int, positive_int
 from mixle.data._batch import Batch
+from mixle.data._batch_group import (
+    ALIGN,
+    GroupInfo,
+    Layout,
+    Stack,
+    auto_group_size,
+    group_bytes,
+    nbytes_of,
+    receive_group,
+    stacked,
+    tensors_of,
+    unpack_group,
+)
 from mixle.data._cursor import Cursor
 from mixle.data._loader_state import MAX_POSITION, saved_workers
 from mixle.data._mesh import DpDims, PlacedStream, check_stream_place
 from mixle.data._resumable import ResumableStream
 from mixle.data._slot_ring import FdHandle, SlotRing, mapped_ring, worker_ring
+from mixle.data._stream_loader import GroupedSource, StreamLoader
 from mixle.data._streaming import StreamingCorpus
 from mixle.data.stream_token_source import TokenStream
 from mixle.errors import ArgumentTypeError, StateMismatchError
@@ -76,7 +99,13 @@ from mixle.errors import ArgumentTypeError, StateMismatchError
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
 
-__all__ = ["PackedBatch", "StreamDataset", "StreamingDataset", "TokenStreamDataset"]
+__all__ = [
+    "PackedBatch",
+    "StreamDataset",
+    "StreamLoader",
+    "StreamingDataset",
+    "TokenStreamDataset",
+]
 
 
 # Keys of the StatefulDataLoader main-process state that carry over to any worker count.
@@ -94,31 +123,16 @@ def _worker() -> tuple[int, int]:
     return (0, 1) if info is None else (int(info.id), int(info.num_workers))
 
 
-# Each part starts at a multiple of this many bytes in a packed buffer, so every view
-# is aligned for its dtype (int64 at most).
-_ALIGN = 8
-
-_Layout = tuple[tuple[str, tuple[int, ...], int], ...]
-
-
-def _unpack(buffer: bytearray | np.ndarray, layout: _Layout) -> list[torch.Tensor]:
-    """The tensors of a packed batch: contiguous views of ``buffer``, in order."""
-    raw = np.frombuffer(buffer, dtype=np.uint8)
-    tensors = []
-    for dtype_str, shape, offset in layout:
-        dtype = np.dtype(dtype_str)
-        end = offset + math.prod(shape) * dtype.itemsize
-        tensors.append(torch.from_numpy(raw[offset:end].view(dtype).reshape(shape)))
-    return tensors
+_ALIGN = ALIGN
+_Layout = Layout
+_unpack = tensors_of
 
 
 def _receive(
     token: str, pid: int, handle: FdHandle | None, slot: int, sequence: int, layout: _Layout
 ) -> list[torch.Tensor]:
     """The tensors of a batch a worker left in shared slot ``slot`` (copied out, freed)."""
-    dtype_str, shape, offset = layout[-1]
-    nbytes = offset + math.prod(shape) * np.dtype(dtype_str).itemsize
-    return _unpack(mapped_ring(token, pid, handle).take(slot, sequence, nbytes), layout)
+    return _unpack(mapped_ring(token, pid, handle).take(slot, sequence, nbytes_of(layout)), layout)
 
 
 class PackedBatch:
@@ -134,16 +148,24 @@ class PackedBatch:
     Parameters
     ----------
     parts
-        The batch's arrays, in order (copied; C order, any shape, fixed-size dtypes).
+        The batch's arrays, in order (copied; C order, any shape, fixed-size dtypes);
+        a :class:`~mixle.data._batch_group.Stack` of equal arrays is packed as one
+        array with a leading axis (the same array of every batch of a group).
     shared
         Copy them into a free slot of this process's shared-memory ring when there is
         one (Linux; the ring is made for the first batch, and a larger batch or a full
         ring falls back to the bytes payload).
     """
 
-    __slots__ = ("_ring_slot", "buffer", "layout")
+    __slots__ = ("_ring_slot", "buffer", "group", "layout")
 
-    def __init__(self, parts: tuple[np.ndarray, ...], *, shared: bool = False) -> None:
+    def __init__(
+        self,
+        parts: tuple[np.ndarray | Stack, ...],
+        *,
+        shared: bool = False,
+        group: GroupInfo | None = None,
+    ) -> None:
         layout = []
         offset = 0
         for part in parts:
@@ -159,8 +181,16 @@ class PackedBatch:
         else:
             raw = self.buffer = acquired[2]
         for part, (_, shape, start) in zip(parts, layout, strict=True):
-            raw[start : start + part.nbytes].view(part.dtype).reshape(shape)[...] = part
+            target = raw[start : start + part.nbytes].view(part.dtype).reshape(shape)
+            if isinstance(part, Stack):
+                for index, array in enumerate(part.arrays):
+                    target[index] = array
+            else:
+                target[...] = part
         self.layout = tuple(layout)
+        #: For a group of batches (:class:`~mixle.data.torch.StreamLoader`): the parts per
+        #: batch and the position of each batch and of the one after them.
+        self.group = group
         # (ring, slot, sequence) while this object owns a full slot.
         self._ring_slot: tuple[SlotRing, int, int] | None = None
         if ring is not None and acquired is not None:
@@ -195,6 +225,13 @@ class PackedBatch:
         self._free()
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        if self.group is not None:
+            if self._ring_slot is None:
+                return (unpack_group, (self.buffer, self.layout, self.group))
+            ring, slot, sequence = self._ring_slot
+            self._ring_slot = None  # the receiver's views free the slot when they go
+            place = (ring.token, ring.pid, ring.handle(), slot, sequence)
+            return (receive_group, (place, self.layout, self.group))
         if self._ring_slot is None:
             return (_unpack, (self.buffer, self.layout))
         ring, slot, sequence = self._ring_slot
@@ -202,7 +239,7 @@ class PackedBatch:
         return (_receive, (ring.token, ring.pid, ring.handle(), slot, sequence, self.layout))
 
 
-class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch]):
+class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch], GroupedSource):
     """Any resumable stream's batches as tensors, worker-count invariant and resumable.
 
     Wraps the one resumable contract (:class:`~mixle.data._resumable.ResumableStream`:
@@ -271,6 +308,9 @@ class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch]):
         self._next: tuple[int, int] | None = None
         self._loaded = False
         self._cursor = Cursor(self._kind, extra=("done",))
+        # Batches per worker item: None, one batch per item (the plain DataLoader
+        # contract); a StreamLoader's view groups k (0: sized from the first batch).
+        self._group: int | None = None
 
     # -- positions: the stream's cursor, unless a subclass saves them in other units ------
     def _from_cursor(self, cursor: tuple[int, int]) -> tuple[int, int]:
@@ -308,9 +348,70 @@ class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch]):
             return self._next
         return self._advance(self._origin, worker)
 
+    # -- what StreamLoader needs (GroupedSource) ----------------------------------------
+    def _loader_start(self) -> tuple[int, int] | None:
+        return self._first(0)
+
+    def _loader_view(self, start: tuple[int, int], batches_per_item: int) -> StreamDataset:
+        return self._grouped(start, batches_per_item)
+
+    def _loader_next(self) -> tuple[int, int] | None:
+        return self._next
+
+    def _loader_state(self, position: tuple[int, int] | None) -> dict[str, Any]:
+        self._cursor.move(*((0, 0) if position is None else position))
+        return self._cursor.state_dict(self._identity(0, 1), done=int(position is None))
+
+    def _loader_position(self, state: Any) -> tuple[int, int] | None:
+        saved = (self._next, self._loaded, self._started)
+        try:
+            self.load_state_dict(state)  # every check a subclass adds, in this process
+            return self._next
+        finally:
+            self._next, self._loaded, self._started = saved
+
+    def _grouped(self, start: tuple[int, int], group: int) -> StreamDataset:
+        """A copy that starts at ``start`` and, in DataLoader workers, yields ``group``
+        consecutive batches per item (``0``: as many as :func:`auto_group_size` allows
+        for the batch at ``start``): the dataset a :class:`StreamLoader` iterates."""
+        view = copy.copy(self)
+        view._origin, view._group = start, group
+        view._next, view._loaded, view._started = None, False, False
+        view._cursor = Cursor(self._kind, extra=("done",))
+        return view
+
+    def _groups(self, worker: int, workers: int) -> Iterator[PackedBatch]:
+        """A worker's items in a grouped view: group ``g`` holds batches ``[g k, g k + k)``
+        from the origin, worker ``w`` of ``n`` makes the groups ``g ≡ w (mod n)``, so the
+        DataLoader's in-order round robin puts them back in sequence."""
+        first = self._advance(self._origin, 0)
+        if first is None or self._exhausted(first):
+            return
+        size = self._group or auto_group_size(group_bytes(self._batch(first).as_tuple()))
+        position = self._advance(first, worker * size) if worker else first
+        while position is not None and not self._exhausted(position):
+            batches: list[tuple[np.ndarray, ...]] = []
+            positions: list[tuple[int, int] | None] = [position]
+            at: tuple[int, int] | None = position
+            while at is not None and not self._exhausted(at) and len(batches) < size:
+                batches.append(self._batch(at).as_tuple())
+                at = self._advance(at, 1)
+                positions.append(at)
+            if at is None or self._exhausted(at):
+                position = None  # this group ends the stream: no later group has batches
+            else:
+                position = self._advance(at, (workers - 1) * size) if workers > 1 else at
+            self._next = position
+            parts, group = stacked(batches, tuple(positions))
+            yield PackedBatch(parts, shared=self.shared_memory, group=group)
+
     def __iter__(self) -> Iterator[tuple[torch.Tensor, ...] | PackedBatch]:
         worker, workers = _worker()
         packed = get_worker_info() is not None  # a worker process: one payload per batch
+        if packed and self._group is not None:
+            self._started = True
+            yield from self._groups(worker, workers)
+            return
         position = self._first(worker)
         self._loaded = False
         self._started = True

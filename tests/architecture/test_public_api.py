@@ -34,7 +34,7 @@ EXPECTED: dict[str, str] = {
     "mixle.data": "Batch BlockPhase BlockSchedule DcpLoaderState DocumentSource ExactSchedule LengthBandit MixingRule Mixture MixturePhase MixtureSource PackOptions PackedCorpus PackingOptions PackingSummary PlanStore ResumableStream RowPlan RowSchedule ShardOptions Sighting SourceAccount SourceBudget StreamingCorpus TemperatureSchedule TokenStream VariableLengthStream attention_boundaries compare_packings context_parallel_batch context_parallel_indices context_parallel_slice data_parallel_place gather_backend global_document_order pack_documents register_layout set_gather_backend shard_documents_for_rank sightings stream_token_source",
     "mixle.data.stream_token_source": "TokenStream stream_token_source",
     "mixle.data.streaming_corpus": "PackedCorpus SequenceSelector StreamingCorpus current_rank_and_world_size global_document_order pack_documents shard_documents_for_rank",
-    "mixle.data.torch": "PackedBatch StreamDataset StreamingDataset TokenStreamDataset",
+    "mixle.data.torch": "PackedBatch StreamDataset StreamLoader StreamingDataset TokenStreamDataset",
     "mixle.errors": "ArgumentError ArgumentTypeError CheckpointError ChecksumError CorpusError CorpusExistsError CorpusFormatError CorpusNotFoundError DescriptorLimitError ExportError IngestError MissingBackendError MixleError OutputInUseError RemoteError RevisionMismatchError StateMismatchError TokenIdError UnsafePathError UnsupportedStoreOperation redact_userinfo",
     "mixle.hf": "GlobalRowDataset ROW_FIELDS flex_document_mask padding_free_collate to_iterable_dataset",
     "mixle.lightning": "StreamDataModule",

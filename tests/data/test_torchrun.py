@@ -18,3 +18,4 @@ def test_torchrun_ranks_are_disjoint_complete_and_even(tmp_path: Path) -> None:
     assert ranks[0]["batches"] == ranks[1]["batches"] == ranks[0]["num_batches"] > 0
     for r in ranks:
         assert set(r["seen"]) <= set(r["indices"])
+        assert r["loader_matches"] and r["loader_batches"] == r["batches"]  # StreamLoader

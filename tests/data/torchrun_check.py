@@ -11,6 +11,7 @@ import numpy as np
 import torch.distributed as dist
 
 from mixle.data.streaming_corpus import StreamingCorpus
+from mixle.data.torch import StreamingDataset, StreamLoader
 from tests._torchrun import rank_output_dir
 
 
@@ -26,6 +27,10 @@ def main() -> int:
     for _, _, _, document_ids, _ in corpus.epoch_batches(0):
         batches += 1
         seen.update(document_ids[document_ids >= 0].tolist())
+    # issue #31: the same batches through StreamLoader's workers (groups of 3, mid-group end)
+    loader = StreamLoader(StreamingDataset(corpus, num_epochs=1), num_workers=2, batches_per_item=3)
+    through_loader = [[part.numpy().tobytes() for part in batch] for batch in loader]
+    direct = [[part.tobytes() for part in batch] for batch in corpus.epoch_batches(0)]
     result = {
         "rank": corpus.rank,
         "world_size": corpus.world_size,
@@ -34,6 +39,8 @@ def main() -> int:
         "num_batches": corpus.num_batches(0),
         "seen": sorted(seen),
         "num_documents": len(documents),
+        "loader_matches": through_loader == direct,
+        "loader_batches": len(through_loader),
     }
     (rank_output_dir() / "result.json").write_text(json.dumps(result))
     dist.barrier()
