@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mixle._gather import (
+    document_id_runs,
     fill_document_ids,
     gather_pieces,
     numba_available,
@@ -158,10 +159,31 @@ def test_document_ids_backends_agree_with_per_token_reference(
             fill_document_ids(
                 doc_ids, pos_ids, indices[first:stop], starts[first : stop + 1], begin
             )
+            built = document_id_runs(
+                indices[first:stop], starts[first : stop + 1], begin, end - begin
+            )
         finally:
             set_gather_backend(previous)
-        np.testing.assert_array_equal(doc_ids, want_ids)
-        np.testing.assert_array_equal(pos_ids, want_pos)
+        for got_ids, got_pos in ((doc_ids, pos_ids), built):
+            assert got_ids.dtype == got_pos.dtype == np.int64
+            assert got_ids.flags.writeable and got_pos.flags.writeable
+            np.testing.assert_array_equal(got_ids, want_ids)
+            np.testing.assert_array_equal(got_pos, want_pos)
+
+
+@pytest.mark.parametrize("begin", [0, 69_990, 70_003])
+def test_document_id_runs_of_documents_longer_than_the_ramp(backend: str, begin: int) -> None:
+    # Positions past the shared ramp (2**16) come from a fresh arange: the same values.
+    del backend
+    starts = np.array([0, 70_000, 70_005, 70_008, 140_000], dtype=np.int64)
+    indices = np.array([9, 4, 11, 2], dtype=np.int64)
+    size = 20 if begin else 66_000
+    first = int(np.searchsorted(starts, begin, side="right")) - 1
+    stop = int(np.searchsorted(starts, begin + size, side="left"))
+    doc_ids, pos_ids = document_id_runs(indices[first:stop], starts[first : stop + 1], begin, size)
+    owner = np.searchsorted(starts, np.arange(begin, begin + size), side="right") - 1
+    np.testing.assert_array_equal(doc_ids, indices[owner])
+    np.testing.assert_array_equal(pos_ids, np.arange(begin, begin + size) - starts[owner])
 
 
 @settings(
