@@ -45,6 +45,7 @@ __all__ = [
     "gather_pieces",
     "legacy_permutation",
     "numba_available",
+    "padded_position_runs",
     "set_gather_backend",
 ]
 
@@ -182,6 +183,7 @@ def fill_document_ids_numpy(
 _RAMP = np.arange(1 << 16, dtype=np.int64)
 _RAMP.flags.writeable = False
 _RAMP_VIEW = memoryview(_RAMP)
+_ZEROS_VIEW = memoryview(np.zeros(1 << 16, dtype=np.int64))
 
 
 def document_id_runs_numpy(
@@ -208,6 +210,34 @@ def document_id_runs_numpy(
         runs = [np.arange(a, b, dtype=np.int64) for a, b in zip(low, high, strict=True)]
     pos_ids = np.frombuffer(bytearray().join(runs), dtype=np.int64)
     return doc_ids, pos_ids
+
+
+def padded_position_runs(
+    gaps: np.ndarray, begins: np.ndarray, lengths: np.ndarray, tail: int
+) -> np.ndarray:
+    """Positions of pieces laid out with padding: a new writable int64 array.
+
+    For each ``k``: ``gaps[k]`` zeros, then ``begins[k], begins[k] + 1, ...`` for
+    ``lengths[k]`` slots (the piece's positions inside its document); then ``tail``
+    zeros. One ``bytearray.join`` of slices of shared zeros and ramp buffers (a memcpy
+    per run), where building it by ``np.repeat``, ``arange`` and ``where`` over every
+    slot costs several passes.
+    """
+    skips = gaps.tolist()
+    skips.append(tail)
+    low = begins.tolist()
+    high = (begins + lengths).tolist()
+    limit = _RAMP.shape[0]
+    if max(skips) <= limit and (not high or max(high) <= limit):
+        zeros = list(map(_ZEROS_VIEW.__getitem__, map(slice, skips)))
+        ramps = list(map(_RAMP_VIEW.__getitem__, map(slice, low, high)))
+    else:
+        zeros = [np.zeros(n, dtype=np.int64) for n in skips]
+        ramps = [np.arange(a, b, dtype=np.int64) for a, b in zip(low, high, strict=True)]
+    runs: list[Any] = [None] * (2 * len(ramps) + 1)
+    runs[0::2] = zeros
+    runs[1::2] = ramps
+    return np.frombuffer(bytearray().join(runs), dtype=np.int64)
 
 
 def _document_id_runs_compiled(

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mixle._gather import padded_position_runs
 from mixle.data._best_fit import MIN_BLOCK, RowPieces, best_fit_rows, row_budget
 from mixle.data._documents import DocumentSource
 from mixle.data._order_windows import OrderWindows, index_ranges
@@ -323,7 +324,8 @@ class BestFitRows:
 
 class _Slots:
     """Per-slot views of pieces that lie at increasing, disjoint slots ``at`` of a
-    buffer of ``size`` slots, built as runs with ``np.repeat`` (a memset per run)."""
+    buffer of ``size`` slots, built as runs: ids with ``np.repeat`` (a memset per run),
+    positions by :func:`~mixle._gather.padded_position_runs` (a memcpy per run)."""
 
     def __init__(
         self, ids: np.ndarray, begin: np.ndarray, length: np.ndarray, at: np.ndarray, size: int
@@ -335,18 +337,18 @@ class _Slots:
         self.gaps[1:] -= ends[:-1]
         self.tail = size - (int(ends[-1]) if ends.size else 0)
 
-    def _interleaved(self, last: int, *columns: np.ndarray) -> np.ndarray:
-        """``columns`` interleaved piece by piece, then ``last`` (the tail's entry)."""
-        return np.append(np.stack(columns, axis=1).ravel(), last)
+    def _interleaved(self, last: int, gap: np.ndarray | int, piece: np.ndarray) -> np.ndarray:
+        """Per run (each piece's gap, then the piece; then the tail): ``gap``, ``piece``
+        interleaved piece by piece, then ``last``."""
+        values = np.empty(2 * self.ids.shape[0] + 1, dtype=np.int64)
+        values[0:-1:2] = gap
+        values[1::2] = piece
+        values[-1] = last
+        return values
 
     def documents(self) -> tuple[np.ndarray, np.ndarray]:
         """Each slot's document id and position in it (``-1`` and ``0`` on padding)."""
         runs = self._interleaved(self.tail, self.gaps, self.length)
-        count = self.ids.shape[0]
-        padding = np.full(count, -1, dtype=np.int64)
-        document_ids = np.repeat(self._interleaved(-1, padding, self.ids), runs)
-        none = np.zeros(count, dtype=np.int64)
-        covered = np.repeat(np.append(np.tile(np.array([False, True]), count), False), runs)
-        offsets = np.repeat(self._interleaved(0, none, self.at - self.begin), runs)
-        position_ids = np.where(covered, np.arange(self.size) - offsets, 0)
+        document_ids = np.repeat(self._interleaved(-1, -1, self.ids), runs)
+        position_ids = padded_position_runs(self.gaps, self.begin, self.length, self.tail)
         return document_ids, position_ids
