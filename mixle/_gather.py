@@ -108,7 +108,7 @@ def gather_pieces_numpy(
         bad = (begins < 0) | (lengths < 0) | (stops > offsets[local + 1])
         bad |= (at < 0) | (at + lengths > size)
         return int(np.flatnonzero(bad)[0])
-    view = memoryview(tokens)
+    view = tokens.data
     if not view.c_contiguous:  # a strided token array: no flat buffer to slice
         _copy_pieces(out, tokens, (low + begins).tolist(), stops.tolist(), at, lengths)
         return -1
@@ -182,8 +182,10 @@ def fill_document_ids_numpy(
 # a document longer than this takes a fresh ``arange`` for its piece instead.
 _RAMP = np.arange(1 << 16, dtype=np.int64)
 _RAMP.flags.writeable = False
-_RAMP_VIEW = memoryview(_RAMP)
-_ZEROS_VIEW = memoryview(np.zeros(1 << 16, dtype=np.int64))
+_RAMP_VIEW = _RAMP.data
+_ZEROS = np.zeros(1 << 16, dtype=np.int64)
+_ZEROS.flags.writeable = False
+_ZEROS_VIEW = _ZEROS.data
 
 
 def document_id_runs_numpy(
@@ -229,8 +231,8 @@ def padded_position_runs(
     high = (begins + lengths).tolist()
     limit = _RAMP.shape[0]
     if max(skips) <= limit and (not high or max(high) <= limit):
-        zeros = list(map(_ZEROS_VIEW.__getitem__, map(slice, skips)))
-        ramps = list(map(_RAMP_VIEW.__getitem__, map(slice, low, high)))
+        zeros: list[Any] = list(map(_ZEROS_VIEW.__getitem__, map(slice, skips)))
+        ramps: list[Any] = list(map(_RAMP_VIEW.__getitem__, map(slice, low, high)))
     else:
         zeros = [np.zeros(n, dtype=np.int64) for n in skips]
         ramps = [np.arange(a, b, dtype=np.int64) for a, b in zip(low, high, strict=True)]
