@@ -84,6 +84,9 @@ class PackedPieces:
         ``None`` when not asked for.
     real
         ``mask.sum()``: the trained targets.
+    trained_before
+        ``count + 1`` int64: the trained targets of rows ``[0, j)`` (``trained_before[-1]
+        == real``), from the windows' own counts (no pass over the mask).
     """
 
     rows: np.ndarray
@@ -91,6 +94,7 @@ class PackedPieces:
     document_ids: np.ndarray | None
     position_ids: np.ndarray | None
     real: int
+    trained_before: np.ndarray
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,12 +281,18 @@ class BestFitRows:
         # Per piece of the rows asked for: its document, token range and slots.
         parts: list[tuple[np.ndarray, ...]] = []
         real = 0
+        # Trained targets before each row; rows past the epoch's end stay at the total.
+        trained_before = np.zeros(count + 1, dtype=np.int64)
         low, high = self._windows_between(first_row, first_row + count)
         for k in range(low, high):
             window = self.window(k)
             start, stop = int(self.row_starts[k]), int(self.row_starts[k + 1])
             first, last = max(first_row, start) - start, min(first_row + count, stop) - start
             chosen = slice(int(window.row_starts[first]), int(window.row_starts[last]))
+            here = max(first_row, start) - first_row  # the window's first row in the batch
+            trained_before[here + 1 : here + 1 + last - first] = (
+                window.trained_before[first + 1 : last + 1] - window.trained_before[first] + real
+            )
             real += int(window.trained_before[last] - window.trained_before[first])
             shift = (start - first_row) * capacity  # window slots -> batch slots
             padding = window.pad_slots[window.pad_starts[first] : window.pad_starts[last]] + shift
@@ -319,7 +329,9 @@ class BestFitRows:
             document_ids = document_ids.reshape(count, capacity)[:, :-1]
             position_ids = position_ids.reshape(count, capacity)[:, :-1]
         rows = flat.reshape(count, capacity)
-        return PackedPieces(rows, mask, document_ids, position_ids, real)
+        done = min(max(self.rows - first_row, 0), count)  # rows before the epoch's end
+        trained_before[done + 1 :] = real
+        return PackedPieces(rows, mask, document_ids, position_ids, real, trained_before)
 
 
 class _Slots:

@@ -131,9 +131,9 @@ class BestFitEpochPlan(EpochPlan):
             boundary_id=pack.boundary_id,
             with_ids=pack.document_ids,
         )
-        trained = np.zeros(len(counts) + 1, dtype=np.int64)
-        ends = np.cumsum(np.asarray(counts, dtype=np.int64))
-        np.cumsum(np.add.reduceat(rows.mask.sum(axis=1), ends - counts), out=trained[1:])
+        ends = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(np.asarray(counts, dtype=np.int64), out=ends[1:])
+        trained = rows.trained_before[ends].tolist()
         ids, positions = rows.document_ids, rows.position_ids
         batches: list[tuple[Batch, int]] = []
         at = 0
@@ -147,7 +147,7 @@ class BestFitEpochPlan(EpochPlan):
                 None if ids is None else ids[part],
                 None if positions is None else positions[part],
             )
-            batches.append((batch, int(trained[number + 1] - trained[number])))
+            batches.append((batch, trained[number + 1] - trained[number]))
             at += count
         return batches
 
