@@ -214,6 +214,11 @@ def document_id_runs_numpy(
     return doc_ids, pos_ids
 
 
+def _zeros(count: int) -> Any:
+    """``count`` int64 zeros as a buffer: a slice of the shared zeros when it is long enough."""
+    return _ZEROS_VIEW[:count] if count <= _ZEROS.shape[0] else np.zeros(count, dtype=np.int64)
+
+
 def padded_position_runs(
     gaps: np.ndarray, begins: np.ndarray, lengths: np.ndarray, tail: int
 ) -> np.ndarray:
@@ -225,20 +230,18 @@ def padded_position_runs(
     per run), where building it by ``np.repeat``, ``arange`` and ``where`` over every
     slot costs several passes.
     """
-    skips = gaps.tolist()
-    skips.append(tail)
     low = begins.tolist()
     high = (begins + lengths).tolist()
     limit = _RAMP.shape[0]
-    if max(skips) <= limit and (not high or max(high) <= limit):
-        zeros: list[Any] = list(map(_ZEROS_VIEW.__getitem__, map(slice, skips)))
-        ramps: list[Any] = list(map(_RAMP_VIEW.__getitem__, map(slice, low, high)))
+    runs: list[Any]
+    if not high or max(high) <= limit:
+        runs = list(map(_RAMP_VIEW.__getitem__, map(slice, low, high)))
     else:
-        zeros = [np.zeros(n, dtype=np.int64) for n in skips]
-        ramps = [np.arange(a, b, dtype=np.int64) for a, b in zip(low, high, strict=True)]
-    runs: list[Any] = [None] * (2 * len(ramps) + 1)
-    runs[0::2] = zeros
-    runs[1::2] = ramps
+        runs = [np.arange(a, b, dtype=np.int64) for a, b in zip(low, high, strict=True)]
+    # Padding is rare (a row's tail): zeros only where a gap is, inserted back to front.
+    runs.append(_zeros(tail))
+    for k in np.flatnonzero(gaps).tolist()[::-1]:
+        runs.insert(k, _zeros(int(gaps[k])))
     return np.frombuffer(bytearray().join(runs), dtype=np.int64)
 
 

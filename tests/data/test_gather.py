@@ -26,6 +26,7 @@ from mixle._gather import (
     fill_document_ids,
     gather_pieces,
     numba_available,
+    padded_position_runs,
 )
 from mixle.corpus import CorpusWriter, open_corpus
 from mixle.data import StreamingCorpus, gather_backend, set_gather_backend
@@ -352,3 +353,26 @@ def test_a_large_epoch_shuffle_is_the_same_with_either_backend() -> None:
             set_gather_backend(previous)
     assert all(np.array_equal(orders[0], order) for order in orders[1:])
     np.testing.assert_array_equal(np.sort(orders[0]), np.arange(3_000_001))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.integers(0, 70_000), st.integers(0, 6)), max_size=8),
+    st.integers(0, 4),
+    st.booleans(),
+)
+def test_padded_position_runs_are_zeros_then_each_pieces_positions(
+    pieces: list[tuple[int, int, int]], tail: int, long_padding: bool
+) -> None:
+    # Pieces may start deep inside a document (past the shared ramp) and padding may be
+    # longer than the shared zeros: those take fresh arrays, with the same values.
+    gaps = np.array([g * (20_000 if long_padding else 1) for g, _, _ in pieces], np.int64)
+    begins = np.array([b for _, b, _ in pieces], dtype=np.int64)
+    lengths = np.array([n for _, _, n in pieces], dtype=np.int64)
+    want = [np.zeros(0, np.int64)]
+    for gap, begin, length in zip(gaps, begins, lengths, strict=True):
+        want += [np.zeros(gap, np.int64), np.arange(begin, begin + length, dtype=np.int64)]
+    want.append(np.zeros(tail, np.int64))
+    got = padded_position_runs(gaps, begins, lengths, tail)
+    assert got.dtype == np.int64 and got.flags.writeable
+    np.testing.assert_array_equal(got, np.concatenate(want))
