@@ -112,8 +112,23 @@ def gather_pieces_numpy(
     if not view.c_contiguous:  # a strided token array: no flat buffer to slice
         _copy_pieces(out, tokens, (low + begins).tolist(), stops.tolist(), at, lengths)
         return -1
-    joined = b"".join(map(view.__getitem__, map(slice, (low + begins).tolist(), stops.tolist())))
-    flat = np.frombuffer(joined, dtype=tokens.dtype)
+    parts: list[Any] = list(
+        map(view.__getitem__, map(slice, (low + begins).tolist(), stops.tolist()))
+    )
+    if not contiguous:
+        # Pieces one slot apart (a boundary token between documents, written before the
+        # gather): the slots between are joined too, with the values they hold, so the
+        # span is still one copy. Only when those values are tokens of this dtype.
+        steps = at[1:] - at[:-1] - lengths[:-1]
+        if _min(steps) >= 0 and _max(steps) == 1 and tokens.dtype.kind in "iu":
+            after = np.flatnonzero(steps)
+            held = out[at[after + 1] - 1]
+            limits = np.iinfo(tokens.dtype)
+            if _min(held) >= limits.min and _max(held) <= limits.max:
+                slots = held.astype(tokens.dtype).data
+                parts = _with_slots(parts, after.tolist(), slots)
+                contiguous = True
+    flat = np.frombuffer(b"".join(parts), dtype=tokens.dtype)
     if contiguous:
         np.copyto(out[first : first + flat.shape[0]], flat, casting="same_kind")
         return -1
@@ -127,6 +142,24 @@ def gather_pieces_numpy(
         out[position : position + stop - done] = flat[done:stop]
         done = stop
     return -1
+
+
+def _with_slots(parts: list[Any], after: list[int], slots: memoryview) -> list[Any]:
+    """``parts`` with one-item slices of ``slots`` inserted: slot ``j`` after part
+    ``after[j]`` (ascending)."""
+    if len(after) == len(parts) - 1:  # every part but the last is followed by one
+        joined: list[Any] = [None] * (2 * len(parts) - 1)
+        joined[0::2] = parts
+        joined[1::2] = [slots[j : j + 1] for j in range(len(after))]
+        return joined
+    joined = []
+    previous = 0
+    for j, k in enumerate(after):
+        joined += parts[previous : k + 1]
+        joined.append(slots[j : j + 1])
+        previous = k + 1
+    joined += parts[previous:]
+    return joined
 
 
 def _copy_pieces(

@@ -87,17 +87,21 @@ def _pieces(draw: st.DrawFn) -> tuple[np.ndarray, ...]:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_pieces())
-def test_gather_pieces_backends_agree_with_per_piece_slices(case: tuple[np.ndarray, ...]) -> None:
+@given(_pieces(), st.sampled_from([-1, 7]))
+def test_gather_pieces_backends_agree_with_per_piece_slices(
+    case: tuple[np.ndarray, ...], held: int
+) -> None:
+    # Slots between pieces keep what they hold: -1 (no token of any dtype here) or 7 (a
+    # token, which the numpy gather may copy along with pieces one slot apart).
     tokens, offsets, local, begins, ends, at, size = case
-    want = np.full(int(size), -1, dtype=np.int64)
+    want = np.full(int(size), held, dtype=np.int64)
     for document, begin, end, position in zip(local, begins, ends, at, strict=True):
         start = offsets[document]
         want[position : position + end - begin] = tokens[start + begin : start + end]
     for name in _both_backends():
         previous = set_gather_backend(name)
         try:
-            out = np.full(int(size), -1, dtype=np.int64)
+            out = np.full(int(size), held, dtype=np.int64)
             assert (
                 gather_pieces(out, tokens, offsets, local, begins, ends, at, len(offsets) - 1) == -1
             )
