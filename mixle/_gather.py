@@ -150,7 +150,8 @@ def _with_slots(parts: list[Any], after: list[int], slots: memoryview) -> list[A
     if len(after) == len(parts) - 1:  # every part but the last is followed by one
         joined: list[Any] = [None] * (2 * len(parts) - 1)
         joined[0::2] = parts
-        joined[1::2] = [slots[j : j + 1] for j in range(len(after))]
+        count = len(after)
+        joined[1::2] = list(map(slots.__getitem__, map(slice, range(count), range(1, count + 1))))
         return joined
     joined = []
     previous = 0
