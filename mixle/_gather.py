@@ -39,11 +39,13 @@ from mixle.errors import ArgumentError
 
 __all__ = [
     "BACKENDS",
+    "document_id_runs",
     "fill_document_ids",
     "gather_backend",
     "gather_pieces",
     "legacy_permutation",
     "numba_available",
+    "padded_position_runs",
     "set_gather_backend",
 ]
 
@@ -71,10 +73,13 @@ def gather_pieces_numpy(
 ) -> int:
     """Reference implementation of :func:`gather_pieces` (see there).
 
-    A batch of packed rows is one contiguous run of pieces: that case is checked with
-    whole-array reductions (the destination's ends follow from its first position and
-    the lengths) and copied by one ``concatenate``; anything else, or a bad piece, takes
-    the general path, which names the first bad piece.
+    Every piece is validated with whole-array reductions first (a bad one takes the
+    slow path, which names it). The pieces are then joined into one buffer of the
+    tokens' dtype by ``bytes.join`` over memoryview slices of the mapping (a C loop of
+    ``memcpy``: a few tens of nanoseconds a piece, where ``np.concatenate`` spends most
+    of a microsecond setting up each input's cast), and that buffer is cast into
+    ``out`` by one copy per run of pieces whose destinations follow each other: one for
+    a batch of concatenated rows, one per row for best-fit rows.
     """
     pieces = local.shape[0]
     if pieces == 0:
@@ -84,33 +89,92 @@ def gather_pieces_numpy(
     if _min(local) < 0 or _max(local) >= count:
         return int(np.flatnonzero((local < 0) | (local >= count))[0])
     low = offsets[local]
-    high = offsets[local + 1]
     lengths = ends - begins
     stops = low + ends
-    if pieces == 1 or _all(at[1:] == at[:-1] + lengths[:-1]):
-        first = int(at[0])
-        last = first + int(_sum(lengths))
-        if (
-            first >= 0
-            and last <= out.shape[0]
-            and _min(begins) >= 0
-            and _min(lengths) >= 0
-            and _all(stops <= high)
-        ):
-            # Contiguous destination: one concatenate, which casts as it copies.
-            sources = (low + begins).tolist()
-            views = list(map(tokens.__getitem__, map(slice, sources, stops.tolist())))
-            np.concatenate(views, out=out[first:last], casting="same_kind")
-            return -1
-    bad = (begins < 0) | (lengths < 0) | (stops > high)
-    bad |= (at < 0) | (at + lengths > out.shape[0])
-    if bad.any():
+    size = out.shape[0]
+    follows = at[1:] == at[:-1] + lengths[:-1]
+    contiguous = pieces == 1 or _all(follows)
+    first = int(at[0])
+    if not (
+        _min(begins) >= 0
+        and _min(lengths) >= 0
+        and _all(stops <= offsets[local + 1])
+        and (
+            (first >= 0 and first + int(_sum(lengths)) <= size)
+            if contiguous
+            else (_min(at) >= 0 and _max(at + lengths) <= size)
+        )
+    ):
+        bad = (begins < 0) | (lengths < 0) | (stops > offsets[local + 1])
+        bad |= (at < 0) | (at + lengths > size)
         return int(np.flatnonzero(bad)[0])
-    sources = low + begins
-    views = list(map(tokens.__getitem__, map(slice, sources.tolist(), stops.tolist())))
+    view = tokens.data
+    if not view.c_contiguous:  # a strided token array: no flat buffer to slice
+        _copy_pieces(out, tokens, (low + begins).tolist(), stops.tolist(), at, lengths)
+        return -1
+    parts: list[Any] = list(
+        map(view.__getitem__, map(slice, (low + begins).tolist(), stops.tolist()))
+    )
+    if not contiguous:
+        # Pieces one slot apart (a boundary token between documents, written before the
+        # gather): the slots between are joined too, with the values they hold, so the
+        # span is still one copy. Only when those values are tokens of this dtype.
+        steps = at[1:] - at[:-1] - lengths[:-1]
+        if _min(steps) >= 0 and _max(steps) == 1 and tokens.dtype.kind in "iu":
+            after = np.flatnonzero(steps)
+            held = out[at[after + 1] - 1]
+            limits = np.iinfo(tokens.dtype)
+            if _min(held) >= limits.min and _max(held) <= limits.max:
+                slots = held.astype(tokens.dtype).data
+                parts = _with_slots(parts, after.tolist(), slots)
+                contiguous = True
+    flat = np.frombuffer(b"".join(parts), dtype=tokens.dtype)
+    if contiguous:
+        np.copyto(out[first : first + flat.shape[0]], flat, casting="same_kind")
+        return -1
+    # Runs of pieces whose destinations follow each other (a row of best-fit pieces).
+    heads = np.flatnonzero(~follows) + 1
+    taken = np.cumsum(lengths)
+    run_ends = taken[np.append(heads - 1, pieces - 1)].tolist()
+    run_at = np.append(at[:1], at[heads]).tolist()
+    done = 0
+    for position, stop in zip(run_at, run_ends, strict=True):
+        out[position : position + stop - done] = flat[done:stop]
+        done = stop
+    return -1
+
+
+def _with_slots(parts: list[Any], after: list[int], slots: memoryview) -> list[Any]:
+    """``parts`` with one-item slices of ``slots`` inserted: slot ``j`` after part
+    ``after[j]`` (ascending)."""
+    if len(after) == len(parts) - 1:  # every part but the last is followed by one
+        joined: list[Any] = [None] * (2 * len(parts) - 1)
+        joined[0::2] = parts
+        count = len(after)
+        joined[1::2] = list(map(slots.__getitem__, map(slice, range(count), range(1, count + 1))))
+        return joined
+    joined = []
+    previous = 0
+    for j, k in enumerate(after):
+        joined += parts[previous : k + 1]
+        joined.append(slots[j : j + 1])
+        previous = k + 1
+    joined += parts[previous:]
+    return joined
+
+
+def _copy_pieces(
+    out: np.ndarray,
+    tokens: np.ndarray,
+    sources: list[int],
+    stops: list[int],
+    at: np.ndarray,
+    lengths: np.ndarray,
+) -> None:
+    """Validated pieces of a strided ``tokens`` copied one slice each."""
+    views = list(map(tokens.__getitem__, map(slice, sources, stops)))
     for view, position, length in zip(views, at.tolist(), lengths.tolist(), strict=True):
         out[position : position + length] = view
-    return -1
 
 
 def fill_document_ids_numpy(
@@ -146,6 +210,83 @@ def fill_document_ids_numpy(
     # At a run start the position falls from the previous run's last to 0.
     pos_ids[runs] = firsts[:-1] - begin - runs + 1
     np.cumsum(pos_ids, out=pos_ids)
+
+
+# Positions inside a document come from slices of one shared ramp (read-only, 512 KiB):
+# a document longer than this takes a fresh ``arange`` for its piece instead.
+_RAMP = np.arange(1 << 16, dtype=np.int64)
+_RAMP.flags.writeable = False
+_RAMP_VIEW = _RAMP.data
+_ZEROS = np.zeros(1 << 16, dtype=np.int64)
+_ZEROS.flags.writeable = False
+_ZEROS_VIEW = _ZEROS.data
+
+
+def document_id_runs_numpy(
+    indices: np.ndarray, starts: np.ndarray, begin: int, size: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Reference implementation of :func:`document_id_runs` (see there).
+
+    ``doc_ids`` is one ``np.repeat`` of the documents by their run lengths (a memset per
+    run); ``pos_ids`` is one ``bytearray.join`` of slices of a shared ramp (a memcpy per
+    run), so both arrive filled, with no cumulative sums over the outputs and no second
+    copy: about half the time of :func:`fill_document_ids_numpy` on a batch's rows.
+    """
+    end = begin + size
+    edges = np.minimum(np.maximum(starts, begin), end)
+    edges[-1] = end
+    counts = edges[1:] - edges[:-1]
+    doc_ids = np.repeat(indices, counts)
+    firsts = starts[:-1]
+    low = (edges[:-1] - firsts).tolist()
+    high = (edges[1:] - firsts).tolist()
+    if max(high) <= _RAMP.shape[0]:
+        runs: list[Any] = list(map(_RAMP_VIEW.__getitem__, map(slice, low, high)))
+    else:
+        runs = [np.arange(a, b, dtype=np.int64) for a, b in zip(low, high, strict=True)]
+    pos_ids = np.frombuffer(bytearray().join(runs), dtype=np.int64)
+    return doc_ids, pos_ids
+
+
+def _zeros(count: int) -> Any:
+    """``count`` int64 zeros as a buffer: a slice of the shared zeros when it is long enough."""
+    return _ZEROS_VIEW[:count] if count <= _ZEROS.shape[0] else np.zeros(count, dtype=np.int64)
+
+
+def padded_position_runs(
+    gaps: np.ndarray, begins: np.ndarray, lengths: np.ndarray, tail: int
+) -> np.ndarray:
+    """Positions of pieces laid out with padding: a new writable int64 array.
+
+    For each ``k``: ``gaps[k]`` zeros, then ``begins[k], begins[k] + 1, ...`` for
+    ``lengths[k]`` slots (the piece's positions inside its document); then ``tail``
+    zeros. One ``bytearray.join`` of slices of shared zeros and ramp buffers (a memcpy
+    per run), where building it by ``np.repeat``, ``arange`` and ``where`` over every
+    slot costs several passes.
+    """
+    low = begins.tolist()
+    high = (begins + lengths).tolist()
+    limit = _RAMP.shape[0]
+    runs: list[Any]
+    if not high or max(high) <= limit:
+        runs = list(map(_RAMP_VIEW.__getitem__, map(slice, low, high)))
+    else:
+        runs = [np.arange(a, b, dtype=np.int64) for a, b in zip(low, high, strict=True)]
+    # Padding is rare (a row's tail): zeros only where a gap is, inserted back to front.
+    runs.append(_zeros(tail))
+    for k in np.flatnonzero(gaps).tolist()[::-1]:
+        runs.insert(k, _zeros(int(gaps[k])))
+    return np.frombuffer(bytearray().join(runs), dtype=np.int64)
+
+
+def _document_id_runs_compiled(
+    indices: np.ndarray, starts: np.ndarray, begin: int, size: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`document_id_runs` through the compiled fill (one pass, no temporaries)."""
+    doc_ids = np.empty(size, dtype=np.int64)
+    pos_ids = np.empty(size, dtype=np.int64)
+    _document_ids(doc_ids, pos_ids, indices, starts, begin)
+    return doc_ids, pos_ids
 
 
 _Kernels = tuple[Callable[..., int], Callable[..., None], Callable[..., tuple[int, int]]]
@@ -267,6 +408,7 @@ def _initial_backend() -> str:
 _KERNELS: _Kernels | None = None
 _gather: Callable[..., int] = gather_pieces_numpy
 _document_ids: Callable[..., None] = fill_document_ids_numpy
+_id_runs: Callable[..., tuple[np.ndarray, np.ndarray]] = document_id_runs_numpy
 _shuffle: Callable[..., tuple[int, int]] | None = None
 
 
@@ -292,7 +434,7 @@ def set_gather_backend(name: str) -> str:
     ArgumentError
         ``name`` is not a backend, or it is ``"numba"`` and numba is not installed.
     """
-    global _gather, _document_ids, _shuffle, _KERNELS
+    global _gather, _document_ids, _id_runs, _shuffle, _KERNELS
     if name not in BACKENDS:
         raise ArgumentError(f"`name` must be one of {', '.join(BACKENDS)}. Got {name!r} instead.")
     previous = gather_backend()
@@ -305,8 +447,10 @@ def set_gather_backend(name: str) -> str:
             )
     if name == "numpy" or _KERNELS is None:
         _gather, _document_ids, _shuffle = gather_pieces_numpy, fill_document_ids_numpy, None
+        _id_runs = document_id_runs_numpy
     else:
         _gather, _document_ids, _shuffle = _KERNELS
+        _id_runs = _document_id_runs_compiled
     return previous
 
 
@@ -355,6 +499,18 @@ def fill_document_ids(
     ``starts[0] <= begin`` and ``starts[-2] < end`` (``len(starts) == len(indices) + 1``).
     """
     _document_ids(doc_ids, pos_ids, indices, starts, begin)
+
+
+def document_id_runs(
+    indices: np.ndarray, starts: np.ndarray, begin: int, size: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(doc_ids, pos_ids)``: :func:`fill_document_ids` into two new int64 arrays of
+    ``size`` (the same values, bitwise; the same requirements on the arguments).
+
+    The numpy backend builds them by runs (one ``np.repeat``, one join of ramp slices)
+    instead of filling preallocated arrays, which is what makes it cheap.
+    """
+    return _id_runs(indices, starts, begin, size)
 
 
 def legacy_permutation(bit_generator: np.random.MT19937, count: int) -> np.ndarray:

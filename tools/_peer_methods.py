@@ -14,7 +14,6 @@ light dependencies by name, none of which pulls torch).
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import itertools
 import shutil
 import statistics
@@ -100,6 +99,9 @@ class Method:
     cpu_seconds: list[float] = field(default_factory=list)  # this process's CPU time per round
     units: list[int] = field(default_factory=list)
     memory: tuple[float, float] | None = None
+    # The floor's rates (wall, CPU) measured right before each of this method's rounds
+    # (empty when the floor was not paired with it: writes, the floor itself).
+    floor_rates: list[tuple[float, float]] = field(default_factory=list)
 
     def rates(self, clock: str = "wall") -> list[float]:
         """Units per second in each timed round, by ``clock`` (``"wall"`` or ``"cpu"``)."""
@@ -109,6 +111,10 @@ class Method:
     def rate(self, clock: str = "wall") -> float:
         """Median units per second over the timed rounds, by ``clock``."""
         return statistics.median(self.rates(clock))
+
+    def floor_rates_by(self, clock: str) -> list[float]:
+        """The paired floor's rate before each round, by ``clock``."""
+        return [pair[0 if clock == "wall" else 1] for pair in self.floor_rates]
 
 
 def installed(peer: str) -> bool:
@@ -479,25 +485,37 @@ def row_methods(corpus: Corpus, peers: set[str], block: int, batch: int) -> list
             "mixle",
         ),
     ]
-    methods.append(
+    best_fit = "best-fit packed rows, global layout, `packing='best_fit'`"
+    methods += [
         Method(
             "rows",
             "mixle StreamingCorpus best-fit",
-            "best-fit packed rows, global layout, `packing='best_fit'`",
+            best_fit,
             packed(layout="global", packing="best_fit"),
             "mixle",
-        )
-    )
-    if "layout" in inspect.signature(StreamingCorpus).parameters:
-        methods.append(
-            Method(
-                "rows",
-                "mixle StreamingCorpus global",
-                f"{shuffled}, `layout='global'`",
-                packed(layout="global"),
-                "mixle",
-            )
-        )
+        ),
+        Method(
+            "rows",
+            "mixle StreamingCorpus best-fit +ids",
+            f"{best_fit}, `document_ids=True`",
+            packed(layout="global", packing="best_fit", document_ids=True),
+            "mixle",
+        ),
+        Method(
+            "rows",
+            "mixle StreamingCorpus global",
+            f"{shuffled}, `layout='global'`",
+            packed(layout="global"),
+            "mixle",
+        ),
+        Method(
+            "rows",
+            "mixle StreamingCorpus global +ids",
+            f"{shuffled}, `layout='global'`, `document_ids=True`",
+            packed(layout="global", document_ids=True),
+            "mixle",
+        ),
+    ]
     methods += [
         Method("rows", "mixle TokenStream", "random windows", windows, "mixle"),
         Method(

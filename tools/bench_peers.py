@@ -16,11 +16,17 @@ every round), the same run measures:
   preallocated array are a reference row).
 
 Every read and row measurement lasts ``--budget`` seconds (the counts are caps), so fast
-and slow methods are exposed alike to other jobs. A ratio is the median over rounds of
-the method's rate over the floor's *in the same round*, by wall and by CPU time
+and slow methods are exposed alike to other jobs. Reads and rows are measured against a
+*paired* floor: the floor runs for half the budget right before each measurement, so
+load that changes during a round moves both alike. A ratio is the median over rounds of
+the method's rate over its paired floor's, by wall and by CPU time
 (``time.process_time``, every thread of this process), with the lowest and highest
-round's ratio as its spread. ``--compare`` prints how far each ratio moved against an
-earlier run's ``--json`` (a figure holds when two consecutive runs agree within 10%).
+round's ratio as its spread; *best* is the method's fastest round over its floor's
+fastest by CPU time (other jobs only ever add time: the steadiest figure on a shared
+machine). Each packed-row method of mixle is also compared with the fastest peer's
+packed rows (per round, the ratio of the two floor ratios). ``--compare`` prints how far
+each ratio moved against an earlier run's ``--json`` (a figure holds when two
+consecutive runs agree within 10%).
 
 After the timed rounds every method runs once more with its memory measured: the peak
 RSS (``VmHWM``, reset through ``/proc/self/clear_refs`` before the pass) and the private
@@ -35,6 +41,7 @@ README's table (``--readme``).
     python -m tools.bench_peers --json /tmp/run1.json      # 100M tokens, a few minutes
     python -m tools.bench_peers --compare /tmp/run1.json --png docs/peers.png
     python -m tools.bench_peers --quick                     # the CI smoke run
+    python -m tools.bench_peers --groups rows --peers litdata,megatron   # rows only
 """
 
 from __future__ import annotations
@@ -115,12 +122,24 @@ def measure_memory(run: Callable[[], object]) -> tuple[float, float]:
 
 # -- running -------------------------------------------------------------------------------
 def run_rounds(
-    methods: list[Method], rounds: int, count: int, budget: float, *, warm_up: bool = True
+    methods: list[Method],
+    rounds: int,
+    count: int,
+    budget: float,
+    *,
+    warm_up: bool = True,
+    paired: bool = False,
 ) -> None:
     """Interleaved rounds: each method does ``count`` units or stops after ``budget`` s.
 
     The order rotates every round, so no method always runs right after the same one.
+    With ``paired``, the group's floor (its method of kind ``"floor"``) also runs for
+    ``budget / 2`` s right before each other method's round, and that method's ratios
+    are to those floor runs: the two measurements are a fraction of a second apart, so
+    a change of the machine's load over a round (other jobs starting, stopping) moves
+    both alike and cancels in the ratio.
     """
+    floor = next((m for m in methods if m.kind == "floor"), None) if paired else None
     for method in methods:  # build, then warm up: page cache, lazy opens, index builds
         method.step = method.make()
         if warm_up:
@@ -129,6 +148,12 @@ def run_rounds(
         shift = round_number % len(methods)
         for method in methods[shift:] + methods[:shift]:
             assert method.step is not None
+            if floor is not None and method is not floor:
+                assert floor.step is not None
+                units, seconds, cpu_seconds = timed(floor.step, count, budget / 2)
+                method.floor_rates.append(
+                    (units / max(seconds, 1e-9), units / max(cpu_seconds, 1e-9))
+                )
             units, seconds, cpu_seconds = timed(method.step, count, budget)
             method.units.append(units)
             method.seconds.append(seconds)
@@ -168,14 +193,23 @@ GROUPS = {
 
 
 def round_ratios(method: Method, floor: Method, clock: str) -> list[float]:
-    """``method``'s rate over the floor's in each round (both ran in the same round)."""
-    return [ours / base for ours, base in zip(method.rates(clock), floor.rates(clock), strict=True)]
+    """``method``'s rate over the floor's in each round: over the floor run paired with
+    it (right before it) when there is one, else over the floor's own run that round."""
+    base = method.floor_rates_by(clock) or floor.rates(clock)
+    return [ours / floor_rate for ours, floor_rate in zip(method.rates(clock), base, strict=True)]
+
+
+def best_ratio(method: Method, floor: Method) -> float:
+    """The method's fastest round over the floor's fastest, by CPU time: each the least
+    disturbed of its rounds (other jobs only ever add time), so the steadiest figure."""
+    base = method.floor_rates_by("cpu") or floor.rates("cpu")
+    return max(method.rates("cpu")) / max(base)
 
 
 def results(methods: list[Method]) -> list[dict[str, Any]]:
     """One row per method: its median figure, and its ratio to its group's floor by wall
-    and by CPU time, each the median over rounds of the same-round ratio, with the
-    lowest and highest round's ratio as the spread."""
+    and by CPU time, each the median over rounds of the same-round (paired) ratio, with
+    the lowest and highest round's ratio as the spread; and the best-round CPU ratio."""
     rows = []
     for group in GROUPS:
         members = [m for m in methods if m.group == group]
@@ -199,6 +233,11 @@ def results(methods: list[Method]) -> list[dict[str, Any]]:
                     "ratio_low": min(wall),
                     "ratio_high": max(wall),
                     "cpu_ratio": statistics.median(cpu),
+                    "cpu_ratio_low": min(cpu),
+                    "cpu_ratio_high": max(cpu),
+                    "cpu_ratio_best": best_ratio(method, floor),
+                    "wall_rounds": wall,
+                    "cpu_rounds": cpu,
                     "cpu_share": statistics.median(
                         c / w for c, w in zip(method.cpu_seconds, method.seconds, strict=True)
                     ),
@@ -210,18 +249,76 @@ def results(methods: list[Method]) -> list[dict[str, Any]]:
     return rows
 
 
+#: Rows that are not packed rows (random windows), left out of the peer comparison.
+WINDOWS = ("TokenStream", "get_batch")
+
+
+def versus_peers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each packed-row method of mixle against the fastest peer's packed rows, by CPU.
+
+    The fastest peer is the peer row with the highest median CPU ratio to the floor.
+    Per round the ratio of the two methods' floor ratios (each to its own paired floor
+    run, so load drift between the two cancels); its median and spread, and the ratio of
+    the best-round ratios.
+    """
+    packed = [
+        r for r in rows if r["group"] == "rows" and not any(w in r["method"] for w in WINDOWS)
+    ]
+    peers = [r for r in packed if r["kind"] == "peer"]
+    if not peers:
+        return []
+    fastest = max(peers, key=lambda r: r["cpu_ratio"])
+    out = []
+    for row in packed:
+        if row["kind"] != "mixle":
+            continue
+        wall, cpu = (
+            [ours / theirs for ours, theirs in zip(row[key], fastest[key], strict=True)]
+            for key in ("wall_rounds", "cpu_rounds")
+        )
+        out.append(
+            {
+                "group": "vs peer",
+                "method": row["method"],
+                "kind": "mixle",
+                "peer": fastest["method"],
+                "ratio": statistics.median(wall),
+                "cpu_ratio": statistics.median(cpu),
+                "cpu_ratio_low": min(cpu),
+                "cpu_ratio_high": max(cpu),
+                "cpu_ratio_best": row["cpu_ratio_best"] / fastest["cpu_ratio_best"],
+            }
+        )
+    return out
+
+
+def versus_markdown(versus: list[dict[str, Any]]) -> str:
+    lines = [
+        "| mixle method | × fastest peer (CPU, median of rounds) | round spread "
+        "| × fastest peer (CPU, best rounds) | peer |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for row in versus:
+        lines.append(
+            f"| {row['method']} | {row['cpu_ratio']:.2f} | {row['cpu_ratio_low']:.2f}-"
+            f"{row['cpu_ratio_high']:.2f} | {row['cpu_ratio_best']:.2f} | {row['peer']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| measure | method | what | figure | × floor (wall) | round spread | × floor (CPU) "
-        "| CPU / wall | peak RSS +MB | RssAnon +MB |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| round spread | × floor (CPU, best) | CPU / wall | peak RSS +MB | RssAnon +MB |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         name = f"**{row['method']}**" if row["kind"] == "mixle" else row["method"]
         lines.append(
             f"| {row['group']} | {name} | {row['what']} | {row['value']:,.2f} {row['unit']} "
             f"| {row['ratio']:.3f} | {row['ratio_low']:.3f}-{row['ratio_high']:.3f} "
-            f"| {row['cpu_ratio']:.3f} | {row['cpu_share']:.2f} "
+            f"| {row['cpu_ratio']:.3f} | {row['cpu_ratio_low']:.3f}-{row['cpu_ratio_high']:.3f} "
+            f"| {row['cpu_ratio_best']:.3f} | {row['cpu_share']:.2f} "
             f"| {row['peak_rss_mb']:.0f} | {row['rss_anon_mb']:.1f} |"
         )
     return "\n".join(lines) + "\n"
@@ -229,27 +326,31 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 def agreement(rows: list[dict[str, Any]], previous: list[dict[str, Any]]) -> str:
     """How far each ratio of this run is from the same ratio in ``previous`` (a run's JSON
-    rows): a markdown table, and the largest deviation by each clock."""
+    rows): a markdown table, and the largest deviation by each clock (``CPU best``, the
+    best-round CPU ratio, where both runs have it)."""
     before = {(row["group"], row["method"]): row for row in previous}
+    keys = [("ratio", "wall"), ("cpu_ratio", "CPU")]
+    if all("cpu_ratio_best" in row for row in [*rows, *previous]):
+        keys.append(("cpu_ratio_best", "CPU best"))
     lines = [
-        "| measure | method | × floor wall: before / now | Δ | × floor CPU: before / now | Δ |",
-        "|---|---|---:|---:|---:|---:|",
+        "| measure | method | "
+        + " | ".join(f"× floor {label}: before / now | Δ" for _, label in keys)
+        + " |",
+        "|---|---|" + "---:|---:|" * len(keys),
     ]
-    worst = {"ratio": 0.0, "cpu_ratio": 0.0}
+    worst = dict.fromkeys((key for key, _ in keys), 0.0)
     for row in rows:
         old = before.get((row["group"], row["method"]))
         if old is None or row["kind"] == "floor":
             continue
         cells = []
-        for key in ("ratio", "cpu_ratio"):
+        for key, _ in keys:
             change = row[key] / old[key] - 1
             worst[key] = max(worst[key], abs(change))
             cells.append(f"{old[key]:.3f} / {row[key]:.3f} | {change:+.1%}")
         lines.append(f"| {row['group']} | {row['method']} | " + " | ".join(cells) + " |")
-    lines.append(
-        f"\nlargest change: wall {worst['ratio']:.1%}, CPU {worst['cpu_ratio']:.1%} "
-        f"(the target: every ratio within 10%)"
-    )
+    largest = ", ".join(f"{label} {worst[key]:.1%}" for key, label in keys)
+    lines.append(f"\nlargest change: {largest} (the target: every ratio within 10%)")
     return "\n".join(lines) + "\n"
 
 
@@ -359,7 +460,7 @@ def main() -> int:
     parser.add_argument("--documents", type=int, default=200_000)
     parser.add_argument("--block", type=int, default=2048)
     parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--write-rounds", type=int, default=5)
     parser.add_argument(
         "--batches", type=int, default=1_000_000, help="batches per timed measurement at most"
@@ -370,12 +471,18 @@ def main() -> int:
     parser.add_argument(
         "--budget",
         type=float,
-        default=0.5,
+        default=0.3,
         help="seconds per measurement: by default every read and row measurement lasts "
         "this long (the counts are caps), so fast and slow methods are exposed alike to "
-        "other jobs",
+        "other jobs; the floor runs half as long right before each (the paired floor)",
     )
     parser.add_argument("--peers", default=",".join(INSTALL), help="comma-separated subset")
+    parser.add_argument(
+        "--groups",
+        default=",".join(GROUPS),
+        help="comma-separated subset of the measures (write, read, rows); without write "
+        "every format is still written once, untimed",
+    )
     parser.add_argument("--table", type=Path, default=Path("peers.md"))
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--png", type=Path, default=Path("peers.png"))
@@ -396,6 +503,9 @@ def main() -> int:
     if args.quick:
         args.tokens, args.documents, args.rounds, args.write_rounds = 2_000_000, 4_000, 2, 1
         args.batches, args.reads, args.budget = 20, 2_000, 0.3
+    groups = {g for g in args.groups.split(",") if g}
+    if not groups or groups - set(GROUPS):
+        parser.error(f"--groups: choose from {', '.join(GROUPS)}. Got {args.groups!r} instead.")
     requested = {p for p in args.peers.split(",") if p}
     unknown = requested - set(INSTALL)
     if unknown:
@@ -416,21 +526,28 @@ def main() -> int:
             f"peers: {', '.join(sorted(peers)) or 'none'}"
         )
         methods = write_methods(corpus, peers)
-        run_rounds(methods, args.write_rounds, 1, float("inf"), warm_up=False)
-        measure_all_memory(methods, 1, float("inf"))
+        if "write" in groups:
+            run_rounds(methods, args.write_rounds, 1, float("inf"), warm_up=False)
+            measure_all_memory(methods, 1, float("inf"))
+        else:  # the formats the readers read, written once, untimed
+            for method in methods:
+                method.make()()
+            methods = []
         print(f"writes done ({time.perf_counter() - started:.0f} s)")
         if "olmo" in peers:  # OLMo-core's input: the Dolma toolkit's flat file (untimed)
             write_olmo_tokens(corpus.documents, work)
         corpus.documents = []  # the readers below see files only
         gc.collect()
         indices = np.random.default_rng(1).integers(0, args.documents, args.reads).tolist()
-        reads = read_methods(corpus, peers, indices)
-        run_rounds(reads, args.rounds, args.reads, args.budget)
-        measure_all_memory(reads, args.reads, args.budget)
-        print(f"reads done ({time.perf_counter() - started:.0f} s)")
-        rows = row_methods(corpus, peers, args.block, args.batch_size)
-        run_rounds(rows, args.rounds, args.batches, args.budget)
-        measure_all_memory(rows, args.batches, args.budget)
+        reads = read_methods(corpus, peers, indices) if "read" in groups else []
+        if reads:
+            run_rounds(reads, args.rounds, args.reads, args.budget, paired=True)
+            measure_all_memory(reads, args.reads, args.budget)
+            print(f"reads done ({time.perf_counter() - started:.0f} s)")
+        rows = row_methods(corpus, peers, args.block, args.batch_size) if "rows" in groups else []
+        if rows:
+            run_rounds(rows, args.rounds, args.batches, args.budget, paired=True)
+            measure_all_memory(rows, args.batches, args.budget)
         methods += reads + rows
         print(f"rows done ({time.perf_counter() - started:.0f} s)")
     finally:
@@ -445,17 +562,23 @@ def main() -> int:
         f"load average {load} on {os.cpu_count()} cores; "
         + ", ".join(f"{k} {v}" for k, v in versions(peers).items())
     )
+    versus = versus_peers(table)
     text = header + "\n\n" + markdown(table)
+    if versus:
+        text += "\nmixle's packed rows against the fastest peer's:\n\n" + versus_markdown(versus)
     print("\n" + text)
     args.table.write_text(text)
     if args.json is not None:
-        args.json.write_text(json.dumps({"header": header, "rows": table}, indent=1))
+        args.json.write_text(
+            json.dumps({"header": header, "rows": table, "versus": versus}, indent=1)
+        )
     chart(table, args.png, header.split("; load")[0])
     print(f"wrote {args.table} and {args.png}")
     if args.readme is not None:
         args.readme.write_text(readme_table(table))
     if args.compare is not None:
-        print("\n" + agreement(table, json.loads(args.compare.read_text())["rows"]))
+        earlier = json.loads(args.compare.read_text())
+        print("\n" + agreement(table + versus, earlier["rows"] + earlier.get("versus", [])))
     return 0
 
 

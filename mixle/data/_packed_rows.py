@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mixle._gather import fill_document_ids
+from mixle._gather import document_id_runs, fill_document_ids
 from mixle.data._documents import DocumentSource
 from mixle.data._packing import RowLayout, StreamLayout, stream_segment
 
@@ -153,21 +153,20 @@ def _document_positions(
 
     ``[first, stop)`` are the positions in ``layout.indices`` of the documents the rows
     overlap (as :func:`~mixle.data._packing.stream_segment` returned them); each
-    contributes one run (its boundary token included), filled by
-    :func:`~mixle._gather.fill_document_ids`; positions from ``stream_end`` (the
-    stream's end, or the rows') on are padding (-1 and 0).
+    contributes one run (its boundary token included), built by
+    :func:`~mixle._gather.document_id_runs` (or filled by
+    :func:`~mixle._gather.fill_document_ids` when the rows reach past the stream's end);
+    positions from ``stream_end`` (the stream's end, or the rows') on are padding (-1
+    and 0).
     """
+    real = max(min(begin + size, stream_end) - begin, 0)
+    indices, starts = layout.indices[first:stop], layout.starts[first : stop + 1]
+    if real == size:  # every batch but an epoch's last: built whole, by runs
+        return document_id_runs(indices, starts, begin, size)
     doc_ids = np.empty(size, dtype=np.int64)
     pos_ids = np.empty(size, dtype=np.int64)
-    real = max(min(begin + size, stream_end) - begin, 0)
     if real:
-        fill_document_ids(
-            doc_ids[:real],
-            pos_ids[:real],
-            layout.indices[first:stop],
-            layout.starts[first : stop + 1],
-            begin,
-        )
+        fill_document_ids(doc_ids[:real], pos_ids[:real], indices, starts, begin)
     doc_ids[real:] = -1
     pos_ids[real:] = 0
     return doc_ids, pos_ids

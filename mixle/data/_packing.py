@@ -233,13 +233,15 @@ def stream_segment(
     ends[-1] = min(int(ends[-1]), end - int(starts[-1]))
     begins[0] = -int(at[0])
     at[0] = 0
+    fill = 0 if boundary_id is None else boundary_id
+    if layout.has_boundary:
+        # The boundary after document k sits just before document k + 1 starts (written
+        # first: a gather may copy the pieces and the one slot between them as one span).
+        out[at[1:] - 1] = fill
     documents.gather_into(layout.indices[first:stop], begins, ends, out, at)
     if layout.has_boundary:
-        fill = 0 if boundary_id is None else boundary_id
-        # The boundary after document k sits just before document k + 1 starts; the last
-        # document's is inside the range only if it ends before `end`, and the stream's
-        # last document has none (it ends where the layout's next start is).
-        out[at[1:] - 1] = fill
+        # The last document's boundary is inside the range only if it ends before `end`,
+        # and the stream's last document has none (it ends where the next start is).
         after = int(starts[-1]) + int(lengths[-1]) - begin
         if after < min(end, int(layout.starts[stop])) - begin:
             out[after] = fill

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mixle._gather import padded_position_runs
 from mixle.data._best_fit import MIN_BLOCK, RowPieces, best_fit_rows, row_budget
 from mixle.data._documents import DocumentSource
 from mixle.data._order_windows import OrderWindows, index_ranges
@@ -83,6 +84,9 @@ class PackedPieces:
         ``None`` when not asked for.
     real
         ``mask.sum()``: the trained targets.
+    trained_before
+        ``count + 1`` int64: the trained targets of rows ``[0, j)`` (``trained_before[-1]
+        == real``), from the windows' own counts (no pass over the mask).
     """
 
     rows: np.ndarray
@@ -90,6 +94,7 @@ class PackedPieces:
     document_ids: np.ndarray | None
     position_ids: np.ndarray | None
     real: int
+    trained_before: np.ndarray
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,12 +281,18 @@ class BestFitRows:
         # Per piece of the rows asked for: its document, token range and slots.
         parts: list[tuple[np.ndarray, ...]] = []
         real = 0
+        # Trained targets before each row; rows past the epoch's end stay at the total.
+        trained_before = np.zeros(count + 1, dtype=np.int64)
         low, high = self._windows_between(first_row, first_row + count)
         for k in range(low, high):
             window = self.window(k)
             start, stop = int(self.row_starts[k]), int(self.row_starts[k + 1])
             first, last = max(first_row, start) - start, min(first_row + count, stop) - start
             chosen = slice(int(window.row_starts[first]), int(window.row_starts[last]))
+            here = max(first_row, start) - first_row  # the window's first row in the batch
+            trained_before[here + 1 : here + 1 + last - first] = (
+                window.trained_before[first + 1 : last + 1] - window.trained_before[first] + real
+            )
             real += int(window.trained_before[last] - window.trained_before[first])
             shift = (start - first_row) * capacity  # window slots -> batch slots
             padding = window.pad_slots[window.pad_starts[first] : window.pad_starts[last]] + shift
@@ -318,12 +329,15 @@ class BestFitRows:
             document_ids = document_ids.reshape(count, capacity)[:, :-1]
             position_ids = position_ids.reshape(count, capacity)[:, :-1]
         rows = flat.reshape(count, capacity)
-        return PackedPieces(rows, mask, document_ids, position_ids, real)
+        done = min(max(self.rows - first_row, 0), count)  # rows before the epoch's end
+        trained_before[done + 1 :] = real
+        return PackedPieces(rows, mask, document_ids, position_ids, real, trained_before)
 
 
 class _Slots:
     """Per-slot views of pieces that lie at increasing, disjoint slots ``at`` of a
-    buffer of ``size`` slots, built as runs with ``np.repeat`` (a memset per run)."""
+    buffer of ``size`` slots, built as runs: ids with ``np.repeat`` (a memset per run),
+    positions by :func:`~mixle._gather.padded_position_runs` (a memcpy per run)."""
 
     def __init__(
         self, ids: np.ndarray, begin: np.ndarray, length: np.ndarray, at: np.ndarray, size: int
@@ -335,18 +349,18 @@ class _Slots:
         self.gaps[1:] -= ends[:-1]
         self.tail = size - (int(ends[-1]) if ends.size else 0)
 
-    def _interleaved(self, last: int, *columns: np.ndarray) -> np.ndarray:
-        """``columns`` interleaved piece by piece, then ``last`` (the tail's entry)."""
-        return np.append(np.stack(columns, axis=1).ravel(), last)
+    def _interleaved(self, last: int, gap: np.ndarray | int, piece: np.ndarray) -> np.ndarray:
+        """Per run (each piece's gap, then the piece; then the tail): ``gap``, ``piece``
+        interleaved piece by piece, then ``last``."""
+        values = np.empty(2 * self.ids.shape[0] + 1, dtype=np.int64)
+        values[0:-1:2] = gap
+        values[1::2] = piece
+        values[-1] = last
+        return values
 
     def documents(self) -> tuple[np.ndarray, np.ndarray]:
         """Each slot's document id and position in it (``-1`` and ``0`` on padding)."""
         runs = self._interleaved(self.tail, self.gaps, self.length)
-        count = self.ids.shape[0]
-        padding = np.full(count, -1, dtype=np.int64)
-        document_ids = np.repeat(self._interleaved(-1, padding, self.ids), runs)
-        none = np.zeros(count, dtype=np.int64)
-        covered = np.repeat(np.append(np.tile(np.array([False, True]), count), False), runs)
-        offsets = np.repeat(self._interleaved(0, none, self.at - self.begin), runs)
-        position_ids = np.where(covered, np.arange(self.size) - offsets, 0)
+        document_ids = np.repeat(self._interleaved(-1, -1, self.ids), runs)
+        position_ids = padded_position_runs(self.gaps, self.begin, self.length, self.tail)
         return document_ids, position_ids

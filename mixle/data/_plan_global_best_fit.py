@@ -15,7 +15,7 @@ each packing refuses the other's states by that name.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +30,7 @@ from mixle.data._packing import RowLayout, StreamLayout
 from mixle.data._packing_options import PackingOptions
 from mixle.data._plan_best_fit import BestFitRows, check_best_fit_block
 from mixle.data._plan_global import GlobalPlan
-from mixle.data._row_plan import EpochPlan, RowPlan, build_plan
+from mixle.data._row_plan import EpochPlan, RowPlan, build_plan, consecutive_batches
 from mixle.data._windowed_layout import WindowedLayout
 from mixle.errors import ArgumentError
 
@@ -108,6 +108,49 @@ class BestFitEpochPlan(EpochPlan):
             rows.rows[:, :-1], rows.rows[:, 1:], rows.mask, rows.document_ids, rows.position_ids
         )
         return batch, rows.real
+
+    def read_batches(
+        self,
+        documents: DocumentSource,
+        first_rows: Sequence[int],
+        counts: Sequence[int],
+        pack: PackOptions,
+    ) -> list[tuple[Batch, int]]:
+        """:meth:`EpochPlan.read_batches` of best-fit rows: consecutive batches in one
+        read, each batch's fields views of the group's arrays (best-fit rows do not
+        overlap, so no batch shares a token with another)."""
+        if not consecutive_batches(first_rows, counts):
+            return [
+                self.read_rows(documents, row, count, pack)
+                for row, count in zip(first_rows, counts, strict=True)
+            ]
+        rows = self.best_fit.read(
+            documents,
+            first_rows[0],
+            sum(counts),
+            pad_id=pack.pad_id,
+            boundary_id=pack.boundary_id,
+            with_ids=pack.document_ids,
+        )
+        ends = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(np.asarray(counts, dtype=np.int64), out=ends[1:])
+        trained = rows.trained_before[ends].tolist()
+        ids, positions = rows.document_ids, rows.position_ids
+        batches: list[tuple[Batch, int]] = []
+        at = 0
+        for number, count in enumerate(counts):
+            part = slice(at, at + count)
+            tokens = rows.rows[part]
+            batch = Batch(
+                tokens[:, :-1],
+                tokens[:, 1:],
+                rows.mask[part],
+                None if ids is None else ids[part],
+                None if positions is None else positions[part],
+            )
+            batches.append((batch, trained[number + 1] - trained[number]))
+            at += count
+        return batches
 
 
 class BestFitGlobalPlan(GlobalPlan):

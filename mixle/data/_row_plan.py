@@ -22,7 +22,7 @@ A plan answers, for one epoch, in cursor units (what the cursor's ``index`` coun
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -59,6 +59,7 @@ __all__ = [
     "RowPlan",
     "WindowedRowPlan",
     "build_plan",
+    "consecutive_batches",
     "register_layout",
     "unregister_layout",
 ]
@@ -93,6 +94,73 @@ class EpochPlan:
         )
         batch = Batch(rows.context, rows.targets, rows.mask, rows.document_ids, rows.position_ids)
         return batch, rows.real
+
+    def read_batches(
+        self,
+        documents: DocumentSource,
+        first_rows: Sequence[int],
+        counts: Sequence[int],
+        pack: PackOptions,
+    ) -> list[tuple[Batch, int]]:
+        """The batches of ``counts[k]`` rows from ``first_rows[k]`` (with their real
+        target counts): ``[read_rows(...) for each k]``, bitwise.
+
+        When the batches' rows follow each other they are read together: the per-call
+        work (locating and checking the documents, the small arrays around the gather)
+        is paid once for the group, which is most of what a batch of a few dozen
+        documents costs. Each batch gets its own copy of its tokens (``context`` and
+        ``targets`` are views of one buffer of ``rows * block + 1`` tokens, as from
+        :meth:`read_rows`: no batch shares a token with the next); its mask and
+        document ids are views of the group's arrays. A subclass with rows of its own
+        (:meth:`read_rows` overridden) reads batch by batch unless it overrides this.
+        """
+        if (
+            not consecutive_batches(first_rows, counts)
+            or type(self).read_rows is not EpochPlan.read_rows
+        ):
+            return [
+                self.read_rows(documents, row, count, pack)
+                for row, count in zip(first_rows, counts, strict=True)
+            ]
+        first_row, total = first_rows[0], sum(counts)
+        rows = read_packed_rows(
+            documents,
+            self.layout,
+            first_row,
+            total,
+            block=pack.block,
+            pad_id=pack.pad_id,
+            boundary_id=pack.boundary_id,
+            document_ids=pack.document_ids,
+        )
+        block, buffer, ids, positions = (
+            pack.block,
+            rows.buffer,
+            rows.document_ids,
+            rows.position_ids,
+        )
+        batches: list[tuple[Batch, int]] = []
+        at = 0
+        for count in counts:
+            tokens = buffer[at * block : (at + count) * block + 1].copy()
+            shape = (count, block)
+            part = slice(at, at + count)
+            batch = Batch(
+                tokens[:-1].reshape(shape),
+                tokens[1:].reshape(shape),
+                rows.mask[part],
+                None if ids is None else ids[part],
+                None if positions is None else positions[part],
+            )
+            # The real targets are a prefix of the rows' (padding only at the end).
+            batches.append((batch, min(max(rows.real - at * block, 0), count * block)))
+            at += count
+        return batches
+
+
+def consecutive_batches(first_rows: Sequence[int], counts: Sequence[int]) -> bool:
+    """Whether each batch's rows start where the previous batch's end."""
+    return all(first_rows[k + 1] == first_rows[k] + counts[k] for k in range(len(first_rows) - 1))
 
 
 class RowPlan(Protocol):

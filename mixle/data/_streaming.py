@@ -59,6 +59,10 @@ if TYPE_CHECKING:
 __all__ = ["LAYOUTS", "StreamingCorpus", "current_rank_and_world_size"]
 
 _NAMED_CALLABLES = (FunctionType, BuiltinFunctionType, MethodType, type)
+# Batches of consecutive rows read with one call while iterating (after 1, 2, 4, ...):
+# the per-call work is most of a batch's cost at a few dozen documents a batch
+# (tools/bench_peers.py), and 8 batches of 8 x 2048 int64 tokens are 1 MiB.
+READ_AHEAD_BATCHES = 8
 
 
 def _callable_name(function: Any) -> str | None:
@@ -502,11 +506,29 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         real_total = 0
         target_total = 0
         hinted = 1  # batches before this one are hinted (or being read)
+        # Consecutive batches (this rank's rows follow each other) are read in groups:
+        # one batch first (a resumed run's first batch comes fast), then doubling.
+        grouped = plan_kind.row_stride == self.batch_size
+        ahead: int = 1
+        ready: Iterator[tuple[Batch, int]] = iter(())
         for position, first_row in enumerate(first_rows):
             if self._supports_prefetch and hinted - position <= HINT_BATCHES // 2:
                 self._hint(next(hints, None))
                 hinted += HINT_BATCHES
-            batch, real = self._make_batch(plan, first_row)
+            if not grouped:
+                batch, real = self._make_batch(plan, first_row)
+            else:
+                item = next(ready, None)
+                if item is None:
+                    group = first_rows[position : position + ahead]
+                    counts = [plan_kind.batch_rows(plan, row) for row in group]
+                    read = plan.read_batches(self.documents, group, counts, self._read_pack)
+                    ready = iter(read)
+                    ahead = min(2 * ahead, READ_AHEAD_BATCHES)
+                    item = next(ready)
+                batch, real = item
+                if self.attention_boundaries:
+                    batch = with_attention_boundaries(batch)
             real_total += real
             target_total += batch.context.size
             self.last_packing_efficiency = real_total / target_total if target_total else 0.0

@@ -138,9 +138,11 @@ def test_read_rows_count_their_targets_and_pad_past_their_pieces() -> None:
     layout = StreamLayout.build(np.arange(30), lengths, True)
     rows = BestFitRows(LayoutWindows(layout, 7), block=12, has_boundary=True, seed=1, epoch=0)
     source = as_documents(documents)
-    for first, count in ((0, 3), (4, 9), (rows.rows - 2, 5)):
+    for first, count in ((0, 3), (4, 9), (5, 13), (rows.rows - 2, 5), (0, rows.rows + 2)):
         read = rows.read(source, first, count, pad_id=-7, boundary_id=0, with_ids=True)
         assert read.real == int(read.mask.sum())
+        per_row = np.concatenate([[0], np.cumsum(read.mask.sum(axis=1))])
+        np.testing.assert_array_equal(read.trained_before, per_row)
         assert read.document_ids is not None
         padding = read.document_ids < 0
         assert (read.rows[:, :-1][padding] == -7).all() and not read.mask[padding].any()

@@ -22,9 +22,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mixle._gather import (
+    document_id_runs,
     fill_document_ids,
     gather_pieces,
     numba_available,
+    padded_position_runs,
 )
 from mixle.corpus import CorpusWriter, open_corpus
 from mixle.data import StreamingCorpus, gather_backend, set_gather_backend
@@ -85,17 +87,21 @@ def _pieces(draw: st.DrawFn) -> tuple[np.ndarray, ...]:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_pieces())
-def test_gather_pieces_backends_agree_with_per_piece_slices(case: tuple[np.ndarray, ...]) -> None:
+@given(_pieces(), st.sampled_from([-1, 7]))
+def test_gather_pieces_backends_agree_with_per_piece_slices(
+    case: tuple[np.ndarray, ...], held: int
+) -> None:
+    # Slots between pieces keep what they hold: -1 (no token of any dtype here) or 7 (a
+    # token, which the numpy gather may copy along with pieces one slot apart).
     tokens, offsets, local, begins, ends, at, size = case
-    want = np.full(int(size), -1, dtype=np.int64)
+    want = np.full(int(size), held, dtype=np.int64)
     for document, begin, end, position in zip(local, begins, ends, at, strict=True):
         start = offsets[document]
         want[position : position + end - begin] = tokens[start + begin : start + end]
     for name in _both_backends():
         previous = set_gather_backend(name)
         try:
-            out = np.full(int(size), -1, dtype=np.int64)
+            out = np.full(int(size), held, dtype=np.int64)
             assert (
                 gather_pieces(out, tokens, offsets, local, begins, ends, at, len(offsets) - 1) == -1
             )
@@ -158,10 +164,31 @@ def test_document_ids_backends_agree_with_per_token_reference(
             fill_document_ids(
                 doc_ids, pos_ids, indices[first:stop], starts[first : stop + 1], begin
             )
+            built = document_id_runs(
+                indices[first:stop], starts[first : stop + 1], begin, end - begin
+            )
         finally:
             set_gather_backend(previous)
-        np.testing.assert_array_equal(doc_ids, want_ids)
-        np.testing.assert_array_equal(pos_ids, want_pos)
+        for got_ids, got_pos in ((doc_ids, pos_ids), built):
+            assert got_ids.dtype == got_pos.dtype == np.int64
+            assert got_ids.flags.writeable and got_pos.flags.writeable
+            np.testing.assert_array_equal(got_ids, want_ids)
+            np.testing.assert_array_equal(got_pos, want_pos)
+
+
+@pytest.mark.parametrize("begin", [0, 69_990, 70_003])
+def test_document_id_runs_of_documents_longer_than_the_ramp(backend: str, begin: int) -> None:
+    # Positions past the shared ramp (2**16) come from a fresh arange: the same values.
+    del backend
+    starts = np.array([0, 70_000, 70_005, 70_008, 140_000], dtype=np.int64)
+    indices = np.array([9, 4, 11, 2], dtype=np.int64)
+    size = 20 if begin else 66_000
+    first = int(np.searchsorted(starts, begin, side="right")) - 1
+    stop = int(np.searchsorted(starts, begin + size, side="left"))
+    doc_ids, pos_ids = document_id_runs(indices[first:stop], starts[first : stop + 1], begin, size)
+    owner = np.searchsorted(starts, np.arange(begin, begin + size), side="right") - 1
+    np.testing.assert_array_equal(doc_ids, indices[owner])
+    np.testing.assert_array_equal(pos_ids, np.arange(begin, begin + size) - starts[owner])
 
 
 @settings(
@@ -330,3 +357,26 @@ def test_a_large_epoch_shuffle_is_the_same_with_either_backend() -> None:
             set_gather_backend(previous)
     assert all(np.array_equal(orders[0], order) for order in orders[1:])
     np.testing.assert_array_equal(np.sort(orders[0]), np.arange(3_000_001))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.integers(0, 70_000), st.integers(0, 6)), max_size=8),
+    st.integers(0, 4),
+    st.booleans(),
+)
+def test_padded_position_runs_are_zeros_then_each_pieces_positions(
+    pieces: list[tuple[int, int, int]], tail: int, long_padding: bool
+) -> None:
+    # Pieces may start deep inside a document (past the shared ramp) and padding may be
+    # longer than the shared zeros: those take fresh arrays, with the same values.
+    gaps = np.array([g * (20_000 if long_padding else 1) for g, _, _ in pieces], np.int64)
+    begins = np.array([b for _, b, _ in pieces], dtype=np.int64)
+    lengths = np.array([n for _, _, n in pieces], dtype=np.int64)
+    want = [np.zeros(0, np.int64)]
+    for gap, begin, length in zip(gaps, begins, lengths, strict=True):
+        want += [np.zeros(gap, np.int64), np.arange(begin, begin + length, dtype=np.int64)]
+    want.append(np.zeros(tail, np.int64))
+    got = padded_position_runs(gaps, begins, lengths, tail)
+    assert got.dtype == np.int64 and got.flags.writeable
+    np.testing.assert_array_equal(got, np.concatenate(want))

@@ -538,3 +538,58 @@ def test_soak_streaming_equals_eager_and_resumes_on_large_corpora(
         ),
         steps=min(30, 2 * corpus.num_batches(0) + 1),
     )
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 60), min_size=1, max_size=60),
+    block=st.integers(4, 16),
+    batch_size=st.integers(1, 4),
+    packing=st.sampled_from(["per-rank", "global", "best_fit"]),
+    boundary=st.booleans(),
+    document_ids=st.booleans(),
+    start=st.integers(0, 5),
+)
+def test_grouped_reads_of_an_epoch_are_the_batches_read_one_by_one(
+    lengths: list[int],
+    block: int,
+    batch_size: int,
+    packing: str,
+    boundary: bool,
+    document_ids: bool,
+    start: int,
+) -> None:
+    # Iteration reads consecutive batches in groups (1, 2, 4, 8 per call); random access
+    # reads one batch: the same arrays, the same real target counts (packing efficiency).
+    rng = np.random.default_rng(len(lengths) * 31 + block)
+    documents = [rng.integers(0, 1000, size=n) for n in lengths]
+    options: dict[str, Any] = dict(
+        block=max(block, 8) if packing == "best_fit" else block,
+        batch_size=batch_size,
+        boundary_id=3 if boundary else None,
+        document_ids=document_ids,
+        seed=2,
+    )
+    if packing != "per-rank":
+        options["layout"] = "global"
+    if packing == "best_fit":
+        options["packing"] = "best_fit"
+    stream = StreamingCorpus(documents, rank=0, world_size=1, **options)
+    total = stream.num_batches(0)
+    start = min(start, total)
+    batches = list(stream.iter_epoch(0, start_batch=start))
+    assert len(batches) == total - start
+    step = stream.cursor_step
+    real = 0
+    for offset, batch in enumerate(batches):
+        alone = stream.read(0, (start + offset) * step)
+        assert batch.fields() == alone.fields()
+        for name in batch.fields():
+            got, want = getattr(batch, name), getattr(alone, name)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+        assert not np.shares_memory(batch.context, batches[offset - 1].context) or offset == 0
+        real += int(np.count_nonzero(batch.loss_mask))
+    if batches:
+        expected = real / sum(batch.context.size for batch in batches)
+        assert stream.last_packing_efficiency == pytest.approx(expected)

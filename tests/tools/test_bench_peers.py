@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -175,3 +176,65 @@ def test_on_tmpfs_tells_a_tmpfs_path_from_another() -> None:
         pytest.skip("no tmpfs at /dev/shm")
     assert on_tmpfs(Path("/dev/shm/not-yet-created/corpus"))
     assert on_tmpfs(Path("/")) == (kinds["/"] == "tmpfs")
+
+
+def test_paired_rounds_run_the_floor_right_before_every_other_method() -> None:
+    from tools._peer_methods import Method
+    from tools.bench_peers import results, round_ratios, run_rounds
+
+    log: list[str] = []
+
+    def step(name: str, units: int) -> Callable[[], Callable[[], int]]:
+        def make() -> Callable[[], int]:
+            def run() -> int:
+                log.append(name)
+                return units
+
+            return run
+
+        return make
+
+    floor = Method("rows", "floor", "", step("floor", 10), "floor")
+    ours = Method("rows", "mixle A", "", step("A", 5), "mixle")
+    theirs = Method("rows", "B", "", step("B", 2))
+    run_rounds([floor, ours, theirs], 3, 4, 10.0, warm_up=False, paired=True)
+    assert len(ours.floor_rates) == len(theirs.floor_rates) == 3 and not floor.floor_rates
+    runs = [name for index, name in enumerate(log) if index == 0 or log[index - 1] != name]
+    assert runs.count("A") == runs.count("B") == 3
+    for index, name in enumerate(runs):
+        if name != "floor":
+            assert runs[index - 1] == "floor", runs
+    assert len(round_ratios(ours, floor, "cpu")) == 3
+    row = next(r for r in results([floor, ours, theirs]) if r["method"] == "mixle A")
+    assert row["cpu_ratio_low"] <= row["cpu_ratio"] <= row["cpu_ratio_high"]
+    assert row["cpu_ratio_best"] > 0 and len(row["cpu_rounds"]) == 3
+
+
+def test_versus_peers_compares_packed_rows_with_the_fastest_peer_per_round() -> None:
+    from tools.bench_peers import versus_peers
+
+    def row(method: str, kind: str, rounds: list[float], best: float) -> dict[str, object]:
+        return {
+            "group": "rows",
+            "method": method,
+            "kind": kind,
+            "cpu_ratio": sorted(rounds)[1],
+            "cpu_rounds": rounds,
+            "wall_rounds": [2 * r for r in rounds],
+            "cpu_ratio_best": best,
+        }
+
+    rows = [
+        row("floor: memory bandwidth", "floor", [1.0, 1.0, 1.0], 1.0),
+        row("mixle StreamingCorpus", "mixle", [0.2, 0.3, 0.4], 0.5),
+        row("mixle TokenStream", "mixle", [0.6, 0.6, 0.6], 0.6),  # windows: not compared
+        row("LitData TokensLoader", "peer", [0.1, 0.2, 0.2], 0.25),
+        row("Megatron GPTDataset", "peer", [0.05, 0.05, 0.05], 0.05),
+    ]
+    versus = versus_peers(rows)  # type: ignore[arg-type]
+    assert [v["method"] for v in versus] == ["mixle StreamingCorpus"]
+    assert versus[0]["peer"] == "LitData TokensLoader"
+    # Per round 0.2 / 0.1, 0.3 / 0.2, 0.4 / 0.2: median 2.0, spread 1.5-2.0.
+    assert versus[0]["cpu_ratio"] == versus[0]["ratio"] == pytest.approx(2.0)
+    assert (versus[0]["cpu_ratio_low"], versus[0]["cpu_ratio_high"]) == pytest.approx((1.5, 2.0))
+    assert versus[0]["cpu_ratio_best"] == pytest.approx(2.0)
