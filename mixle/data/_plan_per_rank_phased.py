@@ -50,7 +50,7 @@ from mixle.data._options import PackOptions, ShardOptions
 from mixle.data._packing import rows_for_stream
 from mixle.data._packing_options import PackingOptions
 from mixle.data._plan_per_rank import PerRankPlan, _even_batch_count
-from mixle.data._plan_phased import PhasedEpochPlan
+from mixle.data._plan_phased import PhasedEpochPlan, PhaseLookup
 from mixle.data._row_plan import EpochPlan
 from mixle.errors import ArgumentError
 
@@ -96,7 +96,7 @@ class PhasedRankEpochPlan(PhasedEpochPlan):
         return PhasedEpochPlan.read_rows(self, documents, first_row, count, pack)
 
 
-class PhasedPerRankPlan(PerRankPlan):
+class PhasedPerRankPlan(PhaseLookup, PerRankPlan):
     """Row plan of ``layout="per-rank"`` with a ``block_schedule`` (see the module
     docstring).
 
@@ -177,22 +177,6 @@ class PhasedPerRankPlan(PerRankPlan):
 
     def first_row(self, index: int) -> int:
         return index
-
-    def batch_rows(self, plan: EpochPlan, first_row: int) -> int:
-        phases = self.phases_of(plan)
-        return phases.batch_sizes[phases.at(first_row)]
-
-    def phase_at(self, plan: EpochPlan, index: int) -> tuple[int, int]:
-        """``(phase, block)`` of the step at cursor token ``index``."""
-        phases = self.phases_of(plan)
-        position = phases.at(index)
-        return phases.phases[position], phases.blocks[position]
-
-    @staticmethod
-    def phases_of(plan: EpochPlan) -> EpochPhases:
-        if not isinstance(plan, PhasedEpochPlan):  # pragma: no cover - built by place
-            raise TypeError(f"a phased plan reads PhasedEpochPlan, not {type(plan).__name__}")
-        return plan.phases
 
     def hint_windows(self, plan: EpochPlan, first_rows: range, block: int) -> Iterator[np.ndarray]:
         # first_rows are tokens of the rank's stream, R of them a step.

@@ -81,7 +81,29 @@ class PhasedEpochPlan(EpochPlan):
         return batch, rows.real
 
 
-class PhasedGlobalPlan(GlobalPlan):
+class PhaseLookup:
+    """The phase lookups a row plan with a ``block_schedule`` shares, whatever its
+    layout: the rows and the ``(phase, block)`` at a cursor token of a
+    :class:`PhasedEpochPlan`."""
+
+    def batch_rows(self, plan: EpochPlan, first_row: int) -> int:
+        phases = self.phases_of(plan)
+        return phases.batch_sizes[phases.at(first_row)]
+
+    def phase_at(self, plan: EpochPlan, index: int) -> tuple[int, int]:
+        """``(phase, block)`` of the batch at cursor token ``index``."""
+        phases = self.phases_of(plan)
+        position = phases.at(index)
+        return phases.phases[position], phases.blocks[position]
+
+    @staticmethod
+    def phases_of(plan: EpochPlan) -> EpochPhases:
+        if not isinstance(plan, PhasedEpochPlan):  # pragma: no cover - built by the plan
+            raise TypeError(f"a phased plan reads PhasedEpochPlan, not {type(plan).__name__}")
+        return plan.phases
+
+
+class PhasedGlobalPlan(PhaseLookup, GlobalPlan):
     """Row plan of ``layout="global"`` with a ``block_schedule`` (see the module docstring).
 
     Raises
@@ -129,22 +151,6 @@ class PhasedGlobalPlan(GlobalPlan):
     def first_row(self, index: int) -> int:
         # Every phase's rank share is the same number of tokens: K / world_size.
         return index + self.shard.rank * self.rank_tokens
-
-    def batch_rows(self, plan: EpochPlan, first_row: int) -> int:
-        phases = self.phases_of(plan)
-        return phases.batch_sizes[phases.at(first_row)]
-
-    def phase_at(self, plan: EpochPlan, index: int) -> tuple[int, int]:
-        """``(phase, block)`` of the global batch at cursor token ``index``."""
-        phases = self.phases_of(plan)
-        position = phases.at(index)
-        return phases.phases[position], phases.blocks[position]
-
-    @staticmethod
-    def phases_of(plan: EpochPlan) -> EpochPhases:
-        if not isinstance(plan, PhasedEpochPlan):  # pragma: no cover - built by restore
-            raise TypeError(f"a phased plan reads PhasedEpochPlan, not {type(plan).__name__}")
-        return plan.phases
 
     def hint_windows(self, plan: EpochPlan, first_rows: range, block: int) -> Iterator[np.ndarray]:
         # first_rows are stream tokens here: ranges of one rank share of tokens each.
