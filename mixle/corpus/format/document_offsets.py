@@ -57,9 +57,11 @@ __all__ = [
     "DOCUMENT_OFFSETS_VERSION",
     "DocumentOffsets",
     "document_offsets_reference",
+    "offsets_file_pieces",
     "offsets_pieces",
     "open_document_offsets",
     "shard_file_pieces",
+    "store_file_pieces",
     "wants_document_offsets",
     "write_document_offsets",
 ]
@@ -123,7 +125,7 @@ def shard_file_pieces(
     read up to ``group`` offsets files at a time in one lean pass each, each file
     checked to run from 0 to its entry's token count without decreasing."""
     directories = [directory] * len(shards) if isinstance(directory, str) else list(directory)
-    runs = []  # (directory, first, stop): consecutive shards of one directory, <= group
+    runs = []  # (first, stop): consecutive shards of one directory, <= group
     first = 0
     while first < len(shards):
         stop = first + 1
@@ -131,17 +133,60 @@ def shard_file_pieces(
             stop < len(shards) and stop - first < group and directories[stop] == directories[first]
         ):
             stop += 1
-        runs.append((directories[first], first, stop))
+        runs.append((first, stop))
         first = stop
-    base = 0
-    for run_directory, first, stop in runs:
+
+    def read(first: int, stop: int) -> list[bytes]:
         entries = shards[first:stop]
-        datas = read_regular_files(
-            run_directory,
+        return read_regular_files(
+            directories[first],
             [entry.offsets for entry in entries],
             [entry.offsets_bytes for entry in entries],
             CorpusFormatError,
         )
+
+    return offsets_file_pieces(
+        shards, runs, read, lambda number: f"{directories[number]}/{shards[number].offsets}"
+    )
+
+
+def store_file_pieces(
+    store: ShardStore, names: Sequence[str], shards: Sequence[ShardEntry], group: int = 1024
+) -> Iterator[np.ndarray]:
+    """:func:`shard_file_pieces` of offsets files held by ``store`` (``names[i]`` the
+    file of ``shards[i]``, e.g. ``.mixle-ingest/unit-000003/shard-00000.offsets``): up
+    to ``group`` files at a time, one exact range each, in one :meth:`read_ranges` call
+    (a backend fetches them concurrently)."""
+    runs = [(first, min(first + group, len(shards))) for first in range(0, len(shards), group)]
+
+    def read(first: int, stop: int) -> list[bytes]:
+        sizes = [entry.offsets_bytes for entry in shards[first:stop]]
+        return store.read_ranges(list(names[first:stop]), [0] * len(sizes), sizes)
+
+    return offsets_file_pieces(
+        shards, runs, read, lambda number: f"{store.location}/{names[number]}"
+    )
+
+
+def offsets_file_pieces(
+    shards: Sequence[ShardEntry],
+    runs: Sequence[tuple[int, int]],
+    read: Callable[[int, int], list[bytes]],
+    where: Callable[[int], str],
+) -> Iterator[np.ndarray]:
+    """Every cumulative offset ``0 .. N`` of ``shards``, one piece per run ``(first,
+    stop)`` of consecutive shards whose offsets files (header included) ``read(first,
+    stop)`` returns; each file checked to be of its entry's size and to run from 0 to
+    its entry's token count without decreasing (``where(number)`` names a bad one)."""
+    base = 0
+    for first, stop in runs:
+        entries = shards[first:stop]
+        datas = read(first, stop)
+        for number, (entry, data) in enumerate(zip(entries, datas, strict=True), first):
+            if len(data) != entry.offsets_bytes:
+                raise CorpusFormatError(
+                    f"{where(number)}: {len(data)} bytes, the manifest says {entry.offsets_bytes}."
+                )
         flat = np.concatenate(
             [np.frombuffer(data, "<i8", offset=HEADER_SIZE) for data in datas]
             or [np.empty(0, dtype=np.int64)]
@@ -152,9 +197,9 @@ def shard_file_pieces(
         steps = np.diff(flat)
         steps[ends[:-1] - 1] = 0  # from one file's last offset to the next's first
         if (flat[ends - sizes] != 0).any() or (flat[ends - 1] != totals).any() or (steps < 0).any():
-            for entry, data in zip(entries, datas, strict=True):  # names the bad file
-                offsets = np.frombuffer(data, "<i8", offset=HEADER_SIZE)
-                check_offsets(offsets, entry.num_tokens, f"{run_directory}/{entry.offsets}")
+            for number, (entry, data) in enumerate(zip(entries, datas, strict=True), first):
+                offsets = np.frombuffer(data, "<i8", offset=HEADER_SIZE)  # names the bad file
+                check_offsets(offsets, entry.num_tokens, where(number))
         # Each shard's documents start at the tokens of the shards before it.
         bases = base + np.cumsum(totals) - totals
         keep = np.ones(flat.shape[0], dtype=np.bool_)

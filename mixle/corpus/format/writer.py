@@ -20,21 +20,13 @@ from typing import Any
 import numpy as np
 
 from mixle._checks import positive_int
-from mixle._io import atomic_write_bytes, fsync_directory
+from mixle._io import fsync_directory
 from mixle.corpus.format.block_offsets import (
     BLOCK_OFFSETS_KEY,
-    BLOCK_OFFSETS_MIN_DOCUMENTS,
     BLOCK_OFFSETS_NAME,
     BlockOffsetsRecorder,
-    block_offsets_reference,
 )
-from mixle.corpus.format.document_offsets import (
-    DOCUMENT_OFFSETS_KEY,
-    DOCUMENT_OFFSETS_NAME,
-    shard_file_pieces,
-    wants_document_offsets,
-    write_document_offsets,
-)
+from mixle.corpus.format.document_offsets import DOCUMENT_OFFSETS_KEY, DOCUMENT_OFFSETS_NAME
 from mixle.corpus.format.encode import (
     EncodedBatch,
     as_integer_document,
@@ -45,6 +37,11 @@ from mixle.corpus.format.encode import (
     needed_dtype,
 )
 from mixle.corpus.format.manifest import Manifest, write_manifest
+from mixle.corpus.format.scale_sidecars import (
+    LocalOffsetsFiles,
+    sidecar_flag,
+    write_scale_sidecars,
+)
 from mixle.corpus.format.shard import ShardWriter, rewrite_shard_dtype
 from mixle.corpus.format.shard_table import SHARD_TABLE_NAME
 from mixle.corpus.format.spec import MANIFEST_NAME, dtype_limit, normalize_dtype, resolve_dtype
@@ -157,16 +154,8 @@ class CorpusWriter:
         document_offsets: bool | None = None,
     ) -> None:
         self.path = os.fspath(path)
-        if document_offsets is not None and not isinstance(document_offsets, bool):
-            raise ArgumentError(
-                f"`document_offsets` must be True, False or None. Got {document_offsets!r} instead."
-            )
-        self._document_offsets = document_offsets
-        if block_offsets is not None and not isinstance(block_offsets, bool):
-            raise ArgumentError(
-                f"`block_offsets` must be True, False or None. Got {block_offsets!r} instead."
-            )
-        self._block_offsets = block_offsets
+        self._document_offsets = sidecar_flag("document_offsets", document_offsets)
+        self._block_offsets = sidecar_flag("block_offsets", block_offsets)
         self._recorder = BlockOffsetsRecorder()
         if not isinstance(durable, bool):
             raise ArgumentError(f"`durable` must be a bool. Got {durable!r} instead.")
@@ -313,12 +302,23 @@ class CorpusWriter:
                 self._shard = None
             if self._replace_existing:
                 self._drop_old_manifest()
-            self._write_block_offsets()
-            self._metadata.pop(DOCUMENT_OFFSETS_KEY, None)
             table = (
                 len(self._entries) >= SHARD_TABLE_MIN_SHARDS
                 if self._shard_table is None
                 else self._shard_table
+            )
+            shards = Manifest.build(
+                self._entries, dtype=self._dtype, vocab_size=self.vocab_size
+            ).shards
+            # Listed before they are written: an abort removes whatever got written.
+            self._created.extend((BLOCK_OFFSETS_NAME, DOCUMENT_OFFSETS_NAME))
+            write_scale_sidecars(
+                self.path,
+                LocalOffsetsFiles(self.path, shards),
+                self._metadata,
+                block_offsets=self._block_offsets,
+                document_offsets=self._document_offsets,
+                recorded=self._recorder,
             )
             manifest = Manifest.build(
                 self._entries,
@@ -327,23 +327,6 @@ class CorpusWriter:
                 metadata=self._metadata,
                 shard_table=table,
             )
-            wanted = self._document_offsets
-            if wanted is None:
-                wanted = wants_document_offsets(len(self._entries), self._num_documents)
-            if wanted:
-                self._created.append(DOCUMENT_OFFSETS_NAME)
-                self._metadata[DOCUMENT_OFFSETS_KEY] = write_document_offsets(
-                    os.path.join(self.path, DOCUMENT_OFFSETS_NAME),
-                    shard_file_pieces(self.path, manifest.shards),
-                    manifest.num_documents,
-                )
-                manifest = Manifest.build(
-                    manifest.shards,
-                    dtype=self._dtype,
-                    vocab_size=self.vocab_size,
-                    metadata=self._metadata,
-                    shard_table=table,
-                )
             write_manifest(self.path, manifest)
         except BaseException:
             self.abort()
@@ -487,19 +470,6 @@ class CorpusWriter:
         self._pending_tokens += tokens.shape[0] + batch.lengths.shape[0]
         if self._pending_tokens >= _BATCH_TOKENS:
             self._flush()
-
-    def _write_block_offsets(self) -> None:
-        """Write the block-offsets sidecar and name it in the metadata, when enabled."""
-        wanted = self._block_offsets
-        if wanted is None:
-            wanted = self._num_documents >= BLOCK_OFFSETS_MIN_DOCUMENTS
-        if not wanted:
-            self._metadata.pop(BLOCK_OFFSETS_KEY, None)
-            return
-        data = self._recorder.encode()
-        self._created.append(BLOCK_OFFSETS_NAME)
-        atomic_write_bytes(os.path.join(self.path, BLOCK_OFFSETS_NAME), data)
-        self._metadata[BLOCK_OFFSETS_KEY] = block_offsets_reference(data)
 
     def _write(self, tokens: np.ndarray, lengths: np.ndarray, *, owned: bool = True) -> None:
         """Split a validated batch at shard boundaries and stream it out.

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,15 +27,13 @@ from typing import Any
 
 from mixle._io import atomic_write, atomic_write_bytes
 from mixle._safe_json import loads_bounded
-from mixle.corpus.format.document_offsets import (
-    DOCUMENT_OFFSETS_KEY,
-    DOCUMENT_OFFSETS_NAME,
-    shard_file_pieces,
-    wants_document_offsets,
-    write_document_offsets,
-)
 from mixle.corpus.format.manifest import ShardEntry, commit_manifest, parse_manifest
 from mixle.corpus.format.origins import METADATA_KEY, ORIGINS_NAME, origins_reference
+from mixle.corpus.format.scale_sidecars import (
+    LocalOffsetsFiles,
+    StoreOffsetsFiles,
+    write_scale_sidecars,
+)
 from mixle.corpus.format.shard import rewrite_shard_dtype
 from mixle.corpus.format.spec import MANIFEST_NAME
 from mixle.corpus.ingestion.area import OutputArea
@@ -258,7 +257,7 @@ def plan_publish(
         metadata,
         plan.job.get("id_field") is not None,
     )
-    _document_offsets(work, shards, dtype, metadata, files)
+    _local_sidecars(work, shards, dtype, metadata, files)
     summary = {"skipped": skipped, "rejects": rejects}
     publish_plan = build_publish_plan(
         shards,
@@ -272,29 +271,53 @@ def plan_publish(
     return publish_plan
 
 
-def _document_offsets(
+def _unit_shards(shards: Sequence[tuple[str, Mapping[str, Any]]], dtype: str) -> list[ShardEntry]:
+    """The typed entries of the units' shards ``(unit dir name, entry)``, in corpus order."""
+    return [
+        ShardEntry.from_dict(dict(entry), dtype, f"{unit}/{entry['offsets']}")
+        for unit, entry in shards
+    ]
+
+
+def _local_sidecars(
     work: str,
     shards: Sequence[tuple[str, Mapping[str, Any]]],
     dtype: str,
     metadata: dict[str, Any],
     files: list[str],
 ) -> None:
-    """For a corpus of many small shards (as :class:`~mixle.corpus.CorpusWriter`
-    decides), write the document-offsets sidecar into the work directory from the
-    units' offsets files, name it in ``metadata`` and add it to the ``files`` to publish."""
-    documents = sum(int(entry["num_documents"]) for _, entry in shards)
-    if not wants_document_offsets(len(shards), documents):
-        return
-    entries = [
-        ShardEntry.from_dict(dict(entry), dtype, f"{unit}/{entry['offsets']}")
-        for unit, entry in shards
-    ]
-    metadata[DOCUMENT_OFFSETS_KEY] = write_document_offsets(
-        os.path.join(work, DOCUMENT_OFFSETS_NAME),
-        shard_file_pieces([os.path.join(work, unit) for unit, _ in shards], entries),
-        documents,
+    """Write the scale sidecars the corpus gets (as every writer decides:
+    :func:`~mixle.corpus.format.scale_sidecars.write_scale_sidecars`) into the work
+    directory from the units' offsets files, name them in ``metadata`` and add them to
+    the ``files`` to publish (they move beside the shards, before the manifest)."""
+    offsets = LocalOffsetsFiles(
+        [os.path.join(work, unit) for unit, _ in shards], _unit_shards(shards, dtype)
     )
-    files.append(DOCUMENT_OFFSETS_NAME)
+    files.extend(write_scale_sidecars(work, offsets, metadata))
+
+
+def _remote_sidecars(
+    area: OutputArea,
+    shards: Sequence[tuple[str, Mapping[str, Any]]],
+    dtype: str,
+    metadata: dict[str, Any],
+    files: list[str],
+) -> None:
+    """:func:`_local_sidecars` of units in an object store: the offsets read by ranges
+    from the units' files, the sidecars written in a local temporary directory and
+    stored in the work directory (the publish copies them beside the shards)."""
+    entries = _unit_shards(shards, dtype)
+    names = [
+        f"{WORK_DIR_NAME}/{unit}/{entry.offsets}"
+        for (unit, _), entry in zip(shards, entries, strict=True)
+    ]
+    with tempfile.TemporaryDirectory(prefix="mixle-sidecars-") as local:
+        written = write_scale_sidecars(
+            local, StoreOffsetsFiles(area.store, names, entries), metadata
+        )
+        for name in written:
+            area.store.put_file(os.path.join(local, name), f"{WORK_DIR_NAME}/{name}")
+    files.extend(written)
 
 
 def _publish_origins(
@@ -525,6 +548,7 @@ def _commit(
         metadata,
         plan.job.get("id_field") is not None,
     )
+    _remote_sidecars(area, shards, str(plan.dtype), metadata, files)
     publish_plan = build_publish_plan(
         shards,
         dtype=str(plan.dtype),

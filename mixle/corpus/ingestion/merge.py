@@ -31,13 +31,6 @@ import numpy as np
 
 from mixle._file_checks import check_replaceable, contained_shard
 from mixle._io import link_or_copy, naming_file
-from mixle.corpus.format.document_offsets import (
-    DOCUMENT_OFFSETS_KEY,
-    DOCUMENT_OFFSETS_NAME,
-    shard_file_pieces,
-    wants_document_offsets,
-    write_document_offsets,
-)
 from mixle.corpus.format.manifest import Manifest, ShardEntry, parse_manifest
 from mixle.corpus.format.origins import (
     METADATA_KEY,
@@ -45,6 +38,12 @@ from mixle.corpus.format.origins import (
     concatenate_origins,
     origins_reference,
     read_origins,
+)
+from mixle.corpus.format.scale_sidecars import (
+    SCALE_SIDECARS,
+    LocalOffsetsFiles,
+    StoreOffsetsFiles,
+    write_scale_sidecars,
 )
 from mixle.corpus.format.shard import rewrite_shard_dtype
 from mixle.corpus.format.spec import MANIFEST_NAME, normalize_dtype, shard_file_names
@@ -238,32 +237,34 @@ def merge_corpora(
         with naming_file(f"{out.location}/{ORIGINS_NAME}"):
             out.write_bytes(ORIGINS_NAME, origins)
         metadata[METADATA_KEY] = origins_reference(origins)
-    _document_offsets(out, entries, target, metadata)
+    _sidecars(out, entries, target, metadata)
+    for key, name in SCALE_SIDECARS.items():
+        if key not in metadata and out.exists(
+            name
+        ):  # a replaced corpus's, which no manifest names any more
+            out.remove(name)
     return commit_manifest_to(out, entries, dtype=target, vocab_size=vocab, metadata=metadata)
 
 
-def _document_offsets(
+def _sidecars(
     out: ShardStore, entries: list[dict[str, Any]], dtype: str, metadata: dict[str, Any]
 ) -> None:
-    """Give a local merged corpus of many small shards the document-offsets sidecar (as
-    :class:`~mixle.corpus.CorpusWriter` does), from its offsets files; remove a stale
-    one left by the corpus it replaces otherwise."""
-    directory = out.local_directory
-    documents = sum(int(entry["num_documents"]) for entry in entries)
-    if directory is None or not wants_document_offsets(len(entries), documents):
-        if directory is not None and out.exists(DOCUMENT_OFFSETS_NAME):
-            out.remove(DOCUMENT_OFFSETS_NAME)
-        return
+    """Give the merged corpus the scale sidecars its shape calls for (as every writer
+    decides: :func:`~mixle.corpus.format.scale_sidecars.write_scale_sidecars`), from
+    its own offsets files: written in place on local disk, else in a temporary
+    directory and stored beside the shards; the manifest written next names them."""
     shards = [
         ShardEntry.from_dict(entry, dtype, f"shard entry {number}")
         for number, entry in enumerate(entries)
     ]
-    with naming_file(f"{out.location}/{DOCUMENT_OFFSETS_NAME}"):
-        metadata[DOCUMENT_OFFSETS_KEY] = write_document_offsets(
-            os.path.join(directory, DOCUMENT_OFFSETS_NAME),
-            shard_file_pieces(directory, shards),
-            documents,
-        )
+    directory = out.local_directory
+    if directory is not None:
+        write_scale_sidecars(directory, LocalOffsetsFiles(directory, shards), metadata)
+        return
+    with tempfile.TemporaryDirectory(prefix="mixle-merge-") as local:
+        files = StoreOffsetsFiles(out, [entry.offsets for entry in shards], shards)
+        for name in write_scale_sidecars(local, files, metadata):
+            out.put_file(os.path.join(local, name), name)
 
 
 def _merged_origins(stores: Sequence[ShardStore], manifests: Sequence[Manifest]) -> bytes | None:

@@ -547,6 +547,7 @@ def publish_units(
                 lambda move: store.copy("/".join(filter(None, (work, *move[:2]))), move[2]),
                 plan["moves"],
             )
+            _remove_stale_sidecars(store, plan)
             _commit_plan(store, plan)
         store.remove(work)
         return
@@ -574,11 +575,24 @@ def publish_units(
             pass
     fsync_directory(directory)
     remove_stale_shards(store, {entry[key] for entry in plan["entries"] for key in _SHARD_KEYS})
+    _remove_stale_sidecars(store, plan)
     _commit_plan(store, plan)
     discard_work_dir(work)
 
 
 _SHARD_KEYS = ("tokens", "offsets")
+#: The optional files a manifest may name beside the shards.
+_SIDECARS = (ORIGINS_NAME, BLOCK_OFFSETS_NAME, DOCUMENT_OFFSETS_NAME)
+
+
+def _remove_stale_sidecars(store: ShardStore, plan: Mapping[str, Any]) -> None:
+    """Delete the sidecars of a replaced corpus that ``plan`` does not publish (no
+    manifest names them any more: a reader would never look, but a copy of the
+    directory would carry them)."""
+    published = {target for _, _, target in plan["moves"]}
+    for name in _SIDECARS:
+        if name not in published and store.exists(name):
+            store.remove(name)
 
 
 def _remove_files(directory: str, names: Sequence[str]) -> None:
