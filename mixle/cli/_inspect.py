@@ -108,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
         f"bytes       {_human(summary['total_bytes'])} "
         f"(tokens {_human(summary['tokens_bytes'])}, offsets {_human(summary['offsets_bytes'])})",
         f"fingerprint {summary['fingerprint']}",
+        f"sidecars    {_sidecars_line(summary['sidecars'], args.path)}",
     ]
     if length["mean"] is not None:
         percentiles = "  ".join(f"{key}={length[key]:g}" for key in length if key.startswith("p"))
@@ -124,6 +125,19 @@ def run(args: argparse.Namespace) -> int:
         lines.extend(_packing_lines(packings, args.block))
     echo("\n".join(lines))
     return 0
+
+
+def _sidecars_line(status: dict[str, Any], path: str) -> str:
+    """``block_offsets.bin, document_offsets.bin`` present, and any recommended one
+    missing with the command that adds it."""
+    present = [item["file"] for item in status.values() if item["present"]]
+    missing = [
+        item["file"] for item in status.values() if item["recommended"] and not item["present"]
+    ]
+    line = ", ".join(present) if present else "none"
+    if missing:
+        line += f" (missing, recommended: {', '.join(missing)}; add: mixle sidecars {path})"
+    return line
 
 
 def _compare(lengths: Any, args: argparse.Namespace) -> Any:

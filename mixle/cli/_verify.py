@@ -55,6 +55,14 @@ def run(args: argparse.Namespace) -> int:
         echo(f"FAIL  {ORIGINS_NAME}  {type(error).__name__}: {error} (the documents still read)")
     elif report.has_origins:
         echo(f"ok    {ORIGINS_NAME}")
+    for item in report.sidecars.values():
+        if item["ok"]:
+            echo(f"ok    {item['file']}")
+        elif not item["present"] and item["recommended"]:
+            echo(
+                f"note  {item['file']} missing: a corpus of this shape plans faster with it "
+                f"(add it: mixle sidecars {args.path})"
+            )
     bad = sum(not shard.ok for shard in report.shards) + len(report.errors)
     bad += report.origins_error is not None
     verdict = "intact" if report.ok else f"CORRUPT ({bad} problem{'s' * (bad != 1)})"

@@ -18,6 +18,9 @@ add_document_offsets, DOCUMENT_OFFSETS_NAME
     Give a corpus the document-offsets sidecar ``document_offsets.bin`` (every
     document's token offset in one file, checked chunk by chunk: ``docs/format.md``,
     "Document-offsets sidecar"; ``CorpusWriter`` writes it for many small shards).
+add_sidecars
+    Give a corpus every scale sidecar its shape calls for, or the ones asked for
+    (``mixle sidecars PATH``); every writer, ingest commit and merge writes them itself.
 Origin, ORIGINS_NAME
     Where a document was read (``ShardedDocuments.origin(i)``), from the optional
     origins sidecar ``origins.bin`` (``docs/format.md`` section 15).
@@ -104,6 +107,7 @@ if TYPE_CHECKING:
     )
     from mixle.corpus.storage.range_documents import RangeDocuments
     from mixle.corpus.storage.remote import RemoteStore
+    from mixle.corpus.storage.sidecars_index import add_sidecars
 
 # Each public name and the module that defines it; loaded by ``__getattr__`` on first use,
 # so ``import mixle.corpus`` loads no ingest, export or remote-storage code.
@@ -165,6 +169,7 @@ _HOMES: dict[str, str] = {
     "stored_bytes": "mixle.corpus.storage.publish",
     "upload_corpus": "mixle.corpus.storage.publish",
     "RangeDocuments": "mixle.corpus.storage.range_documents",
+    "add_sidecars": "mixle.corpus.storage.sidecars_index",
     "RemoteStore": "mixle.corpus.storage.remote",
 }
 
@@ -213,6 +218,7 @@ __all__ += ["IngestPlan", "commit_ingest", "merge_corpora", "plan_ingest", "run_
 __all__ += ["ORIGINS_NAME", "Origin"]
 __all__ += ["BLOCK_OFFSETS_NAME", "add_block_offsets"]
 __all__ += ["DOCUMENT_OFFSETS_NAME", "add_document_offsets"]
+__all__ += ["add_sidecars"]
 
 
 def __getattr__(name: str) -> object:

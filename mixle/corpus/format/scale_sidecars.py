@@ -54,6 +54,7 @@ from mixle.corpus.format.spec import HEADER_SIZE
 from mixle.errors import ArgumentError, CorpusFormatError
 
 if TYPE_CHECKING:
+    from mixle.corpus.format.manifest import Manifest
     from mixle.corpus.format.shard_entry import ShardEntry
     from mixle.corpus.format.store import ShardStore
 
@@ -64,6 +65,7 @@ __all__ = [
     "SidecarChoice",
     "StoreOffsetsFiles",
     "sidecar_flag",
+    "sidecar_status",
     "wanted_sidecars",
     "write_scale_sidecars",
 ]
@@ -243,6 +245,22 @@ class _EveryStride:
         """The entries of every piece seen (offsets ``0 .. N``): the block offsets."""
         tail = [np.array([self._last], dtype=np.int64)] if num_documents % self._stride else []
         return np.concatenate([*self._kept, *tail])
+
+
+def sidecar_status(manifest: Manifest) -> dict[str, dict[str, Any]]:
+    """For each scale sidecar, by metadata key (``"block_offsets"``,
+    ``"document_offsets"``): its ``file``, whether the manifest names it (``present``)
+    and whether a corpus of this shape gets it by default (``recommended``). Reads
+    the manifest only."""
+    choice = wanted_sidecars(len(manifest.shards), manifest.num_documents)
+    recommended = {
+        BLOCK_OFFSETS_KEY: choice.block_offsets,
+        DOCUMENT_OFFSETS_KEY: choice.document_offsets,
+    }
+    return {
+        key: {"file": name, "present": key in manifest.metadata, "recommended": recommended[key]}
+        for key, name in SCALE_SIDECARS.items()
+    }
 
 
 def write_scale_sidecars(

@@ -17,6 +17,7 @@ from mixle.corpus.format.document_offsets import (
     open_document_offsets,
 )
 from mixle.corpus.format.origins import ORIGINS_NAME, read_origins, sidecar_reference
+from mixle.corpus.format.scale_sidecars import sidecar_status
 from mixle.corpus.format.spec import HEADER_SIZE, OffsetsHeader, check_offsets
 from mixle.errors import ChecksumError, CorpusError, CorpusFormatError
 
@@ -70,6 +71,11 @@ class VerifyReport:
     has_origins: bool = False
     #: What is wrong with the origins sidecar (missing, truncated, forged), or ``None``.
     origins_error: CorpusError | None = None
+    #: Each scale sidecar by metadata key (``"block_offsets"``, ``"document_offsets"``):
+    #: ``file``, ``present`` (the manifest names it), ``recommended`` (a corpus of this
+    #: shape gets it by default; one missing is no error: ``mixle sidecars`` adds it)
+    #: and ``ok`` (present and verified).
+    sidecars: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -107,6 +113,7 @@ class VerifyReport:
                 if self.origins_error is None
                 else f"{type(self.origins_error).__name__}: {self.origins_error}",
             },
+            "sidecars": self.sidecars,
         }
 
 
@@ -257,6 +264,9 @@ def verify_store(store: ShardStore, manifest: Manifest) -> VerifyReport:
         first_document += entry.num_documents
         first_token += entry.num_tokens
     has_origins, origins_error = _verify_origins(store, manifest)
+    sidecars = sidecar_status(manifest)
+    for item in sidecars.values():  # each problem found names its file
+        item["ok"] = item["present"] and not any(item["file"] in str(e) for e in errors)
     return VerifyReport(
         store.location,
         manifest.fingerprint,
@@ -264,6 +274,7 @@ def verify_store(store: ShardStore, manifest: Manifest) -> VerifyReport:
         tuple(errors),
         has_origins,
         origins_error,
+        sidecars,
     )
 
 

@@ -23,8 +23,8 @@ from mixle.corpus.format.block_offsets import (
     block_offsets_reference,
     block_offsets_sidecar,
 )
-from mixle.corpus.format.manifest import Manifest, write_manifest
 from mixle.corpus.storage.open import open_corpus
+from mixle.corpus.storage.sidecars_index import republish_metadata
 from mixle.errors import ArgumentError
 
 __all__ = ["add_block_offsets"]
@@ -56,12 +56,7 @@ def add_block_offsets(
     data = block_offsets_sidecar(documents.token_offsets, len(documents), stride)
     reference = block_offsets_reference(data)
     atomic_write_bytes(os.path.join(directory, BLOCK_OFFSETS_NAME), data)
-    updated = Manifest.build(
-        manifest.shards,
-        dtype=manifest.dtype,
-        vocab_size=manifest.vocab_size,
-        metadata={**manifest.metadata, BLOCK_OFFSETS_KEY: reference},
-        shard_table=manifest.shard_table is not None,
+    republish_metadata(
+        documents.store, manifest, {**manifest.metadata, BLOCK_OFFSETS_KEY: reference}
     )
-    write_manifest(directory, updated)
     return reference

@@ -22,8 +22,8 @@ from mixle.corpus.format.document_offsets import (
     offsets_pieces,
     write_document_offsets,
 )
-from mixle.corpus.format.manifest import Manifest, write_manifest
 from mixle.corpus.storage.open import open_corpus
+from mixle.corpus.storage.sidecars_index import republish_metadata
 from mixle.errors import ArgumentError
 
 __all__ = ["add_document_offsets"]
@@ -63,12 +63,7 @@ def add_document_offsets(
         len(documents),
         chunk=chunk,
     )
-    updated = Manifest.build(
-        manifest.shards,
-        dtype=manifest.dtype,
-        vocab_size=manifest.vocab_size,
-        metadata={**manifest.metadata, DOCUMENT_OFFSETS_KEY: reference},
-        shard_table=manifest.shard_table is not None,
+    republish_metadata(
+        documents.store, manifest, {**manifest.metadata, DOCUMENT_OFFSETS_KEY: reference}
     )
-    write_manifest(directory, updated)
     return reference

@@ -9,6 +9,7 @@ import numpy as np
 
 from mixle._optional import install_hint
 from mixle.corpus.format.documents import ShardedDocuments
+from mixle.corpus.format.scale_sidecars import sidecar_status
 from mixle.corpus.storage.open import open_corpus
 from mixle.errors import ArgumentError
 
@@ -24,7 +25,9 @@ def describe_corpus(corpus: str | os.PathLike[str] | ShardedDocuments) -> dict[s
     Keys: ``location``, ``format_version``, ``dtype``, ``vocab_size``,
     ``num_shards``, ``num_documents``, ``num_tokens``, ``empty_documents``,
     ``tokens_bytes``, ``offsets_bytes``, ``total_bytes`` (shard files plus manifest is
-    not counted), ``fingerprint``, ``length`` (``mean`` and ``p0`` ... ``p100``, the
+    not counted), ``fingerprint``, ``metadata``, ``sidecars`` (each scale sidecar's
+    ``file``, whether it is ``present``, whether this shape calls for it, ``recommended``:
+    :func:`~mixle.corpus.format.scale_sidecars.sidecar_status`), ``length`` (``mean`` and ``p0`` ... ``p100``, the
     linear-interpolation percentiles of document lengths; ``None`` for an empty
     corpus) and ``shards`` (one dict per shard with its files, counts and bytes).
 
@@ -66,6 +69,7 @@ def describe_corpus(corpus: str | os.PathLike[str] | ShardedDocuments) -> dict[s
         "total_bytes": tokens_bytes + offsets_bytes,
         "fingerprint": manifest.fingerprint,
         "metadata": manifest.metadata,
+        "sidecars": sidecar_status(manifest),
         "length": length,
         "shards": shards,
     }
