@@ -52,7 +52,7 @@ from mixle._io import (
     swap_directory,
     write_json_atomic,
 )
-from mixle.corpus.format.block_offsets import BLOCK_OFFSETS_NAME
+from mixle.corpus.format.block_offsets import BLOCK_OFFSETS_KEY, BLOCK_OFFSETS_NAME
 from mixle.corpus.format.block_offsets import sidecar_reference as block_offsets_reference_of
 from mixle.corpus.format.document_offsets import DOCUMENT_OFFSETS_KEY, DOCUMENT_OFFSETS_NAME
 from mixle.corpus.format.manifest import (
@@ -63,6 +63,12 @@ from mixle.corpus.format.manifest import (
     write_manifest,
 )
 from mixle.corpus.format.origins import ORIGINS_NAME, sidecar_reference
+from mixle.corpus.format.scale_sidecars import (
+    SCALE_SIDECARS,
+    LocalOffsetsFiles,
+    sidecar_status,
+    write_scale_sidecars,
+)
 from mixle.corpus.format.spec import MANIFEST_NAME, shard_file_names
 from mixle.corpus.format.store import ShardStore
 from mixle.corpus.storage.local import LocalStore, local_sizes
@@ -348,8 +354,37 @@ def _copy_raw(documents: Any, directory: str) -> dict[str, Any]:
     if reference is not None:  # a file of any store (a zarr corpus keeps it as an array)
         with open(os.path.join(directory, ORIGINS_NAME), "wb") as handle:
             handle.write(store.read_file(ORIGINS_NAME, reference["bytes"]))
+    manifest = _with_missing_sidecars(directory, manifest)
     write_manifest(directory, manifest)
     return manifest.to_dict()
+
+
+def _with_missing_sidecars(directory: str, manifest: Manifest) -> Manifest:
+    """``manifest``, or, when the corpus lacks a scale sidecar its shape calls for (a
+    zarr group keeps none), the same manifest naming it, written into ``directory``
+    from the copied offsets files (the rule every writer follows); those it names
+    were copied and stay."""
+    status = sidecar_status(manifest)
+    todo = {key: item["recommended"] and not item["present"] for key, item in status.items()}
+    if not any(todo.values()):
+        return manifest
+    metadata = dict(manifest.metadata)
+    kept = {key: metadata[key] for key in SCALE_SIDECARS if key in metadata}
+    write_scale_sidecars(
+        directory,
+        LocalOffsetsFiles(directory, manifest.shards),
+        metadata,
+        block_offsets=todo[BLOCK_OFFSETS_KEY],
+        document_offsets=todo[DOCUMENT_OFFSETS_KEY],
+    )
+    metadata.update(kept)
+    return Manifest.build(
+        manifest.shards,
+        dtype=manifest.dtype,
+        vocab_size=manifest.vocab_size,
+        metadata=metadata,
+        shard_table=manifest.shard_table is not None,
+    )
 
 
 def _write_directory(
