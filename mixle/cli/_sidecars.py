@@ -1,7 +1,7 @@
 """``mixle sidecars PATH``: give an existing corpus the scale sidecars it lacks.
 
 A thin wrapper over :func:`mixle.corpus.add_sidecars` (and, with ``--check``,
-:func:`mixle.corpus.format.scale_sidecars.sidecar_status`).
+:func:`mixle.corpus.sidecar_status`).
 """
 
 from __future__ import annotations
@@ -84,8 +84,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Add (or check) and print; exit 0, 1 when ``--check`` finds one missing, 2 on error."""
     from mixle.cli._errors import echo, report
-    from mixle.corpus import add_sidecars, open_corpus
-    from mixle.corpus.format.scale_sidecars import sidecar_status
+    from mixle.corpus import add_sidecars, open_corpus, sidecar_status
     from mixle.errors import ArgumentError, CorpusError
 
     options = storage_options(args)

@@ -18,9 +18,9 @@ add_document_offsets, DOCUMENT_OFFSETS_NAME
     Give a corpus the document-offsets sidecar ``document_offsets.bin`` (every
     document's token offset in one file, checked chunk by chunk: ``docs/format.md``,
     "Document-offsets sidecar"; ``CorpusWriter`` writes it for many small shards).
-add_sidecars
+add_sidecars, sidecar_status
     Give a corpus every scale sidecar its shape calls for, or the ones asked for
-    (``mixle sidecars PATH``); every writer, ingest commit and merge writes them itself.
+    (``mixle sidecars PATH``), and say which it has and lacks; every writer, ingest commit and merge writes them itself.
 Origin, ORIGINS_NAME
     Where a document was read (``ShardedDocuments.origin(i)``), from the optional
     origins sidecar ``origins.bin`` (``docs/format.md`` section 15).
@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from mixle.corpus.format.documents import DEFAULT_MAX_OPEN_SHARDS, ShardedDocuments
     from mixle.corpus.format.manifest import Manifest, ShardEntry, commit_manifest
     from mixle.corpus.format.origins import ORIGINS_NAME, Origin
+    from mixle.corpus.format.scale_sidecars import sidecar_status
     from mixle.corpus.format.shard import ShardWriter, write_shard
     from mixle.corpus.format.shard_loader import ShardArrays, ShardLoader
     from mixle.corpus.format.spec import FORMAT_VERSION, MANIFEST_NAME
@@ -170,6 +171,7 @@ _HOMES: dict[str, str] = {
     "upload_corpus": "mixle.corpus.storage.publish",
     "RangeDocuments": "mixle.corpus.storage.range_documents",
     "add_sidecars": "mixle.corpus.storage.sidecars_index",
+    "sidecar_status": "mixle.corpus.format.scale_sidecars",
     "RemoteStore": "mixle.corpus.storage.remote",
 }
 
@@ -218,7 +220,7 @@ __all__ += ["IngestPlan", "commit_ingest", "merge_corpora", "plan_ingest", "run_
 __all__ += ["ORIGINS_NAME", "Origin"]
 __all__ += ["BLOCK_OFFSETS_NAME", "add_block_offsets"]
 __all__ += ["DOCUMENT_OFFSETS_NAME", "add_document_offsets"]
-__all__ += ["add_sidecars"]
+__all__ += ["add_sidecars", "sidecar_status"]
 
 
 def __getattr__(name: str) -> object:
