@@ -123,6 +123,23 @@ def test_task_array_into_s3_commits_the_local_sidecars_byte_for_byte(
     assert np.array_equal(remote.token_offsets(indices), open_corpus(local).token_offsets(indices))
 
 
+def test_block_offsets_alone_are_read_by_ranges_from_s3_units(
+    tmp_path: Path, s3: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(document_module, "DOCUMENT_OFFSETS_MIN_SHARDS", 1 << 30)
+    inputs = make_inputs(tmp_path, files=2)
+    local = tmp_path / "local"
+    ingest(inputs, local, **OPTIONS)
+    url = f"s3://corpora/{uuid.uuid4().hex}"
+    for task in ("0/2", "1/2"):
+        ingest(inputs, url, task=task, storage_options=s3, **OPTIONS)
+    commit_ingest(url, storage_options=s3)
+    objects = s3_objects(url, s3)
+    assert DOCUMENT_OFFSETS_NAME not in objects
+    assert objects[BLOCK_OFFSETS_NAME] == (local / BLOCK_OFFSETS_NAME).read_bytes()
+    assert objects == tree(local)
+
+
 def test_dask_executor_commit_writes_the_sidecars(tmp_path: Path) -> None:
     pytest.importorskip("distributed")
     inputs = make_inputs(tmp_path, files=1)
