@@ -99,7 +99,7 @@ class SidecarChoice:
 
     @property
     def names(self) -> tuple[str, ...]:
-        """The files chosen, in the order they are written."""
+        """The files chosen (block offsets first, as write_scale_sidecars lists them)."""
         chosen = (
             (self.block_offsets, BLOCK_OFFSETS_NAME),
             (self.document_offsets, DOCUMENT_OFFSETS_NAME),
