@@ -34,13 +34,13 @@ _COMMANDS: dict[str, tuple[str, str]] = {
         "mixle.cli._merge",
         "Combine corpora into one (hard links / server-side copies, no token bytes read).",
     ),
-    "sidecars": (
-        "mixle.cli._sidecars",
-        "Add block_offsets.bin / document_offsets.bin to an existing corpus (or --check).",
-    ),
     "show": (
         "mixle.cli._show",
         "Show the rows a mixle train run trained on at step N: documents, origins, text.",
+    ),
+    "sidecars": (
+        "mixle.cli._sidecars",
+        "Add block_offsets.bin / document_offsets.bin to an existing corpus (or --check).",
     ),
     "train": (
         "mixle.cli._train",
