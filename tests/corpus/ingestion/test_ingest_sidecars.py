@@ -251,3 +251,55 @@ def test_merge_writes_the_sidecars_of_the_concatenation(tmp_path: Path, s3: dict
     objects = s3_objects(out, s3)
     assert {name: objects[name] for name in SIDECARS} == expected
     assert verify_corpus(out, storage_options=s3, cache_dir=str(tmp_path / "cache")).ok
+
+
+@pytest.mark.parametrize(
+    "delay",
+    [0.8, pytest.param(0.2, marks=pytest.mark.slow), pytest.param(2.0, marks=pytest.mark.slow)],
+)
+def test_a_commit_process_killed_at_any_moment_publishes_the_sidecars_next_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, delay: float
+) -> None:
+    """A real ``mixle ingest --commit`` process, SIGKILLed: no corpus, or the complete
+    one naming its sidecars; the next commit publishes the single-process bytes. The
+    shape (1,000+ tiny shards) calls for the document-offsets sidecar by the default
+    rule, so the child process needs no patched threshold."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from mixle.corpus import IngestOptions, plan_ingest, run_unit
+    from tests.corpus.ingestion.distributed_helpers import ROOT
+
+    monkeypatch.undo()  # the default rule, as in the child
+    inputs = make_inputs(tmp_path, files=1, count=2600)
+    options = {"unit_size": 16 * 1024, "shard_size": 32, "vocab_size": 1000}
+    local = tmp_path / "local"
+    ingest(inputs, local, **options)
+    assert len(open_corpus(local).parsed_manifest.shards) >= 1024
+    assert (local / DOCUMENT_OFFSETS_NAME).exists()
+    plan = plan_ingest(inputs, IngestOptions(**options))
+    out = tmp_path / "out"
+    for unit in plan.units:
+        run_unit(plan, unit.index, out)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mixle.cli", "ingest", "--commit", str(out), "-q"], env=env
+    )
+    import time
+
+    time.sleep(delay)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=60)
+    if (out / "manifest.json").exists():  # finished before the kill: complete already
+        assert verify_corpus(out).ok
+        assert (out / DOCUMENT_OFFSETS_NAME).read_bytes() == (
+            local / DOCUMENT_OFFSETS_NAME
+        ).read_bytes()
+    else:
+        with pytest.raises(Exception, match="manifest"):
+            open_corpus(out)
+    commit_ingest(out)
+    assert tree(out) == tree(local)
+    assert verify_corpus(out).ok
