@@ -16,8 +16,11 @@ def register(subparsers: Any) -> None:
         help="Check every header, offset and SHA-256 checksum of a corpus (exit 0 or 1).",
         description=(
             "Read every byte of a corpus and check it against its manifest. Prints one "
-            "line per shard; exits 0 when everything is intact, 1 when something is "
-            "corrupt, 2 when PATH holds no corpus. "
+            "line per shard, then one per sidecar it names (origins.bin, block_offsets.bin, "
+            "document_offsets.bin: each compared with the offsets files), and a note for a "
+            "scale sidecar its shape calls for but lacks (add it: mixle sidecars PATH); "
+            "exits 0 when everything is intact, 1 when something is corrupt, 2 when PATH "
+            "holds no corpus. "
             "Example: mixle verify shards/sample"
         ),
     )

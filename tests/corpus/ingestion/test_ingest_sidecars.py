@@ -90,12 +90,17 @@ def test_parallel_and_task_array_ingests_write_the_single_process_sidecars(
         ingest(inputs, tasks, task=task, **OPTIONS)
     assert not any((tasks / name).exists() for name in SIDECARS)  # nothing before the commit
     commit_ingest(tasks)
+    three = tmp_path / "three"
+    for task in ("2/3", "0/3", "1/3"):  # any count, any finishing order
+        ingest(inputs, three, task=task, **OPTIONS)
+    commit_ingest(three)
     corpus = open_corpus(single)
     assert len(corpus.parsed_manifest.shards) > 2 and len(corpus) > 2 * 4096
     expected = sidecar_bytes(single)
     assert sidecar_bytes(parallel) == expected
     assert sidecar_bytes(tasks) == expected
-    assert tree(parallel) == tree(single) == tree(tasks)
+    assert sidecar_bytes(three) == expected
+    assert tree(parallel) == tree(single) == tree(tasks) == tree(three)
     assert expected == reference_sidecars(tmp_path, all_documents(inputs))
     metadata = corpus.parsed_manifest.metadata
     assert {"block_offsets", "document_offsets"} <= set(metadata)
