@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Self, overload
 
 import numpy as np
 
-from mixle._arrays import distinct, in_first_seen_order
+from mixle._arrays import distinct, in_first_seen_order, run_indices
 from mixle._checks import exact_int, positive_int
 from mixle._file_checks import read_regular_files
 from mixle._gather import gather_pieces
@@ -747,12 +747,33 @@ class ShardedDocuments(Sequence[np.ndarray]):
                 f"run {run}: indices [{begin}, {begin + count}) are outside [0, {self._n}] "
                 f"for a corpus of {self._n} documents."
             )
+        if len(self._entries) == 0:  # no shards: every index is 0, before no token
+            return np.zeros(int(sizes.sum()), dtype=np.int64)
+        used = sizes > 0
+        if not used.all():
+            first_indices, sizes = first_indices[used], sizes[used]
+        documents = self._document_offsets_sidecar()
+        if documents is not None:
+            try:
+                return documents.runs(first_indices, sizes)
+            except (CorpusFormatError, OSError):
+                self._document_offsets = None  # damaged: the offsets files answer from now on
+        starts_array = self._starts_array
+        spanned = int(
+            (
+                np.searchsorted(starts_array, first_indices + sizes - 1, side="right")
+                - np.searchsorted(starts_array, first_indices, side="right")
+                + 1
+            ).sum()
+        )
+        if spanned > _BULK_OFFSETS_SHARDS:
+            # Runs over many shards (a plan window over small shards without the
+            # sidecar): token_offsets of their indices reads those offsets files in one
+            # lean pass; a slice per run and shard would open and check each in turn.
+            return self._offsets_from_shards(run_indices(first_indices, sizes))
         result = np.empty(int(sizes.sum()), dtype=np.int64)
         shard_starts, token_starts = self._starts, self._token_starts
         last_shard = len(self._entries) - 1
-        if last_shard < 0:  # no shards: every index is 0, before no token
-            result.fill(0)
-            return result
         at = 0
         for begin, count in zip(first_indices.tolist(), sizes.tolist(), strict=True):
             index, stop = begin, begin + count
