@@ -363,3 +363,17 @@ def test_a_first_batch_over_many_small_shards_opens_only_the_shards_it_reads(
     assert inputs.shape == (2, 16)
     assert 0 < len(set(loaded)) <= 10
     assert (documents._document_offsets is not None) == sidecar
+
+
+@pytest.mark.parametrize("sidecar", [True, False])
+def test_runs_over_many_small_shards_reach_the_count(
+    many_small_shards: dict[bool, Path], sidecar: bool
+) -> None:
+    # Over 16 shards: the sidecar or the offsets files' lean pass answers, runs out of
+    # order, one ending at the corpus's count (index 2048, past the last shard's start).
+    documents = open_corpus(many_small_shards[sidecar])
+    table = np.arange(0, 4 * 2049, 4, dtype=np.int64)
+    starts, counts = np.array([1900, 0, 777, 5]), np.array([149, 300, 0, 1])
+    assert documents.token_offset_runs(starts, counts).tolist() == [
+        *table[1900:2049], *table[0:300], *table[5:6]
+    ]  # fmt: skip
