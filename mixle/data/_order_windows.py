@@ -432,20 +432,23 @@ class BlockOrder:
         boundaries = np.arange(0, (blocks + 1) * block, block, dtype=np.int64)
         boundaries[-1] = self.num_documents
         offsets = self.offsets(boundaries)
+        # Each block's tokens (end offset less start offset) in natural order, written
+        # over the boundaries (no longer needed, and already paged in): one lookup per
+        # block in block order below instead of two.
+        if np.may_share_memory(offsets, boundaries):
+            block_tokens = np.diff(offsets)
+        else:
+            block_tokens = np.subtract(offsets[1:], offsets[:-1], out=boundaries[:-1])
         order = self.block_order()
-        # Each window's tokens: its blocks' totals (end offset less start offset),
-        # gathered in block order a chunk of whole windows at a time into reused
-        # buffers (no other array of one entry per block).
+        # Each window's tokens: its blocks' totals gathered in block order a chunk of
+        # whole windows at a time into a reused buffer.
         tokens = np.empty(self.num_windows, dtype=np.int64)
         step = window * max(_TOTALS_CHUNK // window, 1)
-        starts, ends, after = (np.empty(min(step, blocks), dtype=np.int64) for _ in range(3))
+        buffer = np.empty(min(step, blocks), dtype=np.int64)
         for first in range(0, blocks, step):
             part = order[first : first + step]
             size = part.shape[0]
-            begin = np.take(offsets, part, out=starts[:size], mode="wrap")
-            np.add(part, 1, out=after[:size])
-            totals = np.take(offsets, after[:size], out=ends[:size], mode="wrap")
-            totals -= begin
+            totals = np.take(block_tokens, part, out=buffer[:size], mode="wrap")
             tokens[first // window : (first + size + window - 1) // window] = np.add.reduceat(
                 totals, np.arange(0, size, window)
             )
