@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["distinct", "in_first_seen_order"]
+__all__ = ["distinct", "in_first_seen_order", "run_indices"]
 
 
 def distinct(values: np.ndarray) -> np.ndarray:
@@ -32,3 +32,16 @@ def in_first_seen_order(values: np.ndarray) -> np.ndarray:
     first[0] = True
     np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
     return values[np.sort(order[first])]
+
+
+def run_indices(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The int64 indices ``starts[j], ..., starts[j] + counts[j] - 1`` of each run ``j``,
+    concatenated (``counts`` nonnegative; O(total count), no per-run Python loop)."""
+    counts = np.asarray(counts, dtype=np.int64)
+    total = int(counts.sum())
+    if total == 0:
+        return np.empty(0, dtype=np.int64)
+    ends = np.cumsum(counts)
+    # Each index is its position plus its run's shift (start minus the run's position).
+    shifts = np.asarray(starts, dtype=np.int64) - (ends - counts)
+    return np.arange(total, dtype=np.int64) + np.repeat(shifts, counts)

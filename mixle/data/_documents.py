@@ -117,7 +117,8 @@ class OffsetReadableSource(DocumentSource, Protocol):
     len(documents)``), the number of tokens of documents ``0 .. i - 1`` as int64, in
     O(len(indices)) reads (a memory-mapped corpus answers from its offsets files, a
     remote one from ranges): a plan totals any run of documents without the whole
-    ``lengths`` array.
+    ``lengths`` array. A writable result is the caller's (a plan may overwrite it in
+    place); an array the source keeps is returned read-only.
     """
 
     def token_offsets(self, indices: Sequence[int] | np.ndarray) -> np.ndarray: ...

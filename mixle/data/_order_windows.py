@@ -111,6 +111,26 @@ class OrderWindows(Protocol):
         ...
 
 
+def _differences_in_place(values: np.ndarray, buffer: np.ndarray) -> bool:
+    """Replace ``values[i]`` by ``values[i + 1] - values[i]`` for every ``i`` but the
+    last (left as it was), a chunk of ``len(buffer)`` at a time through ``buffer``, when
+    ``values`` is a writable int64 array of its own; return whether it was done.
+
+    Forward and in place is safe: each chunk reads one value past its end, which the
+    next chunk has not written yet.
+    """
+    if not (values.flags.owndata and values.flags.writeable and values.dtype == np.int64):
+        return False
+    chunk, last = buffer.shape[0], values.shape[0] - 1
+    for first in range(0, last, chunk):
+        stop = min(first + chunk, last)
+        part = np.subtract(
+            values[first + 1 : stop + 1], values[first:stop], out=buffer[: stop - first]
+        )
+        values[first:stop] = part
+    return True
+
+
 class CumulativeOffsets:
     """The cumulative token offset before chosen documents of ``documents``.
 
@@ -323,21 +343,26 @@ class BlockOrder:
 
         A chunk of ``_CHUNK`` positions at a time through three reused buffers: the
         results are the only arrays of the window's size written (a fresh process pays
-        a page fault per 4 KiB of every new array; a length is two neighbouring offsets
-        read, not an array of differences). Table lookups are ``np.take`` into a buffer
-        (several times cheaper than fancy indexing here).
+        a page fault per 4 KiB of every new array). Table lookups are ``np.take`` into a
+        buffer (several times cheaper than fancy indexing here). A length is one lookup
+        in the read's differences, taken in place over the read when it is the
+        caller's own array (one random read per document instead of two: the shuffled
+        positions reach all over the window's 2 MB of offsets), else two neighbouring
+        offsets.
         """
         begins = np.cumsum(sizes) - sizes
         id_table = blocks * self.block_documents - begins
         count = natural.shape[0]
         documents = np.empty(count, dtype=np.int64)
         lengths = None
+        chunk = max(min(_CHUNK, count), 1)
+        slots_buffer, places, before = (np.empty(chunk, dtype=np.int64) for _ in range(3))
+        differences = False
         if read is not None:
             offsets, read_begins = read
             lengths = np.empty(count, dtype=np.int64)
             read_table = read_begins - begins
-        chunk = max(min(_CHUNK, count), 1)
-        slots_buffer, places, before = (np.empty(chunk, dtype=np.int64) for _ in range(3))
+            differences = _differences_in_place(offsets, before)
         for first in range(0, count, chunk):
             part = natural[first : first + chunk]
             size = part.shape[0]
@@ -347,6 +372,9 @@ class BlockOrder:
             if lengths is not None:
                 at = np.take(read_table, slots, out=places[:size], mode="wrap")
                 at += part
+                if differences:
+                    np.take(offsets, at, out=lengths[first : first + size], mode="wrap")
+                    continue
                 start = np.take(offsets, at, out=before[:size], mode="wrap")
                 at += 1
                 end = np.take(offsets, at, out=lengths[first : first + size], mode="wrap")
@@ -404,20 +432,23 @@ class BlockOrder:
         boundaries = np.arange(0, (blocks + 1) * block, block, dtype=np.int64)
         boundaries[-1] = self.num_documents
         offsets = self.offsets(boundaries)
+        # Each block's tokens (end offset less start offset) in natural order, written
+        # over the boundaries (no longer needed, and already paged in): one lookup per
+        # block in block order below instead of two.
+        if np.may_share_memory(offsets, boundaries):
+            block_tokens = np.diff(offsets)
+        else:
+            block_tokens = np.subtract(offsets[1:], offsets[:-1], out=boundaries[:-1])
         order = self.block_order()
-        # Each window's tokens: its blocks' totals (end offset less start offset),
-        # gathered in block order a chunk of whole windows at a time into reused
-        # buffers (no other array of one entry per block).
+        # Each window's tokens: its blocks' totals gathered in block order a chunk of
+        # whole windows at a time into a reused buffer.
         tokens = np.empty(self.num_windows, dtype=np.int64)
         step = window * max(_TOTALS_CHUNK // window, 1)
-        starts, ends, after = (np.empty(min(step, blocks), dtype=np.int64) for _ in range(3))
+        buffer = np.empty(min(step, blocks), dtype=np.int64)
         for first in range(0, blocks, step):
             part = order[first : first + step]
             size = part.shape[0]
-            begin = np.take(offsets, part, out=starts[:size], mode="wrap")
-            np.add(part, 1, out=after[:size])
-            totals = np.take(offsets, after[:size], out=ends[:size], mode="wrap")
-            totals -= begin
+            totals = np.take(block_tokens, part, out=buffer[:size], mode="wrap")
             tokens[first // window : (first + size + window - 1) // window] = np.add.reduceat(
                 totals, np.arange(0, size, window)
             )

@@ -19,6 +19,7 @@ from mixle.data._order_windows import (
     BlockOrder,
     CumulativeOffsets,
     PermutationWindows,
+    _differences_in_place,
     check_block_sizes,
     cumulative_offsets,
     index_ranges,
@@ -355,3 +356,27 @@ def test_a_sharded_window_reads_its_blocks_as_runs(
     table = np.concatenate([[0], np.cumsum(lengths)])
     order = BlockOrder(1500, table.take, seed=4, epoch=1, block_documents=64, window_blocks=3)
     assert np.array_equal(order.window(2)[1], lengths[order.window(2)[0]])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(st.integers(-(2**40), 2**40), max_size=80),
+    chunk=st.integers(1, 9),
+)
+def test_differences_in_place_are_the_forward_differences(values: list[int], chunk: int) -> None:
+    # Chunks of 1..9 through a buffer, so every seam between chunks is crossed.
+    array = np.array(values, dtype=np.int64)
+    expected = np.append(np.diff(array), array[-1:]) if array.size else array.copy()
+    assert _differences_in_place(array, np.empty(chunk, dtype=np.int64))
+    assert array.tolist() == expected.tolist()
+
+
+def test_differences_in_place_leave_arrays_they_do_not_own() -> None:
+    base = np.arange(10, dtype=np.int64) ** 2
+    buffer = np.empty(4, dtype=np.int64)
+    read_only = base.copy()
+    read_only.setflags(write=False)
+    for other in (base[2:], read_only, base.astype(np.int32)):
+        before = other.copy()
+        assert not _differences_in_place(other, buffer)
+        assert np.array_equal(other, before)

@@ -270,5 +270,5 @@ def read_block_offsets(
     reference = sidecar_reference(metadata)
     if reference is None:
         return None
-    data, where = read_sealed_sidecar(store, BLOCK_OFFSETS_NAME, reference)
+    data, where = read_sealed_sidecar(store, BLOCK_OFFSETS_NAME, reference, copy=False)
     return BlockOffsets(data, num_documents, num_tokens, reference["stride"], where)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mixle._arrays import distinct
+from mixle._arrays import distinct, run_indices
 from mixle._file_checks import open_regular, read_regular_files
 from mixle._io import atomic_write
 from mixle.corpus.format.spec import HEADER_SIZE, check_offsets
@@ -430,6 +430,40 @@ class DocumentOffsets:
             result[inner] = self._fetched_values(touched, todo, wanted, indices[inner])
         if outer is not None:
             result[outer] = self._boundaries[heads]
+        return result
+
+    def runs(self, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """The offsets before the indices of runs ``starts[j] .. starts[j] + counts[j] - 1``
+        (int64, in ``[0, N]``, ``counts`` positive), concatenated: a new array.
+
+        For a local file each run is one slice of the mapping, and only the chunks the
+        runs lie in are checked (on their first read): a plan window of 64 blocks of
+        4096 documents checks at most 128 chunks and builds no index array. A store
+        that fetches answers as :meth:`at` of the runs' indices.
+
+        Raises
+        ------
+        CorpusFormatError
+            A chunk read fails its digest or its structure (names the file and chunk).
+        """
+        values = self._values
+        if values is None:
+            return self.at(run_indices(starts, counts))
+        shift, last_chunk = self._shift, self.num_chunks - 1
+        # Chunk k's digest covers values k C .. (k + 1) C inclusive, so the run of values
+        # b .. e - 1 lies in chunks b >> shift .. (e - 2) >> shift (one chunk when e = b + 1).
+        firsts = np.minimum(starts >> shift, last_chunk)
+        lasts = np.clip((starts + counts - 2) >> shift, firsts, last_chunk)
+        checked = self._checked
+        for first, last in zip(firsts.tolist(), lasts.tolist(), strict=True):
+            for k in range(first, last + 1):
+                if not checked[k]:
+                    self._check(k, self._chunk_values(k))
+        result = np.empty(int(counts.sum()), dtype=np.int64)
+        at = 0
+        for begin, count in zip(starts.tolist(), counts.tolist(), strict=True):
+            result[at : at + count] = values[begin : begin + count]
+            at += count
         return result
 
     def _fetched_values(

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Self, overload
 
 import numpy as np
 
-from mixle._arrays import distinct, in_first_seen_order
+from mixle._arrays import distinct, in_first_seen_order, run_indices
 from mixle._checks import exact_int, positive_int
 from mixle._file_checks import read_regular_files
 from mixle._gather import gather_pieces
@@ -135,13 +135,18 @@ def _all_resident(samples: list[tuple[int, int, int]]) -> bool:
 class _OpenShard:
     """The mapped arrays of one shard (kept alive by the LRU and by returned views).
 
-    ``unchecked`` flags the blocks of :data:`_CHECK_BLOCK` documents whose offsets have not
-    been checked yet (``None`` once all have): a large offsets file is checked range by
-    range as its documents are first read, never a document before its range.
+    ``checked_blocks`` flags the blocks of :data:`_CHECK_BLOCK` documents whose offsets
+    have been checked (``None`` once all have; ``blocks_left`` counts the others): a
+    large offsets file is checked range by range as its documents are first read, never
+    a document before its range. The flags start as zeros that no one wrote (a fresh
+    process faults in only the pages of the blocks it checks: 26 shards of 33M
+    documents were ~800 page faults of ``np.ones`` and a scan per check).
     """
 
     __slots__ = (
         "address",
+        "blocks_left",
+        "checked_blocks",
         "mapping",
         "num_tokens",
         "offsets",
@@ -149,7 +154,6 @@ class _OpenShard:
         "start",
         "stop",
         "tokens",
-        "unchecked",
         "where",
     )
 
@@ -160,14 +164,16 @@ class _OpenShard:
         tokens: np.ndarray,
         offsets_array: np.ndarray,
         mapping: mmap.mmap | None,
-        unchecked: np.ndarray | None = None,
+        blocks: int = 0,
         where: str = "",
     ) -> None:
         self.start = start
         self.stop = stop
         self.tokens = tokens
         self.offsets_array = offsets_array
-        self.unchecked = unchecked
+        # np.zeros of more than a page is calloc'd: pages no one touched stay unmapped.
+        self.checked_blocks = np.zeros(blocks, dtype=np.bool_) if blocks else None
+        self.blocks_left = blocks
         self.where = where
         self.num_tokens = int(offsets_array[-1])
         # memoryview item access returns Python ints, cheaper than numpy scalars.
@@ -180,15 +186,15 @@ class _OpenShard:
 
     def check(self, local: int | np.ndarray) -> None:
         """Check the offsets blocks holding shard-local documents ``local`` (once each)."""
-        unchecked = self.unchecked
-        if unchecked is None:
+        checked = self.checked_blocks
+        if checked is None:
             return
         blocks = distinct(np.asarray(local, dtype=np.int64).reshape(-1) >> _CHECK_SHIFT)
-        todo = blocks[unchecked[blocks]]
+        todo = blocks[~checked[blocks]]
         if todo.size == 0:
             return
         if todo.size > 1 and self._blocks_are_valid(todo):
-            unchecked[todo] = False
+            checked[todo] = True
         else:  # one block, or a bad one among them: check_offsets_range names it
             count = self.stop - self.start
             for block in todo.tolist():
@@ -200,9 +206,10 @@ class _OpenShard:
                     self.num_tokens,
                     self.where,
                 )
-                unchecked[block] = False
-        if not unchecked.any():
-            self.unchecked = None
+                checked[block] = True
+        self.blocks_left -= todo.size
+        if not self.blocks_left:
+            self.checked_blocks = None
 
     def _blocks_are_valid(self, blocks: np.ndarray) -> bool:
         """Whether the windows :func:`check_offsets_range` checks for each of ``blocks``
@@ -219,11 +226,11 @@ class _OpenShard:
 
     def check_all(self) -> None:
         """Check every offset of the shard (a no-op once done)."""
-        if self.unchecked is not None:
+        if self.checked_blocks is not None:
             check_offsets_range(
                 self.offsets_array, 0, self.stop - self.start, self.num_tokens, self.where
             )
-            self.unchecked = None
+            self.checked_blocks, self.blocks_left = None, 0
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -344,9 +351,9 @@ class ShardedDocuments(Sequence[np.ndarray]):
             number = bisect.bisect_right(self._starts, index) - 1
             shard = self._slots[number] or self._load(number)
             self._referenced[number] = True
-            if shard.unchecked is not None:
+            if shard.checked_blocks is not None:
                 shard.check(index - shard.start)
-            if shard.unchecked is None:  # the fast path above skips the offsets check
+            if shard.checked_blocks is None:  # the fast path above skips the offsets check
                 self._last = shard
         local = index - shard.start
         offsets = shard.offsets
@@ -432,18 +439,18 @@ class ShardedDocuments(Sequence[np.ndarray]):
             unchecked[number] = 0
         return entry
 
-    def _unchecked_blocks(self, number: int, offsets: np.ndarray, where: str) -> np.ndarray | None:
+    def _unchecked_blocks(self, number: int, offsets: np.ndarray, where: str) -> int:
         """Check what is cheap to check of a newly opened offsets array now; return the
-        flags of the blocks left to check as documents are read (``None``: none left)."""
+        number of blocks left to check as documents are read (0: none)."""
         entry = self._entries[number]
         if number in self._checked:
-            return None
+            return 0
         check_offset_ends(offsets, entry.num_tokens, where)
         if entry.num_documents <= _CHECK_WHOLE:
             check_offsets_range(offsets, 0, entry.num_documents, entry.num_tokens, where)
             self._checked.add(number)
-            return None
-        return np.ones(-(-entry.num_documents // _CHECK_BLOCK), dtype=np.bool_)
+            return 0
+        return -(-entry.num_documents // _CHECK_BLOCK)
 
     def _make_room(self) -> list[int]:
         """CLOCK-evict until one more shard fits; return the evicted numbers (lock held).
@@ -747,12 +754,38 @@ class ShardedDocuments(Sequence[np.ndarray]):
                 f"run {run}: indices [{begin}, {begin + count}) are outside [0, {self._n}] "
                 f"for a corpus of {self._n} documents."
             )
+        if len(self._entries) == 0:  # no shards: every index is 0, before no token
+            return np.zeros(int(sizes.sum()), dtype=np.int64)
+        used = sizes > 0
+        if not used.all():
+            first_indices, sizes = first_indices[used], sizes[used]
+        documents = self._document_offsets_sidecar()
+        if documents is not None:
+            try:
+                return documents.runs(first_indices, sizes)
+            except (CorpusFormatError, OSError):
+                self._document_offsets = None  # damaged: the offsets files answer from now on
+        starts_array = self._starts_array
+        lows = np.searchsorted(starts_array, first_indices, side="right") - 1
+        highs = np.minimum(  # index len(docs) (the count) is in the last shard
+            np.searchsorted(starts_array, first_indices + sizes - 1, side="right"),
+            starts_array.shape[0] - 1,
+        )
+        pieces = int((highs - lows).sum())  # (run, shard) pieces, at least one per run
+        if (
+            pieces > _BULK_OFFSETS_SHARDS
+            and int((starts_array[highs] - starts_array[lows]).sum())
+            <= _BULK_SHARD_DOCUMENTS * pieces
+        ):
+            # Runs over many small shards (a plan window over 10^4 shards without the
+            # sidecar): token_offsets of their indices reads those offsets files in one
+            # lean pass; a slice per run and shard would map and check each in turn.
+            # Large shards (10^9 documents in 30) answer a slice per run from their
+            # mappings below: reading their files whole would be O(documents).
+            return self._offsets_from_shards(run_indices(first_indices, sizes))
         result = np.empty(int(sizes.sum()), dtype=np.int64)
         shard_starts, token_starts = self._starts, self._token_starts
         last_shard = len(self._entries) - 1
-        if last_shard < 0:  # no shards: every index is 0, before no token
-            result.fill(0)
-            return result
         at = 0
         for begin, count in zip(first_indices.tolist(), sizes.tolist(), strict=True):
             index, stop = begin, begin + count
@@ -1027,8 +1060,17 @@ class ShardedDocuments(Sequence[np.ndarray]):
         if (numbers == first).all():
             return [(first, None)]
         order = np.argsort(numbers, kind="stable")
-        cuts = np.flatnonzero(np.diff(numbers[order])) + 1
-        return [(int(numbers[part[0]]), part) for part in np.split(order, cuts)]
+        ordered = numbers[order]
+        bounds = np.flatnonzero(ordered[1:] != ordered[:-1]) + 1
+        firsts = [0, *bounds.tolist()]
+        # Slices of `order` (views), not np.split: a hint over 10^4 small shards has as
+        # many groups, and np.split costs ~4 us a piece.
+        return [
+            (number, order[first:stop])
+            for number, first, stop in zip(
+                ordered[firsts].tolist(), firsts, [*firsts[1:], order.shape[0]], strict=True
+            )
+        ]
 
     def take(self, indices: Sequence[int] | np.ndarray) -> list[np.ndarray]:
         """Return the documents at ``indices`` (in that order) as zero-copy views.
@@ -1158,7 +1200,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
                     ends[positions],
                     at[positions],
                 )
-            if shard.unchecked is not None:
+            if shard.checked_blocks is not None:
                 shard.check(local)
             elif len(groups) == 1:
                 self._last = shard
@@ -1254,7 +1296,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
             referenced[number] = True
             offsets = shard.offsets
             local = index - shard.start
-            if shard.unchecked is not None:
+            if shard.checked_blocks is not None:
                 shard.check(local)
             append(shard.tokens[offsets[local] : offsets[local + 1]])
         return views

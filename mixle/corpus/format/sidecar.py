@@ -15,10 +15,15 @@ __all__ = ["read_sealed_sidecar"]
 
 
 def read_sealed_sidecar(
-    store: ShardStore, name: str, reference: Mapping[str, Any]
-) -> tuple[bytes, str]:
+    store: ShardStore, name: str, reference: Mapping[str, Any], *, copy: bool = True
+) -> tuple[Any, str]:
     """The bytes of sidecar ``name`` in ``store`` and where it lives (for messages),
     checked against the manifest ``reference``'s ``bytes`` and ``sha256``.
+
+    ``copy=False`` returns what the store read as it is, a read-only buffer (a local
+    store's mapping: hashed and read in place, as shard files are, with no private
+    copy; a fresh process pays a page fault per 4 KiB of a copy, ~1 ms for the 2 MB
+    block offsets of 10^9 documents).
 
     Raises
     ------
@@ -27,7 +32,9 @@ def read_sealed_sidecar(
         SHA-256 is not the manifest's (replaced or forged); the message names the file.
     """
     where = f"{store.location}/{name}"
-    data = bytes(store.read_file(name, reference["bytes"]))
+    data = store.read_file(name, reference["bytes"])
+    if copy:
+        data = bytes(data)
     if hashlib.sha256(data).hexdigest() != reference["sha256"]:
         raise CorpusFormatError(f"{where}: its SHA-256 is not the manifest's (replaced or forged).")
     return data, where
