@@ -112,6 +112,15 @@ def throughput(paths: list[Path], union: Path, args: argparse.Namespace) -> dict
         out[clock]["ratio order (blocks / permutation)"] = round(
             medians["mixture"] / medians["mixture, permutation"], 3
         )
+        # Each round's own order ratio (both ran in it): its median and range.
+        paired = sorted(
+            b / p for b, p in zip(rates["mixture"], rates["mixture, permutation"], strict=True)
+        )
+        out[clock]["ratio order per round (median, min, max)"] = [
+            round(statistics.median(paired), 3),
+            round(paired[0], 3),
+            round(paired[-1], 3),
+        ]
         out[clock]["ratio windows"] = round(
             medians["windows_mixture"] / medians["windows_single"], 3
         )

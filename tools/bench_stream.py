@@ -18,7 +18,9 @@ Each round times ``--batches`` batches of each, in wall-clock and in CPU time
 (``time.process_time``, which other jobs on a shared machine do not inflate); figures
 are medians of interleaved rounds; targets are ours >= 0.6x (a) and (a2), >= 2x (b). Then a full epoch of ours for RssAnon growth (target
 < 64 MB), and ``load_state_dict`` + first batch at the start, middle and end of an epoch
-of a second, ``--resume-documents``-document corpus (target < 50 ms each, flat).
+of a second, ``--resume-documents``-document corpus (target < 50 ms each, flat). With
+``--epoch-rounds N``, also whole epochs from a fresh global-layout stream, its plan
+included, blocks against permutation order (N interleaved rounds per gather backend).
 
     python -m tools.bench_stream           # 2 GiB corpus (1.07e9 uint16 tokens), 10M-doc resume corpus
     python -m tools.bench_stream --quick   # 40M tokens, 1M-doc resume corpus
@@ -40,6 +42,7 @@ import numpy as np
 
 from mixle._gather import gather_backend, numba_available, set_gather_backend
 from mixle.corpus import CorpusWriter, open_corpus
+from mixle.data import DocumentSource
 from mixle.data.streaming_corpus import StreamingCorpus, global_document_order
 from tools._memory import peak_rss_mb, rss_anon_mb
 
@@ -253,11 +256,18 @@ def throughput(path: Path, args: argparse.Namespace) -> dict[str, float]:
         print(" ".join(line))
     for suffix in ("", " [numpy]") if compiled else ("",):
         blocks, permutation = f"ours global{suffix}", f"ours global, permutation{suffix}"
+        # Each round's own ratio too (both ran in it): a load spike moves one round.
+        paired = sorted(
+            b / p for b, p in zip(cpu_rates[blocks], cpu_rates[permutation], strict=True)
+        )
         print(
             f"order{suffix or f' [{gather_backend()}]'}: blocks / permutation = "
             f"{cpu_median[blocks] / cpu_median[permutation]:.3f}x CPU, "
-            f"{median[blocks] / median[permutation]:.3f}x wall (target >= 1)"
+            f"{median[blocks] / median[permutation]:.3f}x wall; per round (CPU) median "
+            f"{statistics.median(paired):.3f}, {paired[0]:.3f}-{paired[-1]:.3f} (target >= 1)"
         )
+    if args.epoch_rounds:
+        epoch_orders(documents, args, compiled)
 
     before = rss_anon_mb()
     start = time.perf_counter()
@@ -276,6 +286,46 @@ def throughput(path: Path, args: argparse.Namespace) -> dict[str, float]:
         f"{highest - before:.1f} MB, target < 64 MB); peak RSS {peak_rss_mb():.0f} MB"
     )
     return {"growth_mb": highest - before}
+
+
+def epoch_orders(documents: DocumentSource, args: argparse.Namespace, compiled: bool) -> None:
+    """A whole epoch of the global layout from a fresh stream, its plan included, blocks
+    against permutation order: interleaved rounds, CPU medians and per-round ratios.
+
+    The steady-state rows above read batches of a planned epoch; here the permutation
+    pays its O(documents) plan (permutation, lengths gathered, prefix sum) and the
+    blocks order its totals and each window as the stream reaches it.
+    """
+    backends = ["numpy", "numba"] if compiled else [gather_backend()]
+    for backend in backends:
+        cpu: dict[str, list[float]] = {"blocks": [], "permutation": []}
+        previous = set_gather_backend(backend)
+        try:
+            for round_number in range(args.epoch_rounds):
+                orders = ["blocks", "permutation"]
+                for order in orders if round_number % 2 == 0 else orders[::-1]:
+                    began = time.process_time()
+                    stream = StreamingCorpus(
+                        documents,
+                        rank=0,
+                        world_size=1,
+                        block=args.block,
+                        batch_size=args.batch_size,
+                        layout="global",
+                        order=order,
+                    )
+                    for _ in stream.epoch_batches(0):
+                        pass
+                    cpu[order].append(time.process_time() - began)
+        finally:
+            set_gather_backend(previous)
+        paired = sorted(p / b for b, p in zip(cpu["blocks"], cpu["permutation"], strict=True))
+        print(
+            f"epoch with its plan [{backend}]: blocks {statistics.median(cpu['blocks']):.2f} s "
+            f"CPU, permutation {statistics.median(cpu['permutation']):.2f} s; throughput "
+            f"blocks / permutation {statistics.median(cpu['permutation']) / statistics.median(cpu['blocks']):.3f}x "
+            f"(per round {paired[0]:.3f}-{paired[-1]:.3f}, {len(paired)} rounds)"
+        )
 
 
 def resume_latency(path: Path, args: argparse.Namespace) -> None:
@@ -348,6 +398,13 @@ def main() -> int:
     parser.add_argument("--batches", type=int, default=1500, help="batches per timed measurement")
     parser.add_argument("--rounds", type=int, default=None, help="default 3 (2 with --quick)")
     parser.add_argument("--keep", action="store_true", help="keep the generated corpora")
+    parser.add_argument(
+        "--epoch-rounds",
+        type=int,
+        default=0,
+        help="also time whole epochs from a fresh stream (plan included), blocks vs "
+        "permutation order, this many interleaved rounds per gather backend",
+    )
     parser.add_argument(
         "--gather",
         choices=["auto", "numpy", "numba"],
