@@ -47,6 +47,8 @@ from mixle.data.streaming_corpus import StreamingCorpus, global_document_order
 from tools._memory import peak_rss_mb, rss_anon_mb
 
 VOCAB = 50257  # < 2**16, so the corpus is uint16 (2 bytes per token)
+# Batches per alternating slice of --epoch-rounds (both epochs advance under one load).
+_EPOCH_SLICE = 256
 
 
 def generate(path: Path, tokens: int, mean_length: float, seed: int) -> None:
@@ -289,42 +291,58 @@ def throughput(path: Path, args: argparse.Namespace) -> dict[str, float]:
 
 
 def epoch_orders(documents: DocumentSource, args: argparse.Namespace, compiled: bool) -> None:
-    """A whole epoch of the global layout from a fresh stream, its plan included, blocks
-    against permutation order: interleaved rounds, CPU medians and per-round ratios.
+    """Whole epochs of the global layout from fresh streams, their plans included, blocks
+    against permutation order, in the same run: CPU time per order and per round.
 
     The steady-state rows above read batches of a planned epoch; here the permutation
     pays its O(documents) plan (permutation, lengths gathered, prefix sum) and the
-    blocks order its totals and each window as the stream reaches it.
+    blocks order its totals and each window as the stream reaches it. The two epochs
+    advance in alternating slices of :data:`_EPOCH_SLICE` batches (which goes first
+    alternates too), so a change of machine load falls on both.
     """
     backends = ["numpy", "numba"] if compiled else [gather_backend()]
+    orders = ["blocks", "permutation"]
     for backend in backends:
-        cpu: dict[str, list[float]] = {"blocks": [], "permutation": []}
+        totals: dict[str, list[float]] = {order: [] for order in orders}
         previous = set_gather_backend(backend)
         try:
-            for round_number in range(args.epoch_rounds):
-                orders = ["blocks", "permutation"]
-                for order in orders if round_number % 2 == 0 else orders[::-1]:
-                    began = time.process_time()
-                    stream = StreamingCorpus(
-                        documents,
-                        rank=0,
-                        world_size=1,
-                        block=args.block,
-                        batch_size=args.batch_size,
-                        layout="global",
-                        order=order,
-                    )
-                    for _ in stream.epoch_batches(0):
-                        pass
-                    cpu[order].append(time.process_time() - began)
+            for _ in range(args.epoch_rounds):
+                spent = dict.fromkeys(orders, 0.0)
+                iterators: dict[str, Iterator[tuple[np.ndarray, ...]]] = {}
+                done: set[str] = set()
+                turn = 0
+                while len(done) < len(orders):
+                    for order in orders if turn % 2 == 0 else orders[::-1]:
+                        if order in done:
+                            continue
+                        began = time.process_time()
+                        if order not in iterators:
+                            stream = StreamingCorpus(
+                                documents,
+                                rank=0,
+                                world_size=1,
+                                block=args.block,
+                                batch_size=args.batch_size,
+                                layout="global",
+                                order=order,
+                            )
+                            iterators[order] = stream.epoch_batches(0)
+                        read = sum(1 for _ in itertools.islice(iterators[order], _EPOCH_SLICE))
+                        spent[order] += time.process_time() - began
+                        if read < _EPOCH_SLICE:
+                            done.add(order)
+                    turn += 1
+                for order in orders:
+                    totals[order].append(spent[order])
         finally:
             set_gather_backend(previous)
-        paired = sorted(p / b for b, p in zip(cpu["blocks"], cpu["permutation"], strict=True))
+        ratios = [p / b for b, p in zip(totals["blocks"], totals["permutation"], strict=True)]
         print(
-            f"epoch with its plan [{backend}]: blocks {statistics.median(cpu['blocks']):.2f} s "
-            f"CPU, permutation {statistics.median(cpu['permutation']):.2f} s; throughput "
-            f"blocks / permutation {statistics.median(cpu['permutation']) / statistics.median(cpu['blocks']):.3f}x "
-            f"(per round {paired[0]:.3f}-{paired[-1]:.3f}, {len(paired)} rounds)"
+            f"epoch with its plan [{backend}]: CPU s blocks "
+            f"{', '.join(f'{t:.2f}' for t in totals['blocks'])}, permutation "
+            f"{', '.join(f'{t:.2f}' for t in totals['permutation'])}; throughput blocks / "
+            f"permutation per round {', '.join(f'{r:.3f}' for r in ratios)} "
+            f"(median {statistics.median(ratios):.3f})"
         )
 
 
