@@ -12,6 +12,8 @@ the end) and measures, in the same run:
     whose second phase (4 x the block, a quarter of the rows, from the second global
     batch on: the path of a source continued at a token) is what is measured, against
     the plain mixture (target: >= 0.9x);
+(1b) with ``--order-rounds N``: ``--order-batches`` batches of a fresh mixture (plans
+    included), blocks against permutation order in alternating slices, N rounds;
 (2) resume: on a 3-source mixture of ``--resume-documents`` documents (opened once),
     ``load_state_dict`` to random rows up to 10**12, alone and with the first batch
     on a fresh ``Mixture`` object (that batch builds each touched source's epoch
@@ -41,6 +43,8 @@ from tools._memory import peak_rss_mb, rss_anon_mb
 from tools.bench_stream import VOCAB, generate
 
 SHARES = (0.5, 0.3, 0.2)
+# Batches per alternating slice of --order-rounds (both mixtures advance under one load).
+_ORDER_SLICE = 256
 
 
 def sources(paths: list[Path]) -> list[MixtureSource]:
@@ -112,6 +116,15 @@ def throughput(paths: list[Path], union: Path, args: argparse.Namespace) -> dict
         out[clock]["ratio order (blocks / permutation)"] = round(
             medians["mixture"] / medians["mixture, permutation"], 3
         )
+        # Each round's own order ratio (both ran in it): its median and range.
+        paired = sorted(
+            b / p for b, p in zip(rates["mixture"], rates["mixture, permutation"], strict=True)
+        )
+        out[clock]["ratio order per round (median, min, max)"] = [
+            round(statistics.median(paired), 3),
+            round(paired[0], 3),
+            round(paired[-1], 3),
+        ]
         out[clock]["ratio windows"] = round(
             medians["windows_mixture"] / medians["windows_single"], 3
         )
@@ -162,6 +175,46 @@ def memory(paths: list[Path], args: argparse.Namespace) -> dict[str, float]:
     return out
 
 
+def order_runs(paths: list[Path], args: argparse.Namespace) -> str:
+    """``--order-batches`` batches of a fresh 3-source ``Mixture`` (plans included: the
+    sources' windows or permutations, and those of their later epochs), blocks against
+    permutation order, ``--order-rounds`` times: both advance in alternating slices of
+    :data:`_ORDER_SLICE` batches (which goes first alternates too), so a change of
+    machine load falls on both. CPU seconds per round and the per-round ratio."""
+    orders = ["blocks", "permutation"]
+    spent: dict[str, list[float]] = {order: [] for order in orders}
+    for _ in range(args.order_rounds):
+        iterators: dict[str, Any] = {}
+        used = dict.fromkeys(orders, 0.0)
+        for turn in range(-(-args.order_batches // _ORDER_SLICE)):
+            size = min(_ORDER_SLICE, args.order_batches - turn * _ORDER_SLICE)
+            for order in orders if turn % 2 == 0 else orders[::-1]:
+                began = time.process_time()
+                if order not in iterators:
+                    mixture = Mixture(
+                        sources(paths),
+                        block=args.block,
+                        batch_size=args.batch_size,
+                        boundary_id=0,
+                        order=order,
+                    )
+                    iterators[order] = iter(mixture)
+                batches = iterators[order]
+                for _ in range(size):
+                    next(batches)
+                used[order] += time.process_time() - began
+        for order in orders:
+            spent[order].append(used[order])
+    ratios = [p / b for b, p in zip(spent["blocks"], spent["permutation"], strict=True)]
+    return (
+        f"{args.order_batches} batches from a fresh Mixture, CPU s: blocks "
+        f"{', '.join(f'{t:.3f}' for t in spent['blocks'])}, permutation "
+        f"{', '.join(f'{t:.3f}' for t in spent['permutation'])}; throughput blocks / "
+        f"permutation per round {', '.join(f'{r:.3f}' for r in ratios)} (median "
+        f"{statistics.median(ratios):.3f})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="30M tokens, 1M-document resume")
@@ -173,6 +226,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--resume-rounds", type=int, default=9)
     parser.add_argument("--throughput-only", action="store_true", help="skip resume and memory")
+    parser.add_argument(
+        "--order-rounds",
+        type=int,
+        default=0,
+        help="also time --order-batches batches of a fresh Mixture, blocks vs permutation "
+        "order in alternating slices, this many rounds",
+    )
+    parser.add_argument("--order-batches", type=int, default=20_000)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/mixle-bench-mixture"))
     args = parser.parse_args()
     if args.quick:
@@ -189,6 +250,8 @@ def main() -> None:
             f"gather {gather_backend()}; MIXLE_GATHER selects it):"
         )
         print(f"  {throughput(paths, union, args)}")
+        if args.order_rounds:
+            print(f"  order: {order_runs(paths, args)}")
         if args.throughput_only:
             return
         small = [args.workdir / f"small-{i}" for i in range(3)]

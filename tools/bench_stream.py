@@ -18,7 +18,9 @@ Each round times ``--batches`` batches of each, in wall-clock and in CPU time
 (``time.process_time``, which other jobs on a shared machine do not inflate); figures
 are medians of interleaved rounds; targets are ours >= 0.6x (a) and (a2), >= 2x (b). Then a full epoch of ours for RssAnon growth (target
 < 64 MB), and ``load_state_dict`` + first batch at the start, middle and end of an epoch
-of a second, ``--resume-documents``-document corpus (target < 50 ms each, flat).
+of a second, ``--resume-documents``-document corpus (target < 50 ms each, flat). With
+``--epoch-rounds N``, also whole epochs from a fresh global-layout stream, its plan
+included, blocks against permutation order (N interleaved rounds per gather backend).
 
     python -m tools.bench_stream           # 2 GiB corpus (1.07e9 uint16 tokens), 10M-doc resume corpus
     python -m tools.bench_stream --quick   # 40M tokens, 1M-doc resume corpus
@@ -40,10 +42,13 @@ import numpy as np
 
 from mixle._gather import gather_backend, numba_available, set_gather_backend
 from mixle.corpus import CorpusWriter, open_corpus
+from mixle.data import DocumentSource
 from mixle.data.streaming_corpus import StreamingCorpus, global_document_order
 from tools._memory import peak_rss_mb, rss_anon_mb
 
 VOCAB = 50257  # < 2**16, so the corpus is uint16 (2 bytes per token)
+# Batches per alternating slice of --epoch-rounds (both epochs advance under one load).
+_EPOCH_SLICE = 256
 
 
 def generate(path: Path, tokens: int, mean_length: float, seed: int) -> None:
@@ -253,11 +258,18 @@ def throughput(path: Path, args: argparse.Namespace) -> dict[str, float]:
         print(" ".join(line))
     for suffix in ("", " [numpy]") if compiled else ("",):
         blocks, permutation = f"ours global{suffix}", f"ours global, permutation{suffix}"
+        # Each round's own ratio too (both ran in it): a load spike moves one round.
+        paired = sorted(
+            b / p for b, p in zip(cpu_rates[blocks], cpu_rates[permutation], strict=True)
+        )
         print(
             f"order{suffix or f' [{gather_backend()}]'}: blocks / permutation = "
             f"{cpu_median[blocks] / cpu_median[permutation]:.3f}x CPU, "
-            f"{median[blocks] / median[permutation]:.3f}x wall (target >= 1)"
+            f"{median[blocks] / median[permutation]:.3f}x wall; per round (CPU) median "
+            f"{statistics.median(paired):.3f}, {paired[0]:.3f}-{paired[-1]:.3f} (target >= 1)"
         )
+    if args.epoch_rounds:
+        epoch_orders(documents, args, compiled)
 
     before = rss_anon_mb()
     start = time.perf_counter()
@@ -276,6 +288,79 @@ def throughput(path: Path, args: argparse.Namespace) -> dict[str, float]:
         f"{highest - before:.1f} MB, target < 64 MB); peak RSS {peak_rss_mb():.0f} MB"
     )
     return {"growth_mb": highest - before}
+
+
+def epoch_orders(documents: DocumentSource, args: argparse.Namespace, compiled: bool) -> None:
+    """Whole epochs of the global layout from fresh streams, their plans included, blocks
+    against permutation order, in the same run: CPU time per order and per round.
+
+    The steady-state rows above read batches of a planned epoch; here the permutation
+    pays its O(documents) plan (permutation, lengths gathered, prefix sum) and the
+    blocks order its totals and each window as the stream reaches it. The two epochs
+    advance in alternating slices of :data:`_EPOCH_SLICE` batches (which goes first
+    alternates too), so a change of machine load falls on both.
+    """
+    backends = ["numpy", "numba"] if compiled else [gather_backend()]
+    orders = ["blocks", "permutation"]
+    for backend in backends:
+        totals: dict[str, list[float]] = {order: [] for order in orders}
+        plans: dict[str, list[float]] = {order: [] for order in orders}
+        previous = set_gather_backend(backend)
+        try:
+            for _ in range(args.epoch_rounds):
+                spent = dict.fromkeys(orders, 0.0)
+                planned = dict.fromkeys(orders, 0.0)
+                iterators: dict[str, Iterator[tuple[np.ndarray, ...]]] = {}
+                done: set[str] = set()
+                turn = 0
+                while len(done) < len(orders):
+                    for order in orders if turn % 2 == 0 else orders[::-1]:
+                        if order in done:
+                            continue
+                        began = time.process_time()
+                        if order not in iterators:
+                            stream = StreamingCorpus(
+                                documents,
+                                rank=0,
+                                world_size=1,
+                                block=args.block,
+                                batch_size=args.batch_size,
+                                layout="global",
+                                order=order,
+                            )
+                            stream.epoch_plan(0)  # the permutation's whole plan
+                            planned[order] = time.process_time() - began
+                            iterators[order] = stream.epoch_batches(0)
+                        read = sum(1 for _ in itertools.islice(iterators[order], _EPOCH_SLICE))
+                        spent[order] += time.process_time() - began
+                        if read < _EPOCH_SLICE:
+                            done.add(order)
+                    turn += 1
+                for order in orders:
+                    totals[order].append(spent[order])
+                    plans[order].append(planned[order])
+        finally:
+            set_gather_backend(previous)
+        for label, costs in (
+            ("with its plan", totals),
+            (
+                "after epoch_plan (blocks windows still built as reached)",
+                {o: [t - p for t, p in zip(totals[o], plans[o], strict=True)] for o in orders},
+            ),
+        ):
+            ratios = [p / b for b, p in zip(costs["blocks"], costs["permutation"], strict=True)]
+            print(
+                f"epoch {label} [{backend}]: CPU s blocks "
+                f"{', '.join(f'{t:.3f}' for t in costs['blocks'])}, permutation "
+                f"{', '.join(f'{t:.3f}' for t in costs['permutation'])}; throughput blocks / "
+                f"permutation per round {', '.join(f'{r:.3f}' for r in ratios)} "
+                f"(median {statistics.median(ratios):.3f})"
+            )
+        print(
+            f"  epoch_plan CPU ms [{backend}]: blocks "
+            f"{statistics.median(plans['blocks']) * 1e3:.1f}, permutation "
+            f"{statistics.median(plans['permutation']) * 1e3:.1f} (medians)"
+        )
 
 
 def resume_latency(path: Path, args: argparse.Namespace) -> None:
@@ -348,6 +433,13 @@ def main() -> int:
     parser.add_argument("--batches", type=int, default=1500, help="batches per timed measurement")
     parser.add_argument("--rounds", type=int, default=None, help="default 3 (2 with --quick)")
     parser.add_argument("--keep", action="store_true", help="keep the generated corpora")
+    parser.add_argument(
+        "--epoch-rounds",
+        type=int,
+        default=0,
+        help="also time whole epochs from a fresh stream (plan included), blocks vs "
+        "permutation order, this many interleaved rounds per gather backend",
+    )
     parser.add_argument(
         "--gather",
         choices=["auto", "numpy", "numba"],

@@ -323,10 +323,25 @@ class BlockOrder:
         if sizes.shape[0] < 2 or int(sizes[:-1].min()) == block:
             # Every block but the last is whole (all windows but one, if any): a shift
             # or a division, no search.
-            if block & (block - 1) == 0:
-                return np.right_shift(natural, block.bit_length() - 1, out=out)
-            return np.floor_divide(natural, block, out=out)
+            return self._divided(natural, out)
+        short = np.flatnonzero(sizes != block)
+        if short.shape[0] == 1:
+            # One short block (the corpus's last): a position after it is its shortfall
+            # further on than a window of whole blocks would place it (the window that
+            # holds it, every epoch: a searchsorted of all its positions cost ~4x this).
+            slot = int(short[0])
+            np.greater_equal(natural, int(begins[slot] + sizes[slot]), out=out)
+            out *= block - int(sizes[slot])
+            out += natural
+            return self._divided(out, out)
         return np.searchsorted(begins, natural, side="right") - 1
+
+    def _divided(self, natural: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """``natural // block_documents`` into ``out`` (a shift for a power of two)."""
+        block = self.block_documents
+        if block & (block - 1) == 0:
+            return np.right_shift(natural, block.bit_length() - 1, out=out)
+        return np.floor_divide(natural, block, out=out)
 
     def _placed(
         self,

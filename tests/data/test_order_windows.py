@@ -24,7 +24,9 @@ from mixle.data._order_windows import (
     cumulative_offsets,
     index_ranges,
 )
+from mixle.data._packing import StreamLayout
 from mixle.data._permutation import FeistelPermutation
+from mixle.data._windowed_layout import WindowedLayout
 from mixle.errors import ArgumentError, ArgumentTypeError, CorpusFormatError
 
 
@@ -380,3 +382,46 @@ def test_differences_in_place_leave_arrays_they_do_not_own() -> None:
         before = other.copy()
         assert not _differences_in_place(other, buffer)
         assert np.array_equal(other, before)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 9), min_size=1, max_size=200),
+    block=st.integers(1, 12),
+    window=st.integers(1, 4),
+    has_boundary=st.booleans(),
+    data=st.data(),
+)
+def test_a_windowed_segment_is_the_whole_layouts_documents_of_its_range(
+    lengths: list[int], block: int, window: int, has_boundary: bool, data: st.DataObject
+) -> None:
+    # A range across windows is answered with the documents that overlap it only (not
+    # the windows whole): the same documents, lengths and stream starts as the whole
+    # stream's layout at the same positions, and covering every document of the range.
+    array = np.array(lengths, dtype=np.int64)
+    block = min(block, len(array))
+    window = min(window, -(-len(array) // block))
+    order = BlockOrder(
+        len(array),
+        _table_offsets(array),
+        seed=5,
+        epoch=2,
+        block_documents=block,
+        window_blocks=window,
+    )
+    layout = WindowedLayout(order, has_boundary)
+    documents = np.concatenate([order.window_documents(k) for k in range(order.num_windows)])
+    whole = StreamLayout.build(documents, array[documents], has_boundary)
+    assert layout.stream_tokens == whole.stream_tokens
+    tokens = whole.stream_tokens
+    for _ in range(6):
+        begin = data.draw(st.integers(0, max(tokens - 1, 0)))
+        end = data.draw(st.integers(begin, tokens))
+        part = layout.segment(begin, end)
+        at, count = part.first, len(part.indices)
+        assert np.array_equal(part.indices, whole.indices[at : at + count])
+        assert np.array_equal(part.lengths, whole.lengths[at : at + count])
+        assert np.array_equal(part.starts, whole.starts[at : at + count + 1])
+        low, high = whole.documents_between(begin, end)
+        if high > low:
+            assert at <= low and high <= at + count

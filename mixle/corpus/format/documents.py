@@ -95,6 +95,9 @@ _HINT_FLAGS = (
     os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 )
 _mincore_function: Any = _UNSET
+# The ufunc reduction, not ndarray.any: that goes through a Python wrapper, which costs
+# as much as the test on a read's few hundred flags.
+_all = np.logical_and.reduce
 
 
 def _mincore() -> Any:
@@ -189,10 +192,13 @@ class _OpenShard:
         checked = self.checked_blocks
         if checked is None:
             return
-        blocks = distinct(np.asarray(local, dtype=np.int64).reshape(-1) >> _CHECK_SHIFT)
-        todo = blocks[~checked[blocks]]
-        if todo.size == 0:
+        blocks = np.asarray(local, dtype=np.int64).reshape(-1) >> _CHECK_SHIFT
+        # Most reads touch only checked blocks (a blocks-order stream never checks a
+        # shard whole): one lookup and one test, no sort.
+        flags = checked.take(blocks)
+        if _all(flags):
             return
+        todo = distinct(blocks[~flags])
         if todo.size > 1 and self._blocks_are_valid(todo):
             checked[todo] = True
         else:  # one block, or a bad one among them: check_offsets_range names it
