@@ -212,14 +212,26 @@ def fill_document_ids_numpy(
     np.cumsum(pos_ids, out=pos_ids)
 
 
-# Positions inside a document come from slices of one shared ramp (read-only, 512 KiB):
-# a document longer than this takes a fresh ``arange`` for its piece instead.
-_RAMP = np.arange(1 << 16, dtype=np.int64)
-_RAMP.flags.writeable = False
-_RAMP_VIEW = _RAMP.data
-_ZEROS = np.zeros(1 << 16, dtype=np.int64)
-_ZEROS.flags.writeable = False
-_ZEROS_VIEW = _ZEROS.data
+# The slots of a read: one shared ramp 0, 1, 2, ... (read-only), grown to the longest
+# read so far (rounded up to a power of two; a read-ahead group of 8 batches of 8 x 2048
+# rows: 1-2 MiB) up to 32 MiB; a longer read takes a fresh arange. Not built before a
+# read asks for it.
+_RAMP_LIMIT = 1 << 22
+_RAMP = np.arange(0, dtype=np.int64)
+
+
+def _ramp(size: int) -> np.ndarray:
+    """``0, 1, ..., size - 1`` as int64: a view of the shared ramp (grown if need be)."""
+    global _RAMP
+    ramp = _RAMP
+    if size <= ramp.shape[0]:
+        return ramp[:size]
+    if size > _RAMP_LIMIT:
+        return np.arange(size, dtype=np.int64)
+    ramp = np.arange(min(1 << (size - 1).bit_length(), _RAMP_LIMIT), dtype=np.int64)
+    ramp.flags.writeable = False
+    _RAMP = ramp  # one assignment: a thread still reading the old ramp keeps it
+    return ramp[:size]
 
 
 def document_id_runs_numpy(
@@ -227,30 +239,22 @@ def document_id_runs_numpy(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Reference implementation of :func:`document_id_runs` (see there).
 
-    ``doc_ids`` is one ``np.repeat`` of the documents by their run lengths (a memset per
-    run); ``pos_ids`` is one ``bytearray.join`` of slices of a shared ramp (a memcpy per
-    run), so both arrive filled, with no cumulative sums over the outputs and no second
-    copy: about half the time of :func:`fill_document_ids_numpy` on a batch's rows.
+    One run table (each document's slots ``[edges[k], edges[k + 1])``), then three
+    passes over the outputs, each a C loop: ``doc_ids`` is one ``np.repeat`` of the
+    documents by their run lengths; ``pos_ids`` is one ``np.repeat`` of each run's
+    offset (``begin - starts[k]``: slot ``t`` of run ``k`` is position ``begin + t -
+    starts[k]``) plus the slot ramp, added in place. No per-run Python work: a join of
+    per-run ramp slices (a memoryview per run) costs twice as much on a read-ahead
+    group's few hundred documents, a cumulative sum over the outputs three times.
     """
     end = begin + size
     edges = np.minimum(np.maximum(starts, begin), end)
     edges[-1] = end
     counts = edges[1:] - edges[:-1]
     doc_ids = np.repeat(indices, counts)
-    firsts = starts[:-1]
-    low = (edges[:-1] - firsts).tolist()
-    high = (edges[1:] - firsts).tolist()
-    if max(high) <= _RAMP.shape[0]:
-        runs: list[Any] = list(map(_RAMP_VIEW.__getitem__, map(slice, low, high)))
-    else:
-        runs = [np.arange(a, b, dtype=np.int64) for a, b in zip(low, high, strict=True)]
-    pos_ids = np.frombuffer(bytearray().join(runs), dtype=np.int64)
+    pos_ids = np.repeat(begin - starts[:-1], counts)
+    pos_ids += _ramp(size)
     return doc_ids, pos_ids
-
-
-def _zeros(count: int) -> Any:
-    """``count`` int64 zeros as a buffer: a slice of the shared zeros when it is long enough."""
-    return _ZEROS_VIEW[:count] if count <= _ZEROS.shape[0] else np.zeros(count, dtype=np.int64)
 
 
 def padded_position_runs(
@@ -260,23 +264,30 @@ def padded_position_runs(
 
     For each ``k``: ``gaps[k]`` zeros, then ``begins[k], begins[k] + 1, ...`` for
     ``lengths[k]`` slots (the piece's positions inside its document); then ``tail``
-    zeros. One ``bytearray.join`` of slices of shared zeros and ramp buffers (a memcpy
-    per run), where building it by ``np.repeat``, ``arange`` and ``where`` over every
-    slot costs several passes.
+    zeros. One ``np.repeat`` of each run's offset (a piece's ``begins[k] - at[k]``, at
+    its first slot ``at[k]``) plus the slot ramp in place, then the gaps zeroed by
+    slice (padding is rare: a row's tail), where building it by ``np.repeat``,
+    ``arange`` and ``where`` over every slot costs several passes and a join of per-run
+    ramp slices a memoryview per run.
     """
-    low = begins.tolist()
-    high = (begins + lengths).tolist()
-    limit = _RAMP.shape[0]
-    runs: list[Any]
-    if not high or max(high) <= limit:
-        runs = list(map(_RAMP_VIEW.__getitem__, map(slice, low, high)))
-    else:
-        runs = [np.arange(a, b, dtype=np.int64) for a, b in zip(low, high, strict=True)]
-    # Padding is rare (a row's tail): zeros only where a gap is, inserted back to front.
-    runs.append(_zeros(tail))
-    for k in np.flatnonzero(gaps).tolist()[::-1]:
-        runs.insert(k, _zeros(int(gaps[k])))
-    return np.frombuffer(bytearray().join(runs), dtype=np.int64)
+    pieces = gaps.shape[0]
+    runs = np.empty(2 * pieces + 1, dtype=np.int64)
+    runs[0:-1:2] = gaps
+    runs[1::2] = lengths
+    runs[-1] = tail
+    stops = np.cumsum(runs)
+    size = int(stops[-1])
+    offsets = np.zeros(2 * pieces + 1, dtype=np.int64)  # a gap's value is zeroed below
+    offsets[1::2] = begins - stops[0:-1:2]  # stops[2k] is piece k's first slot
+    positions = np.repeat(offsets, runs)
+    positions += _ramp(size)
+    padded = np.flatnonzero(gaps)
+    gap_ends = stops[2 * padded]  # piece k's first slot: its gap ends there
+    for low, high in zip((gap_ends - gaps[padded]).tolist(), gap_ends.tolist(), strict=True):
+        positions[low:high] = 0
+    if tail:
+        positions[size - tail :] = 0
+    return positions
 
 
 def _document_id_runs_compiled(

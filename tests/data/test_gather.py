@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mixle import _gather
 from mixle._gather import (
     document_id_runs,
     fill_document_ids,
@@ -178,7 +179,8 @@ def test_document_ids_backends_agree_with_per_token_reference(
 
 @pytest.mark.parametrize("begin", [0, 69_990, 70_003])
 def test_document_id_runs_of_documents_longer_than_the_ramp(backend: str, begin: int) -> None:
-    # Positions past the shared ramp (2**16) come from a fresh arange: the same values.
+    # Positions deep inside long documents: the same values (runs are offsets plus a slot
+    # ramp, not slices of a ramp of positions).
     del backend
     starts = np.array([0, 70_000, 70_005, 70_008, 140_000], dtype=np.int64)
     indices = np.array([9, 4, 11, 2], dtype=np.int64)
@@ -189,6 +191,31 @@ def test_document_id_runs_of_documents_longer_than_the_ramp(backend: str, begin:
     owner = np.searchsorted(starts, np.arange(begin, begin + size), side="right") - 1
     np.testing.assert_array_equal(doc_ids, indices[owner])
     np.testing.assert_array_equal(pos_ids, np.arange(begin, begin + size) - starts[owner])
+
+
+def test_the_slot_ramp_grows_to_its_limit_then_reads_take_a_fresh_arange(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Reads up to the limit share one read-only ramp (grown to a power of two); longer
+    # ones take their own arange; every output is a fresh writable array either way.
+    monkeypatch.setattr(_gather, "_RAMP", np.arange(0, dtype=np.int64))
+    monkeypatch.setattr(_gather, "_RAMP_LIMIT", 64)
+    starts = np.array([-3, 10, 10, 41, 500], dtype=np.int64)
+    indices = np.array([7, 1, 8, 3], dtype=np.int64)
+    for size, ramp in ((5, 8), (33, 64), (64, 64), (65, 64), (400, 64), (20, 64)):
+        doc_ids, pos_ids = _gather.document_id_runs_numpy(indices, starts, 0, size)
+        owner = np.searchsorted(starts, np.arange(size), side="right") - 1
+        np.testing.assert_array_equal(doc_ids, indices[owner])
+        np.testing.assert_array_equal(pos_ids, np.arange(size) - starts[owner])
+        assert _gather._RAMP.shape[0] == ramp and not _gather._RAMP.flags.writeable
+        for got in (doc_ids, pos_ids):
+            assert got.flags.writeable and not np.shares_memory(got, _gather._RAMP)
+        positions = padded_position_runs(
+            np.array([2, 0], np.int64), np.array([5, 0], np.int64), np.array([3, size], np.int64), 1
+        )
+        want = np.concatenate([[0, 0, 5, 6, 7], np.arange(size), [0]])
+        np.testing.assert_array_equal(positions, want)
+        assert positions.flags.writeable and not np.shares_memory(positions, _gather._RAMP)
 
 
 @settings(
@@ -368,8 +395,7 @@ def test_a_large_epoch_shuffle_is_the_same_with_either_backend() -> None:
 def test_padded_position_runs_are_zeros_then_each_pieces_positions(
     pieces: list[tuple[int, int, int]], tail: int, long_padding: bool
 ) -> None:
-    # Pieces may start deep inside a document (past the shared ramp) and padding may be
-    # longer than the shared zeros: those take fresh arrays, with the same values.
+    # Pieces may start deep inside a document and padding may be long: the same values.
     gaps = np.array([g * (20_000 if long_padding else 1) for g, _, _ in pieces], np.int64)
     begins = np.array([b for _, b, _ in pieces], dtype=np.int64)
     lengths = np.array([n for _, _, n in pieces], dtype=np.int64)
