@@ -46,7 +46,9 @@ __all__ = [
     "legacy_permutation",
     "numba_available",
     "padded_position_runs",
+    "ramp_runs",
     "set_gather_backend",
+    "zero_gaps",
 ]
 
 BACKENDS = ("auto", "numpy", "numba")
@@ -257,6 +259,16 @@ def document_id_runs_numpy(
     return doc_ids, pos_ids
 
 
+def ramp_runs(offsets: np.ndarray, runs: np.ndarray, size: int) -> np.ndarray:
+    """``np.repeat(offsets, runs) + arange(size)`` (``size == runs.sum()``): a new
+    writable int64 array, by one ``np.repeat`` and one in-place add of the shared slot
+    ramp. Slot ``t`` of run ``k`` holds ``offsets[k] + t``: a run at slot ``at`` whose
+    values start at ``v`` has offset ``v - at``."""
+    values = np.repeat(offsets, runs)
+    values += _ramp(size)
+    return values
+
+
 def padded_position_runs(
     gaps: np.ndarray, begins: np.ndarray, lengths: np.ndarray, tail: int
 ) -> np.ndarray:
@@ -264,11 +276,10 @@ def padded_position_runs(
 
     For each ``k``: ``gaps[k]`` zeros, then ``begins[k], begins[k] + 1, ...`` for
     ``lengths[k]`` slots (the piece's positions inside its document); then ``tail``
-    zeros. One ``np.repeat`` of each run's offset (a piece's ``begins[k] - at[k]``, at
-    its first slot ``at[k]``) plus the slot ramp in place, then the gaps zeroed by
-    slice (padding is rare: a row's tail), where building it by ``np.repeat``,
-    ``arange`` and ``where`` over every slot costs several passes and a join of per-run
-    ramp slices a memoryview per run.
+    zeros. :func:`ramp_runs` over the gaps and pieces (a piece at slot ``at[k]`` has
+    offset ``begins[k] - at[k]``), then the gaps zeroed by slice (padding is rare: a
+    row's tail), where building it by ``np.repeat``, ``arange`` and ``where`` over every
+    slot costs several passes and a join of per-run ramp slices a memoryview per run.
     """
     pieces = gaps.shape[0]
     runs = np.empty(2 * pieces + 1, dtype=np.int64)
@@ -276,18 +287,24 @@ def padded_position_runs(
     runs[1::2] = lengths
     runs[-1] = tail
     stops = np.cumsum(runs)
-    size = int(stops[-1])
-    offsets = np.zeros(2 * pieces + 1, dtype=np.int64)  # a gap's value is zeroed below
-    offsets[1::2] = begins - stops[0:-1:2]  # stops[2k] is piece k's first slot
-    positions = np.repeat(offsets, runs)
-    positions += _ramp(size)
-    padded = np.flatnonzero(gaps)
-    gap_ends = stops[2 * padded]  # piece k's first slot: its gap ends there
-    for low, high in zip((gap_ends - gaps[padded]).tolist(), gap_ends.tolist(), strict=True):
-        positions[low:high] = 0
-    if tail:
-        positions[size - tail :] = 0
+    offsets = np.zeros(2 * pieces + 1, dtype=np.int64)  # a gap's values are zeroed below
+    at = stops[0:-1:2]  # piece k's first slot: its gap ends there
+    offsets[1::2] = begins - at
+    positions = ramp_runs(offsets, runs, int(stops[-1]))
+    zero_gaps(positions, gaps, at, tail)
     return positions
+
+
+def zero_gaps(values: np.ndarray, gaps: np.ndarray, at: np.ndarray, tail: int) -> None:
+    """Zero ``values`` over the ``gaps[k]`` slots before each ``at[k]`` and the last
+    ``tail`` slots: one slice per gap that is not empty."""
+    padded = np.flatnonzero(gaps)
+    if padded.shape[0]:
+        ends = at[padded]
+        for low, high in zip((ends - gaps[padded]).tolist(), ends.tolist(), strict=True):
+            values[low:high] = 0
+    if tail:
+        values[values.shape[0] - tail :] = 0
 
 
 def _document_id_runs_compiled(

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mixle._gather import padded_position_runs
+from mixle._gather import ramp_runs, zero_gaps
 from mixle.data._best_fit import MIN_BLOCK, RowPieces, best_fit_rows, row_budget
 from mixle.data._documents import DocumentSource
 from mixle.data._order_windows import OrderWindows, index_ranges
@@ -336,8 +336,7 @@ class BestFitRows:
 
 class _Slots:
     """Per-slot views of pieces that lie at increasing, disjoint slots ``at`` of a
-    buffer of ``size`` slots, built as runs: ids with ``np.repeat`` (a memset per run),
-    positions by :func:`~mixle._gather.padded_position_runs` (a memcpy per run)."""
+    buffer of ``size`` slots, built as runs (see :meth:`documents`)."""
 
     def __init__(
         self, ids: np.ndarray, begin: np.ndarray, length: np.ndarray, at: np.ndarray, size: int
@@ -359,8 +358,13 @@ class _Slots:
         return values
 
     def documents(self) -> tuple[np.ndarray, np.ndarray]:
-        """Each slot's document id and position in it (``-1`` and ``0`` on padding)."""
+        """Each slot's document id and position in it (``-1`` and ``0`` on padding): one
+        run table for both, ids by ``np.repeat``, positions by
+        :func:`~mixle._gather.ramp_runs` (a piece at slot ``at`` from document position
+        ``begin`` has offset ``begin - at``) with the gaps zeroed after."""
         runs = self._interleaved(self.tail, self.gaps, self.length)
         document_ids = np.repeat(self._interleaved(-1, -1, self.ids), runs)
-        position_ids = padded_position_runs(self.gaps, self.begin, self.length, self.tail)
+        offsets = self._interleaved(0, 0, self.begin - self.at)
+        position_ids = ramp_runs(offsets, runs, self.size)
+        zero_gaps(position_ids, self.gaps, self.at, self.tail)
         return document_ids, position_ids
