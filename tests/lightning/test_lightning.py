@@ -31,12 +31,24 @@ def _job(out: Path, *args: object, nproc: int = 1) -> int:
 def test_one_process_killed_and_resumed_trains_on_the_uninterrupted_batches(
     tmp_path: Path,
 ) -> None:
+    # Two worker processes of a StreamLoader (groups of 16 batches per item at this
+    # size): step 4 lies mid-group and mid-epoch (18,744 batches), and the batches
+    # Lightning and the workers read ahead of the checkpoint are not skipped.
     full, cut = tmp_path / "full", tmp_path / "cut"
     assert _job(full, "--steps", 7, "--workers", 2) == 0
+    assert "StreamLoader" in (full / "loader.txt").read_text().split()
     assert _job(cut, "--steps", 7, "--workers", 2, "--kill-at", 5) == -9
     assert sorted(p.name for p in (cut / "ckpt").iterdir()) == ["step=2.ckpt", "step=4.ckpt"]
     assert _job(cut, "--steps", 7, "--workers", 2, "--resume", cut / "ckpt" / "step=4.ckpt") == 0
     assert batches_after_resume(cut, 0, 4) == rows(full)[4:]
+    # Lightning also saved the (stateful) loader's state: it is the module's entry.
+    saved = torch.load(cut / "ckpt" / "step=4.ckpt", weights_only=True)
+    loader_states = saved["loops"]["fit_loop"]["state_dict"]["combined_loader"]
+    assert loader_states == [saved["StreamDataModule"]]
+    # The state does not depend on the worker count: resumed with 1 worker, the same.
+    again = tmp_path / "again"
+    assert _job(again, "--steps", 7, "--workers", 1, "--resume", cut / "ckpt" / "step=4.ckpt") == 0
+    assert rows(again) == rows(full)[4:]
 
     # A checkpoint without the data module's entry is refused, not restarted from 0.
     bare = torch.load(full / "ckpt" / "step=4.ckpt", weights_only=True)
