@@ -8,6 +8,7 @@ an uninterrupted job trains on after that step.
 from __future__ import annotations
 
 import importlib
+import itertools
 import sys
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 import torch
 
 from mixle.data import StreamingCorpus
+from mixle.data.torch import StreamLoader
 from mixle.errors import ArgumentError, ArgumentTypeError, MissingBackendError, StateMismatchError
 from mixle.lightning import StreamDataModule
 from tests._framework_jobs import batches_after_resume, rows, run_job, sample_corpus
@@ -101,6 +103,31 @@ def _corpus(seed: int = 3, layout: str = "global", batch_size: int = 2) -> Strea
     )
 
 
+def test_train_dataloader_is_a_stream_loader_that_resumes_through_its_state() -> None:
+    """Two real worker processes, groups of 3 batches: a state saved after batch 5
+    (mid-group, mid-epoch) loaded into the loader yields the stream's batches from 5 on."""
+    corpus = _corpus()
+    module = StreamDataModule(corpus, num_workers=2, batches_per_item=3)
+    loader = module.train_dataloader()
+    assert isinstance(loader, StreamLoader)
+    assert (loader.num_workers, loader.batches_per_item) == (2, 3)
+    assert loader.state_dict() == module.state_dict()
+    later = _corpus()
+    later.seek(*later.next_cursor(0, 0, 5))
+    saved = StreamDataModule(later).state_dict()
+    loader.load_state_dict(saved)
+    assert module.state_dict() == loader.state_dict() == saved
+    # The stream runs across its epochs (18 batches each): 40 from 5 reach epoch 2.
+    got = [batch[0].tolist() for batch in itertools.islice(loader, 40)]
+    expected = [batch.context.tolist() for batch in itertools.islice(later.batches(), 40)]
+    assert got == expected
+    assert later.cursor[0] >= 2
+    # The module's own position moves the next iteration of the same loader too.
+    module.load_state_dict(StreamDataModule(_corpus()).state_dict())
+    again = [batch[0].tolist() for batch in itertools.islice(loader, 45)]
+    assert again[5:] == got
+
+
 def test_state_round_trips_and_bad_states_are_refused_by_name() -> None:
     module = StreamDataModule(_corpus())
     saved = module.state_dict()
@@ -125,6 +152,8 @@ def test_bad_arguments_are_refused_by_name() -> None:
         StreamDataModule([1, 2, 3])  # type: ignore[arg-type]
     with pytest.raises(ArgumentError, match="num_workers"):
         StreamDataModule(_corpus(), num_workers=-1)
+    with pytest.raises(ArgumentError, match="batches_per_item"):
+        StreamDataModule(_corpus(), batches_per_item=0)
 
 
 def test_without_lightning_the_import_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
