@@ -33,7 +33,7 @@ def _job(out: Path, *args: object, nproc: int = 1) -> int:
 def test_one_process_killed_and_resumed_trains_on_the_uninterrupted_batches(
     tmp_path: Path,
 ) -> None:
-    # Two worker processes of a StreamLoader (groups of 16 batches per item at this
+    # Two worker processes of a StreamLoader (groups of 64 batches per item at this
     # size): step 4 lies mid-group and mid-epoch (18,744 batches), and the batches
     # Lightning and the workers read ahead of the checkpoint are not skipped.
     full, cut = tmp_path / "full", tmp_path / "cut"
