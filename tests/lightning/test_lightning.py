@@ -70,7 +70,7 @@ def test_two_process_ddp_killed_and_resumed_trains_on_the_uninterrupted_batches(
 ) -> None:
     # Per-rank layout: rank 0 writes the checkpoint, so both ranks' states must be in it.
     full, cut = tmp_path / "full", tmp_path / "cut"
-    per_rank = ("--layout", "per-rank", "--steps", 6)
+    per_rank = ("--layout", "per-rank", "--steps", 6, "--workers", 1)
     assert _job(full, *per_rank, nproc=2) == 0
     assert _job(cut, *per_rank, "--kill-at", 5, nproc=2) != 0
     assert _job(cut, *per_rank, "--resume", cut / "ckpt" / "step=4.ckpt", nproc=2) == 0
