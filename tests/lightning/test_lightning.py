@@ -104,8 +104,9 @@ def _corpus(seed: int = 3, layout: str = "global", batch_size: int = 2) -> Strea
 
 
 def test_train_dataloader_is_a_stream_loader_that_resumes_through_its_state() -> None:
-    """Two real worker processes, groups of 3 batches: a state saved after batch 5
-    (mid-group, mid-epoch) loaded into the loader yields the stream's batches from 5 on."""
+    """Two real worker processes, groups of 3 batches: a state after 5 batches (inside
+    the second group counted from 0, mid-epoch) loaded into the loader yields the
+    stream's batches from batch 5 on, across epochs."""
     corpus = _corpus()
     module = StreamDataModule(corpus, num_workers=2, batches_per_item=3)
     loader = module.train_dataloader()
