@@ -15,6 +15,14 @@ calls ``on_before_batch_transfer`` on exactly the batch it is about to train on,
 counting there makes the saved position "after the batches trained on", for any
 ``num_workers``.
 
+The loader is a :class:`~mixle.data.torch.StreamLoader` (its workers hand over groups
+of consecutive batches through shared memory, the main process paying torch's per-item
+cost once per group), so a second worker adds throughput instead of main-process work.
+Lightning sees that it is stateful and saves its ``state_dict()`` too (under the fit
+loop's ``combined_loader``), then loads it into the new loader when it resumes; that
+state *is* the module's (the position after the batches trained on, gathered as below),
+never the loader's read-ahead position, so either entry resumes at the same batch.
+
 The saved state has the shape of :class:`~mixle.data.DcpLoaderState`::
 
     {"version": 1, "layout": "global" | "per-rank", "dp_world_size": W,
@@ -33,13 +41,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import torch.distributed as dist
-from torch.utils.data import DataLoader
 
-from mixle._checks import nonnegative_int
+from mixle._checks import nonnegative_int, positive_int
 from mixle._optional import import_optional
 from mixle.data import DcpLoaderState, ResumableStream
 from mixle.data._cursor import Cursor
-from mixle.data.torch import StreamDataset
+from mixle.data.torch import StreamDataset, StreamLoader
 from mixle.errors import ArgumentTypeError, MissingBackendError, StateMismatchError
 
 __all__ = ["StreamDataModule"]
@@ -82,6 +89,39 @@ class _TrainedPosition:
         self.cursor.load(state, self.stream_identity(), epoch_size=self.stream.epoch_size)
 
 
+class _TrainingLoader(StreamLoader):
+    """The :class:`StreamLoader` of a :class:`StreamDataModule`: each iteration starts at
+    the first batch not yet trained on, and its state is the module's.
+
+    Lightning fetches batches ahead of the step it runs, so the base class's state (the
+    next batch this loader yields) would name a batch never trained on; Lightning
+    writes a checkpoint on rank 0 only, so a per-rank state of its own would be rank 0's
+    on every rank. The module's state has neither problem: the loader saves and loads
+    that one.
+    """
+
+    def __init__(self, module: StreamDataModule) -> None:
+        super().__init__(
+            module._dataset,
+            num_workers=module.num_workers,
+            batches_per_item=module.batches_per_item,
+        )
+        self._module = module
+
+    def _dataset_start(self) -> tuple[int, int] | None:
+        self._module._dataset.restart_at(self._module._position.cursor.position)
+        return super()._dataset_start()
+
+    def state_dict(self) -> dict[str, Any]:
+        """:meth:`StreamDataModule.state_dict` (the position after the batches trained on)."""
+        return self._module.state_dict()
+
+    def load_state_dict(self, state: Any) -> None:
+        """:meth:`StreamDataModule.load_state_dict`; the next iteration starts there."""
+        self._module.load_state_dict(state)
+        self._start = self._next = None
+
+
 class StreamDataModule(LightningDataModule):
     """A resumable stream as Lightning's training data; its position rides in the checkpoint.
 
@@ -94,8 +134,11 @@ class StreamDataModule(LightningDataModule):
         cursor; the stream itself is not advanced.
     num_workers
         DataLoader worker processes; the batch sequence is the same for every value.
+    batches_per_item
+        Batches per worker item of the :class:`~mixle.data.torch.StreamLoader`
+        (``None``: sized from the batch, 60 at 8 x 2048; see there).
 
-    ``train_dataloader()`` yields the stream's batch tuples as tensors
+    ``train_dataloader()`` is a :class:`~mixle.data.torch.StreamLoader` that yields the stream's batch tuples as tensors
     (``batch_size=None``: batching already happened), from the first batch not yet
     trained on, so a new Lightning epoch continues the stream instead of repeating it.
     Bound the run with ``max_steps`` (the stream runs across its own epochs until an
@@ -109,7 +152,13 @@ class StreamDataModule(LightningDataModule):
     from the beginning.
     """
 
-    def __init__(self, stream: ResumableStream, *, num_workers: int = 0) -> None:
+    def __init__(
+        self,
+        stream: ResumableStream,
+        *,
+        num_workers: int = 0,
+        batches_per_item: int | None = None,
+    ) -> None:
         if not isinstance(stream, ResumableStream):
             raise ArgumentTypeError(
                 "`stream` must be a resumable stream (StreamingCorpus, TokenStream, Mixture). "
@@ -118,6 +167,9 @@ class StreamDataModule(LightningDataModule):
         super().__init__()
         self.stream = stream
         self.num_workers = nonnegative_int("num_workers", num_workers)
+        self.batches_per_item = (
+            None if batches_per_item is None else positive_int("batches_per_item", batches_per_item)
+        )
         self._position = _TrainedPosition(stream)
         self._dataset = StreamDataset(stream)
         self._restored = False
@@ -130,8 +182,9 @@ class StreamDataModule(LightningDataModule):
             self._position, dp_rank=self.trainer.global_rank, dp_world_size=self.trainer.world_size
         )
 
-    def train_dataloader(self) -> DataLoader:
-        """A DataLoader over the stream from the first batch not yet trained on.
+    def train_dataloader(self) -> StreamLoader:
+        """A :class:`~mixle.data.torch.StreamLoader` over the stream; each iteration starts
+        at the first batch not yet trained on. Its ``state_dict`` is this module's.
 
         Raises
         ------
@@ -145,8 +198,7 @@ class StreamDataModule(LightningDataModule):
                 f"checkpoint {trainer.ckpt_path} holds no `{name}` entry (the loader state "
                 f"{name}.state_dict() saves): refusing to restart the stream from the beginning."
             )
-        self._dataset.restart_at(self._position.cursor.position)
-        return DataLoader(self._dataset, batch_size=None, num_workers=self.num_workers)
+        return _TrainingLoader(self)
 
     def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         """Count a batch the training loop is about to train on (not validation's)."""

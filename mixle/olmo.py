@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from mixle._checks import positive_int
+from mixle._checks import nonnegative_int, positive_int
 from mixle._optional import import_optional
 from mixle.data._cursor import Cursor
 from mixle.data._streaming import StreamingCorpus
+from mixle.data.torch import StreamingDataset, StreamLoader
 from mixle.errors import ArgumentTypeError, MissingBackendError, StateMismatchError
 
 __all__ = ["LABEL_IGNORE_INDEX", "OlmoDataLoader"]
@@ -45,6 +46,14 @@ else:
 LABEL_IGNORE_INDEX = -100
 
 
+def _olmo_batch(
+    context: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None
+) -> dict[str, torch.Tensor]:
+    """OLMo-core's batch: ``labels`` are the targets, ignored where the mask is off."""
+    labels = targets if mask is None else targets.masked_fill(~mask, LABEL_IGNORE_INDEX)
+    return {"input_ids": context, "labels": labels}
+
+
 class OlmoDataLoader(TextDataLoaderBase):
     """A ``StreamingCorpus`` as an OLMo-core ``TextDataLoaderBase``, resumable exactly.
 
@@ -56,13 +65,29 @@ class OlmoDataLoader(TextDataLoaderBase):
         the corpus itself is not advanced.
     work_dir
         A local directory (OLMo-core's loaders keep files there; this one writes none).
+    num_workers
+        ``0`` (default): batches are read in the training process. ``n > 0``: read by
+        ``n`` DataLoader worker processes through a
+        :class:`~mixle.data.torch.StreamLoader` (groups of consecutive batches per worker
+        item, in shared memory), the same batches in the same order; the position saved
+        is still the one OLMo-core counts (batches processed), so a state resumes with any
+        worker count.
+    batches_per_item
+        Batches per worker item of that ``StreamLoader`` (``None``: sized from the batch).
 
     ``global_batch_size`` is ``corpus.global_batch_size * corpus.block`` tokens. Each
     batch: ``input_ids`` (the context, int64 ``(batch_size, block)``) and ``labels``
     (the targets, :data:`LABEL_IGNORE_INDEX` where ``loss_mask`` is off).
     """
 
-    def __init__(self, corpus: StreamingCorpus, *, work_dir: str | Path) -> None:
+    def __init__(
+        self,
+        corpus: StreamingCorpus,
+        *,
+        work_dir: str | Path,
+        num_workers: int = 0,
+        batches_per_item: int | None = None,
+    ) -> None:
         if not isinstance(corpus, StreamingCorpus):
             raise ArgumentTypeError(
                 f"`corpus` must be a StreamingCorpus. Got {type(corpus).__name__} instead."
@@ -75,6 +100,10 @@ class OlmoDataLoader(TextDataLoaderBase):
             dp_rank=corpus.rank,
         )
         self.corpus = corpus
+        self.num_workers = nonnegative_int("num_workers", num_workers)
+        self.batches_per_item = (
+            None if batches_per_item is None else positive_int("batches_per_item", batches_per_item)
+        )
         self._cursor = Cursor("OlmoDataLoader", index_key=corpus.cursor_key)
 
     @property
@@ -105,11 +134,23 @@ class OlmoDataLoader(TextDataLoaderBase):
 
     def _iter_batches(self) -> Iterator[dict[str, torch.Tensor]]:
         epoch = self.epoch - 1
+        if self.num_workers:
+            yield from self._worker_batches(epoch)
+            return
         for step in range(self.batches_processed, self.batches_in_epoch(self.epoch)):
             batch = self.corpus.read(epoch, self._index_after(step)).to_torch()
-            targets, mask = batch.targets, batch.loss_mask
-            labels = targets if mask is None else targets.masked_fill(~mask, LABEL_IGNORE_INDEX)
-            yield {"input_ids": batch.context, "labels": labels}
+            yield _olmo_batch(batch.context, batch.targets, batch.loss_mask)
+
+    def _worker_batches(self, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
+        """The rest of ``epoch`` from worker processes: a ``StreamLoader`` over the corpus
+        from the first batch not processed, stopped before the next epoch."""
+        dataset = StreamingDataset(self.corpus, num_epochs=epoch + 1)
+        dataset.restart_at((epoch, self._index_after(self.batches_processed)))
+        loader = StreamLoader(
+            dataset, num_workers=self.num_workers, batches_per_item=self.batches_per_item
+        )
+        for parts in loader:
+            yield _olmo_batch(parts[0], parts[1], parts[2])
 
     def get_mock_batch(self) -> dict[str, torch.Tensor]:
         """A batch of the real shape (the corpus's first), for OLMo-core's dry run."""

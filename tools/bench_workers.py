@@ -283,10 +283,21 @@ def main() -> int:
     parser.add_argument("--block", type=int, default=2048)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--document-ids", action="store_true", help="rows with document ids")
-    parser.add_argument("--batches", type=int, default=600, help="batches per timed run")
+    parser.add_argument(
+        "--batches",
+        type=int,
+        default=6000,
+        help="batches per timed run: long enough that each forked worker's copy-on-write "
+        "faults of the parent's pages (a start-up cost spread over its first batches) "
+        "do not dominate its CPU per batch",
+    )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument(
-        "--warmup", type=int, default=64, help="batches taken after the first, before timing"
+        "--warmup",
+        type=int,
+        default=256,
+        help="batches taken after the first, before timing: at least what the workers made "
+        "before the first arrived (prefetch_factor 2 groups of 60 batches each at 8 x 2048)",
     )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument(

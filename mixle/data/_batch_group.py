@@ -48,11 +48,13 @@ __all__ = [
 ALIGN = 8
 
 #: The automatic group holds at most this many batches ...
-MAX_GROUP = 16
-#: ... and at most this many bytes (a ring holds six groups per worker). Measured at
-#: batch 8 x 2048 (278 KB): the main process's CPU per batch falls as ``25 + 200 / k`` µs
-#: under load (``k`` batches per item), so 16 leaves the per-item part at ~13 µs.
-GROUP_BYTES = 8 << 20
+MAX_GROUP = 64
+#: ... and at most this many bytes (a ring holds six groups per worker: at most 96 MiB
+#: of shared memory per worker). Measured at batch 8 x 2048 (278 KB, one worker, load
+#: 7 on 2 cores, medians of 5 interleaved runs): the main process's CPU per batch is
+#: 48 / 33 / 21 µs at ``k`` = 16 / 30 / 60 batches per item (torch's per-item cost,
+#: some 400-900 µs under load, paid once per group), so 60 fits (16 MiB / 278 KB).
+GROUP_BYTES = 16 << 20
 
 Layout = tuple[tuple[str, tuple[int, ...], int], ...]
 Position = tuple[int, int]

@@ -78,9 +78,9 @@ class StreamLoader:
     num_workers
         DataLoader worker processes; ``0`` iterates in this process.
     batches_per_item
-        Batches per worker item. ``None`` (default): as many as fit in 8 MiB, at most 16,
-        decided by each worker from the batch at the start (16 at batch 8 x 2048, 7 at
-        32 x 2048, 1 above 4 MiB per batch). ``1``: one batch per item, as a plain DataLoader
+        Batches per worker item. ``None`` (default): as many as fit in 16 MiB, at most 64,
+        decided by each worker from the batch at the start (60 at batch 8 x 2048, 15 at
+        32 x 2048, 1 above 8 MiB per batch). ``1``: one batch per item, as a plain DataLoader
         transport. Larger groups cost the main process less per batch, and cost each
         worker ``6 x batches_per_item`` batches of shared memory and a first batch
         ``batches_per_item`` batches later.

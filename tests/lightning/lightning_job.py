@@ -7,7 +7,8 @@ language model on the committed sample corpus (``shards/sample``, memory-mapped)
 ``OUT/ckpt`` and appends each trained-on batch to ``OUT/rank-<r>.jsonl`` (one JSON line:
 the step and the batch's context rows). ``--kill-at K`` makes rank 0 SIGKILL the whole
 job (its process group) when step ``K`` starts; ``--resume PATH`` resumes from a
-checkpoint. A ``StateMismatchError`` at resume is written to ``OUT/error.txt`` (exit 3).
+checkpoint. When training starts, rank 0 writes the class names of the loader Lightning
+iterates (and of its bases) to ``OUT/loader.txt``. A ``StateMismatchError`` at resume is written to ``OUT/error.txt`` (exit 3).
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ class TinyLM(pl.LightningModule):
         self.embed = torch.nn.Embedding(VOCAB, 16)
         self.head = torch.nn.Linear(16, VOCAB)
         self.log_path, self.kill_at = log, kill_at
+
+    def on_train_start(self) -> None:
+        if self.global_rank == 0:
+            loader = self.trainer.train_dataloader
+            names = [cls.__name__ for cls in type(loader).__mro__]
+            (self.log_path.parent / "loader.txt").write_text(" ".join(names))
 
     def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
         context, targets, loss_mask = batch[:3]

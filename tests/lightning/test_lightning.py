@@ -8,6 +8,7 @@ an uninterrupted job trains on after that step.
 from __future__ import annotations
 
 import importlib
+import itertools
 import sys
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 import torch
 
 from mixle.data import StreamingCorpus
+from mixle.data.torch import StreamLoader
 from mixle.errors import ArgumentError, ArgumentTypeError, MissingBackendError, StateMismatchError
 from mixle.lightning import StreamDataModule
 from tests._framework_jobs import batches_after_resume, rows, run_job, sample_corpus
@@ -31,12 +33,24 @@ def _job(out: Path, *args: object, nproc: int = 1) -> int:
 def test_one_process_killed_and_resumed_trains_on_the_uninterrupted_batches(
     tmp_path: Path,
 ) -> None:
+    # Two worker processes of a StreamLoader (groups of 64 batches per item at this
+    # size): step 4 lies mid-group and mid-epoch (18,744 batches), and the batches
+    # Lightning and the workers read ahead of the checkpoint are not skipped.
     full, cut = tmp_path / "full", tmp_path / "cut"
     assert _job(full, "--steps", 7, "--workers", 2) == 0
+    assert "StreamLoader" in (full / "loader.txt").read_text().split()
     assert _job(cut, "--steps", 7, "--workers", 2, "--kill-at", 5) == -9
     assert sorted(p.name for p in (cut / "ckpt").iterdir()) == ["step=2.ckpt", "step=4.ckpt"]
     assert _job(cut, "--steps", 7, "--workers", 2, "--resume", cut / "ckpt" / "step=4.ckpt") == 0
     assert batches_after_resume(cut, 0, 4) == rows(full)[4:]
+    # Lightning also saved the (stateful) loader's state: it is the module's entry.
+    saved = torch.load(cut / "ckpt" / "step=4.ckpt", weights_only=True)
+    loader_states = saved["loops"]["fit_loop"]["state_dict"]["combined_loader"]
+    assert loader_states == [saved["StreamDataModule"]]
+    # The state does not depend on the worker count: resumed with 1 worker, the same.
+    again = tmp_path / "again"
+    assert _job(again, "--steps", 7, "--workers", 1, "--resume", cut / "ckpt" / "step=4.ckpt") == 0
+    assert rows(again) == rows(full)[4:]
 
     # A checkpoint without the data module's entry is refused, not restarted from 0.
     bare = torch.load(full / "ckpt" / "step=4.ckpt", weights_only=True)
@@ -56,7 +70,7 @@ def test_two_process_ddp_killed_and_resumed_trains_on_the_uninterrupted_batches(
 ) -> None:
     # Per-rank layout: rank 0 writes the checkpoint, so both ranks' states must be in it.
     full, cut = tmp_path / "full", tmp_path / "cut"
-    per_rank = ("--layout", "per-rank", "--steps", 6)
+    per_rank = ("--layout", "per-rank", "--steps", 6, "--workers", 1)
     assert _job(full, *per_rank, nproc=2) == 0
     assert _job(cut, *per_rank, "--kill-at", 5, nproc=2) != 0
     assert _job(cut, *per_rank, "--resume", cut / "ckpt" / "step=4.ckpt", nproc=2) == 0
@@ -89,6 +103,32 @@ def _corpus(seed: int = 3, layout: str = "global", batch_size: int = 2) -> Strea
     )
 
 
+def test_train_dataloader_is_a_stream_loader_that_resumes_through_its_state() -> None:
+    """Two real worker processes, groups of 3 batches: a state after 5 batches (inside
+    the second group counted from 0, mid-epoch) loaded into the loader yields the
+    stream's batches from batch 5 on, across epochs."""
+    corpus = _corpus()
+    module = StreamDataModule(corpus, num_workers=2, batches_per_item=3)
+    loader = module.train_dataloader()
+    assert isinstance(loader, StreamLoader)
+    assert (loader.num_workers, loader.batches_per_item) == (2, 3)
+    assert loader.state_dict() == module.state_dict()
+    later = _corpus()
+    later.seek(*later.next_cursor(0, 0, 5))
+    saved = StreamDataModule(later).state_dict()
+    loader.load_state_dict(saved)
+    assert module.state_dict() == loader.state_dict() == saved
+    # The stream runs across its epochs (18 batches each): 40 from 5 reach epoch 2.
+    got = [batch[0].tolist() for batch in itertools.islice(loader, 40)]
+    expected = [batch.context.tolist() for batch in itertools.islice(later.batches(), 40)]
+    assert got == expected
+    assert later.cursor[0] >= 2
+    # The module's own position moves the next iteration of the same loader too.
+    module.load_state_dict(StreamDataModule(_corpus()).state_dict())
+    again = [batch[0].tolist() for batch in itertools.islice(loader, 45)]
+    assert again[5:] == got
+
+
 def test_state_round_trips_and_bad_states_are_refused_by_name() -> None:
     module = StreamDataModule(_corpus())
     saved = module.state_dict()
@@ -113,6 +153,8 @@ def test_bad_arguments_are_refused_by_name() -> None:
         StreamDataModule([1, 2, 3])  # type: ignore[arg-type]
     with pytest.raises(ArgumentError, match="num_workers"):
         StreamDataModule(_corpus(), num_workers=-1)
+    with pytest.raises(ArgumentError, match="batches_per_item"):
+        StreamDataModule(_corpus(), batches_per_item=0)
 
 
 def test_without_lightning_the_import_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,7 +8,8 @@ corpus (``shards/sample``, memory-mapped) for ``--steps`` steps, its
 trained on is appended to ``OUT/rank-<r>.jsonl`` (the step and its ``input_ids`` rows).
 ``--kill-at K`` makes rank 0 SIGKILL its process group when step ``K`` starts. A rerun
 with the same ``OUT`` resumes from the latest checkpoint there (OLMo-core's default
-``load_strategy``); ``--load PATH`` resumes from another job's checkpoint instead. A
+``load_strategy``); ``--load PATH`` resumes from another job's checkpoint instead; ``--workers N`` reads
+the batches in ``N`` worker processes. A
 ``StateMismatchError`` at resume is written to ``OUT/error.txt`` (exit 3).
 """
 
@@ -69,6 +70,7 @@ class LoggingTrainModule(BasicTrainModule):
 def main() -> int:
     parser = job_arguments(__doc__.splitlines()[0])
     parser.add_argument("--load", default=None)
+    parser.add_argument("--workers", type=int, default=0, help="OlmoDataLoader num_workers")
     args = parser.parse_args()
 
     if "RANK" not in os.environ:  # one process without a launcher: a group of one
@@ -78,7 +80,7 @@ def main() -> int:
     corpus = sample_corpus(
         rank, world, global_batch=args.global_batch, seed=args.seed, layout=args.layout
     )
-    loader = OlmoDataLoader(corpus, work_dir=args.out / "work")
+    loader = OlmoDataLoader(corpus, work_dir=args.out / "work", num_workers=args.workers)
     torch.manual_seed(0)
     model = torch.nn.parallel.DistributedDataParallel(TinyLM())
     train_module = LoggingTrainModule(

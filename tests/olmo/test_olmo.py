@@ -18,7 +18,12 @@ import torch
 from olmo_core.data import TextDataLoaderBase
 
 from mixle.data import StreamingCorpus
-from mixle.errors import ArgumentTypeError, MissingBackendError, StateMismatchError
+from mixle.errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    MissingBackendError,
+    StateMismatchError,
+)
 from mixle.olmo import LABEL_IGNORE_INDEX, OlmoDataLoader
 from tests._framework_jobs import (
     batches_after_resume,
@@ -37,12 +42,14 @@ def _job(out: Path, *args: object, nproc: int = 1) -> int:
 
 
 def test_one_process_killed_and_rerun_trains_on_the_uninterrupted_batches(tmp_path: Path) -> None:
+    # The uninterrupted run reads in process; the killed one and its rerun in 2 worker
+    # processes (a StreamLoader, groups of 64 batches: step 4 is mid-group, mid-epoch).
     full, cut = tmp_path / "full", tmp_path / "cut"
     assert _job(full, "--steps", 7) == 0
     # Killed when step 6 starts: step 5 was trained on but is not in the step-4 checkpoint.
-    assert _job(cut, "--steps", 7, "--kill-at", 6) == -9
+    assert _job(cut, "--steps", 7, "--workers", 2, "--kill-at", 6) == -9
     assert [entry["step"] for entry in logged_batches(cut)] == [1, 2, 3, 4, 5]
-    assert _job(cut, "--steps", 7) == 0
+    assert _job(cut, "--steps", 7, "--workers", 2) == 0
     assert batches_after_resume(cut, 0, 5) == rows(full)[4:]
 
     # Another stream's state in the real checkpoint is refused by field (another seed).
@@ -128,6 +135,37 @@ def test_the_data_loader_contract_and_resume_in_process(tmp_path: Path) -> None:
     assert other_batch.batches_processed == 6
 
 
+def test_worker_processes_give_the_same_batches_and_resume_with_any_count(
+    tmp_path: Path,
+) -> None:
+    plain = OlmoDataLoader(_corpus(), work_dir=tmp_path)
+    plain.reshuffle(2)
+    expected = list(plain)
+    loader = OlmoDataLoader(_corpus(), work_dir=tmp_path, num_workers=2, batches_per_item=3)
+    loader.reshuffle(2)
+    got = list(loader)
+    assert len(got) == len(expected) == loader.total_batches > 8
+    for a, b in zip(got, expected, strict=True):
+        assert torch.equal(a["input_ids"], b["input_ids"])
+        assert torch.equal(a["labels"], b["labels"])
+    assert list(loader) == []  # every batch of the epoch processed: none left
+    # Saved after 5 batches (mid-group) by the 2-worker loader: 0 or 1 workers continue.
+    loader.reset()
+    loader.reshuffle(2)
+    iterator = iter(loader)
+    for _ in range(5):
+        next(iterator)
+    saved = loader.state_dict()
+    for workers in (0, 1):
+        resumed = OlmoDataLoader(
+            _corpus(), work_dir=tmp_path, num_workers=workers, batches_per_item=4
+        )
+        resumed.load_state_dict(saved)
+        resumed.reshuffle(2)
+        rest = [batch["input_ids"].tolist() for batch in resumed]
+        assert rest == [batch["input_ids"].tolist() for batch in expected[5:]]
+
+
 def test_bad_states_and_arguments_are_refused_by_name(tmp_path: Path) -> None:
     loader = OlmoDataLoader(_corpus(), work_dir=tmp_path)
     loader.reshuffle(1)
@@ -143,6 +181,10 @@ def test_bad_states_and_arguments_are_refused_by_name(tmp_path: Path) -> None:
         loader.load_state_dict({**saved, "version": 2})
     with pytest.raises(ArgumentTypeError, match="`corpus` must be a StreamingCorpus"):
         OlmoDataLoader([np.arange(3)], work_dir=tmp_path)  # type: ignore[arg-type]
+    with pytest.raises(ArgumentError, match="num_workers"):
+        OlmoDataLoader(_corpus(), work_dir=tmp_path, num_workers=-1)
+    with pytest.raises(ArgumentError, match="batches_per_item"):
+        OlmoDataLoader(_corpus(), work_dir=tmp_path, batches_per_item=0)
 
 
 def test_without_olmo_core_the_import_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
