@@ -356,7 +356,7 @@ def agreement(rows: list[dict[str, Any]], previous: list[dict[str, Any]]) -> tup
             change = row[key] / old[key] - 1
             worst[key] = max(worst[key], abs(change))
             mark = ""
-            if abs(change) > AGREEMENT:
+            if round(abs(change), 3) > AGREEMENT:  # as shown: +10.0% holds
                 flagged[key] += 1
                 mark = " **>10%**"
             cells.append(f"{old[key]:.3f} / {row[key]:.3f} | {change:+.1%}{mark}")
