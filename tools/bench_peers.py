@@ -445,7 +445,7 @@ def readme_table(rows: list[dict[str, Any]]) -> str:
 
 
 #: The README lines between which ``--readme`` writes the table (the rest is kept).
-README_BEGIN = "<!-- bench_peers: begin (python -m tools.bench_peers --from-json RUN.json "
+README_BEGIN = "<!-- bench_peers: begin"
 README_END = "<!-- bench_peers: end -->"
 
 
@@ -453,7 +453,8 @@ def readme_block(run: dict[str, Any]) -> str:
     """What ``--readme`` puts between the README's markers: the run it comes from, the
     table, and each packed-row method against the fastest peer."""
     text = (
-        f"{README_BEGIN}--readme README.md --png docs/peers.png) -->\n"
+        f"{README_BEGIN} (python -m tools.bench_peers --from-json RUN.json "
+        "--readme README.md --png docs/peers.png) -->\n"
         f"Recorded {run.get('date', 'on an earlier day')}: {run['header']}. "
         "× floor by CPU time, the median over rounds of each round's ratio to its paired "
         "floor:\n\n" + readme_table(run["rows"])
