@@ -408,7 +408,7 @@ def chart(rows: list[dict[str, Any]], path: Path, title: str) -> None:
             [r["method"] for r in members], ratios, color=[colours[r["kind"]] for r in members]
         )
         for y, ratio in enumerate(ratios):
-            axis.text(ratio, y, f" {ratio:.2f}x", va="center", fontsize=8)
+            axis.text(ratio, y, f" {shown(ratio)}x", va="center", fontsize=8)
         axis.axvline(1.0, color="black", linewidth=0.8)
         axis.set_xlim(0, max(ratios) * 1.2)
         axis.set_title(f"{GROUPS[group][0]}: × floor, CPU time (higher is faster)", fontsize=10)
@@ -435,6 +435,11 @@ def readme_line(row: dict[str, Any]) -> str:
     return "packed rows, concatenate and chunk"
 
 
+def shown(ratio: float) -> str:
+    """A ratio as the README shows it: two decimals, or two significant digits below 0.1."""
+    return f"{ratio:.2f}" if ratio >= 0.1 else f"{ratio:.2g}"
+
+
 def readme_table(rows: list[dict[str, Any]]) -> str:
     """The README's table: × the same-run floor by CPU time (the median of the rounds'
     paired ratios), one column per library."""
@@ -451,7 +456,7 @@ def readme_table(rows: list[dict[str, Any]]) -> str:
                 r for r in rows if r["method"].startswith(library) and readme_line(r) == line
             ]
             cell = ", ".join(
-                f"{r['cpu_ratio']:.{2 if r['cpu_ratio'] >= 0.01 else 4}f} "
+                f"{shown(r['cpu_ratio'])} "
                 f"({r['method'].removeprefix(library).strip() or 'default'})"
                 for r in members
             )
