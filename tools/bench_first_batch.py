@@ -19,8 +19,10 @@ imports are done before the clock starts, and produces one batch:
   ``state_dict(num_samples_yielded=...)`` gives, then ``batch`` items: it replays the
   chunk order and the samples before the cursor (no cache: first run = cached).
 * **Grain** ``MapDataset.source(...).shuffle(seed)`` (``index_shuffle``) ->
-  ``to_iter_dataset`` + ``set_state({"next_index": d})`` at the cursor's document, then
-  documents until a batch of rows is full (no cache: first run = cached).
+  ``to_iter_dataset`` -> ``ConcatThenSplitIterDataset`` -> ``.batch``, the pipeline
+  ``tools/bench_peers.py`` times, + ``set_state`` of the iterator state Grain's own
+  ``get_state`` gave one batch past the cursor's document (a partial document carried
+  over, as a checkpoint mid-epoch holds), then one batch (no cache: first run = cached).
 * **OLMo-core** ``NumpyFSLDataset`` + ``NumpyFSLDataLoader.load_state_dict`` +
   ``reshuffle``: *first run* builds and saves the global instance indices; *cached*
   maps the saved file.
@@ -105,15 +107,13 @@ np.stack([np.asarray(next(items)) for _ in range(spec["batch"])])
 """,
     "grain": """
 import numpy as np, grain
-from tools.bench_first_batch import FlatSource
-from tools._peer_methods import rows_from_documents
+from tools.bench_first_batch import grain_batches
 start, cpu = time.perf_counter(), time.process_time()
-source = FlatSource(spec["flat"], spec["offsets"])
-documents = grain.MapDataset.source(source).shuffle(seed=0).to_iter_dataset(
-    grain.ReadOptions(num_threads=0, prefetch_buffer_size=0))
-iterator = iter(documents)
-iterator.set_state({"next_index": spec["cursor_document"]})
-next(rows_from_documents(iterator, spec["block"], spec["batch"]))
+batches = grain_batches(spec["flat"], spec["offsets"], spec["block"], spec["batch"])
+state = spec["grain_state"]  # JSON made its slice tuples lists: Grain compares tuples
+state["remainder_slices"] = {k: tuple(v) for k, v in state["remainder_slices"].items()}
+batches.set_state(state)
+next(batches)
 """,
     "olmo": """
 from olmo_core.data import DataCollator, NumpyFSLDataLoader, NumpyFSLDataset
@@ -147,23 +147,42 @@ LABELS = {
     "mixle": "mixle StreamingCorpus",
     "megatron": "Megatron GPTDataset",
     "litdata": "LitData StreamingDataset",
-    "grain": "Grain index_shuffle",
+    "grain": "Grain ConcatThenSplit set_state",
     "olmo": "OLMo-core NumpyFSLDataLoader",
 }
 
 
-class FlatSource:
-    """Grain's random-access source over one flat uint16 file and its int64 offsets."""
+def grain_batches(flat: str, offsets: str, block: int, batch: int) -> Any:
+    """An iterator of Grain's concatenate-and-chunk batches of ``block + 1``-token rows
+    over the flat token file (``tools/_grain_methods.py``'s source and pipeline)."""
+    import grain
+    import grain.experimental as experimental
 
-    def __init__(self, flat: str, offsets: str) -> None:
-        self.tokens = np.memmap(flat, dtype=np.uint16, mode="r")
-        self.offsets = np.load(offsets, mmap_mode="r")
+    from tools._grain_methods import FlatSource
 
-    def __len__(self) -> int:
-        return int(self.offsets.shape[0]) - 1
+    source = FlatSource(Path(flat), np.load(offsets, mmap_mode="r"))
+    documents = (
+        grain.MapDataset.source(source)
+        .shuffle(seed=0)
+        .to_iter_dataset(grain.ReadOptions(num_threads=0, prefetch_buffer_size=0))
+    )
+    rows = experimental.ConcatThenSplitIterDataset(documents, length_struct={"tokens": block + 1})
+    return iter(rows.batch(batch))
 
-    def __getitem__(self, index: int) -> np.ndarray:
-        return np.asarray(self.tokens[self.offsets[index] : self.offsets[index + 1]])
+
+def grain_state(flat: Path, offsets: Path, block: int, batch: int, document: int) -> Any:
+    """The state Grain's ``get_state`` gives one batch after starting at ``document``
+    (``next_index``) of the shuffled order: a mid-epoch checkpoint's state."""
+    batches = grain_batches(str(flat), str(offsets), block, batch)
+    batches.set_state(
+        {
+            "parent_state": {"next_index": document},
+            "remainder_slices": {"tokens": (-1, -1)},
+            "elements_from_buffer_after_checkpoint": 0,
+        }
+    )
+    next(batches)
+    return batches.get_state()
 
 
 def write_megatron_index(prefix: Path, lengths: np.ndarray) -> None:
@@ -242,7 +261,6 @@ def measure_size(
         "batch": args.batch_size,
         "vocab": VOCAB,
         "cursor_batch": mixle_batches(work / "mixle", args) // 2,
-        "cursor_document": documents // 2,
         "mixle": str(work / "mixle"),
         "plans": str(work / "plans"),
         "megatron": str(work / "megatron"),
@@ -255,6 +273,10 @@ def measure_size(
     if "litdata" in peers:
         rows = spec["cursor_batch"] * args.batch_size
         spec["litdata_state"] = litdata_state(work / "litdata", args.block, rows)
+    if "grain" in peers:
+        spec["grain_state"] = grain_state(
+            flat, work / "offsets.npy", args.block, args.batch_size, documents // 2
+        )
     found = []
     for library in ["mixle", *sorted(peers)]:
         cache = CACHES[library]

@@ -15,18 +15,24 @@ every round), the same run measures:
   one strided copy into the same preallocated int64 array (per-row slices into a
   preallocated array are a reference row).
 
-Every read and row measurement lasts ``--budget`` seconds (the counts are caps), so fast
-and slow methods are exposed alike to other jobs. Reads and rows are measured against a
-*paired* floor: the floor runs for half the budget right before each measurement, so
-load that changes during a round moves both alike. A ratio is the median over rounds of
-the method's rate over its paired floor's, by wall and by CPU time
-(``time.process_time``, every thread of this process), with the lowest and highest
+Every method is built and warmed up once (writes excepted: one write is a round), then
+timed in interleaved rounds (21 for reads and rows, 7 for writes; the order rotated every
+round). Every read and row measurement lasts ``--budget`` seconds (the counts are caps),
+so fast and slow methods are exposed alike to other jobs. Every measurement is taken
+against a *paired* floor: the floor runs right before it (for half the budget; one write
+for writes), so load that changes during a round moves both alike. A ratio is the median
+over rounds of the method's rate over its paired floor's, by wall and by CPU time
+(``time.process_time``, every thread of this process, plus the CPU time of its child
+processes that ended: LitData's ``optimize`` worker), with the lowest and highest
 round's ratio as its spread; *best* is the method's fastest round over its floor's
-fastest by CPU time (other jobs only ever add time: the steadiest figure on a shared
-machine). Each packed-row method of mixle is also compared with the fastest peer's
-packed rows (per round, the ratio of the two floor ratios). ``--compare`` prints how far
-each ratio moved against an earlier run's ``--json`` (a figure holds when two
-consecutive runs agree within 10%).
+fastest by CPU time. The median of the paired CPU ratios is the headline figure (README,
+chart): other jobs on a shared machine add wall time and, through memory contention,
+CPU time, but a fraction of a second apart they add it to both sides of a ratio. Each
+packed-row method of mixle is also compared with the fastest peer's packed rows (per
+round, the ratio of the two floor ratios). ``--compare A.json B.json`` prints how far
+each ratio of run B moved from run A and flags every change over 10% (a figure holds
+when two consecutive runs agree within 10%); ``--from-json`` remakes the table, chart
+and README block of a run without measuring.
 
 After the timed rounds every method runs once more with its memory measured: the peak
 RSS (``VmHWM``, reset through ``/proc/self/clear_refs`` before the pass) and the private
@@ -38,8 +44,11 @@ replacing the pinned CPU torch. Results: a markdown table (printed and written t
 ``--table``), the same figures as JSON (``--json``), a bar chart (``--png``) and the
 README's table (``--readme``).
 
-    python -m tools.bench_peers --json /tmp/run1.json      # 100M tokens, a few minutes
-    python -m tools.bench_peers --compare /tmp/run1.json --png docs/peers.png
+    python -m tools.bench_peers --json /tmp/run1.json      # 100M tokens, ~10 minutes
+    python -m tools.bench_peers --json /tmp/run2.json --compare /tmp/run1.json
+    python -m tools.bench_peers --compare /tmp/run1.json /tmp/run2.json   # the 10% check
+    python -m tools.bench_peers --from-json /tmp/run2.json --readme README.md \
+        --png docs/peers.png                                # the README table and chart
     python -m tools.bench_peers --quick                     # the CI smoke run
     python -m tools.bench_peers --groups rows --peers litdata,megatron   # rows only
 """
@@ -160,17 +169,24 @@ def run_rounds(
             method.cpu_seconds.append(cpu_seconds)
 
 
+def cpu_clock() -> float:
+    """CPU seconds of this process (every thread) and of its children that have ended
+    (a method that writes in a worker process, LitData's ``optimize``, is charged for it)."""
+    times = os.times()
+    return time.process_time() + times.children_user + times.children_system
+
+
 def timed(step: Callable[[], int], count: int, budget: float) -> tuple[int, float, float]:
     """Run ``step`` ``count`` times or until ``budget`` wall seconds have passed; return
-    (units done, wall seconds, this process's CPU seconds, all its threads)."""
+    (units done, wall seconds, CPU seconds by :func:`cpu_clock`)."""
     units, done = 0, 0
-    start, cpu_start = time.perf_counter(), time.process_time()
+    start, cpu_start = time.perf_counter(), cpu_clock()
     while done < count:
         units += step()
         done += 1
         if done % 8 == 0 and time.perf_counter() - start > budget:
             break
-    return units, time.perf_counter() - start, time.process_time() - cpu_start
+    return units, time.perf_counter() - start, cpu_clock() - cpu_start
 
 
 def measure_all_memory(methods: list[Method], count: int, budget: float) -> None:
@@ -324,34 +340,49 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def agreement(rows: list[dict[str, Any]], previous: list[dict[str, Any]]) -> str:
+#: Two runs' ratios agree when they differ by at most this much (issue #31).
+AGREEMENT = 0.10
+
+
+def agreement(rows: list[dict[str, Any]], previous: list[dict[str, Any]]) -> tuple[str, int]:
     """How far each ratio of this run is from the same ratio in ``previous`` (a run's JSON
-    rows): a markdown table, and the largest deviation by each clock (``CPU best``, the
-    best-round CPU ratio, where both runs have it)."""
+    rows): a markdown table with every change over :data:`AGREEMENT` flagged, the largest
+    change by each clock (``CPU best``, the best-round CPU ratio, where both runs have it),
+    and the number of flagged ratios."""
     before = {(row["group"], row["method"]): row for row in previous}
-    keys = [("ratio", "wall"), ("cpu_ratio", "CPU")]
+    keys = [("cpu_ratio", "CPU"), ("ratio", "wall")]
     if all("cpu_ratio_best" in row for row in [*rows, *previous]):
         keys.append(("cpu_ratio_best", "CPU best"))
     lines = [
         "| measure | method | "
-        + " | ".join(f"× floor {label}: before / now | Δ" for _, label in keys)
+        + " | ".join(f"× {label}: before / now | Δ" for _, label in keys)
         + " |",
         "|---|---|" + "---:|---:|" * len(keys),
     ]
     worst = dict.fromkeys((key for key, _ in keys), 0.0)
+    flagged = dict.fromkeys((key for key, _ in keys), 0)
+    compared = 0
     for row in rows:
         old = before.get((row["group"], row["method"]))
         if old is None or row["kind"] == "floor":
             continue
+        compared += 1
         cells = []
         for key, _ in keys:
             change = row[key] / old[key] - 1
             worst[key] = max(worst[key], abs(change))
-            cells.append(f"{old[key]:.3f} / {row[key]:.3f} | {change:+.1%}")
+            mark = ""
+            if round(abs(change), 3) > AGREEMENT:  # as shown: +10.0% holds
+                flagged[key] += 1
+                mark = " **>10%**"
+            cells.append(f"{old[key]:.3f} / {row[key]:.3f} | {change:+.1%}{mark}")
         lines.append(f"| {row['group']} | {row['method']} | " + " | ".join(cells) + " |")
-    largest = ", ".join(f"{label} {worst[key]:.1%}" for key, label in keys)
-    lines.append(f"\nlargest change: {largest} (the target: every ratio within 10%)")
-    return "\n".join(lines) + "\n"
+    largest = ", ".join(
+        f"{label} {compared - flagged[key]} of {compared} within 10% (largest {worst[key]:.1%})"
+        for key, label in keys
+    )
+    lines.append(f"\nagreement: {largest}")
+    return "\n".join(lines) + "\n", flagged["cpu_ratio"]
 
 
 def chart(rows: list[dict[str, Any]], path: Path, title: str) -> None:
@@ -372,15 +403,15 @@ def chart(rows: list[dict[str, Any]], path: Path, title: str) -> None:
     colours = {"floor": "#888888", "reference": "#bbbbbb", "mixle": "#1f77b4", "peer": "#ff7f0e"}
     for axis, group in zip(axes[:, 0], groups, strict=True):
         members = [r for r in rows if r["group"] == group][::-1]
-        ratios = [r["ratio"] for r in members]
+        ratios = [r["cpu_ratio"] for r in members]
         axis.barh(
             [r["method"] for r in members], ratios, color=[colours[r["kind"]] for r in members]
         )
         for y, ratio in enumerate(ratios):
-            axis.text(ratio, y, f" {ratio:.2f}x", va="center", fontsize=8)
+            axis.text(ratio, y, f" {shown(ratio)}x", va="center", fontsize=8)
         axis.axvline(1.0, color="black", linewidth=0.8)
         axis.set_xlim(0, max(ratios) * 1.2)
-        axis.set_title(f"{GROUPS[group][0]}: × floor (higher is faster)", fontsize=10)
+        axis.set_title(f"{GROUPS[group][0]}: × floor, CPU time (higher is faster)", fontsize=10)
         axis.tick_params(axis="y", labelsize=8)
     figure.suptitle(title, fontsize=10)
     figure.tight_layout()
@@ -404,11 +435,17 @@ def readme_line(row: dict[str, Any]) -> str:
     return "packed rows, concatenate and chunk"
 
 
+def shown(ratio: float) -> str:
+    """A ratio as the README shows it: two decimals, or two significant digits below 0.1."""
+    return f"{ratio:.2f}" if ratio >= 0.1 else f"{ratio:.2g}"
+
+
 def readme_table(rows: list[dict[str, Any]]) -> str:
-    """The README's table: × the same-run floor (wall), one column per library."""
+    """The README's table: × the same-run floor by CPU time (the median of the rounds'
+    paired ratios), one column per library."""
     present = [lib for lib in LIBRARIES if any(r["method"].startswith(lib) for r in rows)]
     lines = [
-        "| × same-run floor | " + " | ".join(present) + " |",
+        "| × same-run floor (CPU) | " + " | ".join(present) + " |",
         "|---|" + "---|" * len(present),
     ]
     order = dict.fromkeys(readme_line(r) for r in rows if r["kind"] != "floor")
@@ -419,13 +456,53 @@ def readme_table(rows: list[dict[str, Any]]) -> str:
                 r for r in rows if r["method"].startswith(library) and readme_line(r) == line
             ]
             cell = ", ".join(
-                f"{r['ratio']:.{2 if r['ratio'] >= 0.01 else 4}f} "
+                f"{shown(r['cpu_ratio'])} "
                 f"({r['method'].removeprefix(library).strip() or 'default'})"
                 for r in members
             )
             cells.append(f"**{cell}**" if library == "mixle" and cell else cell or "—")
         lines.append(f"| {line} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+#: The README lines between which ``--readme`` writes the table (the rest is kept).
+README_BEGIN = "<!-- bench_peers: begin"
+README_END = "<!-- bench_peers: end -->"
+
+
+def readme_block(run: dict[str, Any]) -> str:
+    """What ``--readme`` puts between the README's markers: the run it comes from, the
+    table, and each packed-row method against the fastest peer."""
+    text = (
+        f"{README_BEGIN} (python -m tools.bench_peers --from-json RUN.json "
+        "--readme README.md --png docs/peers.png) -->\n"
+        f"Recorded {run.get('date', 'on an earlier day')}: {run['header']}. "
+        "× floor by CPU time, the median over rounds of each round's ratio to its paired "
+        "floor:\n\n" + readme_table(run["rows"])
+    )
+    if run.get("versus"):
+        peer = run["versus"][0]["peer"]
+        text += (
+            f"\nmixle's packed rows × the fastest peer's ({peer}), CPU, median of rounds: "
+            + ", ".join(
+                f"{v['method'].removeprefix('mixle ')} {v['cpu_ratio']:.2f}" for v in run["versus"]
+            )
+            + ".\n"
+        )
+    return text + README_END + "\n"
+
+
+def write_readme(path: Path, run: dict[str, Any]) -> None:
+    """Replace the block between the markers in ``path`` (a README), or, when ``path`` has
+    none (or does not exist), write the block alone to it."""
+    block = readme_block(run)
+    text = path.read_text() if path.exists() else ""
+    if README_BEGIN in text and README_END in text:
+        head, rest = text.split(README_BEGIN, 1)
+        tail = rest.split(README_END, 1)[1].removeprefix("\n")
+        path.write_text(head + block + tail)
+    else:
+        path.write_text(block)
 
 
 def on_tmpfs(path: Path) -> bool:
@@ -460,8 +537,8 @@ def main() -> int:
     parser.add_argument("--documents", type=int, default=200_000)
     parser.add_argument("--block", type=int, default=2048)
     parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--rounds", type=int, default=11)
-    parser.add_argument("--write-rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=21)
+    parser.add_argument("--write-rounds", type=int, default=7)
     parser.add_argument(
         "--batches", type=int, default=1_000_000, help="batches per timed measurement at most"
     )
@@ -487,19 +564,47 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--png", type=Path, default=Path("peers.png"))
     parser.add_argument(
-        "--readme", type=Path, default=None, help="also write the README's table here"
+        "--readme",
+        type=Path,
+        default=None,
+        help="also write the README's table: between the bench_peers markers of this file "
+        "(README.md), or the table alone when it has none",
+    )
+    parser.add_argument(
+        "--from-json",
+        type=Path,
+        default=None,
+        help="measure nothing: write --table, --png and --readme from this earlier run's "
+        "--json (regenerate the README table and docs/peers.png in one command)",
     )
     parser.add_argument(
         "--compare",
         type=Path,
+        nargs="+",
         default=None,
-        help="a previous run's --json: print how far each ratio moved (the 10%% check)",
+        metavar="RUN.json",
+        help="one earlier run's --json: print how far each ratio of this run moved from "
+        "it; two: measure nothing, compare the second run with the first. Every ratio "
+        "that moved more than 10%% is flagged; the exit status is 1 when a CPU ratio did",
     )
     parser.add_argument("--keep", action="store_true", help="keep the written corpora")
     parser.add_argument(
         "--quick", action="store_true", help="2M tokens, 2 rounds: the CI smoke run"
     )
     args = parser.parse_args()
+    if args.compare is not None and len(args.compare) > 2:
+        parser.error("--compare: give one earlier run's JSON, or two runs to compare")
+    if args.compare is not None and len(args.compare) == 2:
+        first, second = (load_run(parser, "--compare", path) for path in args.compare)
+        return compare(first, second, *args.compare)
+    if args.from_json is not None:
+        saved = load_run(parser, "--from-json", args.from_json)
+        report(saved, args)
+        if args.compare is not None:
+            before = load_run(parser, "--compare", args.compare[0])
+            return compare(before, saved, args.compare[0], args.from_json)
+        return 0
+    earlier = load_run(parser, "--compare", args.compare[0]) if args.compare else None
     if args.quick:
         args.tokens, args.documents, args.rounds, args.write_rounds = 2_000_000, 4_000, 2, 1
         args.batches, args.reads, args.budget = 20, 2_000, 0.3
@@ -527,7 +632,7 @@ def main() -> int:
         )
         methods = write_methods(corpus, peers)
         if "write" in groups:
-            run_rounds(methods, args.write_rounds, 1, float("inf"), warm_up=False)
+            run_rounds(methods, args.write_rounds, 1, float("inf"), warm_up=False, paired=True)
             measure_all_memory(methods, 1, float("inf"))
         else:  # the formats the readers read, written once, untimed
             for method in methods:
@@ -562,24 +667,53 @@ def main() -> int:
         f"load average {load} on {os.cpu_count()} cores; "
         + ", ".join(f"{k} {v}" for k, v in versions(peers).items())
     )
-    versus = versus_peers(table)
-    text = header + "\n\n" + markdown(table)
-    if versus:
-        text += "\nmixle's packed rows against the fastest peer's:\n\n" + versus_markdown(versus)
+    run = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "header": header,
+        "rows": table,
+        "versus": versus_peers(table),
+    }
+    if args.json is not None:
+        args.json.write_text(json.dumps(run, indent=1))
+    report(run, args)
+    if earlier is not None:
+        return compare(earlier, run, args.compare[0], args.json or Path("this run"))
+    return 0
+
+
+def load_run(parser: argparse.ArgumentParser, option: str, path: Path) -> dict[str, Any]:
+    """A run's ``--json``, or a one-line usage error (exit 2) naming the file."""
+    try:
+        run = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        parser.error(f"{option} {path}: cannot read a run's JSON ({error})")
+    if not isinstance(run, dict) or not {"header", "rows"} <= run.keys():
+        parser.error(f"{option} {path}: not a bench_peers --json (no 'header' and 'rows')")
+    return run
+
+
+def report(run: dict[str, Any], args: argparse.Namespace) -> None:
+    """Print a run's tables; write ``--table``, ``--png`` and (when given) ``--readme``."""
+    text = run["header"] + "\n\n" + markdown(run["rows"])
+    if run.get("versus"):
+        text += "\nmixle's packed rows against the fastest peer's:\n\n"
+        text += versus_markdown(run["versus"])
     print("\n" + text)
     args.table.write_text(text)
-    if args.json is not None:
-        args.json.write_text(
-            json.dumps({"header": header, "rows": table, "versus": versus}, indent=1)
-        )
-    chart(table, args.png, header.split("; load")[0])
+    chart(run["rows"], args.png, run["header"].split("; load")[0])
     print(f"wrote {args.table} and {args.png}")
     if args.readme is not None:
-        args.readme.write_text(readme_table(table))
-    if args.compare is not None:
-        earlier = json.loads(args.compare.read_text())
-        print("\n" + agreement(table + versus, earlier["rows"] + earlier.get("versus", [])))
-    return 0
+        write_readme(args.readme, run)
+        print(f"wrote the peer table into {args.readme}")
+
+
+def compare(first: dict[str, Any], second: dict[str, Any], *names: Path) -> int:
+    """Print the agreement of ``second`` with ``first``; 1 when a CPU ratio moved > 10%."""
+    text, flagged = agreement(
+        second["rows"] + second.get("versus", []), first["rows"] + first.get("versus", [])
+    )
+    print(f"\n{names[0]} -> {names[1]}:\n\n" + text)
+    return 1 if flagged else 0
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 The timings are measurements, not asserted. What is checked: the Megatron ``.idx`` the
 tool writes with numpy reads back, through Megatron's own ``IndexedDataset``, as the
 documents it describes (and byte for byte as ``IndexedDatasetBuilder`` writes it); the
-Grain source returns each document; a run at a small size prints a first-run and a
+Grain state the tool resumes from is Grain's own and resumes the batches that follow it; a run at a small size prints a first-run and a
 cached figure for mixle and every installed peer and writes its JSON and chart.
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from tests.tools._run import run_tool
-from tools.bench_first_batch import LABELS, FlatSource, write_megatron_index
+from tools.bench_first_batch import LABELS, grain_batches, grain_state, write_megatron_index
 
 
 def _documents(tmp_path: Path) -> tuple[Path, np.ndarray, np.ndarray]:
@@ -53,14 +53,25 @@ def test_megatron_index_is_what_megatrons_builder_writes(tmp_path: Path) -> None
         np.testing.assert_array_equal(dataset[index], tokens[starts[index] : starts[index + 1]])
 
 
-def test_flat_source_returns_each_document(tmp_path: Path) -> None:
-    flat, tokens, lengths = _documents(tmp_path)
-    offsets = np.concatenate([[0], np.cumsum(lengths)])
-    np.save(tmp_path / "offsets.npy", offsets)
-    source = FlatSource(str(flat), str(tmp_path / "offsets.npy"))
-    assert len(source) == lengths.shape[0]
-    for index in (0, 150, lengths.shape[0] - 1):
-        np.testing.assert_array_equal(source[index], tokens[offsets[index] : offsets[index + 1]])
+@pytest.mark.skipif(importlib.util.find_spec("grain") is None, reason="grain not installed")
+def test_grain_state_resumes_the_batches_that_follow_it(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    lengths = rng.integers(1, 90, 3_000).astype(np.int64)
+    flat = tmp_path / "tokens.bin"
+    rng.integers(0, 50_000, int(lengths.sum()), dtype=np.uint16).tofile(flat)
+    offsets = tmp_path / "offsets.npy"
+    np.save(offsets, np.concatenate([[0], np.cumsum(lengths)]))
+    state = grain_state(flat, offsets, 63, 4, 1_500)
+    assert state["parent_state"]["next_index"] > 1_500
+    continued = grain_batches(str(flat), str(offsets), 63, 4)
+    continued.set_state(state)
+    expected = [next(continued)["tokens"] for _ in range(3)]
+    saved = json.loads(json.dumps(state))  # what a checkpoint holds: tuples become lists
+    saved["remainder_slices"] = {k: tuple(v) for k, v in saved["remainder_slices"].items()}
+    resumed = grain_batches(str(flat), str(offsets), 63, 4)  # a fresh pipeline
+    resumed.set_state(saved)
+    for batch in expected:
+        np.testing.assert_array_equal(next(resumed)["tokens"], batch)
 
 
 def _small_run(tmp_path: Path, peers: dict[str, str]) -> None:

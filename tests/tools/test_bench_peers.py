@@ -3,8 +3,10 @@
 The figures themselves are measurements, not asserted; what is checked is that the run
 finishes, that every method (mixle's, the floors' and each installed peer's) has a
 positive finite ratio to its floor by wall and CPU time inside its rounds' spread, that
-the table, the JSON, the README table and the PNG exist; and the method's parts: the
-memory-bandwidth floor's rows, the 10% agreement check, the tmpfs check.
+the table, the JSON, the README table and the PNG exist, and that they can be made again
+from the JSON alone (``--from-json``); and the method's parts: the memory-bandwidth
+floor's rows, the 10% agreement check (``--compare A B``), the tmpfs check, Grain's
+source.
 """
 
 from __future__ import annotations
@@ -27,7 +29,15 @@ from tools._peer_methods import (
     row_slice_floor,
     rows_from_documents,
 )
-from tools.bench_peers import agreement, make_corpus, on_tmpfs, readme_table
+from tools.bench_peers import (
+    README_BEGIN,
+    README_END,
+    agreement,
+    make_corpus,
+    on_tmpfs,
+    readme_table,
+    write_readme,
+)
 
 
 def test_quick_run_writes_table_json_and_png_with_positive_ratios(tmp_path: Path) -> None:
@@ -83,7 +93,28 @@ def test_quick_run_writes_table_json_and_png_with_positive_ratios(tmp_path: Path
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     assert text in result.stdout
     readme = (tmp_path / "readme.md").read_text()
-    assert readme.startswith("| × same-run floor | mixle |") and "CorpusWriter" in readme
+    assert readme.startswith(README_BEGIN) and readme.endswith(README_END + "\n")
+    assert "| × same-run floor (CPU) | mixle |" in readme and "CorpusWriter" in readme
+    # Regenerated from the JSON alone, into a README that has the markers: same block.
+    page = tmp_path / "README.md"
+    page.write_text("# title\n\nbefore\n\n" + readme + "\nafter\n")
+    again = run_tool(
+        "bench_peers.py",
+        "--from-json",
+        str(figures),
+        "--table",
+        str(tmp_path / "again.md"),
+        "--png",
+        str(tmp_path / "again.png"),
+        "--readme",
+        str(page),
+    )
+    assert page.read_text() == "# title\n\nbefore\n\n" + readme + "\nafter\n"
+    assert (tmp_path / "again.md").read_text() == text and text in again.stdout
+    assert (tmp_path / "again.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Two runs compared without measuring: a run agrees with itself.
+    same = run_tool("bench_peers.py", "--compare", str(figures), str(figures))
+    assert "within 10%" in same.stdout and "**>10%**" not in same.stdout
 
 
 def test_missing_peer_is_skipped_with_its_install_line(
@@ -143,25 +174,68 @@ def _row(method: str, ratio: float, cpu: float, kind: str = "peer") -> dict[str,
     return {"group": "rows", "method": method, "kind": kind, "ratio": ratio, "cpu_ratio": cpu}
 
 
-def test_agreement_reports_every_ratios_change_and_the_largest() -> None:
+def test_agreement_reports_every_ratios_change_and_flags_those_over_10_percent() -> None:
     before = [_row("floor", 1, 1, "floor"), _row("mixle A", 0.5, 0.4), _row("B", 0.2, 0.2)]
     now = [_row("floor", 1, 1, "floor"), _row("mixle A", 0.55, 0.4), _row("B", 0.19, 0.23)]
-    text = agreement(now, before)  # type: ignore[arg-type]
-    assert "| rows | mixle A | 0.500 / 0.550 | +10.0% | 0.400 / 0.400 | +0.0% |" in text
-    assert "| rows | B | 0.200 / 0.190 | -5.0% | 0.200 / 0.230 | +15.0% |" in text
-    assert "largest change: wall 10.0%, CPU 15.0%" in text
-    assert "| floor |" not in text
+    text, flagged = agreement(now, before)  # type: ignore[arg-type]
+    assert "| rows | mixle A | 0.400 / 0.400 | +0.0% | 0.500 / 0.550 | +10.0% |" in text
+    assert "| rows | B | 0.200 / 0.230 | +15.0% **>10%** | 0.200 / 0.190 | -5.0% |" in text
+    assert "CPU 1 of 2 within 10% (largest 15.0%), wall 2 of 2 within 10% (largest 10.0%)" in text
+    assert "| floor |" not in text and flagged == 1
+    assert agreement(before, before)[1] == 0  # type: ignore[arg-type]
+
+
+def test_compare_two_runs_exits_1_when_a_cpu_ratio_moved_and_2_on_a_bad_file(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    from tests.tools._run import ROOT
+
+    first, second, bad = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "bad.json"
+    rows = [_row("floor", 1, 1, "floor"), _row("mixle A", 0.5, 0.4)]
+    first.write_text(json.dumps({"header": "a", "rows": rows}))
+    rows[1] = _row("mixle A", 0.5, 0.5)
+    second.write_text(json.dumps({"header": "b", "rows": rows}))
+    bad.write_text("{}")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "tools.bench_peers", *args]
+        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+
+    moved = run("--compare", str(first), str(second))
+    assert moved.returncode == 1 and "+25.0% **>10%**" in moved.stdout
+    broken = run("--compare", str(first), str(bad))
+    assert broken.returncode == 2 and len(broken.stderr.strip().splitlines()[-1]) < 200
+    assert "bad.json: not a bench_peers --json" in broken.stderr
+
+
+def test_write_readme_replaces_only_the_block_between_its_markers(tmp_path: Path) -> None:
+    rows = [
+        _row("floor: memory bandwidth", 1.0, 1.0, "floor"),
+        _row("mixle StreamingCorpus", 0.5, 0.25, "mixle"),
+    ]
+    run = {"date": "2026-12-02 15:00 UTC", "header": "100 tokens", "rows": rows}
+    readme = tmp_path / "README.md"
+    write_readme(readme, run)  # no README yet: the block alone
+    block = readme.read_text()
+    assert block.startswith(README_BEGIN) and "Recorded 2026-12-02 15:00 UTC: 100 tokens" in block
+    assert "| packed rows, concatenate and chunk | **0.25 (StreamingCorpus)** |" in block
+    readme.write_text("intro\n" + block.replace("0.25", "9.99") + "outro\n")
+    write_readme(readme, run)
+    assert readme.read_text() == "intro\n" + block + "outro\n"
 
 
 def test_readme_table_has_a_column_per_library_and_a_line_per_measure() -> None:
     rows = [
-        {"group": "rows", "method": "floor: memory bandwidth", "kind": "floor", "ratio": 1.0},
-        {"group": "rows", "method": "mixle StreamingCorpus", "kind": "mixle", "ratio": 0.5},
-        {"group": "rows", "method": "mixle TokenStream", "kind": "mixle", "ratio": 0.7},
-        {"group": "rows", "method": "Grain BestFitPack", "kind": "peer", "ratio": 0.01},
+        _row("floor: memory bandwidth", 1.0, 1.0, "floor"),
+        _row("mixle StreamingCorpus", 0.9, 0.5, "mixle"),
+        _row("mixle TokenStream", 0.9, 0.7, "mixle"),
+        _row("Grain BestFitPack", 0.9, 0.01),
     ]
     assert readme_table(rows).splitlines() == [  # type: ignore[arg-type]
-        "| × same-run floor | mixle | Grain |",
+        "| × same-run floor (CPU) | mixle | Grain |",
         "|---|---|---|",
         "| packed rows, concatenate and chunk | **0.50 (StreamingCorpus)** | — |",
         "| random windows | **0.70 (TokenStream)** | — |",
@@ -238,3 +312,28 @@ def test_versus_peers_compares_packed_rows_with_the_fastest_peer_per_round() -> 
     assert versus[0]["cpu_ratio"] == versus[0]["ratio"] == pytest.approx(2.0)
     assert (versus[0]["cpu_ratio_low"], versus[0]["cpu_ratio_high"]) == pytest.approx((1.5, 2.0))
     assert versus[0]["cpu_ratio_best"] == pytest.approx(2.0)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("grain") is None, reason="grain not installed")
+def test_grain_rows_are_int64_batches_of_the_corpus_documents(tmp_path: Path) -> None:
+    from tools._grain_methods import FlatSource, as_int64
+
+    corpus = make_corpus(20_000, 50, seed=0, work=tmp_path)
+    corpus.flat_path.parent.mkdir(parents=True)
+    np.concatenate(corpus.documents).tofile(corpus.flat_path)
+    source = FlatSource(corpus.flat_path, corpus.offsets)
+    assert len(source) == 50
+    for index in (0, 17, 49):
+        np.testing.assert_array_equal(source[index]["tokens"], corpus.documents[index])
+    import grain
+    import grain.experimental as experimental
+
+    documents = grain.MapDataset.source(source).shuffle(seed=0).to_iter_dataset()
+    rows = experimental.ConcatThenSplitIterDataset(documents, length_struct={"tokens": 65})
+    batches = list(as_int64(iter(rows.batch(4))))
+    assert batches and all(b["tokens"].dtype == np.int64 for b in batches)
+    assert batches[0]["tokens"].shape == (4, 65)
+    shuffled = grain.MapDataset.source(source).shuffle(seed=0)
+    expected = np.concatenate([shuffled[i]["tokens"] for i in range(len(shuffled))])
+    stream = np.concatenate([batch["tokens"].ravel() for batch in batches[:-1]])  # last: padded
+    np.testing.assert_array_equal(stream, expected[: stream.shape[0]])  # concatenated, cut
