@@ -24,6 +24,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 import numpy as np
 
 from mixle._checks import as_token_ids
+from mixle._gather import SplitOutput
 from mixle.errors import ArgumentTypeError, CorpusFormatError
 
 __all__ = [
@@ -193,11 +194,12 @@ def gather_by_take(
     indices: np.ndarray,
     begins: np.ndarray,
     ends: np.ndarray,
-    out: np.ndarray,
+    out: np.ndarray | SplitOutput,
     at: np.ndarray,
     recorded: np.ndarray | None = None,
 ) -> None:
-    """The default ``gather_into``: read the documents with ``take``, copy each piece.
+    """The default ``gather_into``: read the documents with ``take``, copy each piece
+    (into ``out``, an array or a ``mixle._gather.SplitOutput``).
 
     Token ids are validated (:func:`document_tokens`) before anything is copied. With
     ``recorded`` (the lengths the source reported earlier), a document whose length
@@ -222,12 +224,16 @@ def gather_by_take(
             )
         pieces.append(array[begin:end])
     positions = np.asarray(at).tolist()
+    size = out.size
     for k, (piece, position) in enumerate(zip(pieces, positions, strict=True)):
-        if position < 0 or position + len(piece) > len(out):
+        if position < 0 or position + len(piece) > size:
             raise IndexError(
-                f"piece {k}: {len(piece)} tokens at {position} do not fit in `out` "
-                f"({len(out)} tokens)."
+                f"piece {k}: {len(piece)} tokens at {position} do not fit in `out` ({size} tokens)."
             )
+    if isinstance(out, SplitOutput):
+        for piece, position in zip(pieces, positions, strict=True):
+            out.write(position, np.asarray(piece))
+        return
     for piece, position in zip(pieces, positions, strict=True):
         out[position : position + len(piece)] = piece
 
@@ -259,6 +265,7 @@ class SequenceDocuments:
     """
 
     supports_prefetch = False
+    gathers_split_output = True  # `gather_into` also writes a `SplitOutput`
 
     def __init__(self, items: Any) -> None:
         if isinstance(items, str | bytes) or not (
@@ -331,6 +338,8 @@ class TakeGatherAdapter:
     Every other member is the wrapped ``source``'s own; ``gather_into`` is
     :func:`gather_by_take`. Built once by :func:`as_documents`.
     """
+
+    gathers_split_output = True  # `gather_into` also writes a `SplitOutput`
 
     def __init__(self, source: Any) -> None:
         self.source = source

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mixle._gather import document_id_runs, fill_document_ids
+from mixle._gather import SplitOutput, document_id_runs, fill_document_ids, gather_backend
 from mixle.data._documents import DocumentSource
 from mixle.data._packing import RowLayout, StreamLayout, stream_segment
 
-__all__ = ["PackedRows", "read_packed_rows", "read_packed_tokens"]
+__all__ = ["PackedRows", "read_packed_batches", "read_packed_rows", "read_packed_tokens"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +144,80 @@ def read_packed_tokens(
         return PackedRows(buffer, mask, real, None, None)
     doc_ids, pos_ids = _document_positions(local, stream_end, begin, size, first, stop)
     return PackedRows(buffer, mask, real, doc_ids.reshape(shape), pos_ids.reshape(shape))
+
+
+def read_packed_batches(
+    documents: DocumentSource,
+    layout: RowLayout,
+    first_row: int,
+    counts: list[int],
+    *,
+    block: int,
+    pad_id: int,
+    boundary_id: int | None,
+    document_ids: bool,
+) -> list[PackedRows]:
+    """Consecutive batches of rows from ``first_row`` on, ``counts[k]`` rows each, read
+    together: ``[read_packed_rows(...) for each batch]``, bitwise.
+
+    Each batch's ``buffer`` is an array of its own, ``counts[k] * block + 1`` tokens, as
+    from :func:`read_packed_rows`, written by one gather of the group's documents (a
+    :class:`~mixle._gather.SplitOutput`: the token at the edge of two batches, one's
+    last target and the next one's first input, is written into both); no joint buffer
+    and no copy out of one, when ``documents`` has ``gathers_split_output`` and the
+    gather backend is numpy (otherwise the compiled gather fills one scratch buffer
+    that is then copied into the batches'). The batches' masks and document ids are
+    views of the group's arrays.
+    """
+    total = sum(counts)
+    size = total * block
+    begin = first_row * block
+    stream_tokens = layout.stream_tokens
+    stream_end = max(min(begin + size + 1, stream_tokens), begin)
+    stream = stream_end - begin
+    buffers = [np.empty(count * block + 1, dtype=np.int64) for count in counts]
+    starts = [0] * len(counts)
+    for k in range(1, len(counts)):
+        starts[k] = starts[k - 1] + counts[k - 1] * block
+    output = SplitOutput(buffers, starts, stream)
+    local = layout.segment(begin, stream_end)
+    if gather_backend() == "numpy" and getattr(documents, "gathers_split_output", False) is True:
+        first, stop = stream_segment(documents, local, begin, stream_end, output, boundary_id)
+    else:
+        joint = np.empty(stream, dtype=np.int64)
+        first, stop = stream_segment(documents, local, begin, stream_end, joint, boundary_id)
+        output.write(0, joint)
+    for buffer, start in zip(buffers, starts, strict=True):
+        if start + buffer.shape[0] > stream:
+            buffer[max(stream - start, 0) :] = pad_id
+    real = min(max(stream_tokens - begin - 1, 0), size)
+    shape = (total, block)
+    if real == size:
+        mask = np.empty(shape, dtype=np.bool_)
+        mask.fill(True)
+    else:
+        flat = np.zeros(size, dtype=np.bool_)
+        flat[:real] = True
+        mask = flat.reshape(shape)
+    doc_ids = pos_ids = None
+    if document_ids:
+        ids, positions = _document_positions(local, stream_end, begin, size, first, stop)
+        doc_ids, pos_ids = ids.reshape(shape), positions.reshape(shape)
+    batches = []
+    row = 0
+    for buffer, count in zip(buffers, counts, strict=True):
+        part = slice(row, row + count)
+        batches.append(
+            PackedRows(
+                buffer,
+                mask[part],
+                min(max(real - row * block, 0), count * block),
+                None if doc_ids is None else doc_ids[part],
+                None if pos_ids is None else pos_ids[part],
+            )
+        )
+        row += count
+    return batches
 
 
 def _document_positions(
