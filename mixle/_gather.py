@@ -69,24 +69,38 @@ class SplitOutput:
     which ``arrays[k]`` holds ``[starts[k], starts[k] + len(arrays[k]))``.
 
     How consecutive batches are read with one gather while each owns its buffer:
-    ``starts`` ascend and neighbouring arrays may overlap (the token at the edge of two
-    batches, one's last target and the next one's first input), and a position is written
-    into every array that holds it; positions at or past ``size`` (padding past the
-    stream's end) are left to the caller. Only the numpy gather writes one
-    (:func:`gather_pieces` sends it there).
+    ``starts`` ascend, the arrays cover the range and neighbours may overlap (the token
+    at the edge of two batches, one's last target and the next one's first input); a
+    position is written into every array that holds it; positions at or past ``size``
+    (padding past the stream's end) are left to the caller. Only the numpy gather
+    writes one (:func:`gather_pieces` sends it there).
+
+    :meth:`put` is deferred until :meth:`flush` (or the next ``put``): a
+    :meth:`write` over the positions drops them (it writes them anyway), :meth:`take`
+    answers from it. The boundary slots a packer puts before a gather that joins them
+    into one copy are then never written twice.
     """
 
-    __slots__ = ("arrays", "size", "starts", "stops")
+    __slots__ = ("_pending", "_value", "arrays", "size", "starts", "stops")
 
     def __init__(self, arrays: list[np.ndarray], starts: list[int], size: int) -> None:
         self.arrays = arrays
         self.starts = starts
         self.stops = [start + array.shape[0] for start, array in zip(starts, arrays, strict=True)]
         self.size = size
+        self._pending: np.ndarray | None = None
+        self._value = 0
 
     def write(self, first: int, values: np.ndarray) -> None:
         """``values`` written at positions ``[first, first + len(values))`` (below ``size``)."""
         stop = min(first + values.shape[0], self.size)
+        pending = self._pending
+        if pending is not None:
+            low, high = pending.searchsorted((first, stop)).tolist()
+            if low == 0 and high == pending.shape[0]:
+                self._pending = None
+            elif low < high:
+                self._pending = np.concatenate((pending[:low], pending[high:]))
         for array, start, end in zip(self.arrays, self.starts, self.stops, strict=True):
             low, high = max(first, start), min(stop, end)
             if low < high:
@@ -97,17 +111,34 @@ class SplitOutput:
                 )
 
     def put(self, positions: np.ndarray, value: int) -> None:
-        """``value`` written at ``positions`` (ascending, below ``size``)."""
+        """``value`` at ``positions`` (ascending, below ``size``), written by :meth:`flush`
+        unless a :meth:`write` covers them first."""
+        self.flush()
+        self._pending, self._value = positions, value
+
+    def flush(self) -> None:
+        """Write what :meth:`put` left pending."""
+        positions = self._pending
+        if positions is None:
+            return
+        self._pending = None
         bounds = np.searchsorted(positions, self.starts + self.stops).tolist()
         count = len(self.arrays)
         for k, (array, start) in enumerate(zip(self.arrays, self.starts, strict=True)):
             low, high = bounds[k], bounds[count + k]
             if low < high:
-                array[positions[low:high] - start] = value
+                array[positions[low:high] - start] = self._value
 
     def take(self, positions: np.ndarray) -> np.ndarray:
         """The values at ``positions`` (ascending, below ``size``)."""
-        held = np.empty(positions.shape[0], dtype=self.arrays[0].dtype)
+        dtype = self.arrays[0].dtype
+        pending = self._pending
+        if pending is not None and positions.shape[0]:
+            where = pending.searchsorted(positions)
+            if int(_max(where)) < pending.shape[0] and _all(pending[where] == positions):
+                return np.full(positions.shape[0], self._value, dtype=dtype)
+            self.flush()
+        held = np.empty(positions.shape[0], dtype=dtype)
         bounds = np.searchsorted(positions, self.stops).tolist()
         low = 0
         for array, start, high in zip(self.arrays, self.starts, bounds, strict=True):

@@ -230,9 +230,10 @@ def gather_by_take(
             raise IndexError(
                 f"piece {k}: {len(piece)} tokens at {position} do not fit in `out` ({size} tokens)."
             )
-    if isinstance(out, SplitOutput):
+    if isinstance(out, SplitOutput):  # correct, not fast: one write per piece
         for piece, position in zip(pieces, positions, strict=True):
             out.write(position, np.asarray(piece))
+        out.flush()
         return
     for piece, position in zip(pieces, positions, strict=True):
         out[position : position + len(piece)] = piece
@@ -265,7 +266,6 @@ class SequenceDocuments:
     """
 
     supports_prefetch = False
-    gathers_split_output = True  # `gather_into` also writes a `SplitOutput`
 
     def __init__(self, items: Any) -> None:
         if isinstance(items, str | bytes) or not (
@@ -338,8 +338,6 @@ class TakeGatherAdapter:
     Every other member is the wrapped ``source``'s own; ``gather_into`` is
     :func:`gather_by_take`. Built once by :func:`as_documents`.
     """
-
-    gathers_split_output = True  # `gather_into` also writes a `SplitOutput`
 
     def __init__(self, source: Any) -> None:
         self.source = source

@@ -261,6 +261,8 @@ def stream_segment(
                 out.put(np.array([after], dtype=np.int64), fill)
             else:
                 out[after] = fill
+    if isinstance(out, SplitOutput):
+        out.flush()
     return first, stop
 
 

@@ -24,7 +24,7 @@ from mixle._gather import (
     set_gather_backend,
 )
 from mixle.corpus import CorpusWriter, open_corpus
-from mixle.data._documents import SequenceDocuments, TakeGatherAdapter
+from mixle.data._documents import SequenceDocuments
 from mixle.data._packed_rows import read_packed_batches, read_packed_rows
 from mixle.data._packing import StreamLayout
 
@@ -52,9 +52,9 @@ def test_batches_read_together_are_the_batches_read_alone(
 ) -> None:
     rng = np.random.default_rng(len(lengths) * 97 + block)
     items = [rng.integers(0, 60_000, n, dtype=np.uint16) for n in lengths]
-    documents = SequenceDocuments(items)
-    if not split:  # a source without `gathers_split_output`: one scratch buffer copied out
-        documents = _Plain(documents)  # type: ignore[assignment]
+    # With `gathers_split_output`, one gather into the batches' own arrays; without, one
+    # scratch buffer copied into them.
+    documents = _Split(items) if split else SequenceDocuments(items)
     order = rng.permutation(len(items)).astype(np.int64)
     layout = StreamLayout.build(order, np.array(lengths, np.int64)[order], boundary)
     options: dict[str, Any] = dict(block=block, pad_id=7, boundary_id=5 if boundary else None)
@@ -85,10 +85,11 @@ def test_batches_read_together_are_the_batches_read_alone(
         assert not np.shares_memory(one.buffer, other.buffer)
 
 
-class _Plain(TakeGatherAdapter):
-    """A source whose ``gather_into`` takes only arrays."""
+class _Split(SequenceDocuments):
+    """In-memory documents whose ``gather_into`` (``gather_by_take``) takes a
+    ``SplitOutput``."""
 
-    gathers_split_output = False
+    gathers_split_output = True
 
 
 def test_batches_of_a_sharded_corpus_on_disk_read_together_are_the_batches_alone(
@@ -169,12 +170,18 @@ def test_a_split_output_gets_what_one_array_gets(
     want = np.full(size, -5, dtype=np.int64)
     arrays = [np.full(n, -5, dtype=np.int64) for n in sizes]
     output = SplitOutput(arrays, starts, size)
-    for position in range(size):  # slots hold a value before the gather
-        value = position % 7
-        want[position] = value
-        output.put(np.array([position], dtype=np.int64), value)
+    # Values before the gather: written, then the slots between pieces put (pending).
+    want[:] = np.arange(size) % 7
+    output.write(0, want.copy())
+    covered = np.zeros(size, dtype=bool)
+    for position, begin, end in zip(at, begins, ends, strict=True):
+        covered[position : position + end - begin] = True
+    slots = np.flatnonzero(~covered).astype(np.int64)
+    want[slots] = 4
+    output.put(slots, 4)
     assert gather_pieces_numpy(want, tokens, offsets, *pieces, len(lengths)) == -1
     assert gather_pieces(output, tokens, offsets, *pieces, len(lengths)) == -1
+    output.flush()  # what `put` left pending
     for array, start in zip(arrays, starts, strict=True):
         inside = want[start : start + array.shape[0]]
         np.testing.assert_array_equal(array[: inside.shape[0]], inside)
