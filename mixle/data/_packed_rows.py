@@ -165,11 +165,29 @@ def read_packed_batches(
     :class:`~mixle._gather.SplitOutput`: the token at the edge of two batches, one's
     last target and the next one's first input, is written into both); no joint buffer
     and no copy out of one, when ``documents`` has ``gathers_split_output`` and the
-    gather backend is numpy (otherwise the compiled gather fills one scratch buffer
-    that is then copied into the batches'). The batches' masks and document ids are
-    views of the group's arrays.
+    gather backend is numpy (otherwise, as before: :func:`read_packed_rows` of the
+    group, each batch's tokens copied out of its buffer). The batches' masks and
+    document ids are views of the group's arrays.
     """
     total = sum(counts)
+    if gather_backend() != "numpy" or getattr(documents, "gathers_split_output", False) is not True:
+        # One scratch buffer for the group (what the compiled gather and a source
+        # without `gathers_split_output` write), each batch's tokens copied out of it.
+        group = read_packed_rows(
+            documents,
+            layout,
+            first_row,
+            total,
+            block=block,
+            pad_id=pad_id,
+            boundary_id=boundary_id,
+            document_ids=document_ids,
+        )
+        copies, row = [], 0
+        for count in counts:
+            copies.append(group.buffer[row * block : (row + count) * block + 1].copy())
+            row += count
+        return _batches_of(group, counts, block, copies)
     size = total * block
     begin = first_row * block
     stream_tokens = layout.stream_tokens
@@ -179,14 +197,10 @@ def read_packed_batches(
     starts = [0] * len(counts)
     for k in range(1, len(counts)):
         starts[k] = starts[k - 1] + counts[k - 1] * block
-    output = SplitOutput(buffers, starts, stream)
     local = layout.segment(begin, stream_end)
-    if gather_backend() == "numpy" and getattr(documents, "gathers_split_output", False) is True:
-        first, stop = stream_segment(documents, local, begin, stream_end, output, boundary_id)
-    else:
-        joint = np.empty(stream, dtype=np.int64)
-        first, stop = stream_segment(documents, local, begin, stream_end, joint, boundary_id)
-        output.write(0, joint)
+    first, stop = stream_segment(
+        documents, local, begin, stream_end, SplitOutput(buffers, starts, stream), boundary_id
+    )
     for buffer, start in zip(buffers, starts, strict=True):
         if start + buffer.shape[0] > stream:
             buffer[max(stream - start, 0) :] = pad_id
@@ -203,6 +217,15 @@ def read_packed_batches(
     if document_ids:
         ids, positions = _document_positions(local, stream_end, begin, size, first, stop)
         doc_ids, pos_ids = ids.reshape(shape), positions.reshape(shape)
+    group = PackedRows(np.empty(0, dtype=np.int64), mask, real, doc_ids, pos_ids)
+    return _batches_of(group, counts, block, buffers)
+
+
+def _batches_of(
+    group: PackedRows, counts: list[int], block: int, buffers: list[np.ndarray]
+) -> list[PackedRows]:
+    """Batch ``k`` of ``group``: ``counts[k]`` rows, ``buffers[k]`` its own tokens, its
+    mask and document ids views of the group's."""
     batches = []
     row = 0
     for buffer, count in zip(buffers, counts, strict=True):
@@ -210,10 +233,10 @@ def read_packed_batches(
         batches.append(
             PackedRows(
                 buffer,
-                mask[part],
-                min(max(real - row * block, 0), count * block),
-                None if doc_ids is None else doc_ids[part],
-                None if pos_ids is None else pos_ids[part],
+                group.mask[part],
+                min(max(group.real - row * block, 0), count * block),
+                None if group.document_ids is None else group.document_ids[part],
+                None if group.position_ids is None else group.position_ids[part],
             )
         )
         row += count
