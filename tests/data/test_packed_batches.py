@@ -102,7 +102,13 @@ def test_batches_of_a_sharded_corpus_on_disk_read_together_are_the_batches_alone
     with CorpusWriter(tmp_path / "corpus", shard_max_bytes=2_000, durable=False) as writer:
         for n in lengths:
             writer.add(rng.integers(0, 60_000, int(n), dtype=np.uint16))
-    documents = open_corpus(tmp_path / "corpus")
+    corpus = open_corpus(tmp_path / "corpus")
+    for documents, kept in ((corpus, lengths), (corpus[1::2], lengths[1::2])):  # a view too
+        assert documents.gathers_split_output
+        _check_batches_together(documents, kept, rng)
+
+
+def _check_batches_together(documents: Any, lengths: np.ndarray, rng: np.random.Generator) -> None:
     order = rng.permutation(len(lengths)).astype(np.int64)
     for boundary in (False, True):
         layout = StreamLayout.build(order, lengths[order].astype(np.int64), boundary)
