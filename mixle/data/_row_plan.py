@@ -39,7 +39,7 @@ from mixle.data._options import (
     remove_layout_name,
 )
 from mixle.data._order_windows import OrderWindows
-from mixle.data._packed_rows import read_packed_batches, read_packed_rows
+from mixle.data._packed_rows import read_packed_group, read_packed_rows
 from mixle.data._packing import RowLayout, StreamLayout
 from mixle.errors import ArgumentError, StateMismatchError
 
@@ -108,7 +108,7 @@ class EpochPlan:
         When the batches' rows follow each other they are read together: the per-call
         work (locating and checking the documents, the small arrays around the gather)
         is paid once for the group, which is most of what a batch of a few dozen
-        documents costs (:func:`~mixle.data._packed_rows.read_packed_batches`). Each
+        documents costs (:func:`~mixle.data._packed_rows.read_packed_group`). Each
         batch owns its tokens (``context`` and ``targets`` are views of one buffer of
         ``rows * block + 1`` tokens, as from :meth:`read_rows`, which the group's one
         gather writes: no joint buffer, no batch shares a token with the next); its
@@ -123,7 +123,7 @@ class EpochPlan:
                 self.read_rows(documents, row, count, pack)
                 for row, count in zip(first_rows, counts, strict=True)
             ]
-        packed = read_packed_batches(
+        buffers, rows = read_packed_group(
             documents,
             self.layout,
             first_rows[0],
@@ -133,13 +133,23 @@ class EpochPlan:
             boundary_id=pack.boundary_id,
             document_ids=pack.document_ids,
         )
-        return [
-            (
-                Batch(rows.context, rows.targets, rows.mask, rows.document_ids, rows.position_ids),
-                rows.real,
+        block, mask, ids, positions = pack.block, rows.mask, rows.document_ids, rows.position_ids
+        batches: list[tuple[Batch, int]] = []
+        at = 0
+        for tokens, count in zip(buffers, counts, strict=True):
+            shape = (count, block)
+            part = slice(at, at + count)
+            batch = Batch(
+                tokens[:-1].reshape(shape),
+                tokens[1:].reshape(shape),
+                mask[part],
+                None if ids is None else ids[part],
+                None if positions is None else positions[part],
             )
-            for rows in packed
-        ]
+            # The real targets are a prefix of the rows' (padding only at the end).
+            batches.append((batch, min(max(rows.real - at * block, 0), count * block)))
+            at += count
+        return batches
 
 
 def consecutive_batches(first_rows: Sequence[int], counts: Sequence[int]) -> bool:
