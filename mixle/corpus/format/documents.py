@@ -1135,7 +1135,9 @@ class ShardedDocuments(Sequence[np.ndarray]):
         ``out[at[k] : at[k] + ends[k] - begins[k]]``; nothing else of ``out`` is written.
         One vectorised call per shard touched (compiled when the ``mixle[fast]`` extra is
         installed, see :mod:`mixle._gather`), straight from the mapping into ``out``:
-        no per-document views, lists or intermediate arrays.
+        no per-document views, lists or intermediate arrays. ``out`` may be a
+        :class:`mixle._gather.SplitOutput` (``at`` positions in its range): consecutive
+        batches written by one call, each into its own array.
 
         Raises
         ------
