@@ -39,6 +39,7 @@ from mixle.errors import ArgumentError
 
 __all__ = [
     "BACKENDS",
+    "SplitOutput",
     "document_id_runs",
     "fill_document_ids",
     "gather_backend",
@@ -63,8 +64,92 @@ _min, _max, _sum, _all = (
 )
 
 
+class SplitOutput:
+    """A gather's output split over several arrays: one range of ``size`` positions of
+    which ``arrays[k]`` holds ``[starts[k], starts[k] + len(arrays[k]))``.
+
+    How consecutive batches are read with one gather while each owns its buffer:
+    ``starts`` ascend, the arrays cover the range and neighbours may overlap (the token
+    at the edge of two batches, one's last target and the next one's first input); a
+    position is written into every array that holds it; positions at or past ``size``
+    (padding past the stream's end) are left to the caller. Only the numpy gather
+    writes one (:func:`gather_pieces` sends it there).
+
+    :meth:`put` is deferred until :meth:`flush` (or the next ``put``): a
+    :meth:`write` over the positions drops them (it writes them anyway), :meth:`take`
+    answers from it. The boundary slots a packer puts before a gather that joins them
+    into one copy are then never written twice.
+    """
+
+    __slots__ = ("_pending", "_value", "arrays", "size", "starts", "stops")
+
+    def __init__(self, arrays: list[np.ndarray], starts: list[int], size: int) -> None:
+        self.arrays = arrays
+        self.starts = starts
+        self.stops = [start + array.shape[0] for start, array in zip(starts, arrays, strict=True)]
+        self.size = size
+        self._pending: np.ndarray | None = None
+        self._value = 0
+
+    def write(self, first: int, values: np.ndarray) -> None:
+        """``values`` written at positions ``[first, first + len(values))`` (below ``size``)."""
+        stop = min(first + values.shape[0], self.size)
+        pending = self._pending
+        if pending is not None:
+            low, high = pending.searchsorted((first, stop)).tolist()
+            if low == 0 and high == pending.shape[0]:
+                self._pending = None
+            elif low < high:
+                self._pending = np.concatenate((pending[:low], pending[high:]))
+        for array, start, end in zip(self.arrays, self.starts, self.stops, strict=True):
+            low, high = max(first, start), min(stop, end)
+            if low < high:
+                np.copyto(
+                    array[low - start : high - start],
+                    values[low - first : high - first],
+                    casting="same_kind",
+                )
+
+    def put(self, positions: np.ndarray, value: int) -> None:
+        """``value`` at ``positions`` (ascending, below ``size``), written by :meth:`flush`
+        unless a :meth:`write` covers them first."""
+        self.flush()
+        self._pending, self._value = positions, value
+
+    def flush(self) -> None:
+        """Write what :meth:`put` left pending."""
+        positions = self._pending
+        if positions is None:
+            return
+        self._pending = None
+        bounds = np.searchsorted(positions, self.starts + self.stops).tolist()
+        count = len(self.arrays)
+        for k, (array, start) in enumerate(zip(self.arrays, self.starts, strict=True)):
+            low, high = bounds[k], bounds[count + k]
+            if low < high:
+                array[positions[low:high] - start] = self._value
+
+    def take(self, positions: np.ndarray) -> np.ndarray:
+        """The values at ``positions`` (ascending, below ``size``)."""
+        dtype = self.arrays[0].dtype
+        pending = self._pending
+        if pending is not None and positions.shape[0]:
+            where = pending.searchsorted(positions)
+            if int(_max(where)) < pending.shape[0] and _all(pending[where] == positions):
+                return np.full(positions.shape[0], self._value, dtype=dtype)
+            self.flush()
+        held = np.empty(positions.shape[0], dtype=dtype)
+        bounds = np.searchsorted(positions, self.stops).tolist()
+        low = 0
+        for array, start, high in zip(self.arrays, self.starts, bounds, strict=True):
+            if low < high:
+                held[low:high] = array[positions[low:high] - start]
+                low = high
+        return held
+
+
 def gather_pieces_numpy(
-    out: np.ndarray,
+    out: np.ndarray | SplitOutput,
     tokens: np.ndarray,
     offsets: np.ndarray,
     local: np.ndarray,
@@ -81,7 +166,8 @@ def gather_pieces_numpy(
     ``memcpy``: a few tens of nanoseconds a piece, where ``np.concatenate`` spends most
     of a microsecond setting up each input's cast), and that buffer is cast into
     ``out`` by one copy per run of pieces whose destinations follow each other: one for
-    a batch of concatenated rows, one per row for best-fit rows.
+    a batch of concatenated rows, one per row for best-fit rows. A :class:`SplitOutput`
+    takes those copies into its arrays (the cast copy each token gets anyway).
     """
     pieces = local.shape[0]
     if pieces == 0:
@@ -93,7 +179,7 @@ def gather_pieces_numpy(
     low = offsets[local]
     lengths = ends - begins
     stops = low + ends
-    size = out.shape[0]
+    size = out.size
     follows = at[1:] == at[:-1] + lengths[:-1]
     contiguous = pieces == 1 or _all(follows)
     first = int(at[0])
@@ -124,7 +210,7 @@ def gather_pieces_numpy(
         steps = at[1:] - at[:-1] - lengths[:-1]
         if _min(steps) >= 0 and _max(steps) == 1 and tokens.dtype.kind in "iu":
             after = np.flatnonzero(steps)
-            held = out[at[after + 1] - 1]
+            held = out.take(at[after + 1] - 1)
             limits = np.iinfo(tokens.dtype)
             if _min(held) >= limits.min and _max(held) <= limits.max:
                 slots = held.astype(tokens.dtype).data
@@ -132,7 +218,10 @@ def gather_pieces_numpy(
                 contiguous = True
     flat = np.frombuffer(b"".join(parts), dtype=tokens.dtype)
     if contiguous:
-        np.copyto(out[first : first + flat.shape[0]], flat, casting="same_kind")
+        if isinstance(out, SplitOutput):
+            out.write(first, flat)
+        else:
+            np.copyto(out[first : first + flat.shape[0]], flat, casting="same_kind")
         return -1
     # Runs of pieces whose destinations follow each other (a row of best-fit pieces).
     heads = np.flatnonzero(~follows) + 1
@@ -141,7 +230,10 @@ def gather_pieces_numpy(
     run_at = np.append(at[:1], at[heads]).tolist()
     done = 0
     for position, stop in zip(run_at, run_ends, strict=True):
-        out[position : position + stop - done] = flat[done:stop]
+        if isinstance(out, SplitOutput):
+            out.write(position, flat[done:stop])
+        else:
+            out[position : position + stop - done] = flat[done:stop]
         done = stop
     return -1
 
@@ -166,7 +258,7 @@ def _with_slots(parts: list[Any], after: list[int], slots: memoryview) -> list[A
 
 
 def _copy_pieces(
-    out: np.ndarray,
+    out: np.ndarray | SplitOutput,
     tokens: np.ndarray,
     sources: list[int],
     stops: list[int],
@@ -176,7 +268,10 @@ def _copy_pieces(
     """Validated pieces of a strided ``tokens`` copied one slice each."""
     views = list(map(tokens.__getitem__, map(slice, sources, stops)))
     for view, position, length in zip(views, at.tolist(), lengths.tolist(), strict=True):
-        out[position : position + length] = view
+        if isinstance(out, SplitOutput):
+            out.write(position, view)
+        else:
+            out[position : position + length] = view
 
 
 def fill_document_ids_numpy(
@@ -486,7 +581,7 @@ set_gather_backend(_initial_backend())
 
 
 def gather_pieces(
-    out: np.ndarray,
+    out: np.ndarray | SplitOutput,
     tokens: np.ndarray,
     offsets: np.ndarray,
     local: np.ndarray,
@@ -512,7 +607,12 @@ def gather_pieces(
         ``-1`` when every piece was copied; otherwise the first ``k`` whose document is
         not in ``[0, count)``, whose range is not inside its document or whose
         destination is not inside ``out`` (pieces before it may have been written).
+
+    ``out`` may be a :class:`SplitOutput` (positions are then its range's); it is always
+    written by the numpy implementation.
     """
+    if isinstance(out, SplitOutput):
+        return gather_pieces_numpy(out, tokens, offsets, local, begins, ends, at, count)
     return _gather(out, tokens, offsets, local, begins, ends, at, count)
 
 

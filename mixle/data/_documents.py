@@ -24,6 +24,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 import numpy as np
 
 from mixle._checks import as_token_ids
+from mixle._gather import SplitOutput
 from mixle.errors import ArgumentTypeError, CorpusFormatError
 
 __all__ = [
@@ -193,11 +194,12 @@ def gather_by_take(
     indices: np.ndarray,
     begins: np.ndarray,
     ends: np.ndarray,
-    out: np.ndarray,
+    out: np.ndarray | SplitOutput,
     at: np.ndarray,
     recorded: np.ndarray | None = None,
 ) -> None:
-    """The default ``gather_into``: read the documents with ``take``, copy each piece.
+    """The default ``gather_into``: read the documents with ``take``, copy each piece
+    (into ``out``, an array or a ``mixle._gather.SplitOutput``).
 
     Token ids are validated (:func:`document_tokens`) before anything is copied. With
     ``recorded`` (the lengths the source reported earlier), a document whose length
@@ -222,12 +224,17 @@ def gather_by_take(
             )
         pieces.append(array[begin:end])
     positions = np.asarray(at).tolist()
+    size = out.size
     for k, (piece, position) in enumerate(zip(pieces, positions, strict=True)):
-        if position < 0 or position + len(piece) > len(out):
+        if position < 0 or position + len(piece) > size:
             raise IndexError(
-                f"piece {k}: {len(piece)} tokens at {position} do not fit in `out` "
-                f"({len(out)} tokens)."
+                f"piece {k}: {len(piece)} tokens at {position} do not fit in `out` ({size} tokens)."
             )
+    if isinstance(out, SplitOutput):  # correct, not fast: one write per piece
+        for piece, position in zip(pieces, positions, strict=True):
+            out.write(position, np.asarray(piece))
+        out.flush()
+        return
     for piece, position in zip(pieces, positions, strict=True):
         out[position : position + len(piece)] = piece
 

@@ -16,11 +16,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mixle._gather import document_id_runs, fill_document_ids
+from mixle._gather import SplitOutput, document_id_runs, fill_document_ids, gather_backend
 from mixle.data._documents import DocumentSource
 from mixle.data._packing import RowLayout, StreamLayout, stream_segment
 
-__all__ = ["PackedRows", "read_packed_rows", "read_packed_tokens"]
+__all__ = [
+    "PackedRows",
+    "read_packed_batches",
+    "read_packed_group",
+    "read_packed_rows",
+    "read_packed_tokens",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +150,125 @@ def read_packed_tokens(
         return PackedRows(buffer, mask, real, None, None)
     doc_ids, pos_ids = _document_positions(local, stream_end, begin, size, first, stop)
     return PackedRows(buffer, mask, real, doc_ids.reshape(shape), pos_ids.reshape(shape))
+
+
+def read_packed_batches(
+    documents: DocumentSource,
+    layout: RowLayout,
+    first_row: int,
+    counts: list[int],
+    *,
+    block: int,
+    pad_id: int,
+    boundary_id: int | None,
+    document_ids: bool,
+) -> list[PackedRows]:
+    """Consecutive batches of rows from ``first_row`` on, ``counts[k]`` rows each, read
+    together: ``[read_packed_rows(...) for each batch]``, bitwise (see
+    :func:`read_packed_group`)."""
+    buffers, group = read_packed_group(
+        documents,
+        layout,
+        first_row,
+        counts,
+        block=block,
+        pad_id=pad_id,
+        boundary_id=boundary_id,
+        document_ids=document_ids,
+    )
+    batches = []
+    row = 0
+    for buffer, count in zip(buffers, counts, strict=True):
+        part = slice(row, row + count)
+        batches.append(
+            PackedRows(
+                buffer,
+                group.mask[part],
+                min(max(group.real - row * block, 0), count * block),
+                None if group.document_ids is None else group.document_ids[part],
+                None if group.position_ids is None else group.position_ids[part],
+            )
+        )
+        row += count
+    return batches
+
+
+def read_packed_group(
+    documents: DocumentSource,
+    layout: RowLayout,
+    first_row: int,
+    counts: list[int],
+    *,
+    block: int,
+    pad_id: int,
+    boundary_id: int | None,
+    document_ids: bool,
+) -> tuple[list[np.ndarray], PackedRows]:
+    """The tokens of consecutive batches (``counts[k]`` rows each from ``first_row`` on),
+    one array per batch, and the group's rows (``sum(counts)`` of them) without tokens:
+    its mask, real target count and document ids, of which each batch's are the part
+    of its rows (its real targets, ``min(max(real - row * block, 0), count * block)``).
+
+    Batch ``k``'s array is its own, ``counts[k] * block + 1`` tokens, as
+    :func:`read_packed_rows`'s buffer, written by one gather of the group's documents (a
+    :class:`~mixle._gather.SplitOutput`: the token at the edge of two batches, one's
+    last target and the next one's first input, is written into both); no joint buffer
+    and no copy out of one, when ``documents`` has ``gathers_split_output`` and the
+    gather backend is numpy. Otherwise, as before: :func:`read_packed_rows` of the
+    group, each batch's tokens copied out of its buffer.
+    """
+    total = sum(counts)
+    if gather_backend() != "numpy" or getattr(documents, "gathers_split_output", False) is not True:
+        group = read_packed_rows(
+            documents,
+            layout,
+            first_row,
+            total,
+            block=block,
+            pad_id=pad_id,
+            boundary_id=boundary_id,
+            document_ids=document_ids,
+        )
+        copies, row = [], 0
+        for count in counts:
+            copies.append(group.buffer[row * block : (row + count) * block + 1].copy())
+            row += count
+        return copies, group
+    size = total * block
+    begin = first_row * block
+    stream_tokens = layout.stream_tokens
+    stream_end = max(min(begin + size + 1, stream_tokens), begin)
+    stream = stream_end - begin
+    buffers = [np.empty(count * block + 1, dtype=np.int64) for count in counts]
+    starts = [0] * len(counts)
+    for k in range(1, len(counts)):
+        starts[k] = starts[k - 1] + counts[k - 1] * block
+    local = layout.segment(begin, stream_end)
+    first, stop = stream_segment(
+        documents, local, begin, stream_end, SplitOutput(buffers, starts, stream), boundary_id
+    )
+    for buffer, start in zip(buffers, starts, strict=True):
+        if start + buffer.shape[0] > stream:
+            buffer[max(stream - start, 0) :] = pad_id
+    real = min(max(stream_tokens - begin - 1, 0), size)
+    shape = (total, block)
+    if real == size:
+        mask = np.empty(shape, dtype=np.bool_)
+        mask.fill(True)
+    else:
+        flat = np.zeros(size, dtype=np.bool_)
+        flat[:real] = True
+        mask = flat.reshape(shape)
+    if not document_ids:
+        return buffers, PackedRows(_NO_TOKENS, mask, real, None, None)
+    doc_ids, pos_ids = _document_positions(local, stream_end, begin, size, first, stop)
+    return buffers, PackedRows(
+        _NO_TOKENS, mask, real, doc_ids.reshape(shape), pos_ids.reshape(shape)
+    )
+
+
+_NO_TOKENS = np.empty(0, dtype=np.int64)
+_NO_TOKENS.flags.writeable = False
 
 
 def _document_positions(

@@ -22,6 +22,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from mixle._checks import nonnegative_int
+from mixle._gather import SplitOutput
 from mixle.data._documents import DocumentSource, as_documents, fetch_documents
 from mixle.data._options import PackOptions
 from mixle.data._order import as_document_indices
@@ -200,12 +201,15 @@ def stream_segment(
     layout: StreamLayout,
     begin: int,
     end: int,
-    out: np.ndarray,
+    out: np.ndarray | SplitOutput,
     boundary_id: int | None,
 ) -> tuple[int, int]:
     """Write stream tokens ``[begin, end)`` (``end <= stream_tokens``) into ``out``.
 
-    ``out`` is an int64 array of length ``end - begin``. Reads only the documents that
+    ``out`` is an int64 array of length ``end - begin``, or a
+    :class:`~mixle._gather.SplitOutput` of that ``size`` (consecutive batches, each
+    with its own buffer, written by the same one gather) when ``documents`` has
+    ``gathers_split_output``. Reads only the documents that
     overlap the range, each once, with one ``documents.gather_into`` call (one vectorised
     copy per shard for a sharded corpus; no intermediate arrays); boundary tokens are
     written by ranges. Returns ``(first, stop)``, the positions in ``layout.indices`` of
@@ -237,14 +241,28 @@ def stream_segment(
     if layout.has_boundary:
         # The boundary after document k sits just before document k + 1 starts (written
         # first: a gather may copy the pieces and the one slot between them as one span).
-        out[at[1:] - 1] = fill
-    documents.gather_into(layout.indices[first:stop], begins, ends, out, at)
+        if isinstance(out, SplitOutput):
+            out.put(at[1:] - 1, fill)
+        else:
+            out[at[1:] - 1] = fill
+    documents.gather_into(
+        layout.indices[first:stop],
+        begins,
+        ends,
+        out,  # type: ignore[arg-type]  # a SplitOutput only where the source takes one
+        at,
+    )
     if layout.has_boundary:
         # The last document's boundary is inside the range only if it ends before `end`,
         # and the stream's last document has none (it ends where the next start is).
         after = int(starts[-1]) + int(lengths[-1]) - begin
         if after < min(end, int(layout.starts[stop])) - begin:
-            out[after] = fill
+            if isinstance(out, SplitOutput):
+                out.put(np.array([after], dtype=np.int64), fill)
+            else:
+                out[after] = fill
+    if isinstance(out, SplitOutput):
+        out.flush()
     return first, stop
 
 

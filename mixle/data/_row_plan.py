@@ -39,7 +39,7 @@ from mixle.data._options import (
     remove_layout_name,
 )
 from mixle.data._order_windows import OrderWindows
-from mixle.data._packed_rows import read_packed_rows
+from mixle.data._packed_rows import read_packed_group, read_packed_rows
 from mixle.data._packing import RowLayout, StreamLayout
 from mixle.errors import ArgumentError, StateMismatchError
 
@@ -108,10 +108,11 @@ class EpochPlan:
         When the batches' rows follow each other they are read together: the per-call
         work (locating and checking the documents, the small arrays around the gather)
         is paid once for the group, which is most of what a batch of a few dozen
-        documents costs. Each batch gets its own copy of its tokens (``context`` and
-        ``targets`` are views of one buffer of ``rows * block + 1`` tokens, as from
-        :meth:`read_rows`: no batch shares a token with the next); its mask and
-        document ids are views of the group's arrays. A subclass with rows of its own
+        documents costs (:func:`~mixle.data._packed_rows.read_packed_group`). Each
+        batch owns its tokens (``context`` and ``targets`` are views of one buffer of
+        ``rows * block + 1`` tokens, as from :meth:`read_rows`, which the group's one
+        gather writes: no joint buffer, no batch shares a token with the next); its
+        mask and document ids are views of the group's arrays. A subclass with rows of its own
         (:meth:`read_rows` overridden) reads batch by batch unless it overrides this.
         """
         if (
@@ -122,33 +123,26 @@ class EpochPlan:
                 self.read_rows(documents, row, count, pack)
                 for row, count in zip(first_rows, counts, strict=True)
             ]
-        first_row, total = first_rows[0], sum(counts)
-        rows = read_packed_rows(
+        buffers, rows = read_packed_group(
             documents,
             self.layout,
-            first_row,
-            total,
+            first_rows[0],
+            list(counts),
             block=pack.block,
             pad_id=pack.pad_id,
             boundary_id=pack.boundary_id,
             document_ids=pack.document_ids,
         )
-        block, buffer, ids, positions = (
-            pack.block,
-            rows.buffer,
-            rows.document_ids,
-            rows.position_ids,
-        )
+        block, mask, ids, positions = pack.block, rows.mask, rows.document_ids, rows.position_ids
         batches: list[tuple[Batch, int]] = []
         at = 0
-        for count in counts:
-            tokens = buffer[at * block : (at + count) * block + 1].copy()
+        for tokens, count in zip(buffers, counts, strict=True):
             shape = (count, block)
             part = slice(at, at + count)
             batch = Batch(
                 tokens[:-1].reshape(shape),
                 tokens[1:].reshape(shape),
-                rows.mask[part],
+                mask[part],
                 None if ids is None else ids[part],
                 None if positions is None else positions[part],
             )

@@ -26,7 +26,7 @@ import numpy as np
 from mixle._arrays import distinct, in_first_seen_order, run_indices
 from mixle._checks import exact_int, positive_int
 from mixle._file_checks import read_regular_files
-from mixle._gather import gather_pieces
+from mixle._gather import SplitOutput, gather_pieces
 from mixle.corpus.format.block_offsets import BLOCK_OFFSETS_NAME, BlockOffsets, read_block_offsets
 from mixle.corpus.format.descriptors import exhaustion_error, is_descriptor_exhaustion, shard_budget
 from mixle.corpus.format.document_offsets import DocumentOffsets, open_document_offsets
@@ -276,6 +276,10 @@ class ShardedDocuments(Sequence[np.ndarray]):
     it is mapped is outside the contract (the OS raises SIGBUS); replace files by
     rename instead.
     """
+
+    # `gather_into` also writes into a `mixle._gather.SplitOutput` (consecutive
+    # batches read with one gather, each into its own buffer).
+    gathers_split_output = True
 
     def __init__(
         self,
@@ -1131,7 +1135,9 @@ class ShardedDocuments(Sequence[np.ndarray]):
         ``out[at[k] : at[k] + ends[k] - begins[k]]``; nothing else of ``out`` is written.
         One vectorised call per shard touched (compiled when the ``mixle[fast]`` extra is
         installed, see :mod:`mixle._gather`), straight from the mapping into ``out``:
-        no per-document views, lists or intermediate arrays.
+        no per-document views, lists or intermediate arrays. ``out`` may be a
+        :class:`mixle._gather.SplitOutput` (``at`` positions in its range): consecutive
+        batches written by one call, each into its own array.
 
         Raises
         ------
@@ -1156,7 +1162,9 @@ class ShardedDocuments(Sequence[np.ndarray]):
                 _int64_vector(name, value, count)
                 for name, value in (("begins", begins), ("ends", ends), ("at", at))
             )
-        if type(out) is not np.ndarray or out.ndim != 1 or not out.flags.writeable:
+        if type(out) is not SplitOutput and (
+            type(out) is not np.ndarray or out.ndim != 1 or not out.flags.writeable
+        ):
             raise ArgumentTypeError(
                 f"`out` must be a writable 1-D numpy array. Got {type(out).__name__} instead."
             )
@@ -1226,7 +1234,7 @@ class ShardedDocuments(Sequence[np.ndarray]):
                 raise IndexError(
                     f"piece {k}: tokens [{int(begins[k])}, {int(ends[k])}) of document "
                     f"{int(indices[k])} ({length} tokens) written at {int(at[k])} do not fit "
-                    f"the document or `out` ({out.shape[0]} tokens)."
+                    f"the document or `out` ({out.size} tokens)."
                 )
 
     def _sampled_resident(self, indices: Sequence[int] | np.ndarray) -> bool:

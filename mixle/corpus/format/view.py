@@ -146,6 +146,12 @@ class DocumentsView(Sequence[np.ndarray]):
             raise IndexError(f"`indices[{position}]` is out of range for a view of {count}.")
         return self._base.take(self._range.start + array * self._range.step)
 
+    @property
+    def gathers_split_output(self) -> bool:
+        """Whether :meth:`gather_into` takes a ``mixle._gather.SplitOutput`` (as the
+        base corpus's does)."""
+        return getattr(self._base, "gathers_split_output", False) is True
+
     def gather_into(
         self,
         indices: np.ndarray,
