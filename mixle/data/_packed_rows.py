@@ -139,13 +139,7 @@ def read_packed_tokens(
     # Target j of the rows is real iff begin + j + 1 < stream_tokens.
     real = min(max(stream_tokens - begin - 1, 0), size)
     shape = (count, block)
-    if real == size:
-        mask = np.empty(shape, dtype=np.bool_)
-        mask.fill(True)
-    else:
-        flat = np.zeros(size, dtype=np.bool_)
-        flat[:real] = True
-        mask = flat.reshape(shape)
+    mask = _loss_mask(shape, real)
     if not document_ids:
         return PackedRows(buffer, mask, real, None, None)
     doc_ids, pos_ids = _document_positions(local, stream_end, begin, size, first, stop)
@@ -252,13 +246,7 @@ def read_packed_group(
             buffer[max(stream - start, 0) :] = pad_id
     real = min(max(stream_tokens - begin - 1, 0), size)
     shape = (total, block)
-    if real == size:
-        mask = np.empty(shape, dtype=np.bool_)
-        mask.fill(True)
-    else:
-        flat = np.zeros(size, dtype=np.bool_)
-        flat[:real] = True
-        mask = flat.reshape(shape)
+    mask = _loss_mask(shape, real)
     if not document_ids:
         return buffers, PackedRows(_NO_TOKENS, mask, real, None, None)
     doc_ids, pos_ids = _document_positions(local, stream_end, begin, size, first, stop)
@@ -269,6 +257,17 @@ def read_packed_group(
 
 _NO_TOKENS = np.empty(0, dtype=np.int64)
 _NO_TOKENS.flags.writeable = False
+
+
+def _loss_mask(shape: tuple[int, int], real: int) -> np.ndarray:
+    """The rows' loss mask: True for the first ``real`` targets (row-major), False after."""
+    if real == shape[0] * shape[1]:
+        mask = np.empty(shape, dtype=np.bool_)
+        mask.fill(True)
+        return mask
+    flat = np.zeros(shape[0] * shape[1], dtype=np.bool_)
+    flat[:real] = True
+    return flat.reshape(shape)
 
 
 def _document_positions(
