@@ -56,8 +56,8 @@ def add_command(
     return parser
 
 
-def add_common(parser: argparse.ArgumentParser, *, overwrite_help: str, quiet_help: str) -> None:
-    """Add ``--storage-option``, ``--overwrite`` and ``--quiet``/``-q``."""
+def add_storage_option(parser: argparse.ArgumentParser, *, help_text: str = _STORAGE_HELP) -> None:
+    """Add ``--storage-option KEY=VALUE`` (repeatable; read back by :func:`storage_options`)."""
     parser.add_argument(
         "--storage-option",
         action="append",
@@ -65,8 +65,13 @@ def add_common(parser: argparse.ArgumentParser, *, overwrite_help: str, quiet_he
         default=[],
         metavar="KEY=VALUE",
         dest="storage_option",
-        help=_STORAGE_HELP,
+        help=help_text,
     )
+
+
+def add_common(parser: argparse.ArgumentParser, *, overwrite_help: str, quiet_help: str) -> None:
+    """Add ``--storage-option``, ``--overwrite`` and ``--quiet``/``-q``."""
+    add_storage_option(parser)
     parser.add_argument("--overwrite", action="store_true", help=overwrite_help)
     parser.add_argument("--quiet", "-q", action="store_true", help=quiet_help)
 

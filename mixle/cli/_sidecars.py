@@ -10,7 +10,7 @@ import argparse
 import json
 from typing import Any
 
-from mixle.cli._corpus_args import parse_storage_option, storage_options
+from mixle.cli._corpus_args import add_storage_option, storage_options
 
 __all__ = ["register"]
 
@@ -68,14 +68,9 @@ def register(subparsers: Any) -> None:
         help="write nothing: list each sidecar as present, missing (recommended) or not "
         "needed; exit 1 when a recommended one is missing",
     )
-    parser.add_argument(
-        "--storage-option",
-        action="append",
-        type=parse_storage_option,
-        default=[],
-        metavar="KEY=VALUE",
-        dest="storage_option",
-        help="fsspec option for a URL PATH (e.g. client_kwargs.endpoint_url=http://127.0.0.1:9000)",
+    add_storage_option(
+        parser,
+        help_text="fsspec option for a URL PATH (e.g. client_kwargs.endpoint_url=http://127.0.0.1:9000)",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.set_defaults(func=run)
