@@ -47,7 +47,7 @@ _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _LINK = re.compile(r"!?\[([^\]]*)\]\(([^)\s]*)\)")
 _ANCHOR_LINK = re.compile(r"\]\(#([^)\s]+)\)")
 _LEADING_MARKUP = re.compile(r"^(?:#{1,6}\s+|>\s*|[-*+]\s+|\d+\.\s+)+")
-_BOLD_LABEL = re.compile(r"^\*\*[^*]{1,40}?:\*\*\s*")
+_LABEL = re.compile(r"^[A-Za-z][A-Za-z /()-]{0,38}:\s+")
 _SCRIPT = re.compile(r"^\*\*Script:\*\*\s*(.*)$")
 _BENCH_NAME = re.compile(r"tools/(bench_\w+\.py)")
 _WHITESPACE = re.compile(r"\s+")
@@ -57,8 +57,8 @@ def normalise(line: str) -> str:
     """``line`` with its markup set aside (see the module docstring, check 1)."""
     text = line.strip()
     text = _LEADING_MARKUP.sub("", text)
-    text = _BOLD_LABEL.sub("", text)
-    text = _LINK.sub(lambda match: match.group(1), text)
+    text = _LINK.sub(lambda match: match.group(1), text).replace("**", "")
+    text = _LABEL.sub("", text)
     return _WHITESPACE.sub(" ", text).strip()
 
 
