@@ -6,9 +6,9 @@ the Changelog, this checks that
 
 1. every line of the earlier page that holds a digit (a figure, a date, a load, a
    commit) still appears in the new one, word for word once markup is set aside: a
-   heading's ``#`` marks, a list or quote marker, a leading bold label (``**What:**``),
-   a link's target (``[text](#x)`` reads as ``text``) and line breaks (a reflowed
-   paragraph keeps its lines) do not count;
+   heading's ``#`` marks, a list or quote marker, bold marks, a leading label of words
+   (``**What:**``, ``Command:``), a link's target (``[text](#x)`` reads as ``text``) and
+   line breaks (a reflowed paragraph keeps its lines) do not count;
 2. every link of the Index table, and every ``(#anchor)`` link of the page, names a
    heading of the page (GitHub's anchors: lower case, punctuation dropped, spaces to
    hyphens, ``-1``, ``-2`` for repeats);
@@ -177,7 +177,9 @@ def external_link_problems(text: str, others: dict[str, str]) -> list[str]:
         for number, line in enumerate(body.splitlines(), 1):
             for anchor in re.findall(r"benchmarks\.md#([^)\s\"'>]+)", line):
                 if anchor not in known:
-                    problems.append(f"{name}:{number}: link to benchmarks.md#{anchor}, no such heading")
+                    problems.append(
+                        f"{name}:{number}: link to benchmarks.md#{anchor}, no such heading"
+                    )
     return problems
 
 
