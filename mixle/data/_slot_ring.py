@@ -51,6 +51,11 @@ MAX_RING_BYTES = 1 << 30
 _HEADER = 64
 _ALIGN = 64
 
+# Both sides map the ring with its pages populated (Linux): the page faults of a ring
+# are taken once, when it is mapped, not by the first batches written into (worker) or
+# read out of (main process) each slot.
+_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+
 
 class FdHandle(Protocol):
     """A file descriptor in transit (``multiprocessing.reduction.DupFd``'s result)."""
@@ -81,7 +86,7 @@ class SlotRing:
         self._fd = os.memfd_create("mixle-batches", os.MFD_CLOEXEC)
         try:
             os.ftruncate(self._fd, self.size)
-            self._map = mmap.mmap(self._fd, self.size)
+            self._map = mmap.mmap(self._fd, self.size, flags=_FLAGS)
         except OSError:
             os.close(self._fd)
             raise
@@ -147,7 +152,7 @@ class MappedRing:
     def __init__(self, fd: int, pid: int) -> None:
         self.pid = pid
         try:
-            self._map = mmap.mmap(fd, 0)
+            self._map = mmap.mmap(fd, 0, flags=_FLAGS)
         finally:
             os.close(fd)
         self.states = np.frombuffer(self._map, dtype=np.int64, count=SLOTS)

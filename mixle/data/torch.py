@@ -90,6 +90,7 @@ from mixle.data._cursor import Cursor
 from mixle.data._loader_state import MAX_POSITION, saved_workers
 from mixle.data._mesh import DpDims, PlacedStream, check_stream_place
 from mixle.data._resumable import ResumableStream
+from mixle.data._slot_group import ReadsRunsInto, SlotGroup, direct_group_bytes, read_direct_group
 from mixle.data._slot_ring import FdHandle, SlotRing, mapped_ring, worker_ring
 from mixle.data._stream_loader import GroupedSource, StreamLoader
 from mixle.data._streaming import StreamingCorpus
@@ -239,7 +240,9 @@ class PackedBatch:
         return (_receive, (ring.token, ring.pid, ring.handle(), slot, sequence, self.layout))
 
 
-class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch], GroupedSource):
+class StreamDataset(
+    IterableDataset[tuple[torch.Tensor, ...] | PackedBatch | SlotGroup], GroupedSource
+):
     """Any resumable stream's batches as tensors, worker-count invariant and resumable.
 
     Wraps the one resumable contract (:class:`~mixle.data._resumable.ResumableStream`:
@@ -273,6 +276,9 @@ class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch], Gro
     """
 
     _kind = "StreamDataset"
+    #: Whether a grouped view's workers read groups straight into their slots where the
+    #: stream can (``False``: batch by batch, then copied; benchmarks compare the two).
+    _direct_groups = True
 
     def __init__(
         self,
@@ -380,21 +386,31 @@ class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch], Gro
         view._cursor = Cursor(self._kind, extra=("done",))
         return view
 
-    def _groups(self, worker: int, workers: int) -> Iterator[PackedBatch]:
+    def _groups(self, worker: int, workers: int) -> Iterator[PackedBatch | SlotGroup]:
         """A worker's items in a grouped view: group ``g`` holds batches ``[g k, g k + k)``
         from the origin, worker ``w`` of ``n`` makes the groups ``g ≡ w (mod n)``, so the
-        DataLoader's in-order round robin puts them back in sequence."""
+        DataLoader's in-order round robin puts them back in sequence.
+
+        Over a stream that reads runs of batches into buffers (:class:`ReadsRunsInto`)
+        each group is read straight into a shared slot (:mod:`mixle.data._slot_group`);
+        otherwise, and for a group it cannot read so, batch by batch and copied."""
         first = self._advance(self._origin, 0)
         if first is None or self._exhausted(first):
             return
-        size = self._group or auto_group_size(group_bytes(self._batch(first).as_tuple()))
+        sample = self._batch(first).as_tuple()
+        reader = self.stream if isinstance(self.stream, ReadsRunsInto) else None
+        if not self._direct_groups:
+            reader = None
+        size = self._group or auto_group_size(
+            (None if reader is None else direct_group_bytes(sample, 1)) or group_bytes(sample)
+        )
+        full = None if reader is None else direct_group_bytes(sample, size)
+        direct_groups = 0
         position = self._advance(first, worker * size) if worker else first
         while position is not None and not self._exhausted(position):
-            batches: list[tuple[np.ndarray, ...]] = []
             positions: list[tuple[int, int] | None] = [position]
             at: tuple[int, int] | None = position
-            while at is not None and not self._exhausted(at) and len(batches) < size:
-                batches.append(self._batch(at).as_tuple())
+            while at is not None and not self._exhausted(at) and len(positions) <= size:
                 at = self._advance(at, 1)
                 positions.append(at)
             if at is None or self._exhausted(at):
@@ -402,10 +418,36 @@ class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch], Gro
             else:
                 position = self._advance(at, (workers - 1) * size) if workers > 1 else at
             self._next = position
-            parts, group = stacked(batches, tuple(positions))
-            yield PackedBatch(parts, shared=self.shared_memory, group=group)
+            item = None
+            if reader is not None and full is not None:
+                runs = self._runs(positions)
+                item = read_direct_group(
+                    reader, runs, sample, tuple(positions), full, self.shared_memory
+                )
+                if item is None and not direct_groups:
+                    full = None  # the stream's layout does not read into buffers
+                direct_groups += item is not None
+            if item is None:
+                batches = [self._batch(p).as_tuple() for p in positions[:-1] if p is not None]
+                parts, group = stacked(batches, tuple(positions))
+                yield PackedBatch(parts, shared=self.shared_memory, group=group)
+            else:
+                yield item
 
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, ...] | PackedBatch]:
+    def _runs(self, positions: list[tuple[int, int] | None]) -> list[tuple[int, int, int]]:
+        """``(epoch, cursor index, count)`` of the runs of batches ``positions[:-1]``,
+        one per epoch (consecutive batches of one epoch are consecutive cursors)."""
+        runs: list[tuple[int, int, int]] = []
+        for position in positions[:-1]:
+            assert position is not None  # only the last position may be the end
+            if runs and runs[-1][0] == position[0]:
+                epoch, index, count = runs[-1]
+                runs[-1] = (epoch, index, count + 1)
+            else:
+                runs.append((*self._to_cursor(position), 1))
+        return runs
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, ...] | PackedBatch | SlotGroup]:
         worker, workers = _worker()
         packed = get_worker_info() is not None  # a worker process: one payload per batch
         if packed and self._group is not None:
