@@ -40,6 +40,7 @@ from mixle.data._slot_ring import FdHandle, SlotRing, mapped_ring, worker_ring
 __all__ = [
     "Column",
     "ReadsRunsInto",
+    "Segment",
     "SlotGroup",
     "column_batches",
     "direct_group_bytes",
@@ -120,23 +121,28 @@ def direct_group_bytes(sample: tuple[np.ndarray, ...], count: int) -> int | None
     return max(_nbytes(column, count) for column in _layout(sample, count))
 
 
-class SlotGroup:
-    """A group of batches as a worker sends it: :data:`Column` s in one buffer (a shared
-    slot, or a ``bytearray`` when no slot is free), and the position of every batch and
-    of the next one. Pickles as the slot's place (or the bytes) and the columns; the
-    main process receives a :class:`~mixle.data._batch_group.BatchGroup`."""
+#: Consecutive batches of one shape in a group: their count and their columns.
+Segment = tuple[int, tuple[Column, ...]]
 
-    __slots__ = ("_ring_slot", "buffer", "columns", "positions")
+
+class SlotGroup:
+    """A group of batches as a worker sends it: :data:`Segment` s of :data:`Column` s in
+    one buffer (a shared slot, or a ``bytearray`` when no slot is free), and the
+    position of every batch and of the next one. Pickles as the slot's place (or the
+    bytes) and the segments; the main process receives a
+    :class:`~mixle.data._batch_group.BatchGroup`."""
+
+    __slots__ = ("_ring_slot", "buffer", "positions", "segments")
 
     def __init__(
         self,
         buffer: bytearray | np.ndarray,
-        columns: tuple[Column, ...],
+        segments: tuple[Segment, ...],
         positions: tuple[Position | None, ...],
         ring_slot: tuple[SlotRing, int, int] | None,
     ) -> None:
         self.buffer = buffer
-        self.columns = columns
+        self.segments = segments
         self.positions = positions
         self._ring_slot = ring_slot
 
@@ -156,11 +162,11 @@ class SlotGroup:
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         if self._ring_slot is None:
-            return (unpack_columns, (self.buffer, self.columns, self.positions))
+            return (unpack_columns, (self.buffer, self.segments, self.positions))
         ring, slot, sequence = self._ring_slot
         self._ring_slot = None  # the receiver's views free the slot when they go
         place = (ring.token, ring.pid, ring.handle(), slot, sequence)
-        return (receive_columns, (place, self.columns, self.positions))
+        return (receive_columns, (place, self.segments, self.positions))
 
 
 def read_direct_group(
@@ -175,8 +181,11 @@ def read_direct_group(
     ``stream`` straight into a free slot of this worker's ring (made for groups of
     ``full`` bytes), or into a ``bytearray`` when none is free or ``shared`` is false.
 
-    ``None`` when the group cannot be read so (a run the stream does not read into
-    buffers, a batch of another shape than ``sample``): the caller reads it otherwise.
+    Batch ``i`` of the group has the ``i``-th region of every column; a run's last
+    batch may have fewer rows than ``sample`` (an epoch's last batch), and makes a
+    segment of its own. ``None`` when the group cannot be read so (a run the stream
+    does not read into buffers, other arrays than ``sample``'s): the caller reads it
+    otherwise.
     """
     count = len(positions) - 1
     columns = _layout(sample, count)
@@ -189,49 +198,90 @@ def read_direct_group(
         raw = np.frombuffer(buffer, dtype=np.uint8)
     else:
         raw = buffer = acquired[2]
+    rows = [0] * count
     done = 0
     for epoch, index, length in runs:
-        buffers = _run_buffers(raw, columns, sample[0].shape, done)
+        buffers = _run_buffers(raw, columns, sample[0].shape, done, rows)
         read = stream.read_run_into(epoch, index, length, buffers)
         if read is None or len(read) != length:
             return None  # never published: the slot stays free
         for offset, batch in enumerate(read):
-            extra = batch.as_tuple()[3:]
-            if len(extra) != len(columns) - 3:
+            if not _copy_extra(raw, columns, batch.as_tuple()[3:], done + offset):
                 return None
-            for (dtype_str, shape, at, stride), array in zip(columns[3:], extra, strict=True):
-                if array.dtype.str != dtype_str or array.shape != shape:
-                    return None
-                start = at + (done + offset) * stride
-                target = raw[start : start + array.nbytes].view(array.dtype).reshape(shape)
-                np.copyto(target, array)
         done += length
+    segments = _segments(columns, rows)
     if ring is None or acquired is None:
-        return SlotGroup(buffer, columns, positions, None)
+        return SlotGroup(buffer, segments, positions, None)
     ring.publish(acquired[0], acquired[1])
-    return SlotGroup(buffer, columns, positions, (ring, acquired[0], acquired[1]))
+    return SlotGroup(buffer, segments, positions, (ring, acquired[0], acquired[1]))
+
+
+def _copy_extra(
+    raw: np.ndarray, columns: tuple[Column, ...], extra: tuple[np.ndarray, ...], index: int
+) -> bool:
+    """Copy the arrays after the mask of batch ``index`` into its regions (whether they
+    are the arrays the columns were laid out for, up to a row count)."""
+    if len(extra) != len(columns) - 3:
+        return False
+    for (dtype_str, shape, at, stride), array in zip(columns[3:], extra, strict=True):
+        if array.dtype.str != dtype_str or array.shape[1:] != shape[1:] or array.nbytes > stride:
+            return False
+        start = at + index * stride
+        np.copyto(raw[start : start + array.nbytes].view(array.dtype).reshape(array.shape), array)
+    return True
+
+
+def _segments(columns: tuple[Column, ...], rows: list[int]) -> tuple[Segment, ...]:
+    """The group's runs of batches of one row count, each with its columns (the
+    group's, with that row count and offset to the run's first batch)."""
+    segments: list[Segment] = []
+    first = 0
+    while first < len(rows):
+        stop = first + 1
+        while stop < len(rows) and rows[stop] == rows[first]:
+            stop += 1
+        segments.append(
+            (
+                stop - first,
+                tuple(
+                    (dtype, (rows[first], *shape[1:]), offset + first * stride, stride)
+                    for dtype, shape, offset, stride in columns
+                ),
+            )
+        )
+        first = stop
+    return tuple(segments)
 
 
 def _run_buffers(
-    raw: np.ndarray, columns: tuple[Column, ...], shape: tuple[int, ...], first: int
+    raw: np.ndarray,
+    columns: tuple[Column, ...],
+    shape: tuple[int, ...],
+    first: int,
+    rows: list[int],
 ) -> Buffers:
     """The ``buffers`` callback of a run whose first batch is batch ``first`` of the
-    group: views of its token buffers and of its part of the mask column; it declines
-    batches of another shape (a short last batch)."""
-    rows, block = shape
-    size = rows * block
+    group: views of its token buffers and of its part of the mask column, noting each
+    batch's row count in ``rows``. Every batch but the run's last must have the rows of
+    ``shape`` (the last may have fewer: an epoch's last batch); it declines others."""
+    full, block = shape
+    size = full * block
     tokens = columns[0][3]
     mask_at = columns[2][2]
 
     def buffers(counts: Sequence[int], width: int) -> tuple[list[np.ndarray], np.ndarray] | None:
-        if width != block or any(count != rows for count in counts):
+        if width != block or any(count != full for count in counts[:-1]):
             return None
-        stop = first + len(counts)
+        if not 0 < counts[-1] <= full:
+            return None
+        rows[first : first + len(counts)] = counts
+        starts = range(first * tokens, (first + len(counts)) * tokens, tokens)
         views = [
-            raw[at : at + (size + 1) * 8].view(np.int64)
-            for at in range(first * tokens, stop * tokens, tokens)
+            raw[at : at + (count * block + 1) * 8].view(np.int64)
+            for at, count in zip(starts, counts, strict=True)
         ]
-        return views, raw[mask_at + first * size : mask_at + stop * size].view(np.bool_)
+        mask = raw[mask_at + first * size : mask_at + first * size + sum(counts) * block]
+        return views, mask.view(np.bool_)
 
     return buffers
 
@@ -273,20 +323,32 @@ def column_batches(
 
 
 def unpack_columns(
-    buffer: bytearray, columns: tuple[Column, ...], positions: tuple[Position | None, ...]
+    buffer: bytearray, segments: tuple[Segment, ...], positions: tuple[Position | None, ...]
 ) -> BatchGroup:
     """A group that came through the pipe (its bytes are the receiver's)."""
-    return BatchGroup(column_batches(buffer, columns, len(positions) - 1), positions)
+    return BatchGroup(_batches(buffer, segments), positions)
 
 
 def receive_columns(
     place: tuple[str, int, FdHandle | None, int, int],
-    columns: tuple[Column, ...],
+    segments: tuple[Segment, ...],
     positions: tuple[Position | None, ...],
 ) -> BatchGroup:
     """A group a worker left in a shared slot: views of the slot, freed when they go."""
     token, pid, handle, slot, sequence = place
-    count = len(positions) - 1
-    nbytes = max(_nbytes(column, count) for column in columns)
+    nbytes = max(_nbytes(column, count) for count, columns in segments for column in columns)
     lent = mapped_ring(token, pid, handle).lend(slot, sequence, nbytes)
-    return BatchGroup(column_batches(lent, columns, count), positions)
+    return BatchGroup(_batches(lent, segments), positions)
+
+
+def _batches(
+    buffer: bytearray | np.ndarray, segments: tuple[Segment, ...]
+) -> list[list[torch.Tensor]]:
+    """The batches of every segment, in order."""
+    if len(segments) == 1:
+        count, columns = segments[0]
+        return column_batches(buffer, columns, count)
+    batches: list[list[torch.Tensor]] = []
+    for count, columns in segments:
+        batches += column_batches(buffer, columns, count)
+    return batches

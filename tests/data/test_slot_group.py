@@ -83,10 +83,9 @@ def test_a_direct_group_holds_the_in_process_batches_bitwise(
         corpus, [(0, start * step, count)], sample, positions, 1 << 20, shared=False
     )
     expected = [list(corpus.read(0, (start + k) * step).as_tuple()) for k in range(count)]
-    if any(batch[0].shape != sample[0].shape for batch in expected):
-        assert group is None  # a short batch: read the other way
-        return
     assert isinstance(group, SlotGroup) and not group.shared
+    # An epoch's last batch may be short: a segment of its own.
+    assert len(group.segments) == 1 + (expected[-1][0].shape != sample[0].shape)
     received = _received(group)
     assert received.positions == positions
     assert_items_equal(_numpy(received.batches), expected)
@@ -123,8 +122,8 @@ def test_worker_groups_of_a_corpus_are_direct_and_of_a_token_stream_copied() -> 
     corpus = _corpus()
     view = StreamingDataset(corpus, num_epochs=1, shared_memory=False)._grouped((0, 0), 2)
     items = list(view._groups(0, 1))
-    assert isinstance(items[0], SlotGroup)
-    assert all(isinstance(item, SlotGroup | PackedBatch) for item in items)
+    assert corpus.num_rows(0) % corpus.batch_size  # the epoch's last batch is short
+    assert all(isinstance(item, SlotGroup) for item in items)
     stream = TokenStream([np.arange(500)], block=8, batch_size=2, epochs=1)
     tokens = TokenStreamDataset(stream, shared_memory=False)._grouped((0, 0), 2)
     assert all(isinstance(item, PackedBatch) for item in tokens._groups(0, 1))
