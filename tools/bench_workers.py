@@ -303,9 +303,10 @@ def main() -> int:
     parser.add_argument(
         "--warmup",
         type=int,
-        default=256,
+        default=512,
         help="batches taken after the first, before timing: at least what the workers made "
-        "before the first arrived (prefetch_factor 2 groups of 60 batches each at 8 x 2048)",
+        "before the first arrived (prefetch_factor 2 groups of 113 batches each per worker "
+        "at 8 x 2048)",
     )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument(

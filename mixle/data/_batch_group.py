@@ -49,12 +49,15 @@ __all__ = [
 ALIGN = 8
 
 #: The automatic group holds at most this many batches ...
-MAX_GROUP = 64
+MAX_GROUP = 128
 #: ... and at most this many bytes (a ring holds six groups per worker: at most 96 MiB
 #: of shared memory per worker). Measured at batch 8 x 2048 (278 KB, one worker, load
 #: 7 on 2 cores, medians of 5 interleaved runs): the main process's CPU per batch is
 #: 48 / 33 / 21 µs at ``k`` = 16 / 30 / 60 batches per item (torch's per-item cost,
-#: some 400-900 µs under load, paid once per group), so 60 fits (16 MiB / 278 KB).
+#: some 400-900 µs under load, paid once per group), so 60 fits (16 MiB / 278 KB). A
+#: group read straight into its slot (:mod:`mixle.data._slot_group`) takes 147.5 KB a
+#: batch (one token buffer and the mask), so 113 fit: 11 -> 9 µs of main-process CPU
+#: per batch against 64 (one worker, load 7, medians of 3).
 GROUP_BYTES = 16 << 20
 
 Layout = tuple[tuple[str, tuple[int, ...], int], ...]
