@@ -64,7 +64,7 @@ a copy) and yields them one batch per step: the same batches in the same order, 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -398,9 +398,7 @@ class StreamDataset(
         if first is None or self._exhausted(first):
             return
         sample = self._batch(first).as_tuple()
-        reader = self.stream if isinstance(self.stream, ReadsRunsInto) else None
-        if not self._direct_groups:
-            reader = None
+        reader = self._direct_reader(first)
         size = self._group or auto_group_size(
             (None if reader is None else direct_group_bytes(sample, 1)) or group_bytes(sample)
         )
@@ -433,6 +431,23 @@ class StreamDataset(
                 yield PackedBatch(parts, shared=self.shared_memory, group=group)
             else:
                 yield item
+
+    def _direct_reader(self, first: tuple[int, int]) -> ReadsRunsInto | None:
+        """The stream, if it reads runs of batches into buffers from ``first`` on (asked
+        with buffers it declines: nothing is read), else ``None``."""
+        stream = self.stream
+        if not self._direct_groups or not isinstance(stream, ReadsRunsInto):
+            return None
+        cursor = self._to_cursor(first)
+        asked: list[int] = []
+
+        def decline(counts: Sequence[int], block: int) -> None:
+            asked.append(block)
+
+        # Two batches where the epoch has them: a layout whose batches are not
+        # consecutive rows (the global layout on several ranks) reads one only.
+        stream.read_run_into(*cursor, min(2, stream.steps_left(*cursor)), decline)
+        return stream if asked else None
 
     def _runs(self, positions: list[tuple[int, int] | None]) -> list[tuple[int, int, int]]:
         """``(epoch, cursor index, count)`` of the runs of batches ``positions[:-1]``,

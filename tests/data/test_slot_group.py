@@ -127,6 +127,15 @@ def test_worker_groups_of_a_corpus_are_direct_and_of_a_token_stream_copied() -> 
     stream = TokenStream([np.arange(500)], block=8, batch_size=2, epochs=1)
     tokens = TokenStreamDataset(stream, shared_memory=False)._grouped((0, 0), 2)
     assert all(isinstance(item, PackedBatch) for item in tokens._groups(0, 1))
+    for other in (
+        _corpus(layout="global", packing="best_fit"),  # rows of their own
+        _corpus(layout="global", world_size=2),  # a rank's batches are not consecutive rows
+    ):
+        dataset = StreamingDataset(other, num_epochs=1, shared_memory=False)
+        assert dataset._direct_reader((0, 0)) is None  # so groups are sized as copied
+        assert all(
+            isinstance(item, PackedBatch) for item in dataset._grouped((0, 0), 2)._groups(0, 1)
+        )
     copying = StreamingDataset(corpus, num_epochs=1, shared_memory=False)
     copying._direct_groups = False
     assert all(isinstance(item, PackedBatch) for item in copying._grouped((0, 0), 2)._groups(0, 1))
