@@ -1,6 +1,6 @@
 """Groups of packed-row batches read straight into a DataLoader worker's shared slot.
 
-A :class:`~mixle.data.StreamLoader` worker over a stream that can read a run of batches
+A :class:`~mixle.data.torch.StreamLoader` worker over a stream that can read a run of batches
 into buffers of the caller's (:class:`ReadsRunsInto`: ``StreamingCorpus`` with
 concatenated rows) does not build each batch's arrays and then copy them into its
 shared-memory slot (:mod:`mixle.data._batch_group`'s stacks): the group's one gather

@@ -457,7 +457,7 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         :meth:`~mixle.data._row_plan.EpochPlan.read_batches_into`; each batch's
         ``context`` and ``targets`` are views of its buffer, its ``loss_mask`` a view of
         the mask array. How a DataLoader worker writes a group of batches straight into
-        its shared-memory slot (:class:`~mixle.data.StreamLoader`).
+        its shared-memory slot (:class:`~mixle.data.torch.StreamLoader`).
 
         Raises
         ------
