@@ -35,7 +35,7 @@ import torch
 
 from mixle.data._batch import Batch
 from mixle.data._batch_group import BatchGroup, Position
-from mixle.data._slot_ring import FdHandle, SlotRing, mapped_ring, worker_ring
+from mixle.data._slot_ring import FdHandle, SlotOwner, SlotRing, mapped_ring, worker_ring
 
 __all__ = [
     "Column",
@@ -125,14 +125,14 @@ def direct_group_bytes(sample: tuple[np.ndarray, ...], count: int) -> int | None
 Segment = tuple[int, tuple[Column, ...]]
 
 
-class SlotGroup:
+class SlotGroup(SlotOwner):
     """A group of batches as a worker sends it: :data:`Segment` s of :data:`Column` s in
     one buffer (a shared slot, or a ``bytearray`` when no slot is free), and the
     position of every batch and of the next one. Pickles as the slot's place (or the
     bytes) and the segments; the main process receives a
     :class:`~mixle.data._batch_group.BatchGroup`."""
 
-    __slots__ = ("_ring_slot", "buffer", "positions", "segments")
+    __slots__ = ("buffer", "positions", "segments")
 
     def __init__(
         self,
@@ -141,32 +141,16 @@ class SlotGroup:
         positions: tuple[Position | None, ...],
         ring_slot: tuple[SlotRing, int, int] | None,
     ) -> None:
+        super().__init__(ring_slot)
         self.buffer = buffer
         self.segments = segments
         self.positions = positions
-        self._ring_slot = ring_slot
-
-    @property
-    def shared(self) -> bool:
-        """Whether the batches are in a shared slot (and pickle as its place only)."""
-        return self._ring_slot is not None
-
-    def _free(self) -> None:
-        if self._ring_slot is not None:
-            ring, slot, _ = self._ring_slot
-            self._ring_slot = None
-            ring.release(slot)
-
-    def __del__(self) -> None:
-        self._free()  # dropped in the worker, never sent: the slot is free again
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         if self._ring_slot is None:
             return (unpack_columns, (self.buffer, self.segments, self.positions))
-        ring, slot, sequence = self._ring_slot
-        self._ring_slot = None  # the receiver's views free the slot when they go
-        place = (ring.token, ring.pid, ring.handle(), slot, sequence)
-        return (receive_columns, (place, self.segments, self.positions))
+        # The receiver's views free the slot when they go.
+        return (receive_columns, (self._hand_over(), self.segments, self.positions))
 
 
 def read_direct_group(

@@ -32,6 +32,7 @@ __all__ = [
     "SLOTS",
     "FdHandle",
     "MappedRing",
+    "SlotOwner",
     "SlotRing",
     "mapped_ring",
     "supports_shared_slots",
@@ -129,6 +130,41 @@ class SlotRing:
             self._handle_sent = True
             handle: FdHandle = DupFd(self._fd)
             return handle
+
+
+class SlotOwner:
+    """Something a worker sends that may own a full slot of its ring (a batch, a group):
+    the slot is freed if it is dropped in the worker, and handed over (to the receiver,
+    who frees it) when it is pickled."""
+
+    __slots__ = ("_ring_slot",)
+
+    def __init__(self, ring_slot: tuple[SlotRing, int, int] | None) -> None:
+        #: ``(ring, slot, sequence)`` while this object owns a full slot.
+        self._ring_slot = ring_slot
+
+    @property
+    def shared(self) -> bool:
+        """Whether the bytes are in a shared slot (and pickle as its place only)."""
+        return self._ring_slot is not None
+
+    def _free(self) -> None:
+        if self._ring_slot is not None:
+            ring, slot, _ = self._ring_slot
+            self._ring_slot = None
+            ring.release(slot)
+
+    def _hand_over(self) -> tuple[str, int, FdHandle | None, int, int]:
+        """The slot's place for the receiver, who frees the slot from then on."""
+        assert self._ring_slot is not None
+        ring, slot, sequence = self._ring_slot
+        self._ring_slot = None
+        return ring.token, ring.pid, ring.handle(), slot, sequence
+
+    def __del__(self) -> None:
+        # Dropped in the worker, never sent (or unpacked there by a collate_fn that built
+        # something else): its slot is free again.
+        self._free()
 
 
 _worker_ring: SlotRing | None = None

@@ -91,7 +91,7 @@ from mixle.data._loader_state import MAX_POSITION, saved_workers
 from mixle.data._mesh import DpDims, PlacedStream, check_stream_place
 from mixle.data._resumable import ResumableStream
 from mixle.data._slot_group import ReadsRunsInto, SlotGroup, direct_group_bytes, read_direct_group
-from mixle.data._slot_ring import FdHandle, SlotRing, mapped_ring, worker_ring
+from mixle.data._slot_ring import FdHandle, SlotOwner, mapped_ring, worker_ring
 from mixle.data._stream_loader import GroupedSource, StreamLoader
 from mixle.data._streaming import StreamingCorpus
 from mixle.data.stream_token_source import TokenStream
@@ -136,7 +136,7 @@ def _receive(
     return _unpack(mapped_ring(token, pid, handle).take(slot, sequence, nbytes_of(layout)), layout)
 
 
-class PackedBatch:
+class PackedBatch(SlotOwner):
     """One batch as a DataLoader worker sends it: every array in one byte buffer.
 
     Pickling it produces a small layout (dtype, shape and offset of each array) and
@@ -158,7 +158,7 @@ class PackedBatch:
         ring falls back to the bytes payload).
     """
 
-    __slots__ = ("_ring_slot", "buffer", "group", "layout")
+    __slots__ = ("buffer", "group", "layout")
 
     def __init__(
         self,
@@ -167,6 +167,7 @@ class PackedBatch:
         shared: bool = False,
         group: GroupInfo | None = None,
     ) -> None:
+        super().__init__(None)
         layout = []
         offset = 0
         for part in parts:
@@ -192,16 +193,9 @@ class PackedBatch:
         #: For a group of batches (:class:`~mixle.data.torch.StreamLoader`): the parts per
         #: batch and the position of each batch and of the one after them.
         self.group = group
-        # (ring, slot, sequence) while this object owns a full slot.
-        self._ring_slot: tuple[SlotRing, int, int] | None = None
         if ring is not None and acquired is not None:
             ring.publish(acquired[0], acquired[1])
             self._ring_slot = (ring, acquired[0], acquired[1])
-
-    @property
-    def shared(self) -> bool:
-        """Whether the bytes are in a shared slot (and pickle as its place only)."""
-        return self._ring_slot is not None
 
     def unpack(self) -> list[torch.Tensor]:
         """The batch's tensors, as the DataLoader yields them.
@@ -214,30 +208,15 @@ class PackedBatch:
             self._free()
         return _unpack(self.buffer, self.layout)
 
-    def _free(self) -> None:
-        if self._ring_slot is not None:
-            ring, slot, _ = self._ring_slot
-            self._ring_slot = None
-            ring.release(slot)
-
-    def __del__(self) -> None:
-        # A shared batch dropped in the worker unpickled (a collate_fn that built
-        # something else): its slot is free again.
-        self._free()
-
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         if self.group is not None:
             if self._ring_slot is None:
                 return (unpack_group, (self.buffer, self.layout, self.group))
-            ring, slot, sequence = self._ring_slot
-            self._ring_slot = None  # the receiver's views free the slot when they go
-            place = (ring.token, ring.pid, ring.handle(), slot, sequence)
-            return (receive_group, (place, self.layout, self.group))
+            # The receiver's views free the slot when they go.
+            return (receive_group, (self._hand_over(), self.layout, self.group))
         if self._ring_slot is None:
             return (_unpack, (self.buffer, self.layout))
-        ring, slot, sequence = self._ring_slot
-        self._ring_slot = None  # the receiver frees the slot now
-        return (_receive, (ring.token, ring.pid, ring.handle(), slot, sequence, self.layout))
+        return (_receive, (*self._hand_over(), self.layout))  # the receiver frees it now
 
 
 class StreamDataset(

@@ -17,7 +17,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mixle.data import _slot_ring as slot_ring
-from mixle.data._batch_group import BatchGroup
 from mixle.data._slot_group import (
     ReadsRunsInto,
     SlotGroup,
@@ -27,38 +26,14 @@ from mixle.data._slot_group import (
 )
 from mixle.data._slot_ring import SLOTS, supports_shared_slots
 from mixle.data.stream_token_source import TokenStream
-from mixle.data.streaming_corpus import StreamingCorpus
 from mixle.data.torch import PackedBatch, StreamingDataset, StreamLoader, TokenStreamDataset
 from mixle.errors import ArgumentError
 from tests.data.resume_helpers import assert_items_equal
+from tests.data.test_stream_loader import _corpus, _numpy, _received
 
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 
-DOCUMENTS = [np.arange(1000 * i, 1000 * i + (i * 37) % 53 + 1, dtype=np.int64) for i in range(60)]
 shared_slots = pytest.mark.skipif(not supports_shared_slots(), reason="needs memfd (Linux)")
-
-
-def _corpus(**kwargs: Any) -> StreamingCorpus:
-    options: dict[str, Any] = {
-        "rank": 0,
-        "world_size": 1,
-        "block": 16,
-        "batch_size": 3,
-        "boundary_id": -5,
-        "document_ids": True,
-        **kwargs,
-    }
-    return StreamingCorpus(DOCUMENTS, **options)
-
-
-def _received(item: Any) -> BatchGroup:
-    group = pickle.loads(ForkingPickler.dumps(item))
-    assert isinstance(group, BatchGroup)
-    return group
-
-
-def _numpy(batches: Any) -> list[list[np.ndarray]]:
-    return [[part.numpy().copy() for part in batch] for batch in batches]
 
 
 @settings(max_examples=30, deadline=None)
