@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import pickle
 from multiprocessing.reduction import ForkingPickler
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,10 +27,11 @@ from mixle.data._slot_group import (
 )
 from mixle.data._slot_ring import SLOTS, supports_shared_slots
 from mixle.data.stream_token_source import TokenStream
+from mixle.data.streaming_corpus import StreamingCorpus
 from mixle.data.torch import PackedBatch, StreamingDataset, StreamLoader, TokenStreamDataset
 from mixle.errors import ArgumentError
 from tests.data.resume_helpers import assert_items_equal
-from tests.data.test_stream_loader import _corpus, _numpy, _received
+from tests.data.test_stream_loader import DOCUMENTS, _corpus, _numpy, _received
 
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 
@@ -188,3 +190,35 @@ def test_kept_batches_outlive_their_slots_unchanged_and_batch_sized(num_workers:
     for batch, reference in zip(kept, expected, strict=True):
         assert [t.untyped_storage().nbytes() for t in batch] == [a.nbytes for a in reference]
         assert all(isinstance(t, torch.Tensor) and t.is_contiguous() for t in batch)
+
+
+@pytest.mark.parametrize("document_ids", [False, True])
+@pytest.mark.parametrize("layout", ["per-rank", "global"])
+def test_a_sharded_corpus_is_gathered_straight_into_the_slot_bitwise(
+    tmp_path: Path, layout: str, document_ids: bool
+) -> None:
+    """Sharded documents take the split-output gather (each batch's buffer written by
+    the group's one gather); the in-memory documents above take the joint read."""
+    from mixle.corpus import CorpusWriter, open_corpus
+
+    with CorpusWriter(tmp_path / "c", vocab_size=70_000) as writer:
+        writer.add_many([d.astype(np.uint32) for d in DOCUMENTS])
+    documents = open_corpus(tmp_path / "c")
+    assert documents.gathers_split_output
+    corpus = StreamingCorpus(
+        documents,
+        rank=0,
+        world_size=1,
+        block=8,
+        batch_size=2,
+        boundary_id=7,
+        document_ids=document_ids,
+        layout=layout,
+    )
+    step, total = corpus.cursor_step, corpus.epoch_size(0) // corpus.cursor_step
+    sample = corpus.read(0, 0).as_tuple()
+    positions = (*((0, k * step) for k in range(total)), None)
+    group = read_direct_group(corpus, [(0, 0, total)], sample, positions, 1 << 22, shared=False)
+    assert group is not None
+    expected = [list(corpus.read(0, k * step).as_tuple()) for k in range(total)]
+    assert_items_equal(_numpy(_received(group).batches), expected)
