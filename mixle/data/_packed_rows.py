@@ -199,6 +199,7 @@ def read_packed_group(
     document_ids: bool,
     buffers: list[np.ndarray] | None = None,
     mask: np.ndarray | None = None,
+    ids: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[list[np.ndarray], PackedRows]:
     """The tokens of consecutive batches (``counts[k]`` rows each from ``first_row`` on),
     one array per batch, and the group's rows (``sum(counts)`` of them) without tokens:
@@ -216,7 +217,9 @@ def read_packed_group(
     ``buffers`` and ``mask``, when given, are where the batches' tokens and the group's
     loss mask are written (``counts[k] * block + 1`` int64 and ``sum(counts) * block``
     bool, flat, C-contiguous; e.g. views of a DataLoader worker's shared slot): the
-    returned arrays are those buffers and a ``(sum(counts), block)`` view of ``mask``.
+    returned arrays are those buffers and a ``(sum(counts), block)`` view of ``mask``;
+    ``ids`` (two flat ``sum(counts) * block`` int64 arrays), where the document ids and
+    positions are filled (with ``document_ids``; no fresh arrays, no page faults).
     """
     total = sum(counts)
     if gather_backend() != "numpy" or getattr(documents, "gathers_split_output", False) is not True:
@@ -241,13 +244,13 @@ def read_packed_group(
             row += count
         if mask is not None:
             mask[...] = group.mask.reshape(-1)
-            group = PackedRows(
-                group.buffer,
-                mask.reshape(group.mask.shape),
-                group.real,
-                group.document_ids,
-                group.position_ids,
-            )
+            doc_ids, pos_ids = group.document_ids, group.position_ids
+            if ids is not None and doc_ids is not None and pos_ids is not None:
+                ids[0][...] = doc_ids.reshape(-1)
+                ids[1][...] = pos_ids.reshape(-1)
+                doc_ids, pos_ids = ids[0].reshape(doc_ids.shape), ids[1].reshape(pos_ids.shape)
+            shape = group.mask.shape
+            group = PackedRows(group.buffer, mask.reshape(shape), group.real, doc_ids, pos_ids)
         return copies, group
     size = total * block
     begin = first_row * block
@@ -271,7 +274,7 @@ def read_packed_group(
     rows_mask = _loss_mask(shape, real, mask)
     if not document_ids:
         return buffers, PackedRows(_NO_TOKENS, rows_mask, real, None, None)
-    doc_ids, pos_ids = _document_positions(local, stream_end, begin, size, first, stop)
+    doc_ids, pos_ids = _document_positions(local, stream_end, begin, size, first, stop, ids)
     return buffers, PackedRows(
         _NO_TOKENS, rows_mask, real, doc_ids.reshape(shape), pos_ids.reshape(shape)
     )
@@ -298,7 +301,13 @@ def _loss_mask(shape: tuple[int, int], real: int, out: np.ndarray | None = None)
 
 
 def _document_positions(
-    layout: StreamLayout, stream_end: int, begin: int, size: int, first: int, stop: int
+    layout: StreamLayout,
+    stream_end: int,
+    begin: int,
+    size: int,
+    first: int,
+    stop: int,
+    out: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Document ids and in-document positions of stream tokens ``[begin, begin + size)``.
 
@@ -308,14 +317,15 @@ def _document_positions(
     :func:`~mixle._gather.document_id_runs` (or filled by
     :func:`~mixle._gather.fill_document_ids` when the rows reach past the stream's end);
     positions from ``stream_end`` (the stream's end, or the rows') on are padding (-1
-    and 0).
+    and 0). Filled into ``out`` (two flat int64 arrays of ``size``) when given.
     """
     real = max(min(begin + size, stream_end) - begin, 0)
     indices, starts = layout.indices[first:stop], layout.starts[first : stop + 1]
-    if real == size:  # every batch but an epoch's last: built whole, by runs
+    if real == size and out is None:  # every batch but an epoch's last: built by runs
         return document_id_runs(indices, starts, begin, size)
-    doc_ids = np.empty(size, dtype=np.int64)
-    pos_ids = np.empty(size, dtype=np.int64)
+    doc_ids, pos_ids = (
+        out if out is not None else (np.empty(size, np.int64), np.empty(size, np.int64))
+    )
     if real:
         fill_document_ids(doc_ids[:real], pos_ids[:real], indices, starts, begin)
     doc_ids[real:] = -1

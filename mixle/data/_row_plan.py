@@ -57,6 +57,7 @@ __all__ = [
     "EpochPlan",
     "PlanFactory",
     "RowPlan",
+    "RunBuffers",
     "WindowedRowPlan",
     "build_plan",
     "consecutive_batches",
@@ -128,17 +129,19 @@ class EpochPlan:
         first_rows: Sequence[int],
         counts: Sequence[int],
         pack: PackOptions,
-        buffers: Callable[[Sequence[int], int], tuple[list[np.ndarray], np.ndarray] | None],
+        buffers: RunBuffers,
     ) -> list[tuple[Batch, int]] | None:
         """:meth:`read_batches` into buffers of the caller's (a DataLoader worker's
         shared slot), or ``None`` (nothing read) when this plan cannot or ``buffers``
         declines.
 
         ``buffers(counts, block)`` gives each batch's token buffer (``counts[k] * block
-        + 1`` int64) and one flat ``sum(counts) * block`` bool array for the loss masks;
-        batch ``k``'s ``context`` and ``targets`` are then views of its buffer
-        (``[:-1]`` and ``[1:]``) and its mask the part of that array of its rows, as in
-        :meth:`read_batches`, bitwise. Only plans whose rows are the layout's
+        + 1`` int64), one flat ``sum(counts) * block`` bool array for the loss masks and,
+        or ``None``, two flat ``sum(counts) * block`` int64 arrays for the document ids
+        and positions (filled with ``document_ids``); batch ``k``'s ``context`` and
+        ``targets`` are then views of its buffer (``[:-1]`` and ``[1:]``) and its mask
+        and ids the parts of those arrays of its rows, as in :meth:`read_batches`,
+        bitwise. Only plans whose rows are the layout's
         concatenated and chunked stream (not a subclass with rows of its own), over
         batches whose rows follow each other.
         """
@@ -166,6 +169,7 @@ class EpochPlan:
         pack: PackOptions,
         token_buffers: list[np.ndarray] | None,
         mask_buffer: np.ndarray | None,
+        id_buffers: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> list[tuple[Batch, int]]:
         buffers, rows = read_packed_group(
             documents,
@@ -178,6 +182,7 @@ class EpochPlan:
             document_ids=pack.document_ids,
             buffers=token_buffers,
             mask=mask_buffer,
+            ids=id_buffers,
         )
         block, mask, ids, positions = pack.block, rows.mask, rows.document_ids, rows.position_ids
         batches: list[tuple[Batch, int]] = []
@@ -281,6 +286,13 @@ class WindowedRowPlan(RowPlan, Protocol):
         """Epoch ``epoch``'s plan from its order's windows (no per-document array)."""
         ...
 
+
+RunBuffers = Callable[
+    [Sequence[int], int],
+    tuple[list[np.ndarray], np.ndarray, tuple[np.ndarray, np.ndarray] | None] | None,
+]
+"""Where :meth:`EpochPlan.read_batches_into` reads: ``(counts, block)`` -> token buffers,
+mask, document ids and positions (or ``None``), or ``None`` to decline."""
 
 PlanFactory = Callable[[ShardOptions, bool], RowPlan]
 """Builds a layout's plan from the shard options and ``even_batches``."""

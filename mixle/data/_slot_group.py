@@ -27,7 +27,7 @@ groups go through the other slots, or through the pipe when none is free).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -35,6 +35,7 @@ import torch
 
 from mixle.data._batch import Batch
 from mixle.data._batch_group import BatchGroup, Position
+from mixle.data._row_plan import RunBuffers
 from mixle.data._slot_ring import FdHandle, SlotOwner, SlotRing, mapped_ring, worker_ring
 
 __all__ = [
@@ -57,8 +58,6 @@ Column = tuple[str, tuple[int, ...], int, int]
 # Token buffers start on a cache line (and every array on its dtype's alignment).
 _ALIGN = 64
 
-Buffers = Callable[[Sequence[int], int], tuple[list[np.ndarray], np.ndarray] | None]
-
 
 @runtime_checkable
 class ReadsRunsInto(Protocol):
@@ -66,7 +65,7 @@ class ReadsRunsInto(Protocol):
     buffers (``StreamingCorpus.read_run_into``)."""
 
     def read_run_into(
-        self, epoch: int, index: int, count: int, buffers: Buffers
+        self, epoch: int, index: int, count: int, buffers: RunBuffers
     ) -> list[Batch] | None:
         """The batches from ``(epoch, index)``, written into ``buffers``; ``None``:
         nothing read (the layout cannot, or ``buffers`` declined)."""
@@ -97,7 +96,8 @@ def _layout(sample: tuple[np.ndarray, ...], count: int) -> tuple[Column, ...]:
     ]
     offset = _aligned(mask + count * size)
     for array in sample[3:]:
-        stride = _aligned(array.nbytes)
+        # 8-byte multiples: int64 ids of consecutive batches are one flat array.
+        stride = -(-array.nbytes // 8) * 8
         columns.append((array.dtype.str, tuple(array.shape), offset, stride))
         offset += count * stride
     return tuple(columns)
@@ -183,14 +183,17 @@ def read_direct_group(
     else:
         raw = buffer = acquired[2]
     rows = [0] * count
+    filled: list[bool] = []
     done = 0
     for epoch, index, length in runs:
-        buffers = _run_buffers(raw, columns, sample[0].shape, done, rows)
+        buffers = _run_buffers(raw, columns, sample[0].shape, done, rows, filled)
         read = stream.read_run_into(epoch, index, length, buffers)
         if read is None or len(read) != length:
             return None  # never published: the slot stays free
+        skip = 2 if filled.pop() else 0  # ids filled in place: nothing to copy
         for offset, batch in enumerate(read):
-            if not _copy_extra(raw, columns, batch.as_tuple()[3:], done + offset):
+            extra = batch.as_tuple()[3 + skip :]
+            if not _copy_extra(raw, columns[3 + skip :], extra, done + offset):
                 return None
         done += length
     segments = _segments(columns, rows)
@@ -203,11 +206,11 @@ def read_direct_group(
 def _copy_extra(
     raw: np.ndarray, columns: tuple[Column, ...], extra: tuple[np.ndarray, ...], index: int
 ) -> bool:
-    """Copy the arrays after the mask of batch ``index`` into its regions (whether they
-    are the arrays the columns were laid out for, up to a row count)."""
-    if len(extra) != len(columns) - 3:
+    """Copy arrays of batch ``index`` into its regions of ``columns`` (whether they are
+    the arrays the columns were laid out for, up to a row count)."""
+    if len(extra) != len(columns):
         return False
-    for (dtype_str, shape, at, stride), array in zip(columns[3:], extra, strict=True):
+    for (dtype_str, shape, at, stride), array in zip(columns, extra, strict=True):
         if array.dtype.str != dtype_str or array.shape[1:] != shape[1:] or array.nbytes > stride:
             return False
         start = at + index * stride
@@ -243,17 +246,23 @@ def _run_buffers(
     shape: tuple[int, ...],
     first: int,
     rows: list[int],
-) -> Buffers:
+    filled: list[bool],
+) -> RunBuffers:
     """The ``buffers`` callback of a run whose first batch is batch ``first`` of the
-    group: views of its token buffers and of its part of the mask column, noting each
-    batch's row count in ``rows``. Every batch but the run's last must have the rows of
-    ``shape`` (the last may have fewer: an epoch's last batch); it declines others."""
+    group: views of its token buffers and of its part of the mask column (and of the
+    two id columns, when the batches have them), noting each batch's row count in
+    ``rows`` and whether the ids are given in ``filled``. Every batch but the run's last
+    must have the rows of ``shape`` (the last may have fewer: an epoch's last batch);
+    it declines others."""
     full, block = shape
     size = full * block
     tokens = columns[0][3]
     mask_at = columns[2][2]
 
-    def buffers(counts: Sequence[int], width: int) -> tuple[list[np.ndarray], np.ndarray] | None:
+    def buffers(
+        counts: Sequence[int], width: int
+    ) -> tuple[list[np.ndarray], np.ndarray, tuple[np.ndarray, np.ndarray] | None] | None:
+        filled.append(False)
         if width != block or any(count != full for count in counts[:-1]):
             return None
         if not 0 < counts[-1] <= full:
@@ -264,8 +273,19 @@ def _run_buffers(
             raw[at : at + (count * block + 1) * 8].view(np.int64)
             for at, count in zip(starts, counts, strict=True)
         ]
-        mask = raw[mask_at + first * size : mask_at + first * size + sum(counts) * block]
-        return views, mask.view(np.bool_)
+        stop = first * size + sum(counts) * block
+        mask = raw[mask_at + first * size : mask_at + stop].view(np.bool_)
+        ids = None
+        if len(columns) >= 5 and all(
+            dtype == "<i8" and stride == size * 8 for dtype, _, _, stride in columns[3:5]
+        ):
+            filled[-1] = True
+            doc_at, pos_at = columns[3][2], columns[4][2]
+            ids = (
+                raw[doc_at + first * size * 8 : doc_at + stop * 8].view(np.int64),
+                raw[pos_at + first * size * 8 : pos_at + stop * 8].view(np.int64),
+            )
+        return views, mask, ids
 
     return buffers
 

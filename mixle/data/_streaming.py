@@ -15,7 +15,7 @@ shard.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from types import BuiltinFunctionType, FunctionType, MethodType
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +47,7 @@ from mixle.data._ranks import current_rank_and_world_size
 from mixle.data._row_plan import (
     EpochPlan,
     RowPlan,
+    RunBuffers,
     WindowedRowPlan,
     check_plan_state,
 )
@@ -444,7 +445,7 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         epoch: int,
         index: int,
         count: int,
-        buffers: Callable[[Sequence[int], int], tuple[list[np.ndarray], np.ndarray] | None],
+        buffers: RunBuffers,
     ) -> list[Batch] | None:
         """The ``count`` batches from cursor ``(epoch, index)`` on, in one epoch
         (``[read(epoch, index + k * cursor_step) for k in range(count)]``, bitwise), read
@@ -453,7 +454,7 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         follow each other) or ``buffers`` declines.
 
         ``buffers(counts, block)`` is asked once, with each batch's row count: it gives
-        the batches' token buffers and one flat mask array, as for
+        the batches' token buffers, one flat mask array and the id arrays, as for
         :meth:`~mixle.data._row_plan.EpochPlan.read_batches_into`; each batch's
         ``context`` and ``targets`` are views of its buffer, its ``loss_mask`` a view of
         the mask array. How a DataLoader worker writes a group of batches straight into
