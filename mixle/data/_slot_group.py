@@ -11,11 +11,15 @@ block`` rows:
   ``b * block`` tokens, its ``targets`` the last ``b * block``: one buffer, as in the
   in-process batch), 64-byte aligned, at a fixed stride;
 - the group's loss mask, ``k * b * block`` bool (batch ``i``'s at ``i * b * block``);
-- the other arrays of the batch tuple (document and position ids), each copied once
-  into ``k`` regions at a fixed stride.
+- the other arrays of the batch tuple, each in ``k`` regions at a fixed stride: the
+  document ids and positions filled in place (one flat array each for the group, as
+  the reader fills them: no fresh arrays, whose page faults cost more than the fill),
+  anything else copied once.
 
-Only a small descriptor travels through the pipe: the slot's place and one
-:data:`Column` per array of the batch tuple (dtype, shape, offset of batch 0's, stride).
+A run's last batch may have fewer rows (an epoch's last batch): it sits in its own
+regions and makes a :data:`Segment` of its own. Only a small descriptor travels through
+the pipe: the slot's place and, per segment, one :data:`Column` per array of the batch
+tuple (dtype, shape, offset of the segment's first batch's, stride).
 The main process makes each batch's tensors as views of the lent slot, one
 ``torch.from_numpy`` per array of a batch, so each tensor's storage is that batch's
 array only (``untyped_storage().nbytes()`` is the batch's size, not the slot's), and the
