@@ -14,6 +14,9 @@ Three same-run references say what stands between the figure and the target:
 
 * the machine's ceiling: a pure-Python CPU burn in 1 vs 2 processes (other jobs share
   the cores, so no program can scale past it);
+* the previous worker path: ``StreamLoader copying`` (``StreamDataset._direct_groups =
+  False``), whose workers read each batch alone and copy it into the slot, where the
+  default reads each group with one gather straight into the slot;
 * the previous transport: ``StreamingDataset(shared_memory=False)``, whose workers send
   each batch's bytes through the result pipe (the default hands them over through a
   ring of shared-memory slots and sends only their place);
