@@ -136,7 +136,7 @@ class StreamDataModule(LightningDataModule):
         DataLoader worker processes; the batch sequence is the same for every value.
     batches_per_item
         Batches per worker item of the :class:`~mixle.data.torch.StreamLoader`
-        (``None``: sized from the batch, 60 at 8 x 2048; see there).
+        (``None``: sized from the batch, 113 at 8 x 2048; see there).
 
     ``train_dataloader()`` is a :class:`~mixle.data.torch.StreamLoader` that yields the stream's batch tuples as tensors
     (``batch_size=None``: batching already happened), from the first batch not yet

@@ -34,6 +34,7 @@ __all__ = [
     "Layout",
     "Position",
     "Stack",
+    "arrays_of",
     "auto_group_size",
     "group_bytes",
     "nbytes_of",
@@ -48,12 +49,15 @@ __all__ = [
 ALIGN = 8
 
 #: The automatic group holds at most this many batches ...
-MAX_GROUP = 64
+MAX_GROUP = 128
 #: ... and at most this many bytes (a ring holds six groups per worker: at most 96 MiB
 #: of shared memory per worker). Measured at batch 8 x 2048 (278 KB, one worker, load
 #: 7 on 2 cores, medians of 5 interleaved runs): the main process's CPU per batch is
 #: 48 / 33 / 21 µs at ``k`` = 16 / 30 / 60 batches per item (torch's per-item cost,
-#: some 400-900 µs under load, paid once per group), so 60 fits (16 MiB / 278 KB).
+#: some 400-900 µs under load, paid once per group), so 60 fits (16 MiB / 278 KB). A
+#: group read straight into its slot (:mod:`mixle.data._slot_group`) takes 147.5 KB a
+#: batch (one token buffer and the mask), so 113 fit: 11 -> 9 µs of main-process CPU
+#: per batch against 64 (one worker, load 7, medians of 3).
 GROUP_BYTES = 16 << 20
 
 Layout = tuple[tuple[str, tuple[int, ...], int], ...]
@@ -108,13 +112,18 @@ def auto_group_size(batch_bytes: int) -> int:
 
 def tensors_of(buffer: bytearray | np.ndarray, layout: Layout) -> list[torch.Tensor]:
     """The tensors of a packed buffer: contiguous views of ``buffer``, in order."""
+    return [torch.from_numpy(array) for array in arrays_of(buffer, layout)]
+
+
+def arrays_of(buffer: bytearray | np.ndarray, layout: Layout) -> list[np.ndarray]:
+    """The arrays of a packed buffer: contiguous views of ``buffer``, in order."""
     raw = np.frombuffer(buffer, dtype=np.uint8)
-    tensors = []
+    arrays = []
     for dtype_str, shape, offset in layout:
         dtype = np.dtype(dtype_str)
         end = offset + math.prod(shape) * dtype.itemsize
-        tensors.append(torch.from_numpy(raw[offset:end].view(dtype).reshape(shape)))
-    return tensors
+        arrays.append(raw[offset:end].view(dtype).reshape(shape))
+    return arrays
 
 
 def nbytes_of(layout: Layout) -> int:
@@ -151,22 +160,26 @@ class BatchGroup:
         )
 
 
-def _split(tensors: list[torch.Tensor], group: GroupInfo) -> BatchGroup:
+def _split(arrays: list[np.ndarray], group: GroupInfo) -> BatchGroup:
+    """The group's batches, one ``from_numpy`` per array of each: every tensor's storage
+    is that array only (a batch the user keeps holds its own bytes, not the group's)."""
     sizes, positions = group
+    convert = torch.from_numpy
     if not sizes:  # one stack per array: batch i is the i-th slice of each
         return BatchGroup(
-            [list(batch) for batch in zip(*(t.unbind(0) for t in tensors), strict=True)], positions
+            [[convert(array) for array in batch] for batch in zip(*arrays, strict=True)],
+            positions,
         )
     batches, start = [], 0
     for size in sizes:
-        batches.append(tensors[start : start + size])
+        batches.append([convert(array) for array in arrays[start : start + size]])
         start += size
     return BatchGroup(batches, positions)
 
 
 def unpack_group(buffer: bytearray, layout: Layout, group: GroupInfo) -> BatchGroup:
     """A group that came through the pipe (its bytes are the receiver's)."""
-    return _split(tensors_of(buffer, layout), group)
+    return _split(arrays_of(buffer, layout), group)
 
 
 def receive_group(
@@ -175,7 +188,7 @@ def receive_group(
     """A group a worker left in a shared slot: views of the slot, freed when they go."""
     token, pid, handle, slot, sequence = place
     lent = mapped_ring(token, pid, handle).lend(slot, sequence, nbytes_of(layout))
-    return _split(tensors_of(lent, layout), group)
+    return _split(arrays_of(lent, layout), group)
 
 
 def group_bytes(parts: Any) -> int:

@@ -197,6 +197,9 @@ def read_packed_group(
     pad_id: int,
     boundary_id: int | None,
     document_ids: bool,
+    buffers: list[np.ndarray] | None = None,
+    mask: np.ndarray | None = None,
+    ids: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[list[np.ndarray], PackedRows]:
     """The tokens of consecutive batches (``counts[k]`` rows each from ``first_row`` on),
     one array per batch, and the group's rows (``sum(counts)`` of them) without tokens:
@@ -210,6 +213,13 @@ def read_packed_group(
     and no copy out of one, when ``documents`` has ``gathers_split_output`` and the
     gather backend is numpy. Otherwise, as before: :func:`read_packed_rows` of the
     group, each batch's tokens copied out of its buffer.
+
+    ``buffers`` and ``mask``, when given, are where the batches' tokens and the group's
+    loss mask are written (``counts[k] * block + 1`` int64 and ``sum(counts) * block``
+    bool, flat, C-contiguous; e.g. views of a DataLoader worker's shared slot): the
+    returned arrays are those buffers and a ``(sum(counts), block)`` view of ``mask``;
+    ``ids`` (two flat ``sum(counts) * block`` int64 arrays), where the document ids and
+    positions are filled (with ``document_ids``; no fresh arrays, no page faults).
     """
     total = sum(counts)
     if gather_backend() != "numpy" or getattr(documents, "gathers_split_output", False) is not True:
@@ -224,16 +234,31 @@ def read_packed_group(
             document_ids=document_ids,
         )
         copies, row = [], 0
-        for count in counts:
-            copies.append(group.buffer[row * block : (row + count) * block + 1].copy())
+        for k, count in enumerate(counts):
+            part = group.buffer[row * block : (row + count) * block + 1]
+            if buffers is None:
+                copies.append(part.copy())
+            else:
+                buffers[k][...] = part
+                copies.append(buffers[k])
             row += count
+        if mask is not None:
+            mask[...] = group.mask.reshape(-1)
+            doc_ids, pos_ids = group.document_ids, group.position_ids
+            if ids is not None and doc_ids is not None and pos_ids is not None:
+                ids[0][...] = doc_ids.reshape(-1)
+                ids[1][...] = pos_ids.reshape(-1)
+                doc_ids, pos_ids = ids[0].reshape(doc_ids.shape), ids[1].reshape(pos_ids.shape)
+            shape = group.mask.shape
+            group = PackedRows(group.buffer, mask.reshape(shape), group.real, doc_ids, pos_ids)
         return copies, group
     size = total * block
     begin = first_row * block
     stream_tokens = layout.stream_tokens
     stream_end = max(min(begin + size + 1, stream_tokens), begin)
     stream = stream_end - begin
-    buffers = [np.empty(count * block + 1, dtype=np.int64) for count in counts]
+    if buffers is None:
+        buffers = [np.empty(count * block + 1, dtype=np.int64) for count in counts]
     starts = [0] * len(counts)
     for k in range(1, len(counts)):
         starts[k] = starts[k - 1] + counts[k - 1] * block
@@ -246,12 +271,12 @@ def read_packed_group(
             buffer[max(stream - start, 0) :] = pad_id
     real = min(max(stream_tokens - begin - 1, 0), size)
     shape = (total, block)
-    mask = _loss_mask(shape, real)
+    rows_mask = _loss_mask(shape, real, mask)
     if not document_ids:
-        return buffers, PackedRows(_NO_TOKENS, mask, real, None, None)
-    doc_ids, pos_ids = _document_positions(local, stream_end, begin, size, first, stop)
+        return buffers, PackedRows(_NO_TOKENS, rows_mask, real, None, None)
+    doc_ids, pos_ids = _document_positions(local, stream_end, begin, size, first, stop, ids)
     return buffers, PackedRows(
-        _NO_TOKENS, mask, real, doc_ids.reshape(shape), pos_ids.reshape(shape)
+        _NO_TOKENS, rows_mask, real, doc_ids.reshape(shape), pos_ids.reshape(shape)
     )
 
 
@@ -259,8 +284,13 @@ _NO_TOKENS = np.empty(0, dtype=np.int64)
 _NO_TOKENS.flags.writeable = False
 
 
-def _loss_mask(shape: tuple[int, int], real: int) -> np.ndarray:
-    """The rows' loss mask: True for the first ``real`` targets (row-major), False after."""
+def _loss_mask(shape: tuple[int, int], real: int, out: np.ndarray | None = None) -> np.ndarray:
+    """The rows' loss mask: True for the first ``real`` targets (row-major), False after
+    (written into ``out``, flat, when given)."""
+    if out is not None:
+        out[:real] = True
+        out[real:] = False
+        return out.reshape(shape)
     if real == shape[0] * shape[1]:
         mask = np.empty(shape, dtype=np.bool_)
         mask.fill(True)
@@ -271,7 +301,13 @@ def _loss_mask(shape: tuple[int, int], real: int) -> np.ndarray:
 
 
 def _document_positions(
-    layout: StreamLayout, stream_end: int, begin: int, size: int, first: int, stop: int
+    layout: StreamLayout,
+    stream_end: int,
+    begin: int,
+    size: int,
+    first: int,
+    stop: int,
+    out: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Document ids and in-document positions of stream tokens ``[begin, begin + size)``.
 
@@ -281,14 +317,15 @@ def _document_positions(
     :func:`~mixle._gather.document_id_runs` (or filled by
     :func:`~mixle._gather.fill_document_ids` when the rows reach past the stream's end);
     positions from ``stream_end`` (the stream's end, or the rows') on are padding (-1
-    and 0).
+    and 0). Filled into ``out`` (two flat int64 arrays of ``size``) when given.
     """
     real = max(min(begin + size, stream_end) - begin, 0)
     indices, starts = layout.indices[first:stop], layout.starts[first : stop + 1]
-    if real == size:  # every batch but an epoch's last: built whole, by runs
+    if real == size and out is None:  # every batch but an epoch's last: built by runs
         return document_id_runs(indices, starts, begin, size)
-    doc_ids = np.empty(size, dtype=np.int64)
-    pos_ids = np.empty(size, dtype=np.int64)
+    doc_ids, pos_ids = (
+        out if out is not None else (np.empty(size, np.int64), np.empty(size, np.int64))
+    )
     if real:
         fill_document_ids(doc_ids[:real], pos_ids[:real], indices, starts, begin)
     doc_ids[real:] = -1

@@ -57,6 +57,7 @@ __all__ = [
     "EpochPlan",
     "PlanFactory",
     "RowPlan",
+    "RunBuffers",
     "WindowedRowPlan",
     "build_plan",
     "consecutive_batches",
@@ -115,14 +116,61 @@ class EpochPlan:
         mask and document ids are views of the group's arrays. A subclass with rows of its own
         (:meth:`read_rows` overridden) reads batch by batch unless it overrides this.
         """
-        if (
-            not consecutive_batches(first_rows, counts)
-            or type(self).read_rows is not EpochPlan.read_rows
-        ):
+        if not self._reads_groups(first_rows, counts):
             return [
                 self.read_rows(documents, row, count, pack)
                 for row, count in zip(first_rows, counts, strict=True)
             ]
+        return self._read_group(documents, first_rows, counts, pack, None, None)
+
+    def read_batches_into(
+        self,
+        documents: DocumentSource,
+        first_rows: Sequence[int],
+        counts: Sequence[int],
+        pack: PackOptions,
+        buffers: RunBuffers,
+    ) -> list[tuple[Batch, int]] | None:
+        """:meth:`read_batches` into buffers of the caller's (a DataLoader worker's
+        shared slot), or ``None`` (nothing read) when this plan cannot or ``buffers``
+        declines.
+
+        ``buffers(counts, block)`` gives each batch's token buffer (``counts[k] * block
+        + 1`` int64), one flat ``sum(counts) * block`` bool array for the loss masks and,
+        or ``None``, two flat ``sum(counts) * block`` int64 arrays for the document ids
+        and positions (filled with ``document_ids``); batch ``k``'s ``context`` and
+        ``targets`` are then views of its buffer (``[:-1]`` and ``[1:]``) and its mask
+        and ids the parts of those arrays of its rows, as in :meth:`read_batches`,
+        bitwise. Only plans whose rows are the layout's
+        concatenated and chunked stream (not a subclass with rows of its own), over
+        batches whose rows follow each other.
+        """
+        if not self._reads_groups(first_rows, counts) or (
+            type(self).read_batches is not EpochPlan.read_batches
+        ):
+            return None
+        given = buffers(counts, pack.block)
+        if given is None:
+            return None
+        return self._read_group(documents, first_rows, counts, pack, *given)
+
+    def _reads_groups(self, first_rows: Sequence[int], counts: Sequence[int]) -> bool:
+        """Whether these batches are read as one group (rows of the stream that follow
+        each other; a subclass with rows of its own reads batch by batch)."""
+        return (
+            consecutive_batches(first_rows, counts) and type(self).read_rows is EpochPlan.read_rows
+        )
+
+    def _read_group(
+        self,
+        documents: DocumentSource,
+        first_rows: Sequence[int],
+        counts: Sequence[int],
+        pack: PackOptions,
+        token_buffers: list[np.ndarray] | None,
+        mask_buffer: np.ndarray | None,
+        id_buffers: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> list[tuple[Batch, int]]:
         buffers, rows = read_packed_group(
             documents,
             self.layout,
@@ -132,6 +180,9 @@ class EpochPlan:
             pad_id=pack.pad_id,
             boundary_id=pack.boundary_id,
             document_ids=pack.document_ids,
+            buffers=token_buffers,
+            mask=mask_buffer,
+            ids=id_buffers,
         )
         block, mask, ids, positions = pack.block, rows.mask, rows.document_ids, rows.position_ids
         batches: list[tuple[Batch, int]] = []
@@ -235,6 +286,13 @@ class WindowedRowPlan(RowPlan, Protocol):
         """Epoch ``epoch``'s plan from its order's windows (no per-document array)."""
         ...
 
+
+RunBuffers = Callable[
+    [Sequence[int], int],
+    tuple[list[np.ndarray], np.ndarray, tuple[np.ndarray, np.ndarray] | None] | None,
+]
+"""Where :meth:`EpochPlan.read_batches_into` reads: ``(counts, block)`` -> token buffers,
+mask, document ids and positions (or ``None``), or ``None`` to decline."""
 
 PlanFactory = Callable[[ShardOptions, bool], RowPlan]
 """Builds a layout's plan from the shard options and ``even_batches``."""

@@ -78,9 +78,12 @@ class StreamLoader:
     num_workers
         DataLoader worker processes; ``0`` iterates in this process.
     batches_per_item
-        Batches per worker item. ``None`` (default): as many as fit in 16 MiB, at most 64,
-        decided by each worker from the batch at the start (60 at batch 8 x 2048, 15 at
-        32 x 2048, 1 above 8 MiB per batch). ``1``: one batch per item, as a plain DataLoader
+        Batches per worker item. ``None`` (default): as many as fit in 16 MiB, at most 128,
+        decided by each worker from the batch at the start and how it is handed over
+        (a ``StreamingCorpus``'s concatenated rows, read straight into the slot: 113 at
+        batch 8 x 2048, 28 at 32 x 2048; batch by batch and copied, e.g. best-fit rows,
+        a ``TokenStream``, a mixture: 60 at 8 x 2048; 1 above 8 MiB per batch). ``1``:
+        one batch per item, as a plain DataLoader
         transport. Larger groups cost the main process less per batch, and cost each
         worker ``6 x batches_per_item`` batches of shared memory and a first batch
         ``batches_per_item`` batches later.
@@ -90,9 +93,12 @@ class StreamLoader:
     Notes
     -----
     Worker batches are views of a worker's shared-memory slot, writable and private to
-    this process; the slot is reused once every tensor of its group is gone, so keeping
-    many old batches alive makes the workers send the later ones through the pipe
-    (correct, slower). ``state_dict()`` between steps is the next batch's position: the
+    this process, each tensor's storage only its own array (as ``torch.from_numpy`` of
+    it); the slot is reused once every tensor of its group is gone, so a kept batch is
+    never overwritten, and keeping many old batches alive makes the workers send the
+    later ones through the pipe (correct, slower). Over a ``StreamingCorpus`` with
+    concatenated rows, a batch's ``context`` and ``targets`` are views of one token
+    buffer, as in the in-process batch (:mod:`mixle.data._slot_group`). ``state_dict()`` between steps is the next batch's position: the
     batches yielded so far are exactly the ones before it.
     """
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mixle._checks import nonnegative_int
+from mixle._checks import nonnegative_int, positive_int
 from mixle.data import _plan_global, _plan_per_rank  # noqa: F401  (register the layouts)
 from mixle.data._attention import with_attention_boundaries
 from mixle.data._batch import Batch
@@ -47,6 +47,7 @@ from mixle.data._ranks import current_rank_and_world_size
 from mixle.data._row_plan import (
     EpochPlan,
     RowPlan,
+    RunBuffers,
     WindowedRowPlan,
     check_plan_state,
 )
@@ -438,6 +439,53 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
             )
         batch, _ = self._make_batch(plan, plan_kind.first_row(index))
         return batch
+
+    def read_run_into(
+        self,
+        epoch: int,
+        index: int,
+        count: int,
+        buffers: RunBuffers,
+    ) -> list[Batch] | None:
+        """The ``count`` batches from cursor ``(epoch, index)`` on, in one epoch
+        (``[read(epoch, index + k * cursor_step) for k in range(count)]``, bitwise), read
+        together into the caller's buffers; ``None`` (nothing read) where the layout
+        cannot (rows of their own: best-fit, a block schedule; batches whose rows do not
+        follow each other) or ``buffers`` declines.
+
+        ``buffers(counts, block)`` is asked once, with each batch's row count: it gives
+        the batches' token buffers, one flat mask array and the id arrays, as for
+        :meth:`~mixle.data._row_plan.EpochPlan.read_batches_into`; each batch's
+        ``context`` and ``targets`` are views of its buffer, its ``loss_mask`` a view of
+        the mask array. How a DataLoader worker writes a group of batches straight into
+        its shared-memory slot (:class:`~mixle.data.torch.StreamLoader`).
+
+        Raises
+        ------
+        ArgumentError
+            A batch of the run lies past the end of ``epoch``.
+        """
+        plan_kind = self._row_plan
+        epoch = nonnegative_int("epoch", epoch)
+        index = nonnegative_int(plan_kind.index_name, index)
+        count = positive_int("count", count)
+        plan = self._plan(epoch)
+        total = plan_kind.epoch_size(plan)
+        step = plan_kind.step
+        last = index + (count - 1) * step
+        if last >= total:
+            raise ArgumentError(
+                f"`{plan_kind.index_name}` + (count - 1) x {step} must be smaller than "
+                f"{plan_kind.size_name}({epoch}) = {total}. Got {last} instead."
+            )
+        first_rows = [plan_kind.first_row(index + k * step) for k in range(count)]
+        counts = [plan_kind.batch_rows(plan, row) for row in first_rows]
+        read = plan.read_batches_into(self.documents, first_rows, counts, self._read_pack, buffers)
+        if read is None:
+            return None
+        if self.attention_boundaries:
+            return [with_attention_boundaries(batch) for batch, _ in read]
+        return [batch for batch, _ in read]
 
     def phase_at(self, epoch: int, index: int) -> tuple[int, int]:
         """``(phase, block)`` of the batch at cursor ``(epoch, index)``: its

@@ -64,7 +64,7 @@ a copy) and yields them one batch per step: the same batches in the same order, 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -90,7 +90,8 @@ from mixle.data._cursor import Cursor
 from mixle.data._loader_state import MAX_POSITION, saved_workers
 from mixle.data._mesh import DpDims, PlacedStream, check_stream_place
 from mixle.data._resumable import ResumableStream
-from mixle.data._slot_ring import FdHandle, SlotRing, mapped_ring, worker_ring
+from mixle.data._slot_group import ReadsRunsInto, SlotGroup, direct_group_bytes, read_direct_group
+from mixle.data._slot_ring import FdHandle, SlotOwner, mapped_ring, worker_ring
 from mixle.data._stream_loader import GroupedSource, StreamLoader
 from mixle.data._streaming import StreamingCorpus
 from mixle.data.stream_token_source import TokenStream
@@ -135,7 +136,7 @@ def _receive(
     return _unpack(mapped_ring(token, pid, handle).take(slot, sequence, nbytes_of(layout)), layout)
 
 
-class PackedBatch:
+class PackedBatch(SlotOwner):
     """One batch as a DataLoader worker sends it: every array in one byte buffer.
 
     Pickling it produces a small layout (dtype, shape and offset of each array) and
@@ -157,7 +158,7 @@ class PackedBatch:
         ring falls back to the bytes payload).
     """
 
-    __slots__ = ("_ring_slot", "buffer", "group", "layout")
+    __slots__ = ("buffer", "group", "layout")
 
     def __init__(
         self,
@@ -166,6 +167,7 @@ class PackedBatch:
         shared: bool = False,
         group: GroupInfo | None = None,
     ) -> None:
+        super().__init__(None)
         layout = []
         offset = 0
         for part in parts:
@@ -191,16 +193,9 @@ class PackedBatch:
         #: For a group of batches (:class:`~mixle.data.torch.StreamLoader`): the parts per
         #: batch and the position of each batch and of the one after them.
         self.group = group
-        # (ring, slot, sequence) while this object owns a full slot.
-        self._ring_slot: tuple[SlotRing, int, int] | None = None
         if ring is not None and acquired is not None:
             ring.publish(acquired[0], acquired[1])
             self._ring_slot = (ring, acquired[0], acquired[1])
-
-    @property
-    def shared(self) -> bool:
-        """Whether the bytes are in a shared slot (and pickle as its place only)."""
-        return self._ring_slot is not None
 
     def unpack(self) -> list[torch.Tensor]:
         """The batch's tensors, as the DataLoader yields them.
@@ -213,33 +208,20 @@ class PackedBatch:
             self._free()
         return _unpack(self.buffer, self.layout)
 
-    def _free(self) -> None:
-        if self._ring_slot is not None:
-            ring, slot, _ = self._ring_slot
-            self._ring_slot = None
-            ring.release(slot)
-
-    def __del__(self) -> None:
-        # A shared batch dropped in the worker unpickled (a collate_fn that built
-        # something else): its slot is free again.
-        self._free()
-
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         if self.group is not None:
             if self._ring_slot is None:
                 return (unpack_group, (self.buffer, self.layout, self.group))
-            ring, slot, sequence = self._ring_slot
-            self._ring_slot = None  # the receiver's views free the slot when they go
-            place = (ring.token, ring.pid, ring.handle(), slot, sequence)
-            return (receive_group, (place, self.layout, self.group))
+            # The receiver's views free the slot when they go.
+            return (receive_group, (self._hand_over(), self.layout, self.group))
         if self._ring_slot is None:
             return (_unpack, (self.buffer, self.layout))
-        ring, slot, sequence = self._ring_slot
-        self._ring_slot = None  # the receiver frees the slot now
-        return (_receive, (ring.token, ring.pid, ring.handle(), slot, sequence, self.layout))
+        return (_receive, (*self._hand_over(), self.layout))  # the receiver frees it now
 
 
-class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch], GroupedSource):
+class StreamDataset(
+    IterableDataset[tuple[torch.Tensor, ...] | PackedBatch | SlotGroup], GroupedSource
+):
     """Any resumable stream's batches as tensors, worker-count invariant and resumable.
 
     Wraps the one resumable contract (:class:`~mixle.data._resumable.ResumableStream`:
@@ -273,6 +255,9 @@ class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch], Gro
     """
 
     _kind = "StreamDataset"
+    #: Whether a grouped view's workers read groups straight into their slots where the
+    #: stream can (``False``: batch by batch, then copied; benchmarks compare the two).
+    _direct_groups = True
 
     def __init__(
         self,
@@ -380,21 +365,29 @@ class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch], Gro
         view._cursor = Cursor(self._kind, extra=("done",))
         return view
 
-    def _groups(self, worker: int, workers: int) -> Iterator[PackedBatch]:
+    def _groups(self, worker: int, workers: int) -> Iterator[PackedBatch | SlotGroup]:
         """A worker's items in a grouped view: group ``g`` holds batches ``[g k, g k + k)``
         from the origin, worker ``w`` of ``n`` makes the groups ``g ≡ w (mod n)``, so the
-        DataLoader's in-order round robin puts them back in sequence."""
+        DataLoader's in-order round robin puts them back in sequence.
+
+        Over a stream that reads runs of batches into buffers (:class:`ReadsRunsInto`)
+        each group is read straight into a shared slot (:mod:`mixle.data._slot_group`);
+        otherwise, and for a group it cannot read so, batch by batch and copied."""
         first = self._advance(self._origin, 0)
         if first is None or self._exhausted(first):
             return
-        size = self._group or auto_group_size(group_bytes(self._batch(first).as_tuple()))
+        sample = self._batch(first).as_tuple()
+        reader = self._direct_reader(first)
+        size = self._group or auto_group_size(
+            (None if reader is None else direct_group_bytes(sample, 1)) or group_bytes(sample)
+        )
+        full = None if reader is None else direct_group_bytes(sample, size)
+        direct_groups = 0
         position = self._advance(first, worker * size) if worker else first
         while position is not None and not self._exhausted(position):
-            batches: list[tuple[np.ndarray, ...]] = []
             positions: list[tuple[int, int] | None] = [position]
             at: tuple[int, int] | None = position
-            while at is not None and not self._exhausted(at) and len(batches) < size:
-                batches.append(self._batch(at).as_tuple())
+            while at is not None and not self._exhausted(at) and len(positions) <= size:
                 at = self._advance(at, 1)
                 positions.append(at)
             if at is None or self._exhausted(at):
@@ -402,10 +395,53 @@ class StreamDataset(IterableDataset[tuple[torch.Tensor, ...] | PackedBatch], Gro
             else:
                 position = self._advance(at, (workers - 1) * size) if workers > 1 else at
             self._next = position
-            parts, group = stacked(batches, tuple(positions))
-            yield PackedBatch(parts, shared=self.shared_memory, group=group)
+            item = None
+            if reader is not None and full is not None:
+                runs = self._runs(positions)
+                item = read_direct_group(
+                    reader, runs, sample, tuple(positions), full, self.shared_memory
+                )
+                if item is None and not direct_groups:
+                    full = None  # the stream's layout does not read into buffers
+                direct_groups += item is not None
+            if item is None:
+                batches = [self._batch(p).as_tuple() for p in positions[:-1] if p is not None]
+                parts, group = stacked(batches, tuple(positions))
+                yield PackedBatch(parts, shared=self.shared_memory, group=group)
+            else:
+                yield item
 
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, ...] | PackedBatch]:
+    def _direct_reader(self, first: tuple[int, int]) -> ReadsRunsInto | None:
+        """The stream, if it reads runs of batches into buffers from ``first`` on (asked
+        with buffers it declines: nothing is read), else ``None``."""
+        stream = self.stream
+        if not self._direct_groups or not isinstance(stream, ReadsRunsInto):
+            return None
+        cursor = self._to_cursor(first)
+        asked: list[int] = []
+
+        def decline(counts: Sequence[int], block: int) -> None:
+            asked.append(block)
+
+        # Two batches where the epoch has them: a layout whose batches are not
+        # consecutive rows (the global layout on several ranks) reads one only.
+        stream.read_run_into(*cursor, min(2, stream.steps_left(*cursor)), decline)
+        return stream if asked else None
+
+    def _runs(self, positions: list[tuple[int, int] | None]) -> list[tuple[int, int, int]]:
+        """``(epoch, cursor index, count)`` of the runs of batches ``positions[:-1]``,
+        one per epoch (consecutive batches of one epoch are consecutive cursors)."""
+        runs: list[tuple[int, int, int]] = []
+        for position in positions[:-1]:
+            assert position is not None  # only the last position may be the end
+            if runs and runs[-1][0] == position[0]:
+                epoch, index, count = runs[-1]
+                runs[-1] = (epoch, index, count + 1)
+            else:
+                runs.append((*self._to_cursor(position), 1))
+        return runs
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, ...] | PackedBatch | SlotGroup]:
         worker, workers = _worker()
         packed = get_worker_info() is not None  # a worker process: one payload per batch
         if packed and self._group is not None:

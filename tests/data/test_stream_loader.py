@@ -335,7 +335,8 @@ def test_a_lent_group_frees_its_slot_when_its_last_tensor_goes(
 def test_auto_group_size_is_bounded_by_bytes_and_count() -> None:
     assert auto_group_size(278_528) == 60  # batch 8 x 2048
     assert auto_group_size(32 * 2048 * 17) == 15
-    assert auto_group_size(9 << 20) == 1 and auto_group_size(0) == 64
+    assert auto_group_size(9 << 20) == 1 and auto_group_size(0) == 128
+    assert auto_group_size(147_520) == 113  # read straight into the slot, 8 x 2048
 
 
 def test_an_unknown_ring_is_refused_for_a_group_too() -> None:

@@ -23,6 +23,7 @@ def test_quick_run_reports_every_configuration(tmp_path: Path) -> None:
     configs = report["configs"]
     assert {"corpus, 0 workers", "corpus, 1 worker", "corpus, 2 workers"} <= set(configs)
     assert {"StreamLoader, 1 worker", "StreamLoader, 2 workers"} <= set(configs)
+    assert {"StreamLoader copying, 1 worker", "StreamLoader copying, 2 workers"} <= set(configs)
     assert {"corpus through the pipe, 1 worker", "corpus through the pipe, 2 workers"} <= set(
         configs
     )
@@ -30,7 +31,14 @@ def test_quick_run_reports_every_configuration(tmp_path: Path) -> None:
         assert values["rate"] > 0 and values["main_cpu_us"] > 0, name
         if not name.endswith("0 workers"):
             assert values["worker_cpu_us"] >= 0, name
-    keys = ("speedup", "dataloader_speedup", "pipe_speedup", "transport_speedup", "cpu_ceiling")
+    keys = (
+        "speedup",
+        "copying_speedup",
+        "dataloader_speedup",
+        "pipe_speedup",
+        "transport_speedup",
+        "cpu_ceiling",
+    )
     for key in (*keys, "batch_at_us"):
         assert math.isfinite(report[key]) and report[key] > 0, key
     assert "target >= 1.6x" in result.stdout and "Bound on 2 free cores" in result.stdout
