@@ -34,7 +34,10 @@ def test_a_new_run_packs_the_blocks_order_and_its_checkpoint_names_it(
     corpus: Path, tmp_path: Path
 ) -> None:
     run = tmp_path / "run"
-    train(tiny_config(corpus, steps=1, checkpoint_dir=str(run), checkpoint_every=1), log=lambda _: None)
+    train(
+        tiny_config(corpus, steps=1, checkpoint_dir=str(run), checkpoint_every=1),
+        log=lambda _: None,
+    )
     assert _saved_order(run, 1) == {
         "name": "blocks",
         "version": 1,
