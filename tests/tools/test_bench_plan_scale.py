@@ -34,6 +34,11 @@ def test_short_run_measures_both_orders_and_resumes_bitwise(tmp_path: Path) -> N
         assert figures["anon_first"] > 0 and figures["peak_rss"] > 0, key
     assert "10^10 virtual permutation" not in report  # above --permutation-limit: projected
     assert "| 10^10 virtual | permutation | projected" in stdout
+    header = "| corpus | order | open ms | load + first batch ms |"
+    assert header in stdout and "| RssAnon MiB | peak RSS MiB |" in stdout  # private memory
+    for row in ("| 200,000 disk | permutation |", "| 200,000 disk | blocks |"):
+        assert row in stdout, row
+    assert "| 10^10 virtual | blocks |" in stdout
     assert report["resume"] == {"killed": True, "equal": True}
     assert report["memory"]["200,000"]["anon_last"] > 0
     assert "plan memory of a 10^10-document epoch" in stdout
