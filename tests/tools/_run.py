@@ -10,16 +10,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_tool(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+def run_tool(script: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """Run ``python -m tools.<script>`` from the checkout root with ``args``; fail the
-    test with its output if it fails."""
+    test with its output if it fails or runs past ``timeout`` seconds."""
     module = "tools." + script.removesuffix(".py")
     result = subprocess.run(
         [sys.executable, "-m", module, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         check=False,
     )
