@@ -276,7 +276,7 @@ def main() -> None:
         type=float,
         default=150.0,
         help="mean document length of the --multi-window sources (150: 800k, 480k and "
-        "320k documents, 3, 2 and 2 windows of 262,144 documents)",
+        "320k documents: 4, 2 and 2 windows of 262,144 documents)",
     )
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/mixle-bench-mixture"))
     args = parser.parse_args()
