@@ -13,7 +13,13 @@ the end) and measures, in the same run:
     batch on: the path of a source continued at a token) is what is measured, against
     the plain mixture (target: >= 0.9x);
 (1b) with ``--order-rounds N``: ``--order-batches`` batches of a fresh mixture (plans
-    included), blocks against permutation order in alternating slices, N rounds;
+    included), blocks against permutation order in alternating slices, N rounds, for
+    two shapes of source: the throughput sources (``--tokens``; at the default sizes
+    each source is smaller than one ``"blocks"`` window, so it is re-planned every
+    epoch of it) and, with ``--multi-window``, three sources of ``--multi-tokens`` in
+    documents of mean ``--multi-mean`` tokens that span several windows each (the
+    realistic case: a window planned every ``window_blocks * block_documents``
+    documents); ``--order-only`` runs only this;
 (2) resume: on a 3-source mixture of ``--resume-documents`` documents (opened once),
     ``load_state_dict`` to random rows up to 10**12, alone and with the first batch
     on a fresh ``Mixture`` object (that batch builds each touched source's epoch
@@ -24,6 +30,8 @@ the end) and measures, in the same run:
     python -m tools.bench_mixture_stream            # 300M tokens, 10M-document resume
     python -m tools.bench_mixture_stream --quick    # 30M tokens, 1M-document resume
     python -m tools.bench_mixture_stream --quick --throughput-only
+    python -m tools.bench_mixture_stream --tokens 100000000 --order-only --multi-window \
+        --order-rounds 9 --order-batches 20000 --workdir /dev/shm/mixle-bench-mixture
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from typing import Any
 from mixle._gather import gather_backend
 from mixle.corpus import CorpusWriter, open_corpus
 from mixle.data import BlockSchedule, Mixture, MixtureSource, StreamingCorpus, TokenStream
+from mixle.data._options import OrderOptions
 from tools._memory import peak_rss_mb, rss_anon_mb
 from tools.bench_stream import VOCAB, generate
 
@@ -175,6 +184,18 @@ def memory(paths: list[Path], args: argparse.Namespace) -> dict[str, float]:
     return out
 
 
+def source_shapes(paths: list[Path]) -> str:
+    """Each source's documents and its ``"blocks"`` windows at the default sizes."""
+    shapes = []
+    for path in paths:
+        documents = len(open_corpus(path))
+        block, window = OrderOptions().sizes(documents)
+        blocks = -(-documents // block)
+        windows = -(-blocks // window)
+        shapes.append(f"{documents:,} documents ({windows} window{'s' * (windows > 1)})")
+    return ", ".join(shapes)
+
+
 def order_runs(paths: list[Path], args: argparse.Namespace) -> str:
     """``--order-batches`` batches of a fresh 3-source ``Mixture`` (plans included: the
     sources' windows or permutations, and those of their later epochs), blocks against
@@ -234,6 +255,29 @@ def main() -> None:
         "order in alternating slices, this many rounds",
     )
     parser.add_argument("--order-batches", type=int, default=20_000)
+    parser.add_argument(
+        "--order-only",
+        action="store_true",
+        help="only the --order-rounds runs (no union corpus, throughput, resume or memory)",
+    )
+    parser.add_argument(
+        "--multi-window",
+        action="store_true",
+        help="also run --order-rounds on sources that span several blocks windows each",
+    )
+    parser.add_argument(
+        "--multi-tokens",
+        type=int,
+        default=240_000_000,
+        help="tokens of the --multi-window sources, all three (split 0.5/0.3/0.2)",
+    )
+    parser.add_argument(
+        "--multi-mean",
+        type=float,
+        default=150.0,
+        help="mean document length of the --multi-window sources (150: 800k, 480k and "
+        "320k documents: 4, 2 and 2 windows of 262,144 documents)",
+    )
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/mixle-bench-mixture"))
     args = parser.parse_args()
     if args.quick:
@@ -243,16 +287,28 @@ def main() -> None:
         paths = [args.workdir / f"source-{i}" for i in range(3)]
         for index, (path, share) in enumerate(zip(paths, SHARES, strict=True)):
             generate(path, int(args.tokens * share), 600.0, seed=index)
-        union = args.workdir / "union"
-        write_union(paths, union)
-        print(
-            f"throughput ({args.tokens:,} tokens, block {args.block}, batch {args.batch_size}, "
-            f"gather {gather_backend()}; MIXLE_GATHER selects it):"
-        )
-        print(f"  {throughput(paths, union, args)}")
+        if args.order_only:
+            args.order_rounds = args.order_rounds or 5
+        else:
+            union = args.workdir / "union"
+            write_union(paths, union)
+            print(
+                f"throughput ({args.tokens:,} tokens, block {args.block}, batch "
+                f"{args.batch_size}, gather {gather_backend()}; MIXLE_GATHER selects it):"
+            )
+            print(f"  {throughput(paths, union, args)}")
         if args.order_rounds:
-            print(f"  order: {order_runs(paths, args)}")
-        if args.throughput_only:
+            print(f"order, gather {gather_backend()}, sources {source_shapes(paths)}:")
+            print(f"  {order_runs(paths, args)}")
+            if args.multi_window:
+                multi = [args.workdir / f"multi-{i}" for i in range(3)]
+                for index, (path, share) in enumerate(zip(multi, SHARES, strict=True)):
+                    generate(path, int(args.multi_tokens * share), args.multi_mean, seed=20 + index)
+                print(f"order, gather {gather_backend()}, sources {source_shapes(multi)}:")
+                print(f"  {order_runs(multi, args)}")
+                for path in multi:
+                    shutil.rmtree(path, ignore_errors=True)
+        if args.throughput_only or args.order_only:
             return
         small = [args.workdir / f"small-{i}" for i in range(3)]
         for index, (path, share) in enumerate(zip(small, SHARES, strict=True)):

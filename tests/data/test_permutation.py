@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mixle.data import _permutation
 from mixle.data._permutation import _DOMAIN_TAG, _ROUNDS, FeistelPermutation, _mix, feistel_width
 from mixle.data._seed_sequence import seed_sequence_state
 from mixle.errors import ArgumentError, ArgumentTypeError
@@ -160,6 +161,65 @@ def test_fast_paths_reproduce_the_plain_network(n: int) -> None:
     fresh = FeistelPermutation(n, 12345, 7, domain=(5, 9))  # few values: no tables
     assert np.array_equal(fresh(picks), images[picks])
     assert np.array_equal(fresh.inverse(images[picks]), picks)
+
+
+# Sizes around every power of two up to two widths past the small-domain table's.
+_SMALL_EDGES = sorted(
+    {n for k in range(0, _permutation._SMALL_BITS + 3) for n in (2**k - 1, 2**k, 2**k + 1)}
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.one_of(st.sampled_from(_SMALL_EDGES), st.integers(0, 2**12 + 1)),
+    seed=st.integers(0, 2**63 - 1),
+    epoch=st.integers(0, 2**63 - 1),
+    domain=st.lists(st.integers(1, 2**63 - 1), max_size=2).map(tuple),
+    data=st.data(),
+)
+def test_small_domain_table_is_the_plain_network_cycle_walk(
+    n: int, seed: int, epoch: int, domain: tuple[int, ...], data: st.DataObject
+) -> None:
+    # Domains of up to 2**_SMALL_BITS values answer from one table of the whole walk
+    # (built by doubling lookups): the same images as walking each value, bit for bit,
+    # forward and backward, for a range, for any positions and any shape.
+    perm = FeistelPermutation(n, seed, epoch, domain=domain)
+    every = np.arange(n)
+    images = perm.images(0, n)
+    assert images.dtype == np.int64
+    assert np.array_equal(images, _reference_images(n, seed, epoch, domain, every))
+    assert np.array_equal(perm.inverse(images), every)
+    start = data.draw(st.integers(0, n))
+    stop = data.draw(st.integers(start, n))
+    assert np.array_equal(perm.images(start, stop), images[start:stop])
+    if n:
+        picks = np.array(data.draw(st.lists(st.integers(0, n - 1), max_size=12)), np.int64)
+        shaped = picks.reshape(-1, 1) if picks.size % 2 else picks.reshape(2, -1)
+        fresh = FeistelPermutation(n, seed, epoch, domain=domain)
+        assert np.array_equal(fresh(shaped), images[shaped])
+        assert np.array_equal(fresh.inverse(images[shaped]), shaped)
+
+
+def test_small_domain_table_equals_the_chunked_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The same permutations with the table switched off (every value walked through
+    # the network), at each size around the table's limit.
+    for n in (*_SMALL_EDGES, 777, 1000):
+        fast = FeistelPermutation(n, 9, 2, domain=(3,))
+        expected, inverse = fast.images(0, n), fast.inverse(np.arange(n))
+        with monkeypatch.context() as patched:
+            patched.setattr(_permutation, "_SMALL_BITS", 0)
+            walked = FeistelPermutation(n, 9, 2, domain=(3,))
+            assert np.array_equal(walked.images(0, n), expected), n
+            assert np.array_equal(walked.inverse(np.arange(n)), inverse), n
+
+
+def test_small_domain_table_is_kept_and_read_only() -> None:
+    perm = FeistelPermutation(21, 0, 1)
+    first = perm.images(0, 21)
+    first[0] = -1  # the caller's copy: the kept table is not written
+    assert perm.images(0, 21)[0] != -1
+    assert perm._small(True) is perm._small(True)
+    assert not perm._small(True).flags.writeable
 
 
 @settings(max_examples=40, deadline=None)
