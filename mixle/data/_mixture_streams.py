@@ -11,7 +11,8 @@ schedule the packed streams are cut into each phase's rows
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 
 from mixle.data._mixing_rule import RowSchedule
 from mixle.data._mixture_best_fit import build_best_fit_rows
@@ -42,21 +43,11 @@ def source_streams(
     (raises on the first source that is empty or that ``order``'s sizes do not fit)."""
     if windows:
         return [SourceWindows(s, block=block, seed=seed, boundary_id=boundary_id) for s in sources]
-    if packing.is_best_fit:
-        return list(
-            build_best_fit_rows(
-                sources,
-                packing=packing,
-                block=block,
-                seed=seed,
-                boundary_id=boundary_id,
-                pad_id=pad_id,
-                order=order,
-                plan_store=plan_store,
-            )
-        )
+    build: Callable[..., Sequence[SourceRows]] = (
+        partial(build_best_fit_rows, packing=packing) if packing.is_best_fit else build_rows
+    )
     return list(
-        build_rows(
+        build(
             sources,
             block=block,
             seed=seed,
