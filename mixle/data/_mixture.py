@@ -242,7 +242,7 @@ class Mixture(MixtureCursor):
                 block=self.block,
             )
         )
-        rows = self._packed_rows() if objective == "packed" else self._streams(windows=True)
+        rows = source_streams(self)
         self.schedule: RowSchedule = built_schedule(
             self.schedule_rule,
             [0, *(p.start_row for p in self.phases)],
@@ -251,22 +251,6 @@ class Mixture(MixtureCursor):
         )
         self.rows = phased_streams(rows, self.schedule, self.blocks)
         self._cursor = self._new_cursor()
-
-    def _packed_rows(self) -> list[SourceStream]:
-        return self._streams(windows=False)
-
-    def _streams(self, *, windows: bool) -> list[SourceStream]:
-        return source_streams(
-            self.sources,
-            windows=windows,
-            packing=self.packing,
-            block=self.block,
-            seed=self.seed,
-            boundary_id=self.boundary_id,
-            pad_id=self.pad_id,
-            order=self.order,
-            plan_store=self.plan_store,
-        )
 
     def reordered(self, order: OrderOptions) -> Mixture:
         """The same packed mixture with every source in ``order``, its cursor at row 0
@@ -284,7 +268,7 @@ class Mixture(MixtureCursor):
         view = object.__new__(Mixture)
         view.__dict__.update(self.__dict__)
         view.order = order
-        view.rows = phased_streams(view._packed_rows(), view.schedule, view.blocks)
+        view.rows = phased_streams(source_streams(view), view.schedule, view.blocks)
         view._cursor = view._new_cursor()
         return view
 

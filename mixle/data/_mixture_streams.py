@@ -13,48 +13,45 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import partial
+from typing import TYPE_CHECKING
 
 from mixle.data._mixing_rule import RowSchedule
 from mixle.data._mixture_best_fit import build_best_fit_rows
 from mixle.data._mixture_phased import MixtureBlocks, phased_sources
 from mixle.data._mixture_records import SourceStream
-from mixle.data._mixture_source import MixtureSource, SourceRows, build_rows
+from mixle.data._mixture_source import SourceRows, build_rows
 from mixle.data._mixture_windows import SourceWindows
-from mixle.data._options import OrderOptions
-from mixle.data._packing_options import PackingOptions
-from mixle.data._plan_store import PlanStore
+
+if TYPE_CHECKING:
+    from mixle.data._mixture import Mixture
 
 __all__ = ["phased_streams", "source_streams"]
 
 
-def source_streams(
-    sources: Sequence[MixtureSource],
-    *,
-    windows: bool,
-    packing: PackingOptions,
-    block: int,
-    seed: int,
-    boundary_id: int | None,
-    pad_id: int,
-    order: OrderOptions,
-    plan_store: PlanStore | None,
-) -> list[SourceStream]:
-    """One stream per source: windows, or packed rows of ``packing`` in ``order``
-    (raises on the first source that is empty or that ``order``'s sizes do not fit)."""
-    if windows:
-        return [SourceWindows(s, block=block, seed=seed, boundary_id=boundary_id) for s in sources]
+def source_streams(mixture: Mixture) -> list[SourceStream]:
+    """One stream per source of ``mixture``: windows, or packed rows of its ``packing``
+    in its ``order`` (raises on the first source that is empty or that the order's
+    sizes do not fit)."""
+    if mixture.objective == "windows":
+        return [
+            SourceWindows(
+                s, block=mixture.block, seed=mixture.seed, boundary_id=mixture.boundary_id
+            )
+            for s in mixture.sources
+        ]
+    packing = mixture.packing
     build: Callable[..., Sequence[SourceRows]] = (
         partial(build_best_fit_rows, packing=packing) if packing.is_best_fit else build_rows
     )
     return list(
         build(
-            sources,
-            block=block,
-            seed=seed,
-            boundary_id=boundary_id,
-            pad_id=pad_id,
-            order=order,
-            plan_store=plan_store,
+            mixture.sources,
+            block=mixture.block,
+            seed=mixture.seed,
+            boundary_id=mixture.boundary_id,
+            pad_id=mixture.pad_id,
+            order=mixture.order,
+            plan_store=mixture.plan_store,
         )
     )
 
