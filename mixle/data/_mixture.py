@@ -19,8 +19,7 @@ length per phase and the cursor counts tokens (:mod:`~mixle.data._mixture_phased
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,44 +27,48 @@ from mixle._checks import nonnegative_int
 from mixle.data._attention import with_attention_boundaries
 from mixle.data._batch import Batch
 from mixle.data._block_schedule import BlockSchedule
-from mixle.data._cursor import Cursor
 from mixle.data._mesh import DpDims, place_from_mesh
-from mixle.data._mixing_rule import (
-    MixingRule,
-    RowSchedule,
-    built_schedule,
-    checked_rule,
-    rule_identity,
+from mixle.data._mixing_rule import MixingRule, RowSchedule, built_schedule, checked_rule
+from mixle.data._mixture_checks import (
+    check_objective,
+    checked_phases,
+    checked_sources,
+    phase_weights,
 )
-from mixle.data._mixture_best_fit import build_best_fit_rows
-from mixle.data._mixture_phased import (
-    MixtureBlocks,
-    check_saved_schedule,
-    check_schedulable,
-    phased_batches,
-    phased_sources,
-    source_epochs,
-    source_epochs_started,
+from mixle.data._mixture_cursor import MixtureCursor
+from mixle.data._mixture_phased import MixtureBlocks, check_schedulable, phased_batches
+from mixle.data._mixture_planning import (
+    check_budget,
+    run_rows,
+    source_accounts,
+    source_budget,
+    weight_rounding,
 )
-from mixle.data._mixture_source import (
-    MixtureSource,
-    SourceRows,
-    build_rows,
-    check_unique_names,
-    check_weight,
-    check_weight_sum,
+from mixle.data._mixture_records import (
+    ENDLESS,
+    MAX_ROW,
+    OBJECTIVES,
+    MixturePhase,
+    SourceAccount,
+    SourceBudget,
+    SourceStream,
+    source_order_key,
 )
-from mixle.data._mixture_windows import SourceWindows
+from mixle.data._mixture_source import MixtureSource
+from mixle.data._mixture_state import load_mixture_state, mixture_identity
+from mixle.data._mixture_streams import phased_streams, source_streams
 from mixle.data._options import OrderOptions, PackOptions, ShardOptions, check_flag
-from mixle.data._order_state import check_order_field
 from mixle.data._packing_options import PackingOptions, as_packing
 from mixle.data._plan_store import PlanStore, checked_plan_store
-from mixle.errors import ArgumentError, ArgumentTypeError, StateMismatchError
+from mixle.errors import ArgumentError
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
 
+# The records live in _mixture_records; this module keeps their import path.
 __all__ = [
+    "ENDLESS",
+    "MAX_ROW",
     "OBJECTIVES",
     "Mixture",
     "MixturePhase",
@@ -75,75 +78,12 @@ __all__ = [
     "source_order_key",
 ]
 
-OBJECTIVES = ("packed", "windows")
-#: The length of a mixture's one epoch in rows and steps: the stream never ends.
-ENDLESS = 2**62
-
 SeedBatch = tuple[np.ndarray, ...]
-# Iteration reads this many global batches' rows of the rank at once.
+# Iteration reads this many global batches' rows of the rank at once (MAX_ROW leaves room).
 _READ_AHEAD = 64
-# Largest cursor row accepted: rows are int64 on the way to a batch, and a row plus the
-# read-ahead (64 global batches) must not wrap. 2**62 rows is a century at 10**9 a second.
-MAX_ROW = 1 << 62
 
 
-class SourceStream(Protocol):
-    """One source's endless stream of rows (packed rows, or windows), as a mixture reads it."""
-
-    name: str
-    fingerprint: str
-    num_documents: int
-    rows_per_epoch: int
-
-    def real_tokens(self, rows: int) -> int:
-        """Real (trained) targets in the source's first ``rows`` rows, closed form."""
-        ...
-
-    def read(self, first: int, count: int, document_ids: bool) -> list[np.ndarray]:
-        """The source's rows ``[first, first + count)``: arrays with ``count`` leading rows."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class MixturePhase:
-    """From global row ``start_row`` on, these ``weights`` (source name -> weight).
-
-    Sources left out get weight 0 in the phase.
-    """
-
-    start_row: int
-    weights: Mapping[str, float]
-
-
-@dataclass(frozen=True, slots=True)
-class SourceBudget:
-    """What a run of a given length needs from one source."""
-
-    name: str
-    rows: int
-    tokens: int
-    epochs: float
-    max_epochs: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class SourceAccount:
-    """Closed-form accounting of one source over a prefix of global rows."""
-
-    name: str
-    rows: int
-    real_tokens: int
-    epochs_started: int
-    realised_share: float
-    target_share: float
-
-
-def source_order_key(name: str) -> str:
-    """The identity field of a source's epoch order."""
-    return f"source {name!r} order"
-
-
-class Mixture:
+class Mixture(MixtureCursor):
     """A deterministic weighted blend of sources, batched in the global layout.
 
     Parameters
@@ -263,7 +203,7 @@ class Mixture:
         rank, world_size = place_from_mesh(mesh, dp_dims, rank, world_size)
         self.packing = as_packing(packing)
         self.attention_boundaries = check_flag("attention_boundaries", attention_boundaries)
-        self.sources = _checked_sources(sources)
+        self.sources = checked_sources(sources)
         self.schedule_rule = checked_rule(schedule)
         self.pack = PackOptions(block, pad_id, boundary_id, document_ids or attention_boundaries)
         self.shard = ShardOptions(
@@ -277,42 +217,17 @@ class Mixture:
         self.rank, self.world_size = self.shard.rank, self.shard.world_size
         self.batch_size = self.shard.batch_size
         self.seed = nonnegative_int("seed", seed)
-        if objective not in OBJECTIVES:
-            raise ArgumentError(
-                f"`objective` must be one of {', '.join(map(repr, OBJECTIVES))}. Got {objective!r}."
-            )
+        check_objective(
+            objective,
+            self.packing,
+            document_ids=document_ids,
+            attention_boundaries=attention_boundaries,
+            order=(order, block_documents, window_blocks),
+        )
         self.objective = objective
-        if objective == "windows":
-            for name, asked in (
-                ("document_ids=True", document_ids),
-                ("attention_boundaries=True", attention_boundaries),
-                (f"packing={self.packing.name!r}", self.packing.is_best_fit),
-            ):
-                if asked:
-                    raise ArgumentError(
-                        f"`{name}` needs objective='packed': windows are not packed rows "
-                        "and carry no document ids."
-                    )
-        if objective == "windows" and (order, block_documents, window_blocks) != (None,) * 3:
-            raise ArgumentError(
-                "`order`, `block_documents` and `window_blocks` need objective='packed': "
-                "windows are shuffled by their own bijection."
-            )
         self.order = OrderOptions(order or "blocks", block_documents, window_blocks)
-        self.phases = _checked_phases(phases, [s.name for s in self.sources])
-        weights = [[s.weight for s in self.sources]]
-        weights += [[float(p.weights.get(s.name, 0.0)) for s in self.sources] for p in self.phases]
-        for index, row in enumerate(weights):
-            where = (
-                "the sources"
-                if index == 0
-                else f"phase {index} (from row {self.phases[index - 1].start_row})"
-            )
-            check_weight_sum(row, where)
-            if not any(row):
-                raise ArgumentError(
-                    f"the weights of {where} are all zero; give at least one source a positive weight."
-                )
+        self.phases = checked_phases(phases, [s.name for s in self.sources])
+        weights = phase_weights(self.sources, self.phases)
         self.plan_store = checked_plan_store(plan_store)
         self.block_schedule = block_schedule
         if block_schedule is not None:
@@ -327,63 +242,15 @@ class Mixture:
                 block=self.block,
             )
         )
-        rows: list[SourceStream] = (
-            [
-                SourceWindows(s, block=self.block, seed=self.seed, boundary_id=self.boundary_id)
-                for s in self.sources
-            ]
-            if self.objective == "windows"
-            else self._packed_rows()
-        )
+        rows = source_streams(self)
         self.schedule: RowSchedule = built_schedule(
             self.schedule_rule,
             [0, *(p.start_row for p in self.phases)],
             weights,
             [r.real_tokens(r.rows_per_epoch) for r in rows],
         )
-        self.rows = self._phased(rows)
+        self.rows = phased_streams(rows, self.schedule, self.blocks)
         self._cursor = self._new_cursor()
-
-    def _phased(self, rows: list[SourceStream]) -> list[SourceStream]:
-        """The sources' streams cut into each block phase's rows (unchanged without a
-        block schedule)."""
-        if self.blocks is None:
-            return rows
-        counts = [self.schedule.counts_before(r) for r in self.blocks.row_starts]
-        bases = [r for r in rows if isinstance(r, SourceRows)]
-        assert len(bases) == len(rows)  # packed concatenate sources (checked)
-        return list(phased_sources(bases, counts, self.blocks.blocks))
-
-    def _new_cursor(self) -> Cursor:
-        if self.blocks is None:
-            return Cursor("Mixture", index_key="row", version=2)
-        return Cursor("Mixture", index_key="token", version=3)
-
-    def _packed_rows(self) -> list[SourceStream]:
-        if self.packing.is_best_fit:
-            return list(
-                build_best_fit_rows(
-                    self.sources,
-                    packing=self.packing,
-                    block=self.block,
-                    seed=self.seed,
-                    boundary_id=self.boundary_id,
-                    pad_id=self.pad_id,
-                    order=self.order,
-                    plan_store=self.plan_store,
-                )
-            )
-        return list(
-            build_rows(
-                self.sources,
-                block=self.block,
-                seed=self.seed,
-                boundary_id=self.boundary_id,
-                pad_id=self.pad_id,
-                order=self.order,
-                plan_store=self.plan_store,
-            )
-        )
 
     def reordered(self, order: OrderOptions) -> Mixture:
         """The same packed mixture with every source in ``order``, its cursor at row 0
@@ -401,7 +268,7 @@ class Mixture:
         view = object.__new__(Mixture)
         view.__dict__.update(self.__dict__)
         view.order = order
-        view.rows = view._phased(view._packed_rows())
+        view.rows = phased_streams(source_streams(view), view.schedule, view.blocks)
         view._cursor = view._new_cursor()
         return view
 
@@ -409,10 +276,6 @@ class Mixture:
     @property
     def names(self) -> list[str]:
         return [s.name for s in self.sources]
-
-    @property
-    def global_batch_size(self) -> int:
-        return self.shard.global_batch_size
 
     def rows_at(self, begin: int, end: int) -> SeedBatch:
         """Global rows ``[begin, end)`` as the seed-style tuple (see the class docstring)."""
@@ -512,109 +375,11 @@ class Mixture:
             # One batch first (a resumed run's first batch comes fast), then doubling.
             ahead = min(2 * ahead, _READ_AHEAD)
 
-    # ------------------------------------------------------------------ block schedule
-    @property
-    def largest_block(self) -> int:
-        """The longest row of any phase (``block`` without a block schedule): what a
-        model must be built for."""
-        return self.block if self.blocks is None else max(self.blocks.blocks)
-
-    @property
-    def step_size(self) -> int:
-        """How far the cursor moves per global batch: ``global_batch_size`` rows, or
-        with a block schedule the tokens per global batch."""
-        return self.global_batch_size if self.blocks is None else self.blocks.tokens_per_batch
-
-    def cursor_row(self, index: int) -> int:
-        """The global row at cursor index ``index`` (itself without a block schedule;
-        with one, the first row at or after run token ``index``)."""
-        index = nonnegative_int("index", index)
-        return index if self.blocks is None else self.blocks.row_at(index)
-
-    def phase_at(self, epoch: int, index: int) -> tuple[int, int]:
-        """``(phase, block)`` of the global batch at cursor ``(epoch, index)``: the
-        ``block_schedule`` phase (0 without one) and its rows' block."""
-        nonnegative_int("epoch", epoch)
-        if self.blocks is None:
-            return 0, self.block
-        phase = self.blocks.phase_of_token(nonnegative_int("index", index))
-        return phase, self.blocks.blocks[phase]
-
-    # ------------------------------------------------------------------ cursor
-    @property
-    def cursor(self) -> tuple[int, int]:
-        """``(0, row)``: the first global row of the next global batch."""
-        return self._cursor.position
-
-    def epoch_size(self, epoch: int) -> int:
-        """Where the cursor's row ends: never (:data:`ENDLESS`); only epoch 0 exists."""
-        nonnegative_int("epoch", epoch)
-        return ENDLESS
-
-    def steps_left(self, epoch: int, row: int) -> int:
-        """Steps left in the stream from ``(epoch, row)``: :data:`ENDLESS`."""
-        return ENDLESS
-
-    def next_cursor(self, epoch: int, row: int, steps: int) -> tuple[int, int] | None:
-        """The cursor ``steps`` global batches after ``(0, row)``: ``(0, row + steps * G)``
-        (``G`` the :attr:`step_size`)."""
-        return 0, nonnegative_int("row", row) + nonnegative_int("steps", steps) * self.step_size
-
-    def seek(self, row: int) -> None:
-        """Move the cursor to global row ``row`` (O(1)), at most :data:`MAX_ROW` (with a
-        block schedule, to run token ``row``, a multiple of the tokens per batch)."""
-        row = nonnegative_int("row", row)
-        if row > MAX_ROW:
-            raise ArgumentError(f"`row` must be at most {MAX_ROW} (2**62). Got {row} instead.")
-        if self.blocks is not None:
-            self.blocks.check_token(row)
-        self._cursor.move(0, row)
-
     def stream_identity(self) -> dict[str, Any]:
         """The mixture identity saved in ``state_dict``: sources' names, fingerprints,
         rounded weights and ``max_epochs``, the phases, seed, block, pad and boundary
-        (and the mixing rule, unless it is the default)."""
-        identity: dict[str, Any] = {
-            "mixture_sources": self.names,
-            "seed": self.seed,
-            "block": self.block,
-            "pad_id": self.pad_id,
-            "boundary_id": self.boundary_id,
-            "layout": "global",
-        }
-        if self.objective == "windows":  # packed states predate the field: absent = packed
-            identity["objective"] = "windows"
-        if self.packing.is_best_fit:  # concatenate states predate the field: absent = concatenate
-            identity["packing"] = self.packing.identity()
-        for source, rows in zip(self.sources, self.rows, strict=True):
-            identity[f"source {source.name!r} fingerprint"] = rows.fingerprint
-            identity[f"source {source.name!r} num_documents"] = rows.num_documents
-            identity[f"source {source.name!r} max_epochs"] = source.max_epochs
-            order = self._order_field(rows)
-            if order is not None:  # permutation states predate the field: absent = permutation
-                identity[source_order_key(source.name)] = order
-        identity["phases"] = self._phase_identity()
-        rule = rule_identity(self.schedule_rule)
-        if rule is not None:  # default states predate the field: absent = exact
-            identity["schedule"] = rule
-        if self.block_schedule is not None and self.blocks is not None:
-            # States without a schedule predate the fields: absent = one block.
-            identity["block_schedule"] = self.block_schedule.identity()
-            identity["tokens_per_batch"] = self.blocks.tokens_per_batch
-        return identity
-
-    def _order_field(self, rows: SourceStream) -> dict[str, Any] | None:
-        """A packed source's ``order`` identity field (windows have none)."""
-        if self.objective == "windows":
-            return None
-        return self.order.identity(rows.num_documents)
-
-    def _phase_identity(self) -> list[list[Any]]:
-        """``[[start_row, [n_0, ..., n_k]], ...]``: every phase's rounded counts."""
-        return [
-            [start, list(schedule.counts)]
-            for start, schedule in zip(self.schedule.starts, self.schedule.phases, strict=True)
-        ]
+        (and the mixing rule, unless it is the default; :func:`mixture_identity`)."""
+        return mixture_identity(self)
 
     def state_dict(self) -> dict[str, Any]:
         """``{"version": 2, "epoch": 0, "row", "stream": identity}`` (JSON-able); with a
@@ -634,76 +399,18 @@ class Mixture:
             change (each differing field named with both values; a changed or inserted
             phase named as ``phases``).
         """
-        identity = self.stream_identity()
-        saved = state.get("stream") if isinstance(state, Mapping) else None
-        index = self._cursor.index_key
-        if isinstance(saved, Mapping):
-            check_saved_schedule(self.block_schedule, saved)
-        if isinstance(saved, Mapping) and isinstance(state.get(index), int):
-            own = identity["phases"]
-            kept = saved.get("phases")
-            if (
-                isinstance(kept, list)
-                and 0 < len(kept) < len(own)
-                and own[: len(kept)] == kept
-                and own[len(kept)][0] >= self.cursor_row(max(state[index], 0))
-            ):
-                identity = {**identity, "phases": kept}  # phases appended after the row
-        if (
-            isinstance(saved, Mapping)
-            and saved.get("mixture_sources") == self.names
-            and saved.get("objective") == identity.get("objective")
-        ):
-            for name in self.names:
-                # Only a source of the same documents: another corpus is named as such.
-                same = (f"source {name!r} fingerprint", f"source {name!r} num_documents")
-                if all(saved.get(key) == identity.get(key) for key in same):
-                    key = source_order_key(name)
-                    check_order_field(saved.get(key), identity.get(key), "Mixture", key)
-        self._cursor.check(state, identity)
-        if state["epoch"] != 0:
-            raise StateMismatchError(
-                f"Mixture state has epoch {state['epoch']}; a mixture has only epoch 0."
-            )
-        if state[index] > MAX_ROW:
-            raise StateMismatchError(
-                f"Mixture state field `{index}` must be at most {MAX_ROW} (2**62). "
-                f"Got {state[index]} instead."
-            )
-        if self.blocks is not None:
-            self.blocks.check_saved_token(state[index])
-        self._cursor.move(0, state[index])
+        load_mixture_state(self, self._cursor, state)
 
     # ------------------------------------------------------------------ planning
     def run_rows(
         self, *, rows: int | None = None, tokens: int | None = None, steps: int | None = None
     ) -> int:
         """Global rows of a run given as rows, tokens (target positions) or steps."""
-        given = [
-            (n, v)
-            for n, v in (("rows", rows), ("tokens", tokens), ("steps", steps))
-            if v is not None
-        ]
-        if len(given) != 1:
-            raise ArgumentError("give the run length as exactly one of rows=, tokens= or steps=.")
-        name, value = given[0]
-        value = nonnegative_int(name, value)
-        if name == "rows":
-            return value
-        if self.blocks is not None:
-            return self.blocks.row_at(value if name == "tokens" else value * self.step_size)
-        if name == "tokens":
-            return -(-value // self.block)
-        return value * self.global_batch_size
+        return run_rows(self, rows, tokens, steps)
 
     def budget(self, **length: int | None) -> list[SourceBudget]:
         """Rows, real tokens and epochs each source needs for a run (see :meth:`run_rows`)."""
-        total = self.run_rows(**length)
-        counts = self.schedule.counts_before(total).tolist()
-        return [
-            SourceBudget(s.name, n, r.real_tokens(n), source_epochs(r, n), s.max_epochs)
-            for s, r, n in zip(self.sources, self.rows, counts, strict=True)
-        ]
+        return source_budget(self, self.run_rows(**length))
 
     def check_budget(self, **length: int | None) -> list[SourceBudget]:
         """:meth:`budget`, raising if a source would exceed its ``max_epochs``.
@@ -713,91 +420,12 @@ class Mixture:
         ArgumentError
             Names the source, the epochs needed and the allowed maximum.
         """
-        budget = self.budget(**length)
-        for entry in budget:
-            if entry.max_epochs is not None and entry.epochs > entry.max_epochs:
-                raise ArgumentError(
-                    f"source {entry.name!r} needs {entry.epochs:.4g} epochs for this run "
-                    f"({entry.rows} rows, {entry.tokens} tokens), but max_epochs is "
-                    f"{entry.max_epochs}. Lower its weight, shorten the run, raise max_epochs "
-                    "or add documents."
-                )
-        return budget
+        return check_budget(self.budget(**length))
 
     def accounting(self, row: int) -> list[SourceAccount]:
         """Per source, over global rows ``[0, row)``, in closed form (no replay)."""
-        row = nonnegative_int("row", row)
-        counts = self.schedule.counts_before(row).tolist()
-        targets = self.schedule.target_rows(row)
-        tokens = [r.real_tokens(n) for r, n in zip(self.rows, counts, strict=True)]
-        total = sum(tokens)
-        return [
-            SourceAccount(
-                s.name,
-                n,
-                t,
-                source_epochs_started(r, n),
-                t / total if total else 0.0,
-                float(target / row) if row else 0.0,
-            )
-            for s, r, n, t, target in zip(
-                self.sources, self.rows, counts, tokens, targets, strict=True
-            )
-        ]
+        return source_accounts(self, row)
 
     def rounding(self) -> list[dict[str, Any]]:
         """Per phase and source: the normalised float weight and the exact rational used."""
-        return [
-            {
-                "start_row": start,
-                "source": name,
-                "weight": share,
-                "used": f"{used.numerator}/{used.denominator}",
-                "error": float(used) - share,
-            }
-            for start, schedule in zip(self.schedule.starts, self.schedule.phases, strict=True)
-            for name, (share, used) in zip(self.names, schedule.rounding, strict=True)
-        ]
-
-
-def _checked_sources(sources: Any) -> list[MixtureSource]:
-    if isinstance(sources, str | bytes) or not isinstance(sources, Sequence):
-        raise ArgumentTypeError(
-            f"`sources` must be a sequence of MixtureSource. Got {type(sources).__name__}."
-        )
-    checked = list(sources)
-    if not checked:
-        raise ArgumentError("a mixture needs at least one source.")
-    for source in checked:
-        if not isinstance(source, MixtureSource):
-            raise ArgumentTypeError(
-                f"every source must be a MixtureSource. Got {type(source).__name__}."
-            )
-    check_unique_names((s.name for s in checked), "the mixture")
-    return checked
-
-
-def _checked_phases(phases: Any, names: list[str]) -> list[MixturePhase]:
-    checked: list[MixturePhase] = []
-    previous = 0
-    for index, phase in enumerate(phases, 1):
-        if not isinstance(phase, MixturePhase):
-            start, weights = phase
-            phase = MixturePhase(start, weights)
-        start = nonnegative_int(f"start_row of phase {index}", phase.start_row)
-        if start <= previous:
-            raise ArgumentError(
-                f"phase {index} starts at row {start}, not after the previous phase (row {previous}); "
-                "phases must start at strictly increasing rows, the first after row 0."
-            )
-        if not isinstance(phase.weights, Mapping):
-            raise ArgumentTypeError(f"weights of phase {index} must map source names to weights.")
-        for name, weight in phase.weights.items():
-            if name not in names:
-                raise ArgumentError(
-                    f"phase {index} names unknown source {name!r}; the sources are {', '.join(map(repr, names))}."
-                )
-            check_weight(weight, f"source {name!r} in phase {index}")
-        checked.append(MixturePhase(start, dict(phase.weights)))
-        previous = start
-    return checked
+        return weight_rounding(self)
