@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -361,3 +362,44 @@ def test_grain_rows_are_int64_batches_of_the_corpus_documents(tmp_path: Path) ->
     expected = np.concatenate([shuffled[i]["tokens"] for i in range(len(shuffled))])
     stream = np.concatenate([batch["tokens"].ravel() for batch in batches[:-1]])  # last: padded
     np.testing.assert_array_equal(stream, expected[: stream.shape[0]])  # concatenated, cut
+
+
+def test_olmo_loader_asks_for_synchronous_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    from tools._olmo_methods import olmo_loader
+
+    made: dict[str, object] = {}
+
+    def loader(dataset: object, **options: object) -> dict[str, object]:
+        made.update(options)
+        return made
+
+    data = types.ModuleType("olmo_core.data")
+    data.DataCollator = lambda **options: None  # type: ignore[attr-defined]
+    data.NumpyFSLDataLoader = loader  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "olmo_core", types.ModuleType("olmo_core"))
+    monkeypatch.setitem(sys.modules, "olmo_core.data", data)
+    olmo_loader(types.SimpleNamespace(sequence_length=65), Path("work"), 4)
+    assert made["num_threads"] == 0 and made["num_workers"] == 0
+    assert made["global_batch_size"] == 4 * 65
+
+
+@pytest.mark.slow  # imports olmo_core (~5 s); the short form is the test above
+@pytest.mark.skipif(importlib.util.find_spec("olmo_core") is None, reason="olmo not installed")
+def test_olmo_loader_reads_synchronously_and_yields_the_flat_files_instances(
+    tmp_path: Path,
+) -> None:
+    from tools._olmo_methods import EOS, olmo_dataset, olmo_loader, write_olmo_tokens
+
+    corpus = make_corpus(20_000, 50, seed=0, work=tmp_path)
+    path = write_olmo_tokens(corpus.documents, tmp_path)
+    loader = olmo_loader(olmo_dataset(tmp_path, 65, packed=False), tmp_path, 4)
+    assert loader.num_threads == 0  # no reader threads (the module notes say why)
+    loader.reshuffle()
+    batch = next(iter(loader))
+    assert tuple(batch["input_ids"].shape) == (4, 65)
+    flat = np.fromfile(path, dtype=np.uint16)
+    assert flat.shape[0] == 20_000 + 50 and int((flat == EOS).sum()) == 50
+    starts = {flat[i : i + 65].tobytes() for i in range(0, flat.shape[0] - 64, 65)}
+    assert all(row.numpy().astype(np.uint16).tobytes() in starts for row in batch["input_ids"])
