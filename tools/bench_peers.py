@@ -267,8 +267,8 @@ def trimmed_mean(values: list[float]) -> float:
 
 
 def round_ratios(method: Method, floor: Method, clock: str) -> list[float]:
-    """``method``'s rate over the floor's in each round: over the floor run paired with
-    it (right before it) when there is one, else over the floor's own run that round."""
+    """``method``'s rate over the floor's in each round: over the floor runs that
+    bracket its slices when there are any, else over the floor's own runs that round."""
     base = method.floor_rates_by(clock) or floor.rates(clock)
     return [ours / floor_rate for ours, floor_rate in zip(method.rates(clock), base, strict=True)]
 
@@ -283,8 +283,8 @@ def best_ratio(method: Method, floor: Method) -> float:
 def results(methods: list[Method]) -> list[dict[str, Any]]:
     """One row per method: its median figure, and its ratio to its group's floor by wall
     and by CPU time, each the :func:`trimmed_mean` over rounds of the same-round (paired)
-    ratio, with
-    the lowest and highest round's ratio as the spread; and the best-round CPU ratio."""
+    ratio, with the lowest and highest round's ratio as the spread; and the best-round
+    CPU ratio."""
     rows = []
     for group in GROUPS:
         members = [m for m in methods if m.group == group]
@@ -332,9 +332,9 @@ def versus_peers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each packed-row method of mixle against the fastest peer's packed rows, by CPU.
 
     The fastest peer is the peer row with the highest CPU ratio to the floor.
-    Per round the ratio of the two methods' floor ratios (each to its own paired floor
-    run, so load drift between the two cancels); its trimmed mean and spread, and the ratio of
-    the best-round ratios.
+    Per round the ratio of the two methods' floor ratios (each to its own bracketing
+    floor runs, so load drift between the two cancels); its trimmed mean and spread, and
+    the ratio of the best-round ratios.
     """
     packed = [
         r for r in rows if r["group"] == "rows" and not any(w in r["method"] for w in WINDOWS)
