@@ -86,6 +86,25 @@ class Corpus:
 
 
 @dataclass
+class Tally:
+    """Units done, wall seconds and CPU seconds, summed over the slices of a measurement."""
+
+    units: int = 0
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+
+    def add(self, measured: tuple[int, float, float]) -> None:
+        units, seconds, cpu_seconds = measured
+        self.units += units
+        self.seconds += seconds
+        self.cpu_seconds += cpu_seconds
+
+    def rates(self) -> tuple[float, float]:
+        """Units per wall second and per CPU second."""
+        return self.units / max(self.seconds, 1e-9), self.units / max(self.cpu_seconds, 1e-9)
+
+
+@dataclass
 class Method:
     """One measured thing; ``make()`` builds it and returns its step."""
 
@@ -102,6 +121,12 @@ class Method:
     # The floor's rates (wall, CPU) measured right before each of this method's rounds
     # (empty when the floor was not paired with it: writes, the floor itself).
     floor_rates: list[tuple[float, float]] = field(default_factory=list)
+
+    def record(self, round_total: Tally) -> None:
+        """Append one timed round's units, wall seconds and CPU seconds."""
+        self.units.append(round_total.units)
+        self.seconds.append(round_total.seconds)
+        self.cpu_seconds.append(round_total.cpu_seconds)
 
     def rates(self, clock: str = "wall") -> list[float]:
         """Units per second in each timed round, by ``clock`` (``"wall"`` or ``"cpu"``)."""

@@ -16,16 +16,23 @@ every round), the same run measures:
   preallocated array are a reference row).
 
 Every method is built and warmed up once (writes excepted: one write is a round), then
-timed in interleaved rounds (21 for reads and rows, 7 for writes; the order rotated every
+timed in interleaved rounds (21 for reads and rows, 11 for writes; the order rotated every
 round). Every read and row measurement lasts ``--budget`` seconds (the counts are caps),
 so fast and slow methods are exposed alike to other jobs. Every measurement is taken
-against a *paired* floor: the floor runs right before it (for half the budget; one write
-for writes), so load that changes during a round moves both alike. A ratio is the median
-over rounds of the method's rate over its paired floor's, by wall and by CPU time
+against a *bracketing* floor: a read or row measurement is cut into six slices and the
+floor runs for half a slice's time before each slice and after the last (floor, method,
+floor, ..., floor; a write runs between two floor writes), so the two sample the same
+stretch of the machine's load, and load that changes during a round moves both alike.
+Objects the benchmark holds are frozen out of the garbage collector (``gc.freeze``) once
+the methods are built, so a method's collections scan its own objects; torch runs one
+intra-op thread (as in a ``DataLoader`` worker), so no peer's CPU time counts idle
+threads spinning. A ratio is the trimmed mean over rounds (the middle 60%: a fifth of
+the rounds dropped at each end) of the method's rate over its bracketing floor's, by
+wall and by CPU time
 (``time.process_time``, every thread of this process, plus the CPU time of its child
 processes that ended: LitData's ``optimize`` worker), with the lowest and highest
 round's ratio as its spread; *best* is the method's fastest round over its floor's
-fastest by CPU time. The median of the paired CPU ratios is the headline figure (README,
+fastest by CPU time. The trimmed mean of the paired CPU ratios is the headline figure (README,
 chart): other jobs on a shared machine add wall time and, through memory contention,
 CPU time, but a fraction of a second apart they add it to both sides of a ratio. Each
 packed-row method of mixle is also compared with the fastest peer's packed rows (per
@@ -81,6 +88,7 @@ from tools._peer_methods import (
     VOCAB,
     Corpus,
     Method,
+    Tally,
     close_mds,
     installed,
     read_methods,
@@ -130,6 +138,10 @@ def measure_memory(run: Callable[[], object]) -> tuple[float, float]:
 
 
 # -- running -------------------------------------------------------------------------------
+#: Slices a paired read or row measurement is cut into (see :func:`run_rounds`).
+SLICES = 6
+
+
 def run_rounds(
     methods: list[Method],
     rounds: int,
@@ -138,35 +150,65 @@ def run_rounds(
     *,
     warm_up: bool = True,
     paired: bool = False,
+    slices: int = 1,
 ) -> None:
     """Interleaved rounds: each method does ``count`` units or stops after ``budget`` s.
 
     The order rotates every round, so no method always runs right after the same one.
-    With ``paired``, the group's floor (its method of kind ``"floor"``) also runs for
-    ``budget / 2`` s right before each other method's round, and that method's ratios
-    are to those floor runs: the two measurements are a fraction of a second apart, so
-    a change of the machine's load over a round (other jobs starting, stopping) moves
-    both alike and cancels in the ratio.
+    With ``paired``, each other method's measurement is cut into ``slices`` slices and
+    the group's floor (its method of kind ``"floor"``) runs for half a slice's time
+    between every two slices, before the first and after the last (*bracketing*): a
+    round is floor, A, floor, A, ..., floor, B, floor, ..., one floor run between two
+    methods (it brackets both). A method's ratios are to the floor runs around its
+    slices, summed: the two sample the same stretch of the machine's load, slice by
+    slice, so a change of load inside a round (other jobs starting, stopping, their
+    memory traffic) moves both alike and cancels in the ratio. Writes (one unit a
+    measurement) use one slice: floor, write, floor, write, ... The floor's own figure
+    is all its runs of the round.
+
+    Objects that exist once the methods are built (the corpus's offsets, the read
+    indices) are moved out of the garbage collector's reach (``gc.freeze``), so a
+    method's collections scan its own objects, not the benchmark's; collection stays
+    on for every method alike, and a full collection runs, untimed, after each method's
+    measurement.
     """
     floor = next((m for m in methods if m.kind == "floor"), None) if paired else None
     for method in methods:  # build, then warm up: page cache, lazy opens, index builds
         method.step = method.make()
         if warm_up:
             timed(method.step, max(1, count // 10), budget)
-    for round_number in range(rounds):
-        shift = round_number % len(methods)
-        for method in methods[shift:] + methods[:shift]:
-            assert method.step is not None
-            if floor is not None and method is not floor:
-                assert floor.step is not None
-                units, seconds, cpu_seconds = timed(floor.step, count, budget / 2)
-                method.floor_rates.append(
-                    (units / max(seconds, 1e-9), units / max(cpu_seconds, 1e-9))
-                )
-            units, seconds, cpu_seconds = timed(method.step, count, budget)
-            method.units.append(units)
-            method.seconds.append(seconds)
-            method.cpu_seconds.append(cpu_seconds)
+    others = [m for m in methods if m is not floor]
+    per_slice = -(-count // slices)
+    gc.collect()
+    gc.freeze()
+    try:
+        for round_number in range(rounds):
+            shift = round_number % max(len(others), 1)
+            floor_round = Tally()
+            last = run_step(floor, per_slice, budget / slices / 2) if floor else (0, 0.0, 0.0)
+            floor_round.add(last)
+            for method in others[shift:] + others[:shift]:
+                own, around = Tally(), Tally()
+                around.add(last)
+                for _ in range(slices if floor else 1):
+                    own.add(run_step(method, per_slice if floor else count, budget / slices))
+                    if floor is not None:
+                        last = run_step(floor, per_slice, budget / slices / 2)
+                        around.add(last)
+                        floor_round.add(last)
+                method.record(own)
+                if floor is not None:
+                    method.floor_rates.append(around.rates())
+                gc.collect()  # untimed: no method inherits another's garbage
+            if floor is not None:
+                floor.record(floor_round)
+    finally:
+        gc.unfreeze()
+
+
+def run_step(method: Method, count: int, budget: float) -> tuple[int, float, float]:
+    assert method.step is not None
+    return timed(method.step, count, budget)
 
 
 def cpu_clock() -> float:
@@ -178,13 +220,15 @@ def cpu_clock() -> float:
 
 def timed(step: Callable[[], int], count: int, budget: float) -> tuple[int, float, float]:
     """Run ``step`` ``count`` times or until ``budget`` wall seconds have passed; return
-    (units done, wall seconds, CPU seconds by :func:`cpu_clock`)."""
+    (units done, wall seconds, CPU seconds by :func:`cpu_clock`). The clock is read after
+    every step (~60 ns, under 0.5% of the floor's fastest step), so a slow method does
+    not overrun a short slice by several steps."""
     units, done = 0, 0
     start, cpu_start = time.perf_counter(), cpu_clock()
     while done < count:
         units += step()
         done += 1
-        if done % 8 == 0 and time.perf_counter() - start > budget:
+        if time.perf_counter() - start > budget:
             break
     return units, time.perf_counter() - start, cpu_clock() - cpu_start
 
@@ -208,9 +252,23 @@ GROUPS = {
 }
 
 
+#: The share of rounds :func:`trimmed_mean` drops at each end.
+TRIM = 0.2
+
+
+def trimmed_mean(values: list[float]) -> float:
+    """The mean of ``values`` without the lowest and highest ``TRIM`` of them (rounded
+    down: all of them under five values). Rounds that other jobs disturbed most drop out
+    at either end as with a median, and the middle rounds all count: over 21 rounds its
+    spread between runs is ~0.7x the median's (bootstrap of the per-round ratios)."""
+    ordered = sorted(values)
+    cut = int(len(ordered) * TRIM)
+    return statistics.fmean(ordered[cut : len(ordered) - cut])
+
+
 def round_ratios(method: Method, floor: Method, clock: str) -> list[float]:
-    """``method``'s rate over the floor's in each round: over the floor run paired with
-    it (right before it) when there is one, else over the floor's own run that round."""
+    """``method``'s rate over the floor's in each round: over the floor runs that
+    bracket its slices when there are any, else over the floor's own runs that round."""
     base = method.floor_rates_by(clock) or floor.rates(clock)
     return [ours / floor_rate for ours, floor_rate in zip(method.rates(clock), base, strict=True)]
 
@@ -224,8 +282,9 @@ def best_ratio(method: Method, floor: Method) -> float:
 
 def results(methods: list[Method]) -> list[dict[str, Any]]:
     """One row per method: its median figure, and its ratio to its group's floor by wall
-    and by CPU time, each the median over rounds of the same-round (paired) ratio, with
-    the lowest and highest round's ratio as the spread; and the best-round CPU ratio."""
+    and by CPU time, each the :func:`trimmed_mean` over rounds of the same-round (paired)
+    ratio, with the lowest and highest round's ratio as the spread; and the best-round
+    CPU ratio."""
     rows = []
     for group in GROUPS:
         members = [m for m in methods if m.group == group]
@@ -245,10 +304,10 @@ def results(methods: list[Method]) -> list[dict[str, Any]]:
                     "kind": method.kind,
                     "value": shown,
                     "unit": GROUPS[group][1],
-                    "ratio": statistics.median(wall),
+                    "ratio": trimmed_mean(wall),
                     "ratio_low": min(wall),
                     "ratio_high": max(wall),
-                    "cpu_ratio": statistics.median(cpu),
+                    "cpu_ratio": trimmed_mean(cpu),
                     "cpu_ratio_low": min(cpu),
                     "cpu_ratio_high": max(cpu),
                     "cpu_ratio_best": best_ratio(method, floor),
@@ -272,10 +331,10 @@ WINDOWS = ("TokenStream", "get_batch")
 def versus_peers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each packed-row method of mixle against the fastest peer's packed rows, by CPU.
 
-    The fastest peer is the peer row with the highest median CPU ratio to the floor.
-    Per round the ratio of the two methods' floor ratios (each to its own paired floor
-    run, so load drift between the two cancels); its median and spread, and the ratio of
-    the best-round ratios.
+    The fastest peer is the peer row with the highest CPU ratio to the floor.
+    Per round the ratio of the two methods' floor ratios (each to its own bracketing
+    floor runs, so load drift between the two cancels); its trimmed mean and spread, and
+    the ratio of the best-round ratios.
     """
     packed = [
         r for r in rows if r["group"] == "rows" and not any(w in r["method"] for w in WINDOWS)
@@ -298,8 +357,8 @@ def versus_peers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "method": row["method"],
                 "kind": "mixle",
                 "peer": fastest["method"],
-                "ratio": statistics.median(wall),
-                "cpu_ratio": statistics.median(cpu),
+                "ratio": trimmed_mean(wall),
+                "cpu_ratio": trimmed_mean(cpu),
                 "cpu_ratio_low": min(cpu),
                 "cpu_ratio_high": max(cpu),
                 "cpu_ratio_best": row["cpu_ratio_best"] / fastest["cpu_ratio_best"],
@@ -310,7 +369,7 @@ def versus_peers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def versus_markdown(versus: list[dict[str, Any]]) -> str:
     lines = [
-        "| mixle method | × fastest peer (CPU, median of rounds) | round spread "
+        "| mixle method | × fastest peer (CPU, trimmed mean of rounds) | round spread "
         "| × fastest peer (CPU, best rounds) | peer |",
         "|---|---:|---:|---:|---|",
     ]
@@ -441,7 +500,7 @@ def shown(ratio: float) -> str:
 
 
 def readme_table(rows: list[dict[str, Any]]) -> str:
-    """The README's table: × the same-run floor by CPU time (the median of the rounds'
+    """The README's table: × the same-run floor by CPU time (the trimmed mean of the rounds'
     paired ratios), one column per library."""
     present = [lib for lib in LIBRARIES if any(r["method"].startswith(lib) for r in rows)]
     lines = [
@@ -477,13 +536,13 @@ def readme_block(run: dict[str, Any]) -> str:
         f"{README_BEGIN} (python -m tools.bench_peers --from-json RUN.json "
         "--readme README.md --png docs/peers.png) -->\n"
         f"Recorded {run.get('date', 'on an earlier day')}: {run['header']}. "
-        "× floor by CPU time, the median over rounds of each round's ratio to its paired "
+        "× floor by CPU time, the trimmed mean over rounds of each round's ratio to its bracketing "
         "floor:\n\n" + readme_table(run["rows"])
     )
     if run.get("versus"):
         peer = run["versus"][0]["peer"]
         text += (
-            f"\nmixle's packed rows × the fastest peer's ({peer}), CPU, median of rounds: "
+            f"\nmixle's packed rows × the fastest peer's ({peer}), CPU, trimmed mean of rounds: "
             + ", ".join(
                 f"{v['method'].removeprefix('mixle ')} {v['cpu_ratio']:.2f}" for v in run["versus"]
             )
@@ -538,7 +597,7 @@ def main() -> int:
     parser.add_argument("--block", type=int, default=2048)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=21)
-    parser.add_argument("--write-rounds", type=int, default=7)
+    parser.add_argument("--write-rounds", type=int, default=11)
     parser.add_argument(
         "--batches", type=int, default=1_000_000, help="batches per timed measurement at most"
     )
@@ -615,6 +674,7 @@ def main() -> int:
     unknown = requested - set(INSTALL)
     if unknown:
         parser.error(f"--peers: unknown {sorted(unknown)}; choose from {sorted(INSTALL)}")
+    torch.set_num_threads(1)  # a DataLoader worker's setting: no intra-op threads spinning
     warnings.filterwarnings("ignore")  # peers warn at import (no Transformer Engine, ...)
     peers = {p for p in sorted(requested) if installed(p)}
     work = args.workdir
@@ -646,12 +706,12 @@ def main() -> int:
         indices = np.random.default_rng(1).integers(0, args.documents, args.reads).tolist()
         reads = read_methods(corpus, peers, indices) if "read" in groups else []
         if reads:
-            run_rounds(reads, args.rounds, args.reads, args.budget, paired=True)
+            run_rounds(reads, args.rounds, args.reads, args.budget, paired=True, slices=SLICES)
             measure_all_memory(reads, args.reads, args.budget)
             print(f"reads done ({time.perf_counter() - started:.0f} s)")
         rows = row_methods(corpus, peers, args.block, args.batch_size) if "rows" in groups else []
         if rows:
-            run_rounds(rows, args.rounds, args.batches, args.budget, paired=True)
+            run_rounds(rows, args.rounds, args.batches, args.budget, paired=True, slices=SLICES)
             measure_all_memory(rows, args.batches, args.budget)
         methods += reads + rows
         print(f"rows done ({time.perf_counter() - started:.0f} s)")
@@ -663,7 +723,8 @@ def main() -> int:
     load = f"{load_before:.1f} -> {os.getloadavg()[0]:.1f}"
     header = (
         f"{corpus.num_tokens:,} uint16 tokens / {args.documents:,} documents, block {args.block}, "
-        f"batch {args.batch_size}, {args.rounds} rounds (writes {args.write_rounds}), medians; "
+        f"batch {args.batch_size}, {args.rounds} rounds (writes {args.write_rounds}), "
+        f"{SLICES} slices a measurement bracketed by the floor, trimmed means; "
         f"load average {load} on {os.cpu_count()} cores; "
         + ", ".join(f"{k} {v}" for k, v in versions(peers).items())
     )

@@ -14,6 +14,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -252,7 +254,7 @@ def test_on_tmpfs_tells_a_tmpfs_path_from_another() -> None:
     assert on_tmpfs(Path("/")) == (kinds["/"] == "tmpfs")
 
 
-def test_paired_rounds_run_the_floor_right_before_every_other_method() -> None:
+def test_paired_rounds_bracket_every_slice_of_every_other_method_with_the_floor() -> None:
     from tools._peer_methods import Method
     from tools.bench_peers import results, round_ratios, run_rounds
 
@@ -271,17 +273,40 @@ def test_paired_rounds_run_the_floor_right_before_every_other_method() -> None:
     floor = Method("rows", "floor", "", step("floor", 10), "floor")
     ours = Method("rows", "mixle A", "", step("A", 5), "mixle")
     theirs = Method("rows", "B", "", step("B", 2))
-    run_rounds([floor, ours, theirs], 3, 4, 10.0, warm_up=False, paired=True)
+    run_rounds([floor, ours, theirs], 3, 4, 10.0, warm_up=False, paired=True, slices=2)
     assert len(ours.floor_rates) == len(theirs.floor_rates) == 3 and not floor.floor_rates
+    # Each measurement: 2 slices of 2 steps (the count split over the slices).
+    assert ours.units == [20, 20, 20] and theirs.units == [8, 8, 8]
     runs = [name for index, name in enumerate(log) if index == 0 or log[index - 1] != name]
-    assert runs.count("A") == runs.count("B") == 3
+    assert runs.count("A") == runs.count("B") == 3 * 2
     for index, name in enumerate(runs):
-        if name != "floor":
-            assert runs[index - 1] == "floor", runs
+        if name != "floor":  # bracketed: the floor right before and right after each slice
+            assert runs[index - 1] == "floor" and runs[index + 1] == "floor", runs
     assert len(round_ratios(ours, floor, "cpu")) == 3
     row = next(r for r in results([floor, ours, theirs]) if r["method"] == "mixle A")
     assert row["cpu_ratio_low"] <= row["cpu_ratio"] <= row["cpu_ratio_high"]
     assert row["cpu_ratio_best"] > 0 and len(row["cpu_rounds"]) == 3
+
+
+def test_timed_stops_at_the_first_step_past_its_budget() -> None:
+    from tools.bench_peers import timed
+
+    def slow() -> int:
+        time.sleep(0.02)
+        return 1
+
+    units, seconds, _ = timed(slow, 1000, 0.05)
+    # Three steps pass the budget (fewer when a sleep overruns); not rounded up to 8.
+    assert 1 <= units <= 3 and seconds >= 0.05
+
+
+def test_trimmed_mean_drops_a_fifth_of_the_values_at_each_end() -> None:
+    from tools.bench_peers import trimmed_mean
+
+    assert trimmed_mean([3.0, 1.0, 2.0]) == pytest.approx(2.0)  # under five: the mean
+    # Ten values: the lowest two and the highest two dropped, whatever their size.
+    values = [100.0, -50.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 1e9, -1e9]
+    assert trimmed_mean(values) == pytest.approx(3.5)
 
 
 def test_versus_peers_compares_packed_rows_with_the_fastest_peer_per_round() -> None:
@@ -308,8 +333,8 @@ def test_versus_peers_compares_packed_rows_with_the_fastest_peer_per_round() -> 
     versus = versus_peers(rows)  # type: ignore[arg-type]
     assert [v["method"] for v in versus] == ["mixle StreamingCorpus"]
     assert versus[0]["peer"] == "LitData TokensLoader"
-    # Per round 0.2 / 0.1, 0.3 / 0.2, 0.4 / 0.2: median 2.0, spread 1.5-2.0.
-    assert versus[0]["cpu_ratio"] == versus[0]["ratio"] == pytest.approx(2.0)
+    # Per round 0.2 / 0.1, 0.3 / 0.2, 0.4 / 0.2: 2.0, 1.5, 2.0 (three rounds: none trimmed).
+    assert versus[0]["cpu_ratio"] == versus[0]["ratio"] == pytest.approx(5.5 / 3)
     assert (versus[0]["cpu_ratio_low"], versus[0]["cpu_ratio_high"]) == pytest.approx((1.5, 2.0))
     assert versus[0]["cpu_ratio_best"] == pytest.approx(2.0)
 
@@ -337,3 +362,44 @@ def test_grain_rows_are_int64_batches_of_the_corpus_documents(tmp_path: Path) ->
     expected = np.concatenate([shuffled[i]["tokens"] for i in range(len(shuffled))])
     stream = np.concatenate([batch["tokens"].ravel() for batch in batches[:-1]])  # last: padded
     np.testing.assert_array_equal(stream, expected[: stream.shape[0]])  # concatenated, cut
+
+
+def test_olmo_loader_asks_for_synchronous_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    from tools._olmo_methods import olmo_loader
+
+    made: dict[str, object] = {}
+
+    def loader(dataset: object, **options: object) -> dict[str, object]:
+        made.update(options)
+        return made
+
+    data = types.ModuleType("olmo_core.data")
+    data.DataCollator = lambda **options: None  # type: ignore[attr-defined]
+    data.NumpyFSLDataLoader = loader  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "olmo_core", types.ModuleType("olmo_core"))
+    monkeypatch.setitem(sys.modules, "olmo_core.data", data)
+    olmo_loader(types.SimpleNamespace(sequence_length=65), Path("work"), 4)
+    assert made["num_threads"] == 0 and made["num_workers"] == 0
+    assert made["global_batch_size"] == 4 * 65
+
+
+@pytest.mark.slow  # imports olmo_core (~5 s); the short form is the test above
+@pytest.mark.skipif(importlib.util.find_spec("olmo_core") is None, reason="olmo not installed")
+def test_olmo_loader_reads_synchronously_and_yields_the_flat_files_instances(
+    tmp_path: Path,
+) -> None:
+    from tools._olmo_methods import EOS, olmo_dataset, olmo_loader, write_olmo_tokens
+
+    corpus = make_corpus(20_000, 50, seed=0, work=tmp_path)
+    path = write_olmo_tokens(corpus.documents, tmp_path)
+    loader = olmo_loader(olmo_dataset(tmp_path, 65, packed=False), tmp_path, 4)
+    assert loader.num_threads == 0  # no reader threads (the module notes say why)
+    loader.reshuffle()
+    batch = next(iter(loader))
+    assert tuple(batch["input_ids"].shape) == (4, 65)
+    flat = np.fromfile(path, dtype=np.uint16)
+    assert flat.shape[0] == 20_000 + 50 and int((flat == EOS).sum()) == 50
+    starts = {flat[i : i + 65].tobytes() for i in range(0, flat.shape[0] - 64, 65)}
+    assert all(row.numpy().astype(np.uint16).tobytes() in starts for row in batch["input_ids"])
