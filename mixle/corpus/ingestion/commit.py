@@ -42,7 +42,12 @@ from mixle.corpus.ingestion.inputs import WorkUnit
 from mixle.corpus.ingestion.origins_join import join_unit_origins
 from mixle.corpus.ingestion.output_guard import check_output_names, claim_output
 from mixle.corpus.ingestion.plan import IngestPlan
-from mixle.corpus.ingestion.records import load_record, record_problems
+from mixle.corpus.ingestion.records import (
+    RECORD_DIGEST_KEY,
+    load_record,
+    record_problems,
+    seal_record,
+)
 from mixle.corpus.ingestion.units import (
     PLAN_NAME,
     WORK_DIR_NAME,
@@ -240,9 +245,10 @@ def plan_publish(
             ]
             commit_manifest(unit_dir, entries, dtype=dtype, vocab_size=plan.vocab_size)
             done = {k: v for k, v in result.items() if k != "shards"}
-            write_json_atomic(
-                os.path.join(unit_dir, DONE_NAME), dict(done, dtype=dtype, shards=entries)
-            )
+            widened = dict(done, dtype=dtype, shards=entries)
+            if RECORD_DIGEST_KEY in result:  # sealed: seal the rewritten record again
+                widened = seal_record(widened)
+            write_json_atomic(os.path.join(unit_dir, DONE_NAME), widened)
         shards.extend((unit_name(unit.index), entry) for entry in entries)
     skipped = sum(results[u.index]["skipped"] for u in units)
     if rejects is not None:
@@ -356,6 +362,23 @@ def published_summary(
     )
 
 
+def _unsealed_problems(records: Mapping[int, Mapping[str, Any]]) -> list[str]:
+    """The units whose record lacks ``record_sha256`` while others carry it.
+
+    An output written by one mixle is sealed throughout, or (an older mixle) not at
+    all; a record without the digest among sealed ones had it removed (which would let
+    an edit of its ``lines`` through) or comes from an older run mixed in: rerun it.
+    """
+    if not any(RECORD_DIGEST_KEY in record for record in records.values()):
+        return []
+    return [
+        f"unit {unit_name(index)}: done.json lacks the field {RECORD_DIGEST_KEY!r} that the "
+        "other units' records carry (removed, or written by an older mixle)"
+        for index, record in sorted(records.items())
+        if RECORD_DIGEST_KEY not in record
+    ]
+
+
 def check_units(area: OutputArea, plan: IngestPlan) -> dict[int, dict[str, Any]]:
     """Return every unit's record, after checking it against the plan and the files.
 
@@ -365,7 +388,9 @@ def check_units(area: OutputArea, plan: IngestPlan) -> dict[int, dict[str, Any]]
         Records of another plan (named), unfinished units (listed), or a record that
         does not describe its unit's files (:func:`~.records.record_problems`: a key
         missing or mistyped, counts or entries other than the unit manifest's, a shard
-        file missing or of another size; unit and field named).
+        file missing or of another size, a ``record_sha256`` other than the record's
+        digest; unit and field named), or a record without ``record_sha256`` among
+        records that carry it.
     """
     sizes = area.sizes(WORK_DIR_NAME)
     plan_id = plan.plan_id
@@ -419,6 +444,7 @@ def check_units(area: OutputArea, plan: IngestPlan) -> dict[int, dict[str, Any]]
         problems.extend(found)
         if not found:
             records[unit.index] = record
+    problems.extend(_unsealed_problems(records))
     where = area.describe(WORK_DIR_NAME)
     if foreign:
         raise IngestError(
