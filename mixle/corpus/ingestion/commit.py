@@ -42,7 +42,7 @@ from mixle.corpus.ingestion.inputs import WorkUnit
 from mixle.corpus.ingestion.origins_join import join_unit_origins
 from mixle.corpus.ingestion.output_guard import check_output_names, claim_output
 from mixle.corpus.ingestion.plan import IngestPlan
-from mixle.corpus.ingestion.records import load_record, record_problems
+from mixle.corpus.ingestion.records import RECORD_DIGEST_KEY, load_record, record_problems
 from mixle.corpus.ingestion.units import (
     PLAN_NAME,
     WORK_DIR_NAME,
@@ -224,7 +224,9 @@ def plan_publish(
     """Widen narrower units, write the rejects file, and write the publish plan.
 
     The dtype is the plan's, or else the widest any unit needed (units written
-    narrower are rewritten in place; only possible on local disk).
+    narrower are rewritten in place; only possible on local disk, and only for the
+    pipeline's records of a plan without a fixed dtype, which carry no
+    ``record_sha256``: a sealed record's dtype is the plan's).
     """
     used = [results[u.index]["dtype"] for u in units if results[u.index]["tokens"]]
     dtype = plan.dtype or max(used, key=_DTYPE_ORDER.index, default="uint16")
@@ -356,6 +358,23 @@ def published_summary(
     )
 
 
+def _unsealed_problems(records: Mapping[int, Mapping[str, Any]]) -> list[str]:
+    """The units whose record lacks ``record_sha256`` while others carry it.
+
+    An output written by one mixle is sealed throughout, or (an older mixle) not at
+    all; a record without the digest among sealed ones had it removed (which would let
+    an edit of its ``lines`` through) or comes from an older run mixed in: rerun it.
+    """
+    if not any(RECORD_DIGEST_KEY in record for record in records.values()):
+        return []
+    return [
+        f"unit {unit_name(index)}: done.json lacks the field {RECORD_DIGEST_KEY!r} that the "
+        "other units' records carry (removed, or written by an older mixle)"
+        for index, record in sorted(records.items())
+        if RECORD_DIGEST_KEY not in record
+    ]
+
+
 def check_units(area: OutputArea, plan: IngestPlan) -> dict[int, dict[str, Any]]:
     """Return every unit's record, after checking it against the plan and the files.
 
@@ -365,7 +384,9 @@ def check_units(area: OutputArea, plan: IngestPlan) -> dict[int, dict[str, Any]]
         Records of another plan (named), unfinished units (listed), or a record that
         does not describe its unit's files (:func:`~.records.record_problems`: a key
         missing or mistyped, counts or entries other than the unit manifest's, a shard
-        file missing or of another size; unit and field named).
+        file missing or of another size, a ``record_sha256`` other than the record's
+        digest; unit and field named), or a record without ``record_sha256`` among
+        records that carry it.
     """
     sizes = area.sizes(WORK_DIR_NAME)
     plan_id = plan.plan_id
@@ -419,6 +440,7 @@ def check_units(area: OutputArea, plan: IngestPlan) -> dict[int, dict[str, Any]]
         problems.extend(found)
         if not found:
             records[unit.index] = record
+    problems.extend(_unsealed_problems(records))
     where = area.describe(WORK_DIR_NAME)
     if foreign:
         raise IngestError(

@@ -9,23 +9,60 @@ by its own checksum) and against the listed file sizes, and says what is wrong, 
 unit and field. A record that passes describes exactly the unit's files: its shard
 entries are the manifest's, its counts are the manifest's totals, its dtype the
 plan's.
+
+A record also seals itself: ``record_sha256`` (:data:`RECORD_DIGEST_KEY`) is the SHA-256
+of the record's canonical JSON without that key (:func:`record_digest`), written by
+:func:`seal_record` whenever a unit finishes. Most fields are checked against the unit's
+files, but ``lines`` (the input lines the unit read) is not: it cannot be without reading
+the inputs, yet it places the line origins of the later units of the same file in the
+corpus (``origins.bin``). The digest catches an edited or damaged record (it is a
+checksum, not a signature: whoever rewrites a record can reseal it); a record without it
+(written by an older mixle) is checked as before.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
 from typing import Any
 
 from mixle._safe_json import loads_bounded
-from mixle.corpus.format.manifest import parse_manifest
+from mixle.corpus.format.manifest import canonical_json, parse_manifest
 from mixle.errors import CorpusError, IngestError
 
-__all__ = ["RECORD_KEYS", "load_record", "record_problems"]
+__all__ = [
+    "RECORD_DIGEST_KEY",
+    "RECORD_KEYS",
+    "load_record",
+    "record_digest",
+    "record_problems",
+    "seal_record",
+]
 
 #: The keys of a completion record: the unit's statistics, its plan, its shards.
 RECORD_KEYS = frozenset(
     ("plan", "unit", "documents", "tokens", "skipped", "lines", "input_bytes", "dtype", "shards")
 )
+#: The record's self-digest (version 2 records; version 1 records, without it, still commit).
+RECORD_DIGEST_KEY = "record_sha256"
+_SEALED_KEYS = RECORD_KEYS | {RECORD_DIGEST_KEY}
 _COUNTS = ("documents", "tokens", "skipped", "lines", "input_bytes")
+
+
+def record_digest(record: Mapping[str, Any]) -> str:
+    """The SHA-256 (hex) of ``record``'s canonical JSON without ``record_sha256``.
+
+    Canonical as the manifest's ``manifest_sha256``: sorted keys, no whitespace, ASCII
+    only (:func:`~mixle.corpus.format.manifest.canonical_json`).
+    """
+    body = {key: value for key, value in record.items() if key != RECORD_DIGEST_KEY}
+    return hashlib.sha256(canonical_json(body)).hexdigest()
+
+
+def seal_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """``record`` with its ``record_sha256`` (re)computed: what a finished unit writes."""
+    body = {key: value for key, value in record.items() if key != RECORD_DIGEST_KEY}
+    return dict(body, **{RECORD_DIGEST_KEY: record_digest(body)})
 
 
 def load_record(data: bytes | None, where: str) -> Any:
@@ -66,9 +103,9 @@ def record_problems(
     """
     if not isinstance(record, dict):
         return [f"unit {name}: done.json is {type(record).__name__}, not a JSON object"]
-    if set(record) != RECORD_KEYS:
+    if set(record) not in (RECORD_KEYS, _SEALED_KEYS):
         missing = sorted(RECORD_KEYS - set(record))
-        unknown = sorted(set(record) - RECORD_KEYS)[:5]
+        unknown = sorted(set(record) - _SEALED_KEYS)[:5]
         return [f"unit {name}: done.json lacks the keys {missing} (unknown: {unknown})"]
     problems = [
         f"unit {name}: done.json field {key!r} is {record[key]!r}, not a count"
@@ -118,6 +155,14 @@ def record_problems(
                     f"unit {name}: shard file {file} has {size} bytes, its record says "
                     f"{expected} (truncated or replaced)"
                 )
+    # Last, so that a field the files contradict is named first; what is left for the
+    # digest to catch is an edit of what no file shows (``lines``, ``input_bytes``).
+    sealed = RECORD_DIGEST_KEY in record
+    if not problems and sealed and record[RECORD_DIGEST_KEY] != record_digest(record):
+        problems.append(
+            f"unit {name}: done.json field {RECORD_DIGEST_KEY!r} does not match the record's "
+            "content (edited or damaged)"
+        )
     return problems
 
 

@@ -39,7 +39,7 @@ from mixle.corpus.ingestion.input_readers import describe_location
 from mixle.corpus.ingestion.inputs import WorkUnit
 from mixle.corpus.ingestion.output_guard import claim_output
 from mixle.corpus.ingestion.plan import IngestPlan, plan_differences
-from mixle.corpus.ingestion.records import record_problems
+from mixle.corpus.ingestion.records import record_problems, seal_record
 from mixle.corpus.ingestion.workers import DONE_NAME, convert_unit, write_json_atomic
 from mixle.errors import ArgumentError, CorpusExistsError, IngestError
 
@@ -242,8 +242,13 @@ def _convert(plan: IngestPlan, unit: WorkUnit, directory: str, plan_id: str) -> 
         )
     with open(os.path.join(directory, MANIFEST_NAME), "rb") as handle:
         manifest = parse_manifest(handle.read(), directory)
-    record = dict(
-        result, plan=plan_id, unit=unit.index, shards=[entry.to_dict() for entry in manifest.shards]
+    record = seal_record(
+        dict(
+            result,
+            plan=plan_id,
+            unit=unit.index,
+            shards=[entry.to_dict() for entry in manifest.shards],
+        )
     )
     write_json_atomic(os.path.join(directory, DONE_NAME), record)
     return record

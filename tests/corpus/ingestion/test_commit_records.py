@@ -4,7 +4,8 @@ The commit publishes from the units' completion records (``done.json``); each is
 checked against the unit's own manifest and the file sizes, so a record with a key
 missing or mistyped, counts that disagree with its shards, a ``skipped`` count of
 another rejects list, or JSON nested 100k deep is one :class:`IngestError` naming the
-unit and the field, and nothing is published. A record or manifest that is a FIFO
+unit and the field, and nothing is published. What no file shows (``lines``) is sealed
+by the record's own ``record_sha256``; records written without it still commit. A record or manifest that is a FIFO
 or a link to ``/dev/zero`` is refused without blocking or reading forever.
 """
 
@@ -20,6 +21,7 @@ import pytest
 
 from mixle.cli import main
 from mixle.corpus import IngestOptions, commit_ingest, plan_ingest, run_unit
+from mixle.corpus.ingestion.records import RECORD_DIGEST_KEY, record_digest, seal_record
 from mixle.errors import IngestError
 from tests.corpus.hardening_helpers import deadline
 from tests.corpus.ingestion.distributed_helpers import OPTIONS, tree
@@ -128,7 +130,7 @@ def test_a_skip_record_must_match_its_rejects_list(tmp_path: Path, inputs: list[
     index = next(record["unit"] for record in records if record["skipped"])
     done = out / WORK / f"unit-{index:06d}" / "done.json"
     record = json.loads(done.read_text())
-    done.write_text(json.dumps(dict(record, skipped=record["skipped"] + 1)))
+    done.write_text(json.dumps(seal_record(dict(record, skipped=record["skipped"] + 1))))
     with pytest.raises(
         IngestError, match=r"rejects\.jsonl: holds 1 skipped records, the unit's record says 2"
     ):
@@ -185,5 +187,52 @@ def test_a_unit_manifest_with_a_strange_dtype_is_refused_by_name(
     manifest = json.loads(path.read_text())
     path.write_text(json.dumps(dict(manifest, dtype=dtype)))
     with pytest.raises(IngestError, match=rf"unit {UNIT} manifest\.json.*dtype"):
+        commit_ingest(units_done)
+    assert not (units_done / "manifest.json").exists()
+
+
+def _records(out: Path) -> list[Path]:
+    return sorted((out / WORK).glob("unit-*/done.json"))
+
+
+def test_a_unit_writes_a_record_sealed_by_its_digest(units_done: Path) -> None:
+    for done in _records(units_done):
+        record = json.loads(done.read_text())
+        assert record[RECORD_DIGEST_KEY] == record_digest(record)
+        assert len(record[RECORD_DIGEST_KEY]) == 64
+
+
+@pytest.mark.parametrize("lines", [0, 1, 10**6])
+def test_a_record_whose_lines_were_edited_is_refused_naming_unit_and_field(
+    units_done: Path, lines: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    done = units_done / WORK / UNIT / "done.json"
+    record = json.loads(done.read_text())
+    assert record["lines"] != lines
+    done.write_text(json.dumps(dict(record, lines=lines)))
+    code = main(["ingest", "--commit", str(units_done), "-q"])
+    error = capsys.readouterr().err
+    assert code == 2 and error.count("\n") == 1
+    assert f"unit {UNIT}: done.json field 'record_sha256' does not match" in error
+    assert not (units_done / "manifest.json").exists()
+
+
+def test_records_written_without_the_digest_still_commit(units_done: Path, local_run: Path) -> None:
+    for done in _records(units_done):  # as an older mixle wrote them
+        record = json.loads(done.read_text())
+        del record[RECORD_DIGEST_KEY]
+        done.write_text(json.dumps(record))
+    commit_ingest(units_done)
+    assert tree(units_done) == tree(local_run)
+
+
+def test_a_record_stripped_of_its_digest_among_sealed_ones_is_refused(units_done: Path) -> None:
+    done = units_done / WORK / UNIT / "done.json"
+    record = json.loads(done.read_text())
+    del record[RECORD_DIGEST_KEY]
+    done.write_text(json.dumps(dict(record, lines=0)))  # would move later units' origins
+    with pytest.raises(
+        IngestError, match=rf"unit {UNIT}: done.json lacks the field 'record_sha256'"
+    ):
         commit_ingest(units_done)
     assert not (units_done / "manifest.json").exists()
