@@ -42,7 +42,12 @@ from mixle.corpus.ingestion.inputs import WorkUnit
 from mixle.corpus.ingestion.origins_join import join_unit_origins
 from mixle.corpus.ingestion.output_guard import check_output_names, claim_output
 from mixle.corpus.ingestion.plan import IngestPlan
-from mixle.corpus.ingestion.records import RECORD_DIGEST_KEY, load_record, record_problems
+from mixle.corpus.ingestion.records import (
+    RECORD_DIGEST_KEY,
+    load_record,
+    record_problems,
+    seal_record,
+)
 from mixle.corpus.ingestion.units import (
     PLAN_NAME,
     WORK_DIR_NAME,
@@ -225,8 +230,8 @@ def plan_publish(
 
     The dtype is the plan's, or else the widest any unit needed (units written
     narrower are rewritten in place; only possible on local disk, and only for the
-    pipeline's records of a plan without a fixed dtype, which carry no
-    ``record_sha256``: a sealed record's dtype is the plan's).
+    local pipeline's records of a plan without a fixed dtype: a task array's dtype is
+    the plan's). A rewritten record that was sealed (``record_sha256``) is sealed again.
     """
     used = [results[u.index]["dtype"] for u in units if results[u.index]["tokens"]]
     dtype = plan.dtype or max(used, key=_DTYPE_ORDER.index, default="uint16")
@@ -242,9 +247,10 @@ def plan_publish(
             ]
             commit_manifest(unit_dir, entries, dtype=dtype, vocab_size=plan.vocab_size)
             done = {k: v for k, v in result.items() if k != "shards"}
-            write_json_atomic(
-                os.path.join(unit_dir, DONE_NAME), dict(done, dtype=dtype, shards=entries)
-            )
+            widened = dict(done, dtype=dtype, shards=entries)
+            if RECORD_DIGEST_KEY in result:
+                widened = seal_record(widened)
+            write_json_atomic(os.path.join(unit_dir, DONE_NAME), widened)
         shards.extend((unit_name(unit.index), entry) for entry in entries)
     skipped = sum(results[u.index]["skipped"] for u in units)
     if rejects is not None:

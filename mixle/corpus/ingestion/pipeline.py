@@ -55,6 +55,7 @@ from mixle.corpus.ingestion.output_guard import (
     hold_output,
 )
 from mixle.corpus.ingestion.plan import IngestPlan, plan_differences, plan_ingest
+from mixle.corpus.ingestion.records import RECORD_DIGEST_KEY, record_digest
 from mixle.corpus.ingestion.units import PLAN_NAME, WORK_DIR_NAME, line_base, unit_name
 from mixle.corpus.ingestion.workers import (
     DONE_NAME,
@@ -112,15 +113,21 @@ def _load_done(work: str, unit: WorkUnit) -> dict[str, Any] | None:
 
 def _is_local_record(done: Any, manifest: Manifest) -> bool:
     """Whether ``done`` is the record :func:`convert_unit` writes for ``manifest``'s unit
-    (anything else, damaged or edited, means: convert the unit again)."""
+    (anything else, damaged or edited, means: convert the unit again).
+
+    A sealed record (``record_sha256``) must match its digest: ``lines``, which no file
+    shows, places the later units' line origins. One without it (an older mixle's)
+    resumes as before. A widened unit's record also lists its ``shards``.
+    """
     keys = ("documents", "tokens", "skipped", "lines", "input_bytes")
     return (
         isinstance(done, dict)
-        and set(done) == {*keys, "dtype"}
+        and set(done) - {"shards", RECORD_DIGEST_KEY} == {*keys, "dtype"}
         and all(type(done[key]) is int and done[key] >= 0 for key in keys)
         and done["dtype"] == manifest.dtype
         and done["documents"] == manifest.num_documents
         and done["tokens"] == manifest.num_tokens
+        and done.get(RECORD_DIGEST_KEY, record_digest(done)) == record_digest(done)
     )
 
 

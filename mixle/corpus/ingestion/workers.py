@@ -37,6 +37,7 @@ from mixle.corpus.ingestion.input_readers import (
     record_origins,
 )
 from mixle.corpus.ingestion.inputs import WorkUnit
+from mixle.corpus.ingestion.records import seal_record
 from mixle.errors import IngestError
 
 __all__ = [
@@ -312,7 +313,7 @@ def convert_unit(unit: WorkUnit, job: UnitJob, unit_dir: str) -> dict[str, Any]:
     _write_unit_file(unit_dir, UNIT_ORIGINS_NAME, coalesce_runs(OriginRuns.joined(runs)).to_bytes())
     if job.read.id_field is not None:
         _write_unit_file(unit_dir, UNIT_IDS_NAME, OriginIds.joined(ids).to_bytes())
-    result = dict(stats, skipped=len(rejects), dtype=manifest.dtype)
+    result = seal_record(dict(stats, skipped=len(rejects), dtype=manifest.dtype))
     write_json_atomic(os.path.join(unit_dir, DONE_NAME), result)
     return result
 

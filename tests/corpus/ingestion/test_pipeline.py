@@ -12,6 +12,8 @@ import pytest
 import mixle.corpus.ingestion.pipeline as ingest_module
 from mixle.corpus import IngestOptions, ingest, open_corpus
 from mixle.corpus.ingestion.pipeline import run_ingest
+from mixle.corpus.ingestion.records import RECORD_DIGEST_KEY, record_digest
+from mixle.corpus.storage.publish import PUBLISH_NAME
 from mixle.errors import ArgumentError, CorpusExistsError, IngestError
 from tests.corpus.ingest_helpers import random_docs, read_all, tree_bytes, write_jsonl
 
@@ -230,3 +232,90 @@ def test_ingest_keywords_and_options_object_give_the_same_corpus(tmp_path: Path)
     run_ingest(source, tmp_path / "b", IngestOptions(shard_size=4096, vocab_size=1000))
     a, b = open_corpus(tmp_path / "a"), open_corpus(tmp_path / "b")
     assert a.fingerprint == b.fingerprint
+
+
+# The local pipeline's unit records (done.json) are sealed; resume checks the seal. In
+# mixed_jsonl, the later units' line origins follow the earlier units' ``lines``.
+_RECORD_OPTIONS: dict[str, Any] = {"unit_size": 4096, "shard_size": 1024}
+
+
+def _interrupted(source: Path, out: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Ingest ``source`` into ``out``, killed after three units; its work directory."""
+    with monkeypatch.context() as patch:
+        _interrupt_after(patch, 3)
+        with pytest.raises(_Interrupt):
+            ingest(source, out, **_RECORD_OPTIONS)
+    return out / ".mixle-ingest"
+
+
+def _records(work: Path) -> dict[str, dict[str, Any]]:
+    return {
+        path.parent.name: json.loads(path.read_text()) for path in sorted(work.glob("*/done.json"))
+    }
+
+
+def test_local_records_are_sealed(
+    tmp_path: Path, mixed_jsonl: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = _records(_interrupted(mixed_jsonl, tmp_path / "out", monkeypatch))
+    assert len(records) == 3
+    for record in records.values():
+        assert record[RECORD_DIGEST_KEY] == record_digest(record)
+
+
+def _resume_after_editing(
+    source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edit: Any
+) -> int:
+    """Interrupt, ``edit(name, record)`` every record (``None``: leave it), resume; check
+    the corpus (origins included) is an uninterrupted run's; the units resumed."""
+    ingest(source, tmp_path / "reference", **_RECORD_OPTIONS)
+    work = _interrupted(source, tmp_path / "out", monkeypatch)
+    for name, record in _records(work).items():
+        edited = edit(name, record)
+        if edited is not None:
+            (work / name / "done.json").write_text(json.dumps(edited))
+    summary = ingest(source, tmp_path / "out", resume=True, **_RECORD_OPTIONS)
+    assert tree_bytes(tmp_path / "out") == tree_bytes(tmp_path / "reference")
+    return summary.resumed_units
+
+
+def test_resume_reconverts_a_unit_whose_lines_were_edited(
+    tmp_path: Path, mixed_jsonl: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def edit(name: str, record: dict[str, Any]) -> dict[str, Any] | None:
+        return dict(record, lines=record["lines"] + 5) if name == "unit-000000" else None
+
+    assert _resume_after_editing(mixed_jsonl, tmp_path, monkeypatch, edit) == 2
+
+
+def test_an_older_unsealed_record_still_resumes(
+    tmp_path: Path, mixed_jsonl: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unseal(name: str, record: dict[str, Any]) -> dict[str, Any]:
+        return {key: value for key, value in record.items() if key != RECORD_DIGEST_KEY}
+
+    assert _resume_after_editing(mixed_jsonl, tmp_path, monkeypatch, unseal) == 3
+
+
+def test_widening_reseals_records_and_they_resume(
+    tmp_path: Path, mixed_jsonl: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ingest(mixed_jsonl, tmp_path / "reference", **_RECORD_OPTIONS)
+
+    def crash(*args: Any) -> None:
+        raise _Interrupt
+
+    with monkeypatch.context() as patch:  # killed after widening, before publishing
+        patch.setattr(ingest_module, "publish_units", crash)
+        with pytest.raises(_Interrupt):
+            ingest(mixed_jsonl, tmp_path / "out", **_RECORD_OPTIONS)
+    work = tmp_path / "out" / ".mixle-ingest"
+    (work / PUBLISH_NAME).unlink()  # as if killed before the publish plan was written
+    records = _records(work)
+    assert {record["dtype"] for record in records.values()} == {"uint32"}
+    assert any("shards" in record for record in records.values())  # some were widened
+    for record in records.values():
+        assert record[RECORD_DIGEST_KEY] == record_digest(record)
+    summary = ingest(mixed_jsonl, tmp_path / "out", resume=True, **_RECORD_OPTIONS)
+    assert summary.resumed_units == summary.units
+    assert tree_bytes(tmp_path / "out") == tree_bytes(tmp_path / "reference")
