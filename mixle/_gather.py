@@ -45,6 +45,7 @@ __all__ = [
     "gather_backend",
     "gather_pieces",
     "legacy_permutation",
+    "mixed_radix_kernel",
     "numba_available",
     "padded_position_runs",
     "ramp_runs",
@@ -412,7 +413,9 @@ def _document_id_runs_compiled(
     return doc_ids, pos_ids
 
 
-_Kernels = tuple[Callable[..., int], Callable[..., None], Callable[..., tuple[int, int]]]
+_Kernels = tuple[
+    Callable[..., int], Callable[..., None], Callable[..., tuple[int, int]], Callable[..., None]
+]
 # Raw draws per chunk of the compiled shuffle (the swaps of a chunk need at most that).
 _SHUFFLE_DRAWS = 1 << 21
 # Below this many documents numpy's own shuffle is as fast (the array stays in cache).
@@ -489,12 +492,45 @@ def _compile() -> _Kernels | None:
             values[position] = swapped
         return i, used
 
+    def mixed_radix_images(out: Any, params: Any, tables: Any, moduli: Any) -> None:
+        # MixedRadixPermutation's network over positions start, start + 1, ...
+        # (params = start, n, b, all uint64 like every value here: numba would widen a
+        # mix of signed and unsigned to float), then each image at or above n walked.
+        # The first loop has no branch, so the CPU overlaps the rounds of neighbours.
+        start, n, b = params[0], params[1], params[2]
+        zero, one = np.uint64(0), np.uint64(1)
+        high = start // b
+        low = start - high * b
+        rounds = moduli.shape[0]
+        for j in range(out.shape[0]):
+            left, right = high, low
+            for i in range(rounds):
+                mixed = tables[i, right] + left
+                # mod, branch-free: below the modulus the subtraction wraps high
+                left, right = right, min(mixed, mixed - moduli[i])
+            out[j] = left * b + right
+            low += one
+            if low == b:
+                low = zero
+                high += one
+        for j in range(out.shape[0]):
+            value = out[j]
+            while value >= n:
+                left = value // b
+                right = value - left * b
+                for i in range(rounds):
+                    mixed = tables[i, right] + left
+                    left, right = right, min(mixed, mixed - moduli[i])
+                value = left * b + right
+            out[j] = value
+
     with warnings.catch_warnings():
         # An unwritable cache directory only costs a compilation per process.
         warnings.simplefilter("ignore", numba.NumbaWarning)
         gather_kernel = numba.njit(cache=True, nogil=True)(gather)
         ids_kernel = numba.njit(cache=True, nogil=True)(document_ids)
         shuffle_kernel = numba.njit(cache=True, nogil=True)(shuffle)
+        radix_kernel = numba.njit(cache=True, nogil=True)(mixed_radix_images)
         # Warm up every signature the reader and the packer use: read-only token and
         # offsets arrays (memory maps) of each corpus dtype, int64 output, and index
         # arrays that are plain or read-only (a memory-mapped epoch plan).
@@ -512,10 +548,16 @@ def _compile() -> _Kernels | None:
             indices.flags.writeable = starts.flags.writeable = writeable
             ids_kernel(np.zeros(1, np.int64), np.zeros(1, np.int64), indices, starts, 0)
         shuffle_kernel(np.arange(2), np.zeros(1, np.int64), 1, np.zeros(1, np.int64))
+        radix_kernel(
+            np.zeros(1, np.uint64),
+            np.array([0, 1, 1], np.uint64),
+            np.zeros((6, 1), np.uint64),
+            np.ones(6, np.uint64),
+        )
     # Importing numba leaves ~10^5 young objects behind: the full collection they cause
     # comes now (~100 ms) instead of inside the stream, e.g. in a restart's first batch.
     gc.collect()
-    return gather_kernel, ids_kernel, shuffle_kernel
+    return gather_kernel, ids_kernel, shuffle_kernel, radix_kernel
 
 
 def _initial_backend() -> str:
@@ -533,6 +575,7 @@ _gather: Callable[..., int] = gather_pieces_numpy
 _document_ids: Callable[..., None] = fill_document_ids_numpy
 _id_runs: Callable[..., tuple[np.ndarray, np.ndarray]] = document_id_runs_numpy
 _shuffle: Callable[..., tuple[int, int]] | None = None
+_mixed_radix: Callable[..., None] | None = None
 
 
 def numba_available() -> bool:
@@ -557,7 +600,7 @@ def set_gather_backend(name: str) -> str:
     ArgumentError
         ``name`` is not a backend, or it is ``"numba"`` and numba is not installed.
     """
-    global _gather, _document_ids, _id_runs, _shuffle, _KERNELS
+    global _gather, _document_ids, _id_runs, _shuffle, _mixed_radix, _KERNELS
     if name not in BACKENDS:
         raise ArgumentError(f"`name` must be one of {', '.join(BACKENDS)}. Got {name!r} instead.")
     previous = gather_backend()
@@ -570,9 +613,10 @@ def set_gather_backend(name: str) -> str:
             )
     if name == "numpy" or _KERNELS is None:
         _gather, _document_ids, _shuffle = gather_pieces_numpy, fill_document_ids_numpy, None
+        _mixed_radix = None
         _id_runs = document_id_runs_numpy
     else:
-        _gather, _document_ids, _shuffle = _KERNELS
+        _gather, _document_ids, _shuffle, _mixed_radix = _KERNELS
         _id_runs = _document_id_runs_compiled
     return previous
 
@@ -639,6 +683,18 @@ def document_id_runs(
     instead of filling preallocated arrays, which is what makes it cheap.
     """
     return _id_runs(indices, starts, begin, size)
+
+
+def mixed_radix_kernel() -> Callable[..., None] | None:
+    """The compiled loop of
+    :meth:`~mixle.data._mixed_radix.MixedRadixPermutation.images` with the numba
+    backend, else ``None`` (the numpy rounds then run; the images are bitwise the same).
+
+    ``kernel(out, params, tables, moduli)``: ``out`` (uint64) receives the walked images
+    of ``start, start + 1, ...`` for ``params = [start, n, b]`` (uint64), the round
+    tables as one uint64 array of ``(rounds, max(a, b))`` and the rounds' moduli (uint64).
+    """
+    return _mixed_radix
 
 
 def legacy_permutation(bit_generator: np.random.MT19937, count: int) -> np.ndarray:

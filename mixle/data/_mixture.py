@@ -124,12 +124,13 @@ class Mixture(MixtureCursor):
         source's epoch layouts and token count by the source's identity and epoch: a
         restarted process loads them instead of reading every length and planning the
         epochs it resumes in. Batches are the same with or without it.
-    order, block_documents, window_blocks
+    order, block_documents, window_blocks, order_version
         Every source's epoch order (packed only), as for
         :class:`~mixle.data.StreamingCorpus`: ``"blocks"`` (``None``, the default:
-        planned window by window, O(documents / block) per source epoch) or
-        ``"permutation"`` (the order of mixtures saved before this option); the sizes
-        apply to every source and must fit each. Part of the stream identity (one
+        planned window by window, O(documents / block) per source epoch; its newest
+        version unless ``order_version`` names one) or ``"permutation"`` (the order of
+        mixtures saved before this option); the sizes apply to every source and must
+        fit each. Part of the stream identity (one
         ``source '<name>' order`` field per source; none for the permutation).
     schedule
         The mixing rule (:class:`~mixle.data._mixing_rule.MixingRule`) that turns the
@@ -196,6 +197,7 @@ class Mixture(MixtureCursor):
         order: str | None = None,
         block_documents: int | None = None,
         window_blocks: int | None = None,
+        order_version: int | None = None,
         packing: str | PackingOptions = "concatenate",
         attention_boundaries: bool = False,
         block_schedule: BlockSchedule | None = None,
@@ -222,10 +224,10 @@ class Mixture(MixtureCursor):
             self.packing,
             document_ids=document_ids,
             attention_boundaries=attention_boundaries,
-            order=(order, block_documents, window_blocks),
+            order=(order, block_documents, window_blocks, order_version),
         )
         self.objective = objective
-        self.order = OrderOptions(order or "blocks", block_documents, window_blocks)
+        self.order = OrderOptions(order or "blocks", block_documents, window_blocks, order_version)
         self.phases = checked_phases(phases, [s.name for s in self.sources])
         weights = phase_weights(self.sources, self.phases)
         self.plan_store = checked_plan_store(plan_store)

@@ -31,7 +31,7 @@ def check_objective(
     *,
     document_ids: bool,
     attention_boundaries: bool,
-    order: tuple[str | None, int | None, int | None],
+    order: tuple[str | None, int | None, int | None, int | None],
 ) -> None:
     """Raise unless ``objective`` is one of :data:`OBJECTIVES` and, for windows, no
     option of packed rows (document ids, attention boundaries, best-fit packing, a
@@ -58,9 +58,10 @@ def check_objective(
                 f"`{name}` needs objective='packed': windows are not packed rows "
                 "and carry no document ids."
             )
-    if order != (None,) * 3:
+    if any(value is not None for value in order):
         raise ArgumentError(
-            "`order`, `block_documents` and `window_blocks` need objective='packed': "
+            "`order`, `block_documents`, `window_blocks` and `order_version` need "
+            "objective='packed': "
             "windows are shuffled by their own bijection."
         )
 

@@ -13,7 +13,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from mixle._checks import exact_int, nonnegative_int, positive_int
-from mixle.data._order_windows import BlockOrder, TokenOffsets, check_block_sizes
+from mixle.data._order_windows import (
+    BLOCK_ORDER_VERSIONS,
+    BlockOrder,
+    TokenOffsets,
+    check_block_order_version,
+    check_block_sizes,
+)
 from mixle.errors import ArgumentError, ArgumentTypeError
 
 __all__ = [
@@ -185,6 +191,11 @@ class OrderOptions:
         :data:`DEFAULT_BLOCK_DOCUMENTS` and :data:`DEFAULT_WINDOW_BLOCKS`, capped by
         the corpus. An explicit size must lie inside the corpus
         (:meth:`sizes` checks it against the document count).
+    version
+        ``"blocks"`` only: the order's version, one of
+        :data:`~mixle.data._order_windows.BLOCK_ORDER_VERSIONS`; ``None`` takes the
+        newest (what new streams use; a state saved with version 1 names it, and
+        resumes with ``version=1``). Always ``None`` for ``"permutation"``.
 
     Raises
     ------
@@ -195,22 +206,27 @@ class OrderOptions:
     name: str = "blocks"
     block_documents: int | None = None
     window_blocks: int | None = None
+    version: int | None = None
 
     def __post_init__(self) -> None:
         if self.name not in ORDERS:
             raise ArgumentError(
                 f"`order` must be one of {', '.join(map(repr, ORDERS))}. Got {self.name!r} instead."
             )
-        for field in ("block_documents", "window_blocks"):
+        for field in ("block_documents", "window_blocks", "version"):
             value = getattr(self, field)
             if value is None:
                 continue
+            label = "order_version" if field == "version" else field
             if self.name != "blocks":
                 raise ArgumentError(
-                    f"`{field}` applies only to order='blocks'; this stream uses "
+                    f"`{label}` applies only to order='blocks'; this stream uses "
                     f"order={self.name!r}. Leave it out, or pass order='blocks'."
                 )
-            object.__setattr__(self, field, positive_int(field, value))
+            object.__setattr__(self, field, positive_int(label, value))
+        if self.name == "blocks":
+            version = BLOCK_ORDER_VERSIONS[-1] if self.version is None else self.version
+            object.__setattr__(self, "version", check_block_order_version(version))
 
     def sizes(self, num_documents: int) -> tuple[int, int]:
         """``(block_documents, window_blocks)`` for a corpus of ``num_documents``.
@@ -240,6 +256,7 @@ class OrderOptions:
             epoch=epoch,
             block_documents=block_documents,
             window_blocks=window_blocks,
+            version=self.version or BLOCK_ORDER_VERSIONS[-1],
         )
 
     def identity(self, num_documents: int) -> dict[str, Any] | None:
@@ -250,7 +267,7 @@ class OrderOptions:
         block, window = self.sizes(num_documents)
         return {
             "name": self.name,
-            "version": BlockOrder.version,
+            "version": self.version,
             "block_documents": block,
             "window_blocks": window,
         }

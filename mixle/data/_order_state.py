@@ -1,7 +1,8 @@
 """The epoch order a saved state names, checked before the state is loaded.
 
 A stream identity holds the order as its ``"order"`` field: ``{"name": "blocks",
-"version": 1, "block_documents": B, "window_blocks": W}`` for the hierarchical order;
+"version": V, "block_documents": B, "window_blocks": W}`` for the hierarchical order
+(``V`` one of :data:`~mixle.data._order_windows.BLOCK_ORDER_VERSIONS`);
 no field at all for the seed's permutation order (every state saved before there was
 a choice has none, and keeps resuming with the permutation). :func:`check_saved_order`
 refuses a state of an unknown order or order version, and a state of one order loaded
@@ -14,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mixle.data._options import OrderOptions
-from mixle.data._order_windows import BlockOrder
+from mixle.data._order_windows import BLOCK_ORDER_VERSIONS, BlockOrder
 from mixle.errors import CorpusError, StateMismatchError
 
 __all__ = [
@@ -28,7 +29,7 @@ __all__ = [
 #: The stream-identity field that names the order.
 ORDER_FIELD = "order"
 # The order versions this mixle reads, by name (the permutation's states carry none).
-_VERSIONS = {BlockOrder.name: (BlockOrder.version,)}
+_VERSIONS = {BlockOrder.name: BLOCK_ORDER_VERSIONS}
 
 
 def order_arguments(order: Mapping[str, Any] | None) -> str:
@@ -37,7 +38,7 @@ def order_arguments(order: Mapping[str, Any] | None) -> str:
         return "order='permutation'"
     return (
         f"order={order.get('name')!r}, block_documents={order.get('block_documents')!r}, "
-        f"window_blocks={order.get('window_blocks')!r}"
+        f"window_blocks={order.get('window_blocks')!r}, order_version={order.get('version')!r}"
     )
 
 
@@ -82,7 +83,12 @@ def saved_order(state: Any, identity: Mapping[str, Any]) -> OrderOptions | None:
     if not _known(saved):
         return None
     try:
-        return OrderOptions(saved["name"], saved.get("block_documents"), saved.get("window_blocks"))
+        return OrderOptions(
+            saved["name"],
+            saved.get("block_documents"),
+            saved.get("window_blocks"),
+            saved["version"],
+        )
     except (CorpusError, TypeError):
         return None
 

@@ -54,17 +54,20 @@ import numpy as np
 
 from mixle._checks import nonnegative_int, positive_int
 from mixle.data._documents import DocumentSource, offset_reader, offset_runs_reader
+from mixle.data._mixed_radix import MixedRadixPermutation
 from mixle.data._permutation import FeistelPermutation
 from mixle.errors import ArgumentError
 
 __all__ = [
     "BLOCKS_DOMAIN",
+    "BLOCK_ORDER_VERSIONS",
     "WINDOW_DOMAIN",
     "BlockOrder",
     "CumulativeOffsets",
     "OrderWindows",
     "PermutationWindows",
     "TokenOffsets",
+    "check_block_order_version",
     "check_block_sizes",
     "cumulative_offsets",
     "index_ranges",
@@ -77,6 +80,15 @@ _TOTALS_CHUNK = _CHUNK = 1 << 14
 #: Key-domain words of the blocks order's two bijections ("mxblocks", "mxwindow").
 BLOCKS_DOMAIN = 0x6D78626C6F636B73
 WINDOW_DOMAIN = 0x6D7877696E646F77
+
+#: The ``"blocks"`` order's versions, oldest first (the last is what new streams use):
+#: 1, balanced binary Feistel bijections and a window's blocks in block order; 2, the
+#: mixed-radix bijections and a window's blocks in ascending id (see the module notes).
+BLOCK_ORDER_VERSIONS = (1, 2)
+_BIJECTIONS: dict[int, type[FeistelPermutation] | type[MixedRadixPermutation]] = {
+    1: FeistelPermutation,
+    2: MixedRadixPermutation,
+}
 
 TokenOffsets = Callable[[np.ndarray], np.ndarray]
 """``indices -> offsets``: int64 cumulative token offsets before each document index."""
@@ -202,6 +214,25 @@ def check_block_sizes(num_documents: int, block_documents: int, window_blocks: i
         )
 
 
+def check_block_order_version(version: int) -> int:
+    """Return ``version`` when it is one of :data:`BLOCK_ORDER_VERSIONS`.
+
+    Raises
+    ------
+    ArgumentTypeError
+        ``version`` is not an int.
+    ArgumentError
+        It is not a version of the ``"blocks"`` order.
+    """
+    version = positive_int("order_version", version)
+    if version not in BLOCK_ORDER_VERSIONS:
+        raise ArgumentError(
+            f"`order_version` must be one of {list(BLOCK_ORDER_VERSIONS)} (the 'blocks' "
+            f"order's versions). Got {version} instead."
+        )
+    return version
+
+
 def index_ranges(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """``starts[0] .. starts[0] + sizes[0] - 1, starts[1] ..`` in one vectorised pass.
 
@@ -243,6 +274,15 @@ class BlockOrder:
         Nonnegative ints: the order's key.
     block_documents, window_blocks
         ``B`` and ``W`` (validated by :func:`check_block_sizes`).
+    version
+        One of :data:`BLOCK_ORDER_VERSIONS` (default: the newest); a saved state
+        resumes only with the version it names.
+
+    Raises
+    ------
+    ArgumentError
+        A size does not fit the corpus, or ``version`` is not one of
+        :data:`BLOCK_ORDER_VERSIONS`.
 
     Notes
     -----
@@ -252,7 +292,6 @@ class BlockOrder:
     """
 
     name = "blocks"
-    version = 1
 
     def __init__(
         self,
@@ -263,23 +302,26 @@ class BlockOrder:
         epoch: int,
         block_documents: int,
         window_blocks: int,
+        version: int = BLOCK_ORDER_VERSIONS[-1],
     ) -> None:
         self.num_documents = nonnegative_int("num_documents", num_documents)
         check_block_sizes(self.num_documents, block_documents, window_blocks)
+        self.version = check_block_order_version(version)
+        self._bijection = _BIJECTIONS[self.version]
         self.offsets = offsets
         self.seed = nonnegative_int("seed", seed)
         self.epoch = nonnegative_int("epoch", epoch)
         self.block_documents, self.window_blocks = block_documents, window_blocks
         self.num_blocks = -(-self.num_documents // block_documents)
         self.num_windows = -(-self.num_blocks // window_blocks)
-        self._blocks = FeistelPermutation(self.num_blocks, seed, epoch, domain=(BLOCKS_DOMAIN,))
+        self._blocks = self._bijection(self.num_blocks, seed, epoch, domain=(BLOCKS_DOMAIN,))
         self._block_order: np.ndarray | None = None
         # The last window's shuffle: a read and the read-ahead hints ask for the same
         # window (one tuple, replaced whole, so a prefetch thread sees a pair or none).
         self._last_shuffle: tuple[int, np.ndarray] | None = None
 
-    def _window_permutation(self, k: int, size: int) -> FeistelPermutation:
-        return FeistelPermutation(size, self.seed, self.epoch, domain=(k, WINDOW_DOMAIN))
+    def _window_permutation(self, k: int, size: int) -> FeistelPermutation | MixedRadixPermutation:
+        return self._bijection(size, self.seed, self.epoch, domain=(k, WINDOW_DOMAIN))
 
     def _shuffle(self, k: int, size: int) -> np.ndarray:
         """Window ``k``'s shuffle: its position ``j`` holds natural document ``[j]``
@@ -396,14 +438,39 @@ class BlockOrder:
                 end -= start
         return documents, lengths
 
+    def _members(self, k: int) -> np.ndarray:
+        """Window ``k``'s blocks in the order its documents are numbered before its own
+        shuffle: block order (version 1) or ascending id (version 2: the shuffle makes
+        the arrangement immaterial, and ascending blocks are read as they are placed)."""
+        blocks = self._window_blocks(k)
+        return blocks if self.version == 1 else np.sort(blocks)
+
     def _natural(self, k: int) -> np.ndarray:
         """Window ``k``'s documents before its own shuffle: its blocks, concatenated."""
-        blocks = self._window_blocks(k)
+        blocks = self._members(k)
         return index_ranges(blocks * self.block_documents, self._block_sizes(blocks))
 
+    def _consecutive(self, blocks: np.ndarray) -> bool:
+        """Whether ``blocks`` (ascending) are one run of ids (e.g. a one-window corpus)."""
+        return self.version > 1 and int(blocks[-1]) - int(blocks[0]) == blocks.shape[0] - 1
+
+    def _run_window(self, blocks: np.ndarray, size: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`window` of consecutive ``blocks`` (``size`` documents from the first
+        block's first): the offsets read as one run and differenced in place, a
+        document's id its shuffled position plus the first id, its length one lookup."""
+        first = int(blocks[0]) * self.block_documents
+        offsets = self._offset_runs(np.array([first]), np.array([size + 1]))
+        if not _differences_in_place(offsets, np.empty(min(_CHUNK, size + 1), np.int64)):
+            offsets = np.diff(offsets)
+        shuffle = self._shuffle(k, size)
+        lengths = np.take(offsets, shuffle)
+        return np.add(shuffle, first), lengths
+
     def window(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        blocks = self._window_blocks(k)
+        blocks = self._members(k)
         sizes = self._block_sizes(blocks)
+        if blocks.size and self._consecutive(blocks):
+            return self._run_window(blocks, int(sizes.sum()), k)
         # Documents of a block are consecutive: its lengths are the differences of the
         # offsets of its documents and of its end. Those are read in one call, the
         # blocks in ascending id (each a run of one shard's offsets, or two); a
@@ -421,7 +488,7 @@ class BlockOrder:
         return documents, lengths
 
     def window_documents(self, k: int) -> np.ndarray:
-        blocks = self._window_blocks(k)
+        blocks = self._members(k)
         sizes = self._block_sizes(blocks)
         return self._placed(blocks, sizes, self._shuffle(k, int(sizes.sum())))[0]
 
@@ -429,7 +496,7 @@ class BlockOrder:
         """Window ``k``'s document ids at ``positions`` (int64 positions in the window,
         in epoch order): ``window_documents(k)[positions]`` in O(len(positions)) work
         besides the window's block ids, without shuffling the whole window."""
-        blocks = self._window_blocks(k)
+        blocks = self._members(k)
         sizes = self._block_sizes(blocks)
         natural = self._window_permutation(k, int(sizes.sum()))(positions)
         return self._placed(blocks, sizes, natural.reshape(-1))[0].reshape(natural.shape)
@@ -495,22 +562,20 @@ class BlockOrder:
         block = ids // self.block_documents
         place = self._blocks.inverse(block)
         window = place // self.window_blocks
-        # Documents before this block in its window: whole blocks, less the short last
-        # block's shortfall when it comes earlier in the same window.
-        earlier = (place - window * self.window_blocks) * self.block_documents
-        shortfall = self.num_blocks * self.block_documents - self.num_documents
-        if shortfall and ids.size:
-            last_place = int(self._blocks.inverse(np.array([self.num_blocks - 1]))[0])
-            earlier -= np.where(
-                (window == last_place // self.window_blocks) & (place > last_place), shortfall, 0
-            )
-        natural = earlier + ids - block * self.block_documents
-        positions = np.empty_like(natural)
+        positions = np.empty_like(ids)
         for k in np.unique(window).tolist():
             chosen = window == k
-            blocks = self._window_blocks(k)
-            size = int(self._block_sizes(blocks).sum())
-            positions[chosen] = self._window_permutation(k, size).inverse(natural[chosen])
+            members = self._members(k)
+            sizes = self._block_sizes(members)
+            # Where each document's block begins among the window's documents.
+            if self.version == 1:
+                slots = place[chosen] - k * self.window_blocks
+            else:
+                slots = np.searchsorted(members, block[chosen])
+            begins = np.cumsum(sizes) - sizes
+            natural = begins[slots] + ids[chosen] - block[chosen] * self.block_documents
+            inverse = self._window_permutation(k, int(sizes.sum())).inverse
+            positions[chosen] = inverse(natural)
         return window, positions
 
 

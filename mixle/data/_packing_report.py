@@ -23,7 +23,7 @@ import numpy as np
 from mixle._checks import nonnegative_int, positive_int
 from mixle.data._options import OrderOptions
 from mixle.data._order import global_document_order
-from mixle.data._order_windows import BlockOrder, OrderWindows
+from mixle.data._order_windows import OrderWindows
 from mixle.data._packing import StreamLayout, rows_for_stream
 from mixle.data._packing_options import PackingOptions
 from mixle.data._plan_best_fit import BestFitRows, check_best_fit_block
@@ -124,15 +124,7 @@ def compare_packings(
     if order_options.name == "blocks":
         offsets = np.zeros(len(table) + 1, dtype=np.int64)
         np.cumsum(table, out=offsets[1:])
-        sizes = order_options.sizes(len(table))
-        windows = BlockOrder(
-            len(table),
-            offsets.take,
-            seed=seed,
-            epoch=epoch,
-            block_documents=sizes[0],
-            window_blocks=sizes[1],
-        )
+        windows = order_options.block_order(len(table), offsets.take, seed=seed, epoch=epoch)
         parts = [windows.window_documents(k) for k in range(windows.num_windows)]
         documents = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
         layout = StreamLayout.build(documents, table.take(documents), has_boundary)

@@ -153,6 +153,9 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         The ``"blocks"`` order's sizes (positive, at most the corpus's documents and
         blocks); ``None``: 4096 documents per block, 64 blocks per window, capped by
         the corpus (see docs/streaming.md for why).
+    order_version
+        The ``"blocks"`` order's version (1 or 2); ``None``: the newest, 2. Part of the
+        stream identity: a state saved with version 1 resumes with ``order_version=1``.
     plan_store
         Optional :class:`~mixle.data._plan_store.PlanStore` (e.g.
         ``mixle.corpus.storage.plan_cache.PlanFiles``): each epoch plan is loaded from
@@ -227,6 +230,7 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         order: str | None = None,
         block_documents: int | None = None,
         window_blocks: int | None = None,
+        order_version: int | None = None,
         packing: str | PackingOptions = "concatenate",
         attention_boundaries: bool = False,
         block_schedule: BlockSchedule | None = None,
@@ -266,7 +270,7 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
         plan_store = checked_plan_store(plan_store)
         self.plan_store = None if sequence_selector is not None else plan_store
         self._cut(self.shard)
-        self.order = self._order_options(order, block_documents, window_blocks)
+        self.order = self._order_options(order, block_documents, window_blocks, order_version)
         self._plans = EpochPlans(
             self.documents,
             self._row_plan,
@@ -287,14 +291,18 @@ class StreamingCorpus(SeedViews, StreamOptionFields):
             self._plans.lengths()
 
     def _order_options(
-        self, order: str | None, block_documents: int | None, window_blocks: int | None
+        self,
+        order: str | None,
+        block_documents: int | None,
+        window_blocks: int | None,
+        order_version: int | None,
     ) -> OrderOptions:
         """The validated order (see the class docstring), its sizes checked against the
         corpus."""
         if order is None:
             windowed = self.layout == "global" and self.sequence_selector is None
             order = "blocks" if windowed else "permutation"
-        options = OrderOptions(order, block_documents, window_blocks)
+        options = OrderOptions(order, block_documents, window_blocks, order_version)
         if options.name == "blocks":
             if not isinstance(self._row_plan, WindowedRowPlan):
                 raise ArgumentError(

@@ -19,6 +19,7 @@ from mixle.data import BlockSchedule, Mixture, MixtureSource, SourceBudget
 from mixle.data._mixture import source_order_key
 from mixle.data._mixture_file import read_mixture_file
 from mixle.data._options import OrderOptions
+from mixle.data._order_windows import BLOCK_ORDER_VERSIONS
 from mixle.errors import ArgumentError
 from mixle.train._sources import StreamSource
 from mixle.train.metrics import plot_figure, read_metrics
@@ -118,7 +119,8 @@ class MixtureBatches(StreamSource):
     The stream is endless: the trainer stops at ``steps``. Unless
     ``follow_saved_order`` is False (an order given explicitly), a packed mixture
     resumes a state saved before sources had an order field (every ``mixle train``
-    checkpoint from then) with the permutation order it was saved with.
+    checkpoint from then) with the permutation order it was saved with, and one saved
+    with an older version of the ``"blocks"`` order with that version.
     """
 
     def __init__(self, mixture: Mixture, *, follow_saved_order: bool = True) -> None:
@@ -132,17 +134,33 @@ class MixtureBatches(StreamSource):
         return self.mixture.phase_at(epoch, index)
 
     def load_state_dict(self, state: Any) -> None:
-        mixture = self.mixture
         saved = state.get("stream") if isinstance(state, Mapping) else None
-        if (
-            self.follow_saved_order
-            and isinstance(saved, Mapping)
-            and mixture.objective == "packed"
-            and mixture.order.name != "permutation"
-            and not any(source_order_key(name) in saved for name in mixture.names)
-        ):
-            self.mixture = self.stream = mixture.reordered(OrderOptions("permutation"))
+        if self.follow_saved_order and isinstance(saved, Mapping):
+            order = self._saved_order(saved)
+            if order is not None:
+                self.mixture = self.stream = self.mixture.reordered(order)
         self.stream.load_state_dict(state)
+
+    def _saved_order(self, saved: Mapping[str, Any]) -> OrderOptions | None:
+        """The order a packed blocks-order mixture switches to for a state's stream
+        identity ``saved``: the permutation when no source has an order field (saved
+        before there was a choice), the ``"blocks"`` version every source names when
+        it is another known one; ``None`` to keep the mixture's (the state's own check
+        then names any other difference)."""
+        mixture = self.mixture
+        if mixture.objective != "packed" or mixture.order.name == "permutation":
+            return None
+        fields = [saved.get(source_order_key(name)) for name in mixture.names]
+        if all(field is None for field in fields):
+            return OrderOptions("permutation")
+        versions = {
+            field.get("version") if isinstance(field, Mapping) else None for field in fields
+        }
+        version = versions.pop() if len(versions) == 1 else None
+        if version == mixture.order.version or version not in BLOCK_ORDER_VERSIONS:
+            return None
+        order = mixture.order
+        return OrderOptions(order.name, order.block_documents, order.window_blocks, version)
 
 
 def shares_path(plot: str) -> str:

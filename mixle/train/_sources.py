@@ -285,6 +285,7 @@ class PackedBatches(StreamSource):
                 order=saved.name,
                 block_documents=saved.block_documents,
                 window_blocks=saved.window_blocks,
+                order_version=saved.version,
             )
         self.stream.load_state_dict(state)
 

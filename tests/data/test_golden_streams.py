@@ -15,6 +15,7 @@ sizes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping
@@ -136,14 +137,20 @@ def _corpus_global(docs: Any, digest: _Digest) -> None:
     digest.json(other.state_dict())
 
 
-def _corpus_blocks(docs: Any, digest: _Digest) -> None:
-    """The blocks order (version 1), pinned from its first release: a change to it
+def _corpus_blocks(docs: Any, digest: _Digest, version: int = 1) -> None:
+    """The blocks order (``version``), pinned from its first release: a change to it
     needs a new order version."""
     kw: dict[str, Any] = dict(
         world_size=2, block=32, batch_size=3, seed=6, boundary_id=1, document_ids=True
     )
     corpus = StreamingCorpus(
-        docs[:200], rank=1, layout="global", block_documents=16, window_blocks=3, **kw
+        docs[:200],
+        rank=1,
+        layout="global",
+        block_documents=16,
+        window_blocks=3,
+        order_version=version,
+        **kw,
     )
     digest.array(corpus.rank_document_indices(1))
     digest.batches(iter(corpus), 12)
@@ -155,12 +162,13 @@ def _corpus_blocks(docs: Any, digest: _Digest) -> None:
         batch_size=2,
         seed=2,
         block_documents=8,
+        order_version=version,
     )
     digest.batches(iter(mixture), 6)
     digest.json(mixture.state_dict())
 
 
-def _blocks_default_sizes(docs: Any, digest: _Digest) -> None:
+def _blocks_default_sizes(docs: Any, digest: _Digest, version: int = 1) -> None:
     """The blocks order at its default sizes (B=4096, W=64 since Dec 2; the sample
     corpus is one block, so a virtual corpus of two windows): a new default is a new
     digest here, and states of the old sizes resume by naming them."""
@@ -173,6 +181,7 @@ def _blocks_default_sizes(docs: Any, digest: _Digest) -> None:
         batch_size=2,
         seed=4,
         layout="global",
+        order_version=version,
     )
     digest.json(corpus.stream_identity()["order"])
     digest.batches(iter(corpus), 3)
@@ -364,6 +373,13 @@ GOLDEN = {
     "corpus_global": (_corpus_global, "2e909fb3829b4bcfa7aa9e62"),
     "corpus_blocks": (_corpus_blocks, "d8facc20237b716e16f04d91"),
     "blocks_default_sizes": (_blocks_default_sizes, "82fb4f99d50a2f2e79b1c771"),
+    # Version 2 (Dec 2 late: mixed-radix bijections, a window's blocks ascending), the
+    # default since: pinned from its first release, as version 1 above.
+    "corpus_blocks_v2": (functools.partial(_corpus_blocks, version=2), "3fed156665644003598089d5"),
+    "blocks_default_sizes_v2": (
+        functools.partial(_blocks_default_sizes, version=2),
+        "075cc9c10dfdc8f6975fce8d",
+    ),
     "corpus_plan_store": (_corpus_plan_store, "c5353418cc51b70a3980bfaf"),
     "token_streams": (_token_streams, "1ac18150294882011ac50e9b"),
     "mixtures": (_mixtures, "9b24591824cf838c9cf94a88"),
