@@ -36,10 +36,14 @@ def order_arguments(order: Mapping[str, Any] | None) -> str:
     """The constructor arguments that build a stream of ``order`` (an identity field)."""
     if order is None:
         return "order='permutation'"
-    return (
+    arguments = (
         f"order={order.get('name')!r}, block_documents={order.get('block_documents')!r}, "
-        f"window_blocks={order.get('window_blocks')!r}, order_version={order.get('version')!r}"
+        f"window_blocks={order.get('window_blocks')!r}"
     )
+    # The newest version is what a stream builds unless told: name only an older one.
+    if order.get("version") != BLOCK_ORDER_VERSIONS[-1]:
+        arguments += f", order_version={order.get('version')!r}"
+    return arguments
 
 
 def _described(order: Mapping[str, Any] | None, where: str) -> str:

@@ -5,14 +5,17 @@ plan learns every window's token and document totals up front (O(windows) values
 it can place any row in O(log windows), and it reads a window's documents only when a
 batch needs that window. Two orders implement it:
 
-- :class:`BlockOrder` (``"blocks"``, version 1), the hierarchical order that scales:
-  documents ``[0, N)`` are grouped into contiguous *blocks* of ``block_documents`` (B)
-  documents (the last may be short); a keyed Feistel bijection over block ids
-  (:class:`~mixle.data._permutation.FeistelPermutation`, key domain
-  ``(BLOCKS_DOMAIN,)``) orders the blocks; consecutive runs of ``window_blocks`` (W)
-  blocks of that order are the *windows*; inside window ``k`` its documents (its
-  blocks' documents concatenated in block order) are permuted by a second Feistel
-  bijection keyed by ``(seed, epoch)`` and the domain ``(k, WINDOW_DOMAIN)``. The
+- :class:`BlockOrder` (``"blocks"``, versions 1 and 2), the hierarchical order that
+  scales: documents ``[0, N)`` are grouped into contiguous *blocks* of
+  ``block_documents`` (B) documents (the last may be short); a keyed bijection over
+  block ids (key domain ``(BLOCKS_DOMAIN,)``) orders the blocks; consecutive runs of
+  ``window_blocks`` (W) blocks of that order are the *windows*; inside window ``k`` its
+  documents (its blocks' documents concatenated) are permuted by a second bijection
+  keyed by ``(seed, epoch)`` and the domain ``(k, WINDOW_DOMAIN)``. Version 2 (the
+  default) uses :class:`~mixle.data._mixed_radix.MixedRadixPermutation` for both and
+  concatenates a window's blocks in ascending id; version 1 (kept for its states)
+  :class:`~mixle.data._permutation.FeistelPermutation`, whose domain is up to ``4 n``,
+  and the blocks in block order. The
   epoch order is windows ``0, 1, ...`` concatenated: a pure function of
   ``(num_documents, seed, epoch, B, W)``, with every document exactly once. Its
   totals come from the cumulative token offsets at the ``N / B + 1`` block

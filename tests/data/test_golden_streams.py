@@ -10,7 +10,7 @@ and must never change: a restructure that changes one byte of a batch, a state o
 plan fails here. The streams that default to the blocks order are pinned with
 ``order="permutation"`` (the order they were computed with); ``corpus_blocks`` pins
 the blocks order itself from its first version, ``blocks_default_sizes`` its default
-sizes.
+sizes, each at ``order_version=1`` and again (``_v2``) at version 2, the default.
 """
 
 from __future__ import annotations

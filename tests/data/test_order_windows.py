@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 
 from mixle.corpus import CorpusWriter, open_corpus
 from mixle.data._documents import SequenceDocuments, offset_reader, offset_runs_reader
+from mixle.data._mixed_radix import MixedRadixPermutation
 from mixle.data._order import global_document_order
 from mixle.data._order_windows import (
+    BLOCK_ORDER_VERSIONS,
     BLOCKS_DOMAIN,
     WINDOW_DOMAIN,
     BlockOrder,
@@ -48,9 +50,10 @@ def _epoch(order: BlockOrder | PermutationWindows) -> tuple[np.ndarray, np.ndarr
     window=st.integers(1, 12),
     seed=st.integers(0, 2**40),
     epoch=st.integers(0, 50),
+    version=st.sampled_from(BLOCK_ORDER_VERSIONS),
 )
 def test_blocks_order_is_every_document_once_and_locate_inverts_it(
-    lengths: list[int], block: int, window: int, seed: int, epoch: int
+    lengths: list[int], block: int, window: int, seed: int, epoch: int, version: int
 ) -> None:
     array = np.array(lengths, dtype=np.int64)
     block = min(block, len(array))
@@ -62,6 +65,7 @@ def test_blocks_order_is_every_document_once_and_locate_inverts_it(
         epoch=epoch,
         block_documents=block,
         window_blocks=window,
+        version=version,
     )
     documents, window_lengths = _epoch(order)
     assert np.array_equal(np.sort(documents), np.arange(len(array)))
@@ -102,13 +106,31 @@ def test_blocks_order_is_a_pure_function_of_its_key() -> None:
 
 def test_the_blocks_order_is_pinned() -> None:
     # A change here changes every saved "blocks" state: it needs a new order version.
-    order = BlockOrder(
-        50, _table_offsets(np.arange(50)), seed=7, epoch=2, block_documents=8, window_blocks=2
-    )
-    assert order.window_documents(0).tolist() == [
+    def order(version: int) -> BlockOrder:
+        return BlockOrder(
+            50, _table_offsets(np.arange(50)), seed=7, epoch=2, block_documents=8,
+            window_blocks=2, version=version,
+        )  # fmt: skip
+
+    assert order(1).window_documents(0).tolist() == [
         41, 40, 19, 44, 43, 21, 17, 42, 23, 16, 47, 45, 46, 20, 22, 18
     ]  # fmt: skip
-    assert order.window_totals()[0].tolist() == [504, 189, 504, 28]
+    assert order(1).window_totals()[0].tolist() == [504, 189, 504, 28]
+    assert order(2).window_documents(0).tolist() == [
+        15, 8, 42, 13, 43, 14, 12, 11, 46, 9, 41, 47, 10, 45, 44, 40
+    ]  # fmt: skip
+    assert order(2).window_totals()[0].tolist() == [440, 312, 317, 156]
+    assert order(2).version == 2 == BlockOrder(1, _table_offsets(np.ones(1)), seed=0, epoch=0,
+        block_documents=1, window_blocks=1).version  # fmt: skip
+
+
+def test_an_unknown_block_order_version_is_refused() -> None:
+    for version, error in ((3, ArgumentError), (0, ArgumentError), ("2", ArgumentTypeError)):
+        with pytest.raises(error, match="order_version"):
+            BlockOrder(
+                10, _table_offsets(np.ones(10)), seed=0, epoch=0, block_documents=2,
+                window_blocks=1, version=version,  # type: ignore[arg-type]
+            )  # fmt: skip
 
 
 @pytest.mark.parametrize("n", [2**k + d for k in (3, 6, 9) for d in (-1, 0, 1)])
@@ -249,22 +271,24 @@ def test_a_window_read_then_hinted_shuffles_its_documents_once(
 
 
 def _defined_windows(
-    num_documents: int, seed: int, epoch: int, block: int, window: int
+    num_documents: int, seed: int, epoch: int, block: int, window: int, version: int = 2
 ) -> list[np.ndarray]:
-    """The blocks order as its definition states it, naively: the Feistel order of the
+    """The blocks order as its definition states it, naively: the keyed order of the
     blocks, runs of ``window`` of them, each run's documents (blocks concatenated in
-    block order) permuted by the window's own Feistel bijection."""
+    block order in version 1, in ascending id in version 2) permuted by the window's own
+    bijection (the balanced Feistel network in version 1, the mixed-radix one in 2)."""
+    bijection = FeistelPermutation if version == 1 else MixedRadixPermutation
     blocks = -(-num_documents // block)
-    order = FeistelPermutation(blocks, seed, epoch, domain=(BLOCKS_DOMAIN,))(np.arange(blocks))
+    order = bijection(blocks, seed, epoch, domain=(BLOCKS_DOMAIN,))(np.arange(blocks))
     windows = []
     for k in range(-(-blocks // window)):
+        members = order[k * window : (k + 1) * window]
+        if version == 2:
+            members = np.sort(members)
         natural = np.concatenate(
-            [
-                np.arange(b * block, min((b + 1) * block, num_documents))
-                for b in order[k * window : (k + 1) * window]
-            ]
+            [np.arange(b * block, min((b + 1) * block, num_documents)) for b in members]
         )
-        shuffle = FeistelPermutation(len(natural), seed, epoch, domain=(k, WINDOW_DOMAIN))
+        shuffle = bijection(len(natural), seed, epoch, domain=(k, WINDOW_DOMAIN))
         windows.append(natural[shuffle(np.arange(len(natural)))])
     return windows
 
@@ -276,9 +300,10 @@ def _defined_windows(
     window=st.integers(1, 12),
     seed=st.integers(0, 2**40),
     epoch=st.integers(0, 50),
+    version=st.sampled_from(BLOCK_ORDER_VERSIONS),
 )
 def test_blocks_order_is_its_definition(
-    lengths: list[int], block: int, window: int, seed: int, epoch: int
+    lengths: list[int], block: int, window: int, seed: int, epoch: int, version: int
 ) -> None:
     # The window path computes a position's block by a shift (power-of-two blocks), a
     # division or a search (the short last block inside a window) and reads lengths as
@@ -288,9 +313,9 @@ def test_blocks_order_is_its_definition(
     window = min(window, -(-len(array) // block))
     order = BlockOrder(
         len(array), _table_offsets(array), seed=seed, epoch=epoch,
-        block_documents=block, window_blocks=window,
+        block_documents=block, window_blocks=window, version=version,
     )  # fmt: skip
-    defined = _defined_windows(len(array), seed, epoch, block, window)
+    defined = _defined_windows(len(array), seed, epoch, block, window, version)
     assert order.num_windows == len(defined)
     for k, expected in enumerate(defined):
         documents, window_lengths = order.window(k)

@@ -40,7 +40,7 @@ def test_the_global_layout_defaults_to_the_blocks_order_and_per_rank_keeps_the_p
     assert _global(documents).order == OrderOptions("blocks")
     assert _global(documents).stream_identity()["order"] == {
         "name": "blocks",
-        "version": 1,
+        "version": 2,
         "block_documents": 50,
         "window_blocks": 1,
     }
@@ -136,8 +136,8 @@ def test_a_state_of_the_old_default_window_resumes_only_when_the_stream_names_it
         ({"name": "shuffled", "version": 1}, r"unknown order 'shuffled' in `stream.order`"),
         ("blocks", r"unknown order 'blocks' in `stream.order`"),
         (
-            {"name": "blocks", "version": 2},
-            r"order 'blocks' version 2 in `stream.order`; this mixle reads version\(s\) \[1\]",
+            {"name": "blocks", "version": 3},
+            r"order 'blocks' version 3 in `stream.order`; this mixle reads version\(s\) \[1, 2\]",
         ),
     ],
 )
@@ -169,6 +169,14 @@ def test_a_state_of_an_unknown_order_or_version_is_refused(order: Any, fragment:
             ArgumentError,
             "`window_blocks` applies only to order='blocks'",
         ),
+        (
+            {"order": "permutation", "order_version": 1},
+            ArgumentError,
+            "`order_version` applies only to order='blocks'",
+        ),
+        ({"order_version": 3}, ArgumentError, r"`order_version` must be one of \[1, 2\]"),
+        ({"order_version": 0}, ArgumentError, "`order_version` must be a positive integer"),
+        ({"order_version": "1"}, ArgumentTypeError, "order_version"),
     ],
 )
 def test_bad_order_options_are_refused_before_any_batch(
@@ -237,6 +245,65 @@ def test_training_sources_resume_an_old_state_with_the_permutation_order() -> No
     fresh.load_state_dict(mixed.state_dict())
     assert fresh.mixture.order.name == "permutation"
     assert np.array_equal(next(iter(fresh))[0].context, next(iter(mixed))[0].context)
+
+
+def test_a_state_of_blocks_version_1_resumes_bitwise_when_the_stream_names_it() -> None:
+    # States saved before version 2 (the default since): refused by a default stream,
+    # with the argument that resumes them; resumed by it bitwise.
+    documents = _documents(300, longest=40)
+    old = _global(documents, block_documents=16, window_blocks=4, order_version=1)
+    assert old.stream_identity()["order"]["version"] == 1
+    batches = iter(old)
+    for _ in range(5):
+        next(batches)
+    state = old.state_dict()
+    expected = [next(batches) for _ in range(12)]  # across a window and an epoch edge
+    default = _global(documents, block_documents=16, window_blocks=4)
+    assert default.stream_identity()["order"]["version"] == 2
+    assert not np.array_equal(next(iter(default))[0], next(iter(old))[0])
+    with pytest.raises(
+        StateMismatchError,
+        match=r"Build the stream with order='blocks', block_documents=16, window_blocks=4, "
+        r"order_version=1 to resume",
+    ):
+        default.load_state_dict(state)
+    resumed = _global(documents, block_documents=16, window_blocks=4, order_version=1)
+    resumed.load_state_dict(state)
+    for want, got in zip(expected, resumed, strict=False):
+        for a, b in zip(want, got, strict=True):
+            assert np.array_equal(a, b)
+    assert OrderOptions("blocks") == OrderOptions("blocks", version=2)
+    assert OrderOptions("permutation").version is None
+
+
+def test_training_sources_and_mixtures_follow_a_version_1_state() -> None:
+    # `mixle train` leaves the order unset on --resume: a checkpoint of version 1
+    # resumes with it, the single stream's and every mixture source's.
+    documents = _documents(120)
+    args: dict[str, Any] = dict(rank=0, world_size=1, block=8, batch_size=2, seed=1)
+    old = PackedBatches(documents, layout="global", boundary_id=None, **args)
+    old.corpus = old.stream = StreamingCorpus(documents, layout="global", order_version=1, **args)
+    batches = iter(old)
+    next(batches)
+    state = old.state_dict()
+    expected = [batch for batch, _ in (next(batches) for _ in range(3))]
+    resumed = PackedBatches(documents, layout="global", boundary_id=None, **args)
+    resumed.load_state_dict(state)
+    assert resumed.corpus.order.version == 1
+    for want, (got, _) in zip(expected, resumed, strict=False):
+        assert np.array_equal(got.context, want.context)
+    mixed = MixtureBatches(_mixture(order_version=1))
+    next(iter(mixed))
+    fresh = MixtureBatches(_mixture())
+    assert fresh.mixture.order.version == 2
+    fresh.load_state_dict(mixed.state_dict())
+    assert fresh.mixture.order == OrderOptions("blocks", version=1)
+    assert np.array_equal(next(iter(fresh))[0].context, next(iter(mixed))[0].context)
+    with pytest.raises(StateMismatchError, match="order_version=1"):
+        _mixture().load_state_dict(mixed.state_dict())
+    kept = MixtureBatches(_mixture(), follow_saved_order=False)
+    with pytest.raises(StateMismatchError, match="order_version=1"):
+        kept.load_state_dict(mixed.state_dict())
 
 
 def test_train_config_takes_an_order_for_the_packed_objective_only() -> None:

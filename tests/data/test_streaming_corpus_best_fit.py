@@ -207,15 +207,26 @@ def test_the_row_shuffle_is_keyed_by_the_epoch() -> None:
     assert first != second
 
 
-def test_the_rows_of_packing_version_1_are_pinned() -> None:
-    # A change to best-fit rows must bump the packing's version (states name it).
+@pytest.mark.parametrize(
+    ("order_version", "expected"), [(1, "24e4d1cea551cd40"), (2, "4d23d6db953276f9")]
+)
+def test_the_rows_of_packing_version_1_are_pinned(order_version: int, expected: str) -> None:
+    # A change to best-fit rows must bump the packing's version (states name it); the
+    # windows it packs are those of the blocks order's version (each pinned).
     rng = np.random.default_rng(0)
     documents = [rng.integers(0, 1000, int(n)) for n in rng.integers(0, 90, 200)]
-    corpus = _corpus(documents, block=32, boundary_id=7, block_documents=16, window_blocks=4)
+    corpus = _corpus(
+        documents,
+        block=32,
+        boundary_id=7,
+        block_documents=16,
+        window_blocks=4,
+        order_version=order_version,
+    )
     digest = hashlib.sha256()
     for batch in corpus.iter_epoch(0):
         fields = (batch.context, batch.targets, batch.loss_mask)
         for value in (*fields, batch.document_ids, batch.position_ids):
             digest.update(np.ascontiguousarray(value).tobytes())
     assert corpus.stream_identity()["packing"]["version"] == 1
-    assert digest.hexdigest()[:16] == "24e4d1cea551cd40"
+    assert digest.hexdigest()[:16] == expected

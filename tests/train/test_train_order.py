@@ -40,7 +40,7 @@ def test_a_new_run_packs_the_blocks_order_and_its_checkpoint_names_it(
     )
     assert _saved_order(run, 1) == {
         "name": "blocks",
-        "version": 1,
+        "version": 2,
         "block_documents": 64,
         "window_blocks": 1,
     }
