@@ -87,7 +87,7 @@ class MixedRadixPermutation:
     [3, 7]
     """
 
-    __slots__ = ("_added", "_keys", "_moduli", "_subtracted", "a", "b", "n")
+    __slots__ = ("_added", "_halves", "_keys", "_moduli", "_subtracted", "a", "b", "n")
 
     def __init__(self, n: int, seed: int, epoch: int, *, domain: tuple[int, ...] = ()) -> None:
         self.n = nonnegative_int("n", n)
@@ -103,9 +103,13 @@ class MixedRadixPermutation:
         inputs = [self.b if i % 2 == 0 else self.a for i in range(_ROUNDS)]
         self._added: list[np.ndarray] | None = None
         self._subtracted: list[np.ndarray] | None = None
+        # The halves' dtype: uint32 while the round functions are tabulated (halves and
+        # their sums stay below 2**18; numpy's passes over half the bytes are ~25% faster).
+        self._halves: type[np.unsignedinteger] = np.uint64
         if max(inputs) <= _TABLE_MAX:
+            self._halves = np.uint32
             self._added = [
-                self._round_function(i, np.arange(size, dtype=np.uint64))
+                self._round_function(i, np.arange(size, dtype=np.uint64)).astype(np.uint32)
                 for i, size in enumerate(inputs)
             ]
 
@@ -121,7 +125,9 @@ class MixedRadixPermutation:
         """``out = F_i(halves)`` (forward) or ``(-F_i(halves)) mod radix_i`` (backward)."""
         tables = self._added if forward else self._inverse_tables()
         if tables is not None:
-            np.take(tables[i], halves.view(np.int64), out=out, mode="wrap")
+            # uint32 halves index as they are (a safe cast); uint64 ones as int64.
+            index = halves if halves.dtype == np.uint32 else halves.view(np.int64)
+            np.take(tables[i], index, out=out, mode="wrap")
             return
         np.copyto(out, halves)
         self._round_function(i, out)
@@ -137,7 +143,7 @@ class MixedRadixPermutation:
         if self._subtracted is None:
             subtracted = []
             for i, table in enumerate(self._added):
-                negated = np.subtract(np.uint64(self._moduli[i]), table)
+                negated = np.subtract(table.dtype.type(self._moduli[i]), table)
                 self._reduce(negated, np.empty_like(negated), self._moduli[i])
                 subtracted.append(negated)
             self._subtracted = subtracted
@@ -148,7 +154,7 @@ class MixedRadixPermutation:
         """``values %= modulus`` in place for values below ``2 * modulus``: the smaller
         of ``v`` and ``v - modulus`` as unsigned (the subtraction wraps when ``v`` is
         below the modulus)."""
-        np.subtract(values, np.uint64(modulus), out=scratch)
+        np.subtract(values, values.dtype.type(modulus), out=scratch)
         np.minimum(values, scratch, out=values)
 
     def _network(
@@ -180,7 +186,7 @@ class MixedRadixPermutation:
         """The network's images (or preimages) of ``values`` (uint64 in ``[0, a * b)``)
         into ``out`` (may be ``values``)."""
         size = values.shape[0]
-        left, right, mixed, scratch = (np.empty(size, dtype=np.uint64) for _ in range(4))
+        left, right, mixed, scratch = (np.empty(size, dtype=self._halves) for _ in range(4))
         b = np.uint64(self.b)
         np.floor_divide(values, b, out=left)
         np.multiply(left, b, out=right)
@@ -286,15 +292,16 @@ class MixedRadixPermutation:
                 self._values(part, True, part)
             return
         chunk = min(_CHUNK // b * b, count)
-        phase = np.arange(start % b, start % b + chunk, dtype=np.uint64)
-        quotients = phase // np.uint64(b)
-        remainders = phase - quotients * np.uint64(b)
-        buffers = [np.empty(chunk, dtype=np.uint64) for _ in range(4)]
+        halves = self._halves
+        phase = np.arange(start % b, start % b + chunk, dtype=halves)
+        quotients = phase // halves(b)
+        remainders = phase - quotients * halves(b)
+        buffers = [np.empty(chunk, dtype=halves) for _ in range(4)]
         for first in range(0, count, chunk):
             part = out[first : first + chunk]
             size = part.shape[0]
             left, right, mixed, scratch = (buffer[:size] for buffer in buffers)
-            np.add(quotients[:size], np.uint64((start + first) // b), out=left)
+            np.add(quotients[:size], halves((start + first) // b), out=left)
             np.copyto(right, remainders[:size])
             high, low = self._network(left, right, True, (mixed, scratch))
             np.multiply(high, np.uint64(b), out=part)

@@ -64,6 +64,7 @@ from mixle.errors import ArgumentError
 __all__ = [
     "BLOCKS_DOMAIN",
     "BLOCK_ORDER_VERSIONS",
+    "KEPT_RUN",
     "WINDOW_DOMAIN",
     "BlockOrder",
     "CumulativeOffsets",
@@ -79,6 +80,10 @@ __all__ = [
 # Blocks whose totals `BlockOrder.window_totals` gathers per pass, and positions of a
 # window placed per pass (128 KiB of int64: the buffers stay in cache).
 _TOTALS_CHUNK = _CHUNK = 1 << 14
+
+#: Documents of the longest run whose lengths :meth:`CumulativeOffsets.run_lengths`
+#: keeps (one default window: 2 MiB).
+KEPT_RUN = 1 << 18
 
 #: Key-domain words of the blocks order's two bijections ("mxblocks", "mxwindow").
 BLOCKS_DOMAIN = 0x6D78626C6F636B73
@@ -160,6 +165,25 @@ class CumulativeOffsets:
     def __init__(self, documents: DocumentSource) -> None:
         self.documents = documents
         self._table: np.ndarray | None = None
+        # The last run's lengths (see `run_lengths`): ``(first, count, lengths)``.
+        self._kept_run: tuple[int, int, np.ndarray] | None = None
+
+    def run_lengths(self, first: int, count: int) -> np.ndarray:
+        """The lengths of documents ``first .. first + count - 1`` (int64, read-only),
+        from one run of offsets. The last run of at most :data:`KEPT_RUN` documents is
+        kept: a source of one window reads its lengths once, not once per epoch (the
+        documents must not change while they are streamed)."""
+        kept = self._kept_run
+        if kept is not None and kept[:2] == (first, count):
+            return kept[2]
+        offsets = self.runs(np.array([first], np.int64), np.array([count + 1], np.int64))
+        if not _differences_in_place(offsets, np.empty(min(_CHUNK, count + 1), np.int64)):
+            offsets = np.diff(offsets)
+        lengths = offsets[:count]
+        lengths.setflags(write=False)
+        if count <= KEPT_RUN:
+            self._kept_run = (first, count, lengths)
+        return lengths
 
     def runs(self, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """``self(index_ranges(starts, counts))``: the offsets of runs of consecutive
@@ -445,8 +469,11 @@ class BlockOrder:
         """Window ``k``'s blocks in the order its documents are numbered before its own
         shuffle: block order (version 1) or ascending id (version 2: the shuffle makes
         the arrangement immaterial, and ascending blocks are read as they are placed)."""
-        blocks = self._window_blocks(k)
-        return blocks if self.version == 1 else np.sort(blocks)
+        if self.version == 1:
+            return self._window_blocks(k)
+        if self.num_windows == 1:  # every block, whatever their order
+            return np.arange(self.num_blocks, dtype=np.int64)
+        return np.sort(self._window_blocks(k))
 
     def _natural(self, k: int) -> np.ndarray:
         """Window ``k``'s documents before its own shuffle: its blocks, concatenated."""
@@ -462,12 +489,15 @@ class BlockOrder:
         block's first): the offsets read as one run and differenced in place, a
         document's id its shuffled position plus the first id, its length one lookup."""
         first = int(blocks[0]) * self.block_documents
-        offsets = self._offset_runs(np.array([first]), np.array([size + 1]))
-        if not _differences_in_place(offsets, np.empty(min(_CHUNK, size + 1), np.int64)):
-            offsets = np.diff(offsets)
+        if isinstance(self.offsets, CumulativeOffsets):
+            natural = self.offsets.run_lengths(first, size)
+        else:
+            natural = np.diff(np.asarray(self.offsets(np.arange(first, first + size + 1))))
         shuffle = self._shuffle(k, size)
-        lengths = np.take(offsets, shuffle)
-        return np.add(shuffle, first), lengths
+        # The shuffle (read-only, kept) is the ids of a window from document 0 on, e.g.
+        # a one-window corpus: no copy (each fresh array of the window's size costs
+        # a page fault per 4 KiB, ~3 us each here).
+        return shuffle if first == 0 else shuffle + first, np.take(natural, shuffle)
 
     def window(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         blocks = self._members(k)
@@ -513,6 +543,9 @@ class BlockOrder:
     def window_totals(self) -> tuple[np.ndarray, np.ndarray]:
         if not self.num_blocks:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        if self.num_windows == 1:  # the whole corpus: no block order needed
+            ends = np.asarray(self.offsets(np.array([0, self.num_documents])), dtype=np.int64)
+            return ends[1:] - ends[:1], np.array([self.num_documents], dtype=np.int64)
         blocks, block, window = self.num_blocks, self.block_documents, self.window_blocks
         boundaries = np.arange(0, (blocks + 1) * block, block, dtype=np.int64)
         boundaries[-1] = self.num_documents
