@@ -341,11 +341,21 @@ class BlockOrder:
         self.block_documents, self.window_blocks = block_documents, window_blocks
         self.num_blocks = -(-self.num_documents // block_documents)
         self.num_windows = -(-self.num_blocks // window_blocks)
-        self._blocks = self._bijection(self.num_blocks, seed, epoch, domain=(BLOCKS_DOMAIN,))
+        self._block_bijection: FeistelPermutation | MixedRadixPermutation | None = None
         self._block_order: np.ndarray | None = None
         # The last window's shuffle: a read and the read-ahead hints ask for the same
         # window (one tuple, replaced whole, so a prefetch thread sees a pair or none).
         self._last_shuffle: tuple[int, np.ndarray] | None = None
+
+    @property
+    def _blocks(self) -> FeistelPermutation | MixedRadixPermutation:
+        """The bijection over block ids (built on first use: a one-window corpus of
+        version 2 never needs it)."""
+        if self._block_bijection is None:
+            self._block_bijection = self._bijection(
+                self.num_blocks, self.seed, self.epoch, domain=(BLOCKS_DOMAIN,)
+            )
+        return self._block_bijection
 
     def _window_permutation(self, k: int, size: int) -> FeistelPermutation | MixedRadixPermutation:
         return self._bijection(size, self.seed, self.epoch, domain=(k, WINDOW_DOMAIN))
