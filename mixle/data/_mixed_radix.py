@@ -35,7 +35,7 @@ import numpy as np
 
 from mixle import _gather
 from mixle._checks import nonnegative_int
-from mixle.data._permutation import _mix
+from mixle.data._permutation import _mix, check_domain_range, domain_positions
 from mixle.data._seed_sequence import seed_sequence_state
 
 __all__ = ["MixedRadixPermutation", "radices"]
@@ -220,12 +220,7 @@ class MixedRadixPermutation:
 
     def _walked(self, values: object, forward: bool) -> np.ndarray:
         array = np.asarray(values, dtype=np.int64)
-        flat = array.reshape(-1)
-        if flat.size and (int(flat.min()) < 0 or int(flat.max()) >= self.n):
-            bad = flat[(flat < 0) | (flat >= self.n)][0]
-            raise IndexError(
-                f"position {int(bad)} is outside the permutation domain [0, {self.n})."
-            )
+        flat = domain_positions(array, self.n)
         out = np.empty(flat.shape[0], dtype=np.uint64)
         for first in range(0, flat.shape[0], _CHUNK):
             part = out[first : first + _CHUNK]
@@ -252,10 +247,7 @@ class MixedRadixPermutation:
         IndexError
             ``[start, stop)`` is not inside ``[0, n]`` or ``stop < start``.
         """
-        if not 0 <= start <= stop <= self.n:
-            raise IndexError(
-                f"positions [{start}, {stop}) are outside the permutation domain [0, {self.n})."
-            )
+        check_domain_range(start, stop, self.n)
         out = np.empty(stop - start, dtype=np.uint64)
         if not out.size:
             return out.view(np.int64)

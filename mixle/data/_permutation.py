@@ -88,6 +88,36 @@ def _mix_tail(values: np.ndarray, scratch: np.ndarray) -> np.ndarray:
     return values
 
 
+def domain_positions(array: np.ndarray, n: int) -> np.ndarray:
+    """``array`` (int64) flattened, each value checked to lie in a bijection's domain
+    ``[0, n)``.
+
+    Raises
+    ------
+    IndexError
+        A value lies outside ``[0, n)`` (the first one is named).
+    """
+    flat = array.reshape(-1)
+    if flat.size and (int(flat.min()) < 0 or int(flat.max()) >= n):
+        bad = flat[(flat < 0) | (flat >= n)][0]
+        raise IndexError(f"position {int(bad)} is outside the permutation domain [0, {n}).")
+    return flat
+
+
+def check_domain_range(start: int, stop: int, n: int) -> None:
+    """Refuse a position range ``[start, stop)`` that is not inside ``[0, n]``.
+
+    Raises
+    ------
+    IndexError
+        ``[start, stop)`` is not inside ``[0, n]`` or ``stop < start``.
+    """
+    if not 0 <= start <= stop <= n:
+        raise IndexError(
+            f"positions [{start}, {stop}) are outside the permutation domain [0, {n})."
+        )
+
+
 class FeistelPermutation:
     """The bijection on ``[0, n)`` keyed by ``(seed, epoch)`` (and an optional ``domain``).
 
@@ -244,10 +274,7 @@ class FeistelPermutation:
         IndexError
             ``[start, stop)`` is not inside ``[0, n]`` or ``stop < start``.
         """
-        if not 0 <= start <= stop <= self.n:
-            raise IndexError(
-                f"positions [{start}, {stop}) are outside the permutation domain [0, {self.n})."
-            )
+        check_domain_range(start, stop, self.n)
         if self.width <= _SMALL_BITS:
             return self._small(True)[start:stop].copy()
         count = stop - start
@@ -261,12 +288,7 @@ class FeistelPermutation:
 
     def _walk(self, values: Any, forward: bool) -> np.ndarray:
         array = np.asarray(values, dtype=np.int64)
-        flat = array.reshape(-1)
-        if flat.size and (int(flat.min()) < 0 or int(flat.max()) >= self.n):
-            bad = flat[(flat < 0) | (flat >= self.n)][0]
-            raise IndexError(
-                f"position {int(bad)} is outside the permutation domain [0, {self.n})."
-            )
+        flat = domain_positions(array, self.n)
         if self.width <= _SMALL_BITS:
             return self._small(forward).take(array)
         source = flat.view(np.uint64) if flat.flags.c_contiguous else flat.astype(np.uint64)
